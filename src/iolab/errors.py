@@ -1,0 +1,65 @@
+"""Errors raised by the iolab library.
+
+Library code never prints and never exits: it raises one of these. ``cli.main`` catches
+``IolabError`` and prints ``Error: <message>`` and, when present, ``Hint: <hint>`` on stderr,
+then exits with ``exit_code``.
+
+Exit codes: 0 ok, 1 runtime failure, 2 usage or suite error, 3 regression found, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+
+class IolabError(Exception):
+    """Base class: a complete, user-facing message and an optional hint saying what to do next."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(IolabError):
+    """The command line or a referenced run/selector is wrong."""
+
+    exit_code = 2
+
+
+class SuiteError(IolabError):
+    """A suite or fio job file is malformed; the message names the file and the place."""
+
+    exit_code = 2
+
+
+class FioNotFound(IolabError):
+    """fio is not installed."""
+
+
+class FioError(IolabError):
+    """fio could not be started or produced no usable output."""
+
+
+class ParseError(IolabError):
+    """A fio output could not be parsed; the message names the file and what was expected."""
+
+
+class SafetyError(IolabError):
+    """A job would destroy data or run somewhere it must not; refused before fio starts."""
+
+
+class StoreError(IolabError):
+    """The results database cannot be opened or does not hold what was asked for."""
+
+
+class RegressionFound(IolabError):
+    """A comparison found a significant regression past the user's threshold."""
+
+    exit_code = 3
+
+
+class Interrupted(IolabError):
+    """The user pressed Ctrl-C (or iolab got SIGTERM); finished results are kept."""
+
+    exit_code = 130

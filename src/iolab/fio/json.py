@@ -1,0 +1,310 @@
+"""Read fio's JSON output (``json``, ``json+``, client/server) of any version into a FioReport.
+
+The schema is detected from key presence, not from the version string (FIO_NOTES §1.5):
+
+* ``clat_ns`` (fio 2.99+) holds nanoseconds; ``clat`` (older) holds microseconds.
+* ``io_kbytes`` present (fio 2.21+): ``io_bytes`` is bytes; absent: ``io_bytes`` is KiB.
+* ``bw_bytes`` (3.2+) is bytes/s; otherwise ``bw`` is KiB/s.
+* json+ ``bins`` keys are ns (3.x), us (2.20-2.99) or bucket indexes with ``FIO_IO_U_PLAT_*``
+  keys (2.2.12-2.19); all are converted to ns bucket midpoints (``plat_idx_to_val``, stat.c).
+* 2.x pads unused percentile slots with duplicate ``"0.00": 0`` keys; they are dropped.
+
+Text before the JSON (fio issue 731, client/server ``<host>`` lines) is skipped, and several
+concatenated documents (``--status-interval``) are read in order: the last one is the result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..errors import ParseError
+from ..model import DIRECTIONS, DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
+
+#: The aggregate entry of client/server output; iolab computes its own aggregate instead,
+#: because fio's carries the host label of whichever server reported last (FIO_NOTES §1.7).
+ALL_CLIENTS = "All clients"
+
+
+class _Object(dict[str, Any]):
+    """A JSON object that remembers the keys fio printed more than once."""
+
+    duplicates: tuple[str, ...] = ()
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
+    obj = _Object()
+    dups = []
+    for key, value in pairs:
+        if key in obj:
+            dups.append(key)
+            continue  # keep the first: later copies are padding or another server's options
+        obj[key] = value
+    if dups:
+        obj.duplicates = tuple(dups)
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs)
+
+
+def iter_documents(text: str) -> Iterator[dict[str, Any]]:
+    """Yield each top-level JSON object in ``text``, skipping lines of other text between them.
+
+    Raises ``ParseError`` when a document starts but is not valid JSON (e.g. truncated).
+    """
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i].isspace():
+            i += 1
+        if i >= n:
+            return
+        if text[i] != "{":
+            nl = text.find("\n", i)
+            if nl < 0:
+                return
+            i = nl + 1
+            continue
+        try:
+            obj, i = _DECODER.raw_decode(text, i)
+        except json.JSONDecodeError as exc:
+            raise ParseError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+        yield obj
+
+
+def looks_like_json(text: str) -> bool:
+    """True when ``text`` has a line starting with ``{`` followed by a fio key."""
+    start = text.find("\n{") + 1 if not text.lstrip().startswith("{") else text.find("{")
+    return start >= 0 and text[start:start + 1] == "{" and '"fio version"' in text[start:start + 2000]
+
+
+def parse_json(text: str) -> FioReport:
+    """Parse fio JSON/json+/client-json output; the last complete document is the report.
+
+    Raises ``ParseError`` when there is no fio JSON document or it lacks the expected shape.
+    """
+    last = None
+    for doc in iter_documents(text):
+        if isinstance(doc, dict) and ("jobs" in doc or "client_stats" in doc):
+            last = doc
+    if last is None:
+        raise ParseError("no fio JSON report found (expected an object with \"jobs\" or \"client_stats\")")
+    try:
+        return _report(last)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ParseError(f"unexpected fio JSON shape: {type(exc).__name__}: {exc}") from exc
+
+
+def _report(doc: Mapping[str, Any]) -> FioReport:
+    client = "client_stats" in doc
+    entries = doc["client_stats"] if client else doc["jobs"]
+    if not isinstance(entries, list):
+        raise TypeError("jobs is not a list")
+    jobs = tuple(
+        _job(entry, index)
+        for index, entry in enumerate(entries)
+        if not (client and entry.get("jobname") == ALL_CLIENTS)
+    )
+    has_bins = any(
+        d.clat is not None and d.clat.bins_ns is not None for j in jobs for d in j.directions.values()
+    )
+    timestamp_ms = doc.get("timestamp_ms")
+    if timestamp_ms is None and doc.get("timestamp") is not None:
+        timestamp_ms = int(doc["timestamp"]) * 1000
+    warnings = []
+    if client and isinstance(doc.get("global options"), _Object) and doc["global options"].duplicates:
+        warnings.append("client JSON repeats 'global options' once per server (fio issue 516); the first copy is kept")
+    return FioReport(
+        source_format="client-json" if client else ("json+" if has_bins else "json"),
+        jobs=jobs,
+        fio_version=_version(doc.get("fio version")),
+        timestamp_ms=timestamp_ms,
+        global_options=_options(doc.get("global options")),
+        disk_util=tuple(_disk(d) for d in doc.get("disk_util") or ()),
+        warnings=tuple(warnings),
+    )
+
+
+def _version(value: Any) -> str | None:
+    return str(value).removeprefix("fio-") if value else None
+
+
+def _options(value: Any) -> dict[str, str]:
+    if isinstance(value, list):  # fio 3.39+ client mode: one object per server
+        value = value[0] if value else {}
+    return {str(k): str(v) for k, v in (value or {}).items()}
+
+
+def _job(entry: Mapping[str, Any], index: int) -> JobResult:
+    directions = {}
+    for name in DIRECTIONS:
+        if name in entry and isinstance(entry[name], Mapping):
+            stats = _direction(name, entry[name])
+            if stats is not None:
+                directions[name] = stats
+    dist = {}
+    for unit in ("ns", "us", "ms"):
+        for key, value in (entry.get(f"latency_{unit}") or {}).items():
+            dist[f"{key}{unit}"] = float(value)
+    return JobResult(
+        name=str(entry.get("jobname", "")),
+        index=index,
+        groupid=int(entry.get("groupid", 0)),
+        error=int(entry.get("error", 0)),
+        directions=directions,
+        usr_cpu_pct=_float(entry.get("usr_cpu")),
+        sys_cpu_pct=_float(entry.get("sys_cpu")),
+        ctx=_int(entry.get("ctx")),
+        majf=_int(entry.get("majf")),
+        minf=_int(entry.get("minf")),
+        job_runtime_ms=_int(entry.get("job_runtime")),
+        iodepth_level_pct={str(k): float(v) for k, v in (entry.get("iodepth_level") or {}).items()},
+        latency_dist_pct=dist,
+        job_options=_options(entry.get("job options")),
+        hostname=entry.get("hostname"),
+        port=_int(entry.get("port")),
+        steadystate=entry.get("steadystate"),
+    )
+
+
+def _direction(name: str, d: Mapping[str, Any]) -> DirectionStats | None:
+    total_ios = _int(d.get("total_ios"))
+    if name == "sync":
+        lat = _latency(d, "lat")
+        if not total_ios:
+            return None
+        return DirectionStats(direction=name, total_ios=total_ios, lat=lat)
+    io_bytes = _int(d.get("io_bytes"))
+    if io_bytes is not None and "io_kbytes" not in d:
+        io_bytes *= 1024  # fio < 2.21 printed KiB under the name io_bytes
+    if not total_ios and not io_bytes:
+        return None
+    runtime_ms = _int(d.get("runtime"))
+    if total_ios is not None and runtime_ms:
+        iops: float | None = 1000.0 * total_ios / runtime_ms  # stat.c's own formula, unrounded
+    else:
+        iops = _float(d.get("iops"))
+    if io_bytes is not None and runtime_ms:
+        bw: float | None = 1000.0 * io_bytes / runtime_ms
+    elif "bw_bytes" in d:
+        bw = _float(d["bw_bytes"])
+    else:
+        bw = _kib(d.get("bw"))
+    return DirectionStats(
+        direction=name,
+        total_ios=total_ios,
+        io_bytes=io_bytes,
+        runtime_ms=runtime_ms,
+        iops=iops,
+        bw_bytes_s=bw,
+        slat=_latency(d, "slat"),
+        clat=_latency(d, "clat"),
+        lat=_latency(d, "lat"),
+        short_ios=_int(d.get("short_ios")),
+        drop_ios=_int(d.get("drop_ios")),
+        bw_samples=_samples(d, "bw", ("bw_min", "bw_max", "bw_mean", "bw_dev", "bw_samples"), 1024.0),
+        iops_samples=_samples(
+            d, "iops", ("iops_min", "iops_max", "iops_mean", "iops_stddev", "iops_samples"), 1.0
+        ),
+    )
+
+
+def _latency(d: Mapping[str, Any], kind: str) -> Latency | None:
+    if f"{kind}_ns" in d:
+        obj, scale = d[f"{kind}_ns"], 1.0
+    elif kind in d:
+        obj, scale = d[kind], 1000.0  # fio < 2.99: microseconds
+    else:
+        return None
+    if not isinstance(obj, Mapping):
+        return None
+    samples = _int(obj.get("N"))
+    percentiles = {}
+    for key, value in (obj.get("percentile") or {}).items():
+        if float(key) > 0:  # 2.x pads unused slots with "0.00": 0
+            percentiles[pct_key(key)] = float(value) * scale
+    if samples == 0:
+        return Latency(samples=0)
+    return Latency(
+        min_ns=_scaled(obj.get("min"), scale),
+        max_ns=_scaled(obj.get("max"), scale),
+        mean_ns=_scaled(obj.get("mean"), scale),
+        stddev_ns=_scaled(obj.get("stddev"), scale),
+        samples=samples,
+        percentiles_ns=percentiles,
+        bins_ns=_bins(obj.get("bins"), scale),
+    )
+
+
+def _bins(bins: Any, scale: float) -> dict[int, int] | None:
+    if not isinstance(bins, Mapping):
+        return None
+    if "FIO_IO_U_PLAT_BITS" in bins:  # fio 2.2.12-2.19: bucket indexes, zeros included
+        bits, val = int(bins["FIO_IO_U_PLAT_BITS"]), int(bins["FIO_IO_U_PLAT_VAL"])
+        return {
+            int(plat_idx_to_val(int(k), bits, val) * scale): int(v)
+            for k, v in bins.items()
+            if k.isdigit() and int(v) > 0
+        }
+    return {int(float(k) * scale): int(v) for k, v in bins.items() if int(v) > 0}
+
+
+def plat_idx_to_val(idx: int, bits: int = 6, val: int = 64) -> int:
+    """The midpoint value of fio histogram bucket ``idx`` (``plat_idx_to_val()``, stat.c).
+
+    ``bits``/``val`` are ``FIO_IO_U_PLAT_BITS``/``_VAL`` (6/64 in fio 3.x). The unit is the
+    histogram's (ns in 3.x, us before).
+    """
+    if idx < (val << 1):
+        return idx
+    error_bits = (idx >> bits) - 1
+    base = 1 << (error_bits + bits)
+    k = idx % val
+    return int(base + (k + 0.5) * (1 << error_bits))
+
+
+def _samples(d: Mapping[str, Any], kind: str, keys: tuple[str, ...], scale: float) -> SampleStats | None:
+    lo, hi, mean, dev, count = (d.get(k) for k in keys)
+    if lo is None and mean is None:
+        return None
+    count_i = _int(count)
+    if count_i == 0 or (count is None and not mean):
+        return None  # no samples were taken; fio prints zeros
+    return SampleStats(
+        min=_scaled(lo, scale), max=_scaled(hi, scale), mean=_scaled(mean, scale),
+        stddev=_scaled(dev, scale), samples=count_i,
+    )
+
+
+def _disk(d: Mapping[str, Any]) -> DiskUtil:
+    aggregate = {k: float(v) for k, v in d.items() if k.startswith("aggr_")} or None
+    return DiskUtil(
+        name=str(d.get("name", "")),
+        read_ios=_int(d.get("read_ios")),
+        write_ios=_int(d.get("write_ios")),
+        read_merges=_int(d.get("read_merges")),
+        write_merges=_int(d.get("write_merges")),
+        read_ticks_ms=_int(d.get("read_ticks")),
+        write_ticks_ms=_int(d.get("write_ticks")),
+        in_queue_ms=_int(d.get("in_queue")),
+        util_pct=_float(d.get("util")),
+        hostname=d.get("hostname"),
+        aggregate=aggregate,
+    )
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _scaled(value: Any, scale: float) -> float | None:
+    return None if value is None else float(value) * scale
+
+
+def _kib(value: Any) -> float | None:
+    return None if value is None else float(value) * 1024.0

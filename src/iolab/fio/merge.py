@@ -1,0 +1,127 @@
+"""Aggregate fio results over jobs (numjobs clones) and hosts, the way fio's numbers allow.
+
+* IOPS and bandwidth: summed (the jobs ran at the same time).
+* Latency mean: weighted by sample count; stddev: pooled (exact combination of the parts'
+  sample variances).
+* Percentiles: recomputed from the summed json+ histograms with fio's own rule
+  (``calc_clat_percentiles()`` in stat.c). Averaging percentiles is wrong, so when the parts
+  carry no histogram the merged percentiles are unknown (empty), unless there is one part.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from ..model import DIRECTIONS, DirectionStats, JobResult, Latency, pct_key
+
+
+def percentiles_from_bins(bins: Mapping[int, int], percentiles: Iterable[str | float]) -> dict[str, float]:
+    """fio's percentile of a histogram: the first bucket whose cumulative count reaches p% of N.
+
+    ``bins`` maps a bucket midpoint (ns) to a count. Returns ``pct_key -> midpoint ns``; empty
+    when the histogram is empty. Source: ``calc_clat_percentiles()``, stat.c (fio 3.33).
+    """
+    total = sum(bins.values())
+    if total <= 0:
+        return {}
+    wanted = sorted((Fraction(pct_key(p)), pct_key(p)) for p in percentiles)
+    out: dict[str, float] = {}
+    cumulative, j = 0, 0
+    for value in sorted(bins):
+        cumulative += bins[value]
+        while j < len(wanted) and cumulative * 100 >= wanted[j][0] * total:
+            out[wanted[j][1]] = float(value)
+            j += 1
+        if j == len(wanted):
+            break
+    return out
+
+
+def merge_latency(parts: Sequence[Latency | None]) -> Latency | None:
+    """One latency over all I/Os of ``parts`` (None parts are skipped); see module docstring."""
+    lats = [p for p in parts if p is not None and p.samples != 0]
+    if not lats:
+        return None
+    if len(lats) == 1:
+        return lats[0]
+    counts = [p.samples for p in lats]
+    known = all(c is not None for c in counts) and all(p.mean_ns is not None for p in lats)
+    mean = stddev = None
+    n_total = sum(c for c in counts if c is not None) if known else None
+    if known and n_total:
+        mean = sum(p.mean_ns * c for p, c in zip(lats, counts, strict=True)) / n_total  # type: ignore[operator]
+        if all(p.stddev_ns is not None for p in lats) and n_total > 1:
+            ss = sum(
+                (c - 1) * p.stddev_ns**2 + c * (p.mean_ns - mean) ** 2  # type: ignore[operator]
+                for p, c in zip(lats, counts, strict=True)
+            )
+            stddev = math.sqrt(ss / (n_total - 1))
+    bins = None
+    percentiles: dict[str, float] = {}
+    if all(p.bins_ns is not None for p in lats):
+        merged: Counter[int] = Counter()
+        for p in lats:
+            merged.update(p.bins_ns or {})
+        bins = dict(merged)
+        wanted = {k for p in lats for k in p.percentiles_ns}
+        percentiles = percentiles_from_bins(bins, wanted)
+    return Latency(
+        min_ns=_fold(min, [p.min_ns for p in lats]),
+        max_ns=_fold(max, [p.max_ns for p in lats]),
+        mean_ns=mean,
+        stddev_ns=stddev,
+        samples=n_total,
+        percentiles_ns=percentiles,
+        bins_ns=bins,
+    )
+
+
+def merge_directions(parts: Sequence[DirectionStats]) -> DirectionStats:
+    """Sum one direction over jobs or hosts that ran at the same time.
+
+    ``runtime_ms`` is the longest part's. Raises ``ValueError`` when ``parts`` is empty or mixes
+    directions.
+    """
+    if not parts:
+        raise ValueError("nothing to merge")
+    if len({p.direction for p in parts}) != 1:
+        raise ValueError("cannot merge different directions")
+    if len(parts) == 1:
+        return parts[0]
+    return DirectionStats(
+        direction=parts[0].direction,
+        total_ios=_sum([p.total_ios for p in parts]),
+        io_bytes=_sum([p.io_bytes for p in parts]),
+        runtime_ms=_fold(max, [p.runtime_ms for p in parts]),
+        iops=_sum([p.iops for p in parts]),
+        bw_bytes_s=_sum([p.bw_bytes_s for p in parts]),
+        slat=merge_latency([p.slat for p in parts]),
+        clat=merge_latency([p.clat for p in parts]),
+        lat=merge_latency([p.lat for p in parts]),
+        short_ios=_sum([p.short_ios for p in parts]),
+        drop_ios=_sum([p.drop_ios for p in parts]),
+    )
+
+
+def summarize(jobs: Iterable[JobResult]) -> dict[str, DirectionStats]:
+    """Per direction, the merge of every job's stats: what a set of concurrent jobs achieved."""
+    by_dir: dict[str, list[DirectionStats]] = {}
+    for job in jobs:
+        for name, stats in job.directions.items():
+            by_dir.setdefault(name, []).append(stats)
+    return {name: merge_directions(by_dir[name]) for name in DIRECTIONS if name in by_dir}
+
+
+def _sum(values: Sequence[Any]) -> Any:
+    """The sum, or None (unknown) when any part is unknown."""
+    return None if any(v is None for v in values) else sum(values)
+
+
+def _fold(fn: Callable[[list[Any]], Any], values: Sequence[Any]) -> Any:
+    """``fn`` (min or max) over the known values; None when none is known."""
+    known = [v for v in values if v is not None]
+    return fn(known) if known else None

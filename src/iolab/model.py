@@ -1,0 +1,291 @@
+"""The records iolab passes around: parsed fio reports, facts, stored runs.
+
+All are frozen dataclasses with units in their field names (``_ns``, ``_ms``, ``_bytes``,
+``_bytes_s``, ``_pct``). A field a source format does not carry is ``None`` ("unknown"), never
+zero: a terse v2 line has no CPU figures, normal output has no bytes for mixed block sizes.
+
+``to_jsonable``/``from_jsonable`` convert any of them to and from plain JSON values (pydantic
+does the work); the store and the JSON report use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter
+
+#: Directions as fio names them; ``sync`` is fsync/fdatasync latency (fio 3.4+), ``mixed`` is
+#: ``unified_rw_reporting``.
+DIRECTIONS = ("read", "write", "trim", "sync", "mixed")
+
+
+def pct_key(percentile: float | str) -> str:
+    """Canonical key for a percentile: ``99.900000`` / ``99.9`` / ``"99.90"`` -> ``"99.9"``."""
+    return f"{float(percentile):g}"
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One of fio's slat/clat/lat objects (or the sync latency), in nanoseconds.
+
+    ``percentiles_ns`` maps a ``pct_key`` ("99.9") to fio's value, which is the midpoint of a
+    histogram bucket (error <= 1/128, ``stat.h``). ``bins_ns`` is json+'s histogram: bucket
+    midpoint in ns -> I/O count; ``None`` when the output carries no histogram.
+    """
+
+    min_ns: float | None = None
+    max_ns: float | None = None
+    mean_ns: float | None = None
+    stddev_ns: float | None = None
+    samples: int | None = None
+    percentiles_ns: Mapping[str, float] = field(default_factory=dict)
+    bins_ns: Mapping[int, int] | None = None
+
+    def percentile(self, pct: float | str) -> float | None:
+        return self.percentiles_ns.get(pct_key(pct))
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    """fio's periodic bandwidth or IOPS samples (every ``bwavgtime``/``iopsavgtime`` ms).
+
+    Bandwidth values are in bytes/s here (fio prints KiB/s). They describe the spread over
+    time, not the total: use ``DirectionStats.iops``/``bw_bytes_s`` for the result.
+    """
+
+    min: float | None = None
+    max: float | None = None
+    mean: float | None = None
+    stddev: float | None = None
+    samples: int | None = None
+
+
+@dataclass(frozen=True)
+class DirectionStats:
+    """Totals and latencies of one direction of one fio job (or reporting group).
+
+    ``iops`` is fio's exact value, ``1000 * total_ios / runtime_ms`` (``stat.c``), never the
+    rounded display. ``runtime_ms`` is fio's per-direction runtime (the max over a group).
+    """
+
+    direction: str
+    total_ios: int | None = None
+    io_bytes: int | None = None
+    runtime_ms: int | None = None
+    iops: float | None = None
+    bw_bytes_s: float | None = None
+    slat: Latency | None = None
+    clat: Latency | None = None
+    lat: Latency | None = None
+    short_ios: int | None = None
+    drop_ios: int | None = None
+    bw_samples: SampleStats | None = None
+    iops_samples: SampleStats | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """One element of fio's report: a job, a clone of a job, or a whole reporting group.
+
+    ``name`` is not unique: numjobs clones share it (FIO_NOTES §1.6); ``index`` (position in
+    the report) is. ``members`` is the number of jobs in the group when the format says so
+    (normal output's ``jobs=N``), else ``None``. ``directions`` holds only directions that did
+    I/O. ``error`` is fio's errno (0 = no error). ``hostname``/``port`` are set for
+    client/server output (the connect string's host part, not the server's own name).
+    """
+
+    name: str
+    index: int = 0
+    groupid: int = 0
+    error: int = 0
+    directions: Mapping[str, DirectionStats] = field(default_factory=dict)
+    usr_cpu_pct: float | None = None
+    sys_cpu_pct: float | None = None
+    ctx: int | None = None
+    majf: int | None = None
+    minf: int | None = None
+    job_runtime_ms: int | None = None
+    iodepth_level_pct: Mapping[str, float] = field(default_factory=dict)
+    latency_dist_pct: Mapping[str, float] = field(default_factory=dict)
+    job_options: Mapping[str, str] = field(default_factory=dict)
+    members: int | None = None
+    hostname: str | None = None
+    port: int | None = None
+    steadystate: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class DiskUtil:
+    """fio's disk statistics for one block device (Linux), ``ticks`` and ``in_queue`` in ms."""
+
+    name: str
+    read_ios: int | None = None
+    write_ios: int | None = None
+    read_merges: int | None = None
+    write_merges: int | None = None
+    read_ticks_ms: int | None = None
+    write_ticks_ms: int | None = None
+    in_queue_ms: int | None = None
+    util_pct: float | None = None
+    hostname: str | None = None
+    aggregate: Mapping[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class FioReport:
+    """Everything iolab reads from one fio output, whatever its format and version.
+
+    ``source_format`` is one of ``json``, ``json+``, ``client-json``, ``normal``, ``terse``.
+    ``warnings`` are problems found while reading (e.g. a printed value that disagrees with
+    the exact one); they are stored with the result.
+    """
+
+    source_format: str
+    jobs: tuple[JobResult, ...]
+    fio_version: str | None = None
+    timestamp_ms: int | None = None
+    global_options: Mapping[str, str] = field(default_factory=dict)
+    disk_util: tuple[DiskUtil, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BlockDeviceFacts:
+    """A block device as sysfs describes it. Sizes in bytes; ``queues`` maps hctx -> cpu_list."""
+
+    name: str
+    path: str
+    size_bytes: int | None = None
+    model: str | None = None
+    serial: str | None = None
+    vendor: str | None = None
+    rotational: bool | None = None
+    logical_block_bytes: int | None = None
+    physical_block_bytes: int | None = None
+    scheduler: str | None = None
+    rq_affinity: int | None = None
+    nr_requests: int | None = None
+    read_ahead_kb: int | None = None
+    nomerges: int | None = None
+    write_cache: str | None = None
+    numa_node: int | None = None
+    queues: Mapping[str, str] = field(default_factory=dict)
+    parent: str | None = None
+    holders: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """What a target path is: ``kind`` is ``file``, ``directory``, ``block`` or ``missing``.
+
+    For files and directories: the filesystem, its mount point and options, free space, and
+    the block device underneath (``device``), when there is one.
+    """
+
+    path: str
+    kind: str
+    size_bytes: int | None = None
+    fs_type: str | None = None
+    mount_point: str | None = None
+    mount_options: str | None = None
+    mount_source: str | None = None
+    free_bytes: int | None = None
+    device: BlockDeviceFacts | None = None
+    mounted_at: tuple[str, ...] = ()
+    signatures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """The machine a result came from. Memory in bytes."""
+
+    hostname: str | None = None
+    kernel: str | None = None
+    distribution: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    memory_bytes: int | None = None
+    virtualization: str | None = None
+    fio_version: str | None = None
+    cpu_governor: str | None = None
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A stored run without its results.
+
+    ``status``: ``running``, ``complete``, ``failed`` (some job failed), ``interrupted``.
+    ``origin``: ``run`` (iolab ran fio) or ``imported`` (read from existing fio output).
+    """
+
+    id: int
+    created_at: datetime
+    status: str
+    origin: str
+    suite_name: str
+    suite_text: str = ""
+    finished_at: datetime | None = None
+    label: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    fio_version: str | None = None
+    host: HostFacts | None = None
+    warnings: tuple[str, ...] = ()
+    source: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class ResultRecord:
+    """One fio invocation of a run: a job on a target, one repetition.
+
+    ``status``: ``pending`` (not run yet), ``ok``, ``failed`` (fio error; ``error`` says which),
+    ``interrupted``. ``params`` are the fio options that define the workload (no file names),
+    ``job_hash`` their digest: equal hashes mean the same I/O pattern.
+    """
+
+    id: int
+    run_id: int
+    seq: int
+    target: str
+    workload: str
+    repeat: int
+    status: str
+    job_text: str
+    job_hash: str
+    params: Mapping[str, str] = field(default_factory=dict)
+    command: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    error: str | None = None
+    report: FioReport | None = None
+    target_facts: TargetFacts | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """A stored run with all its results, in plan order."""
+
+    info: RunInfo
+    results: tuple[ResultRecord, ...]
+
+
+T = TypeVar("T")
+
+
+@cache
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    return TypeAdapter(cls)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """A dataclass (or list of them) as plain JSON values; datetimes as ISO 8601 strings."""
+    return _adapter(type(obj)).dump_python(obj, mode="json")
+
+
+def from_jsonable(cls: type[T], data: Any) -> T:
+    """The inverse of ``to_jsonable``. Raises ``pydantic.ValidationError`` on a shape mismatch."""
+    return _adapter(cls).validate_python(data)  # type: ignore[no-any-return]
