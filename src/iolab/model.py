@@ -181,10 +181,15 @@ class BlockDeviceFacts:
 
 @dataclass(frozen=True)
 class TargetFacts:
-    """What a target path is: ``kind`` is ``file``, ``directory``, ``block`` or ``missing``.
+    """What a target path is: ``kind`` is ``file``, ``directory``, ``block``, ``missing`` or ``other``.
+
+    ``other`` is a character device, FIFO or socket (e.g. an NVMe generic node ``/dev/ng0n1``).
 
     For files and directories: the filesystem, its mount point and options, free space, and
-    the block device underneath (``device``), when there is one.
+    the block device underneath (``device``), when there is one. For block devices:
+    ``mounted_at`` (mount points and ``[SWAP]`` of it, its partitions and holders),
+    ``signatures`` found by blkid/wipefs, and ``probe_errors`` when no probe could run
+    (the safety guard refuses such a device).
     """
 
     path: str
@@ -198,6 +203,7 @@ class TargetFacts:
     device: BlockDeviceFacts | None = None
     mounted_at: tuple[str, ...] = ()
     signatures: tuple[str, ...] = ()
+    probe_errors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -221,6 +227,7 @@ class RunInfo:
 
     ``status``: ``running``, ``complete``, ``failed`` (some job failed), ``interrupted``.
     ``origin``: ``run`` (iolab ran fio) or ``imported`` (read from existing fio output).
+    ``options`` are the run's settings needed to resume it (``keep_files``, ``repeat`` ...).
     """
 
     id: int
@@ -236,6 +243,7 @@ class RunInfo:
     host: HostFacts | None = None
     warnings: tuple[str, ...] = ()
     source: Mapping[str, str] | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -244,7 +252,8 @@ class ResultRecord:
 
     ``status``: ``pending`` (not run yet), ``ok``, ``failed`` (fio error; ``error`` says which),
     ``interrupted``. ``params`` are the fio options that define the workload (no file names),
-    ``job_hash`` their digest: equal hashes mean the same I/O pattern.
+    ``job_hash`` their digest: equal hashes mean the same I/O pattern. ``extra`` holds what later
+    features attach (tuning values in force, time series ...).
     """
 
     id: int
@@ -256,6 +265,7 @@ class ResultRecord:
     status: str
     job_text: str
     job_hash: str
+    target_path: str | None = None
     params: Mapping[str, str] = field(default_factory=dict)
     command: str | None = None
     started_at: datetime | None = None
@@ -263,6 +273,7 @@ class ResultRecord:
     error: str | None = None
     report: FioReport | None = None
     target_facts: TargetFacts | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

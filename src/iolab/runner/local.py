@@ -1,0 +1,213 @@
+"""Run one fio job file locally and collect its result.
+
+fio writes json+ to a file (``--output``), never to stdout, because errors and warnings can
+precede the JSON on stdout (fio issue 731); with ``--status-interval=1`` the same file carries a
+report every second, which drives the live progress (``status.py``).
+
+fio runs in its own session so that iolab decides how it stops: on Ctrl-C or SIGTERM iolab
+sends SIGINT to fio, which ends its jobs cleanly, and waits for it. If iolab itself is killed
+(kill -9), the kernel sends fio SIGTERM (``PR_SET_PDEATHSIG``), so no orphan keeps writing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..errors import FioError, FioNotFound, ParseError
+from ..fio.json import parse_json
+from ..model import FioReport
+from .status import Status, StatusStream
+
+_PR_SET_PDEATHSIG = 1
+OUTPUT_NAME = "fio-output.json"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one fio invocation produced.
+
+    ``status`` is ``ok``, ``failed`` (fio exited non-zero, a job reported an errno, or there is
+    no report; ``error`` says why in fio's words) or ``interrupted``. ``raw_json`` is the final
+    report's text as fio wrote it.
+    """
+
+    status: str
+    command: tuple[str, ...]
+    started_at: datetime
+    ended_at: datetime
+    report: FioReport | None = None
+    raw_json: str | None = None
+    error: str | None = None
+
+
+def find_fio(fio: str = "fio") -> str:
+    """The fio executable's path. Raises ``FioNotFound`` naming the install command."""
+    path = shutil.which(fio)
+    if path is None:
+        command = "apt-get install fio" if os.geteuid() == 0 else "sudo apt-get install fio"
+        raise FioNotFound(f"fio is not installed (looked for {fio!r} on PATH)", hint=f"install it: {command}")
+    return path
+
+
+def fio_version(fio: str = "fio") -> str:
+    """``fio --version`` without the ``fio-`` prefix, e.g. ``3.33``. Raises ``FioNotFound``."""
+    out = subprocess.run([find_fio(fio), "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.strip().removeprefix("fio-")
+
+
+def check_job(job_text: str, workdir: Path, fio: str = "fio") -> str | None:
+    """fio's own verdict on a job file (``--parse-only``): None when valid, else fio's message.
+
+    Catches misspelt options, bad values and engine options on the wrong engine; not unknown
+    engines or ``time_based`` without ``runtime`` (FIO_NOTES §8).
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "check.fio"
+    path.write_text(job_text)
+    out = subprocess.run(
+        [find_fio(fio), "--parse-only", path.name], cwd=workdir, capture_output=True, text=True, check=False
+    )
+    path.unlink()
+    if out.returncode == 0:
+        return None
+    return _error_text(out.stdout + "\n" + out.stderr) or f"fio --parse-only exited {out.returncode}"
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _error_text(text: str, limit: int = 800) -> str:
+    """fio's messages, shortened: value listings dropped, lines that differ only in numbers
+    (one ``io_u error`` per failed I/O) folded into the first with a count."""
+    counts: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(":") or line.startswith("valid values:"):
+            continue
+        key = re.sub(r"\d+", "N", line)
+        counts[key] = counts.get(key, 0) + 1
+        first.setdefault(key, line)
+    lines = [first[k] + (f" (x{counts[k]})" if counts[k] > 1 else "") for k in first]
+    out = "\n".join(lines[:8])
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def run(
+    job_text: str,
+    workdir: Path,
+    on_status: Callable[[Status], None] | None = None,
+    fio: str = "fio",
+    extra_args: Sequence[str] = (),
+    timeout_s: float | None = None,
+) -> Outcome:
+    """Run ``job_text`` with fio in ``workdir`` (created) and return its Outcome.
+
+    ``on_status`` is called from this thread about once a second while fio runs. On
+    ``KeyboardInterrupt`` fio is stopped with SIGINT (then SIGKILL after 15 s) and the
+    interrupt is re-raised. ``timeout_s`` bounds the run: past it fio is stopped and the
+    outcome is ``failed``. Raises ``FioNotFound``; ``FioError`` when fio cannot be started.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "job.fio").write_text(job_text)
+    output = workdir / OUTPUT_NAME
+    output.unlink(missing_ok=True)
+    command = (
+        find_fio(fio), "--output-format=json+", f"--output={OUTPUT_NAME}", "--status-interval=1",
+        *extra_args, "job.fio",
+    )
+    started = datetime.now(UTC)
+    with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+                command, cwd=workdir, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+            )
+        except OSError as exc:
+            raise FioError(f"cannot start fio: {exc}") from exc
+        timed_out = _follow(proc, output, on_status, timeout_s)
+    ended = datetime.now(UTC)
+    return _outcome(proc.returncode, command, started, ended, workdir, timed_out)
+
+
+def _follow(proc: subprocess.Popen[bytes], output: Path, on_status: Callable[[Status], None] | None,
+            timeout_s: float | None) -> bool:
+    """Wait for fio, feeding status reports to ``on_status``; True when it had to be stopped."""
+    stream = StatusStream()
+    offset = 0
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    try:
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=0.25)
+            except subprocess.TimeoutExpired:
+                pass
+            if on_status is not None and output.exists():
+                with open(output, encoding="utf-8", errors="replace") as f:
+                    f.seek(offset)
+                    chunk = f.read()
+                    offset = f.tell()
+                for status in stream.feed(chunk):
+                    on_status(status)
+            if deadline is not None and time.monotonic() > deadline:
+                _stop(proc)
+                return True
+    except BaseException:
+        _stop(proc)
+        raise
+    return False
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT to fio's session (fio ends its jobs and writes what it has), SIGKILL if it hangs."""
+    if proc.poll() is not None:
+        return
+    for sig, wait_s in ((signal.SIGINT, 15.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _outcome(returncode: int | None, command: tuple[str, ...], started: datetime, ended: datetime,
+             workdir: Path, timed_out: bool) -> Outcome:
+    text = (workdir / OUTPUT_NAME).read_text(errors="replace") if (workdir / OUTPUT_NAME).exists() else ""
+    messages = (workdir / "fio.stderr").read_text(errors="replace") + "\n" + \
+        (workdir / "fio.stdout").read_text(errors="replace")
+    report = raw = None
+    try:
+        report = parse_json(text)
+        raw = text[text.rfind("\n{\n") + 1:] if "\n{\n" in text else text
+    except ParseError as exc:
+        parse_problem = str(exc)
+    base = {"command": command, "started_at": started, "ended_at": ended, "report": report, "raw_json": raw}
+    if timed_out:
+        return Outcome("failed", error=f"fio did not finish within its time bound; stopped. {_error_text(messages)}",
+                       **base)  # type: ignore[arg-type]
+    failed_jobs = [j for j in report.jobs if j.error] if report else []
+    if report is None or returncode != 0 or failed_jobs:
+        detail = _error_text(messages)
+        if failed_jobs:
+            errno_text = ", ".join(f"{j.name}: errno {j.error} ({os.strerror(j.error)})" for j in failed_jobs)
+            detail = f"{errno_text}\n{detail}".strip()
+        if report is None and not detail:
+            detail = f"no fio report ({parse_problem})"
+        return Outcome("failed", error=detail or f"fio exited {returncode}", **base)  # type: ignore[arg-type]
+    return Outcome("ok", **base)  # type: ignore[arg-type]

@@ -1,0 +1,323 @@
+"""The results database: SQLAlchemy Core over SQLite (default) or PostgreSQL.
+
+Where: ``--db URL``, else ``$IOLAB_DB`` (a URL or a file path), else
+``$XDG_DATA_HOME/iolab/iolab.db`` (``~/.local/share/iolab/iolab.db``). The schema is created and
+upgraded by Alembic migrations (``iolab/migrations``) when the store is opened; the table
+definitions below mirror them for queries (a test checks they agree).
+
+Every write is its own transaction, committed before the call returns: a result is durable
+the moment its job ends, so a killed run loses at most the job in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from .errors import StoreError, UsageError
+from .model import FioReport, HostFacts, ResultRecord, Run, RunInfo, TargetFacts, from_jsonable, to_jsonable
+
+metadata = sa.MetaData()
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("finished_at", sa.DateTime(timezone=True)),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("origin", sa.String(20), nullable=False),
+    sa.Column("suite_name", sa.String(200), nullable=False),
+    sa.Column("suite_text", sa.Text, nullable=False, server_default=""),
+    sa.Column("label", sa.String(200), index=True),
+    sa.Column("fio_version", sa.String(40)),
+    sa.Column("host", sa.JSON),
+    sa.Column("warnings", sa.JSON),
+    sa.Column("source", sa.JSON),
+    sa.Column("options", sa.JSON),
+)
+
+run_tags = sa.Table(
+    "run_tags", metadata,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("value", sa.String(500), nullable=False),
+)
+
+results = sa.Table(
+    "results", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("seq", sa.Integer, nullable=False),
+    sa.Column("target", sa.String(200), nullable=False),
+    sa.Column("target_path", sa.Text),
+    sa.Column("workload", sa.String(300), nullable=False),
+    sa.Column("repeat", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),
+    sa.Column("job_text", sa.Text, nullable=False),
+    sa.Column("job_hash", sa.String(64), nullable=False, index=True),
+    sa.Column("params", sa.JSON),
+    sa.Column("command", sa.Text),
+    sa.Column("started_at", sa.DateTime(timezone=True)),
+    sa.Column("ended_at", sa.DateTime(timezone=True)),
+    sa.Column("error", sa.Text),
+    sa.Column("report", sa.JSON),
+    sa.Column("raw_gz", sa.LargeBinary),
+    sa.Column("target_facts", sa.JSON),
+    sa.Column("extra", sa.JSON),
+    sa.UniqueConstraint("run_id", "seq", name="uq_results_run_seq"),
+)
+
+
+def default_url() -> str:
+    """``$IOLAB_DB`` (URL or path) or the XDG data-dir SQLite file."""
+    env = os.environ.get("IOLAB_DB")
+    if env:
+        return env if "://" in env else f"sqlite:///{Path(env).expanduser().resolve()}"
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return f"sqlite:///{base / 'iolab' / 'iolab.db'}"
+
+
+def _normalise_url(url: str) -> str:
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]  # psycopg 3, not psycopg2
+    if "://" not in url:
+        return f"sqlite:///{Path(url).expanduser().resolve()}"
+    return url
+
+
+@dataclass(frozen=True)
+class PendingResult:
+    """A planned fio invocation, stored before it runs so that ``--resume`` can finish it."""
+
+    seq: int
+    target: str
+    target_path: str | None
+    workload: str
+    repeat: int
+    job_text: str
+    job_hash: str
+    params: Mapping[str, str]
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """SQLite hands datetimes back naive; they were stored as UTC."""
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+class Store:
+    """The results database. Open with ``Store(url)``; every method commits before returning.
+
+    Raises ``StoreError`` when the database cannot be opened or migrated.
+    """
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = _normalise_url(url or default_url())
+        if self.url.startswith("sqlite:///"):
+            Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.engine: Engine = sa.create_engine(self.url)
+            if self.engine.dialect.name == "sqlite":
+                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+            self._migrate()
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"cannot open the results database {self.display_url}: {exc.__class__.__name__}: "
+                             f"{str(exc).splitlines()[0]}", hint="check --db / $IOLAB_DB") from exc
+
+    @property
+    def display_url(self) -> str:
+        """The URL without a password."""
+        return sa.engine.make_url(self.url).render_as_string(hide_password=True)
+
+    def _migrate(self) -> None:
+        from alembic import command
+        from alembic.config import Config
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
+        config = Config()
+        config.set_main_option("script_location", str(resources.files("iolab") / "migrations"))
+        head = ScriptDirectory.from_config(config).get_current_head()
+        with self.engine.begin() as conn:
+            if MigrationContext.configure(conn).get_current_revision() == head:
+                return
+            config.attributes["connection"] = conn
+            command.upgrade(config, "head")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def create_run(self, *, suite_name: str, suite_text: str, origin: str = "run", label: str | None = None,
+                   tags: Mapping[str, str] | None = None, host: HostFacts | None = None,
+                   fio_version: str | None = None, warnings: Sequence[str] = (),
+                   source: Mapping[str, str] | None = None, options: Mapping[str, Any] | None = None,
+                   status: str = "running") -> int:
+        """Insert a run; returns its id."""
+        with self.engine.begin() as conn:
+            run_id = conn.execute(runs.insert().values(
+                created_at=datetime.now(UTC), status=status, origin=origin, suite_name=suite_name,
+                suite_text=suite_text, label=label, fio_version=fio_version,
+                host=to_jsonable(host) if host else None, warnings=list(warnings),
+                source=dict(source) if source else None, options=dict(options or {}),
+            )).inserted_primary_key[0]
+            for key, value in (tags or {}).items():
+                conn.execute(run_tags.insert().values(run_id=run_id, key=key, value=value))
+        return int(run_id)
+
+    def add_pending(self, run_id: int, planned: Iterable[PendingResult]) -> list[int]:
+        """Store planned invocations as ``pending``; returns their result ids in order."""
+        ids = []
+        with self.engine.begin() as conn:
+            for p in planned:
+                ids.append(int(conn.execute(results.insert().values(
+                    run_id=run_id, seq=p.seq, target=p.target, target_path=p.target_path, workload=p.workload,
+                    repeat=p.repeat, status="pending", job_text=p.job_text, job_hash=p.job_hash,
+                    params=dict(p.params),
+                )).inserted_primary_key[0]))
+        return ids
+
+    def save_result(self, result_id: int, *, status: str, command: str | None = None,
+                    started_at: datetime | None = None, ended_at: datetime | None = None,
+                    error: str | None = None, report: FioReport | None = None, raw_json: str | None = None,
+                    target_facts: TargetFacts | None = None, extra: Mapping[str, Any] | None = None) -> None:
+        """Record how a planned invocation ended (``ok``, ``failed``, ``interrupted``)."""
+        values: dict[str, Any] = {
+            "status": status, "command": command, "started_at": started_at, "ended_at": ended_at,
+            "error": error, "report": to_jsonable(report) if report else None,
+            "raw_gz": zlib.compress(raw_json.encode(), 6) if raw_json else None,
+            "target_facts": to_jsonable(target_facts) if target_facts else None,
+        }
+        if extra is not None:
+            values["extra"] = dict(extra)
+        with self.engine.begin() as conn:
+            conn.execute(results.update().where(results.c.id == result_id).values(**values))
+
+    def update_run(self, run_id: int, **values: Any) -> None:
+        """Set columns of a run (``status``, ``finished_at``, ``warnings`` ...)."""
+        if "host" in values and isinstance(values["host"], HostFacts):
+            values["host"] = to_jsonable(values["host"])
+        with self.engine.begin() as conn:
+            conn.execute(runs.update().where(runs.c.id == run_id).values(**values))
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        self.update_run(run_id, status=status, finished_at=datetime.now(UTC))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def list_runs(self, limit: int | None = None) -> list[RunInfo]:
+        """Runs, newest first."""
+        query = sa.select(runs).order_by(runs.c.id.desc())
+        if limit:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+            tags = self._tags(conn, [r["id"] for r in rows])
+        return [self._info(r, tags.get(r["id"], {})) for r in rows]
+
+    def get_run(self, run_id: int) -> Run:
+        """A run with all results in plan order. Raises ``UsageError`` when there is no such run."""
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+            if row is None:
+                raise UsageError(f"no run {run_id} in {self.display_url}", hint="list them with: iolab runs")
+            tags = self._tags(conn, [run_id]).get(run_id, {})
+            rows = conn.execute(
+                sa.select(results).where(results.c.run_id == run_id).order_by(results.c.seq)
+            ).mappings().all()
+        return Run(info=self._info(row, tags), results=tuple(self._result(r) for r in rows))
+
+    def raw_json(self, result_id: int) -> str | None:
+        """The fio report text of a result, as fio wrote it."""
+        with self.engine.connect() as conn:
+            blob = conn.execute(sa.select(results.c.raw_gz).where(results.c.id == result_id)).scalar()
+        return zlib.decompress(blob).decode() if blob else None
+
+    def resolve(self, selector: str) -> list[int]:
+        """Run ids for a selector: an id (``12``), ``latest``, a label, or a tag ``key=value``.
+
+        A label or tag matches every run that carries it, newest last. Raises ``UsageError``
+        when nothing matches.
+        """
+        with self.engine.connect() as conn:
+            if selector.isdigit():
+                found = conn.execute(sa.select(runs.c.id).where(runs.c.id == int(selector))).scalars().all()
+            elif selector == "latest":
+                found = conn.execute(sa.select(sa.func.max(runs.c.id))).scalars().all()
+                found = [f for f in found if f is not None]
+            elif "=" in selector:
+                key, value = selector.split("=", 1)
+                found = conn.execute(
+                    sa.select(run_tags.c.run_id).where(run_tags.c.key == key, run_tags.c.value == value)
+                    .order_by(run_tags.c.run_id)
+                ).scalars().all()
+            else:
+                found = conn.execute(
+                    sa.select(runs.c.id).where(runs.c.label == selector).order_by(runs.c.id)
+                ).scalars().all()
+        if not found:
+            raise UsageError(f"no run matches {selector!r}", hint="give a run id, 'latest', a label or key=value tag; "
+                             "list runs with: iolab runs")
+        return [int(f) for f in found]
+
+    def integrity_problems(self) -> list[str]:
+        """Database-level consistency check: SQLite's ``integrity_check`` and foreign keys,
+        plus iolab's own rule that no result is left ``running``. Empty when all is well."""
+        problems = []
+        with self.engine.connect() as conn:
+            if self.engine.dialect.name == "sqlite":
+                verdict = conn.exec_driver_sql("PRAGMA integrity_check").scalars().all()
+                problems += [v for v in verdict if v != "ok"]
+                problems += [str(tuple(r)) for r in conn.exec_driver_sql("PRAGMA foreign_key_check").all()]
+            stuck = conn.execute(sa.select(sa.func.count()).where(results.c.status == "running")).scalar()
+            if stuck:
+                problems.append(f"{stuck} result(s) left in state 'running'")
+        return problems
+
+    @staticmethod
+    def _tags(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[str, str]]:
+        out: dict[int, dict[str, str]] = {}
+        if not run_ids:
+            return out
+        for r in conn.execute(sa.select(run_tags).where(run_tags.c.run_id.in_(run_ids)).order_by(run_tags.c.key)):
+            out.setdefault(r.run_id, {})[r.key] = r.value
+        return out
+
+    @staticmethod
+    def _info(row: Mapping[str, Any], tags: Mapping[str, str]) -> RunInfo:
+        return RunInfo(
+            id=row["id"], created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
+            finished_at=_utc(row["finished_at"]), status=row["status"], origin=row["origin"],
+            suite_name=row["suite_name"], suite_text=row["suite_text"], label=row["label"], tags=dict(tags),
+            fio_version=row["fio_version"], host=from_jsonable(HostFacts, row["host"]) if row["host"] else None,
+            warnings=tuple(row["warnings"] or ()), source=row["source"], options=row["options"] or {},
+        )
+
+    @staticmethod
+    def _result(row: Mapping[str, Any]) -> ResultRecord:
+        return ResultRecord(
+            id=row["id"], run_id=row["run_id"], seq=row["seq"], target=row["target"],
+            target_path=row["target_path"], workload=row["workload"], repeat=row["repeat"],
+            status=row["status"], job_text=row["job_text"], job_hash=row["job_hash"], params=row["params"] or {},
+            command=row["command"], started_at=_utc(row["started_at"]), ended_at=_utc(row["ended_at"]),
+            error=row["error"], report=from_jsonable(FioReport, row["report"]) if row["report"] else None,
+            target_facts=from_jsonable(TargetFacts, row["target_facts"]) if row["target_facts"] else None,
+            extra=row["extra"] or {},
+        )
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()

@@ -1,0 +1,502 @@
+"""Suites: targets × workloads × repeats, validated once at the file boundary.
+
+A suite file (YAML)::
+
+    name: my-suite
+    targets:
+      ssd: /mnt/ssd                      # a path: file, directory or block device
+      hdd: {path: /dev/sdb, size: 8g}
+    defaults: {ioengine: libaio, direct: 1, time_based: 1, runtime: 30s, ramp_time: 5s}
+    repeat: 3
+    workloads:
+      - {rw: randread, bs: 4k, iodepth: [1, 32]}    # a list is a matrix axis
+      - {name: seqwrite, rw: write, bs: 1m, iodepth: 8}
+
+Workload keys are fio options used verbatim (plus ``name``). A list value is a matrix axis,
+expanded as a cartesian product; each expanded workload gets a readable name such as
+``randread-4k-qd32``. An existing fio job file is a suite with one workload: its sections,
+unchanged.
+
+Errors name the file, line and place: ``suite.yaml:12: workloads[2].bs: expected a size like
+4k, got '4x'`` (``SuiteError``, exit code 2).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from . import jobfile, units
+from .errors import SuiteError
+from .jobfile import Option, Section
+
+FioValue = str | int | float | bool | None
+RW_VALUES = ("read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite", "randrw",
+             "trimwrite", "randtrimwrite")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A named place to run workloads on.
+
+    ``path`` is a file (created when missing), a directory (fio makes its files inside) or a
+    block device; ``None`` for a job file that names its own files. ``size`` is a fio size
+    (``8g``) used when a workload sets none.
+    """
+
+    name: str
+    path: str | None
+    size: str | None = None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One expanded workload: fio job sections without any location option.
+
+    ``origin`` names where it came from for error messages (``workloads[2]``).
+    """
+
+    name: str
+    sections: tuple[Section, ...]
+    origin: str
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A validated suite: what the file said, expanded to concrete workloads."""
+
+    name: str
+    source: str
+    text: str
+    targets: tuple[Target, ...]
+    workloads: tuple[Workload, ...]
+    repeat: int = 1
+    description: str = ""
+    is_jobfile: bool = False
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One workload on one target: a single fio invocation (before repetition)."""
+
+    target: Target
+    workload: Workload
+
+    @property
+    def sections(self) -> tuple[Section, ...]:
+        return self.workload.sections
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    """A JobSpec at its place in the run: ``seq`` orders the plan, ``repeat`` counts from 0."""
+
+    seq: int
+    spec: JobSpec
+    repeat: int
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation at the file boundary
+
+
+def _check_size(value: str) -> None:
+    for part in re.split(r"[,:-]", value):  # bs=4k,64k (per direction), bsrange=1k-4k
+        if part:
+            units.parse_size(part)
+
+
+def _check_size_or_percent(value: str) -> None:
+    if not value.endswith("%"):
+        units.parse_size(value)
+
+
+def _check_positive_int(value: str) -> None:
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"expected a whole number >= 1, got {value!r}")
+
+
+def _check_percent(value: str) -> None:
+    if not value.isdigit() or not 0 <= int(value) <= 100:
+        raise ValueError(f"expected a percentage 0..100, got {value!r}")
+
+
+def _check_rw(value: str) -> None:
+    if value.split(":", 1)[0] not in RW_VALUES:
+        raise ValueError(f"expected one of {', '.join(RW_VALUES)}, got {value!r}")
+
+
+def _check_bool(value: str) -> None:
+    if value not in ("0", "1"):
+        raise ValueError(f"expected 0 or 1 (or true/false), got {value!r}")
+
+
+def _check_duration(value: str) -> None:
+    units.parse_duration_us(value)
+
+
+#: What iolab checks itself, with messages that name the place; fio's own ``--parse-only``
+#: checks every option later (see ``runner.local.check_job``).
+_OPTION_CHECKS = {
+    "bs": _check_size, "blocksize": _check_size, "bsrange": _check_size, "size": _check_size_or_percent,
+    "io_size": _check_size_or_percent, "offset": _check_size_or_percent, "iodepth": _check_positive_int,
+    "numjobs": _check_positive_int, "nrfiles": _check_positive_int, "rw": _check_rw, "readwrite": _check_rw,
+    "rwmixread": _check_percent, "rwmixwrite": _check_percent, "direct": _check_bool,
+    "time_based": _check_bool, "runtime": _check_duration, "ramp_time": _check_duration,
+}
+
+
+def fio_value(value: FioValue) -> str | None:
+    """A YAML scalar as fio text: ``True`` -> ``1``, ``None`` -> a flag without value."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _check_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    for key, value in options.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(key)):
+            raise ValueError(f"{key!r} is not a fio option name")
+        values = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and not value:
+            raise ValueError(f"{key}: an empty list gives no workload")
+        for v in values:
+            if isinstance(v, dict | list):
+                raise ValueError(f"{key}: expected a fio value (text or number), got {type(v).__name__}")
+            check = _OPTION_CHECKS.get(key)
+            if check is not None and v is not None:
+                try:
+                    check(fio_value(v) or "")
+                except ValueError as exc:
+                    raise ValueError(f"{key}: {exc}") from None
+    return dict(options)
+
+
+class _TargetModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str | None = None
+    size: str | int | None = None
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, v: str | int | None) -> str | None:
+        if v is None:
+            return None
+        _check_size_or_percent(str(v))
+        return str(v)
+
+
+class _SuiteModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    description: str = ""
+    targets: dict[str, str | _TargetModel] = Field(default_factory=dict)
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    workloads: list[dict[str, Any]] = Field(min_length=1)
+    repeat: int = Field(default=1, ge=1, le=1000)
+
+    @field_validator("defaults")
+    @classmethod
+    def _defaults(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _check_options(v)
+
+    @field_validator("workloads")
+    @classmethod
+    def _workloads(cls, v: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for i, w in enumerate(v):
+            options = {k: val for k, val in w.items() if k != "name"}
+            if "name" in w and not isinstance(w["name"], str):
+                raise ValueError(f"[{i}].name: expected text")
+            try:
+                _check_options(options)
+            except ValueError as exc:
+                raise ValueError(f"[{i}].{exc}") from None
+        return v
+
+    @field_validator("targets")
+    @classmethod
+    def _target_names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+                raise ValueError(f"{name!r}: a target name uses letters, digits, '.', '_' and '-'")
+        return v
+
+
+def _yaml_lines(text: str) -> dict[tuple[Any, ...], int]:
+    """Map each place in the YAML document (``("workloads", 2, "bs")``) to its line number."""
+    lines: dict[tuple[Any, ...], int] = {}
+
+    def walk(node: yaml.Node, path: tuple[Any, ...]) -> None:
+        lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                walk(value, (*path, key.value))
+                lines[(*path, key.value)] = key.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, (*path, i))
+
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return lines
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def _place(loc: Sequence[Any], msg: str) -> tuple[str, tuple[Any, ...]]:
+    """Turn pydantic's location plus our ``[2].bs: ...`` message prefix into ``workloads[2].bs``."""
+    path = [p for p in loc if p not in ("str", "_TargetModel")]
+    match = re.match(r"^((?:\[\d+\]|\.?[A-Za-z_][A-Za-z0-9_]*)+): (.*)$", msg, re.S)
+    if match and (match.group(1).startswith("[") or path[-1:] in (["defaults"],)):
+        for part in re.findall(r"\[(\d+)\]|([A-Za-z_][A-Za-z0-9_]*)", match.group(1)):
+            path.append(int(part[0]) if part[0] else part[1])
+        msg = match.group(2)
+    text = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(path))
+    return text, tuple(path)
+
+
+def _validation_error(source: str, text: str, exc: ValidationError) -> SuiteError:
+    lines = _yaml_lines(text)
+    messages = []
+    for err in exc.errors():
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        where, path = _place(err["loc"], msg)
+        if where and ": " in msg and msg.split(": ", 1)[0] in where:
+            msg = msg.split(": ", 1)[1]
+        line = next((lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in lines), None)
+        prefix = f"{source}:{line}" if line else source
+        messages.append(f"{prefix}: {where}: {msg}" if where else f"{prefix}: {msg}")
+    return SuiteError("\n".join(messages), hint="fix the suite file; fio options are used verbatim")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def builtin_suites() -> dict[str, str]:
+    """Built-in suite name -> YAML text (``quick``, ``cdm``, ...)."""
+    folder = resources.files("iolab") / "suites"
+    return {p.name.removesuffix(".yaml"): p.read_text() for p in folder.iterdir() if p.name.endswith(".yaml")}
+
+
+def load(ref: str) -> Suite:
+    """Load a suite file, a fio job file (``.fio``/``.job``/``.ini`` or any non-YAML text), or a
+    built-in suite by name.
+
+    Raises ``SuiteError`` (file, line, place) for anything malformed or missing.
+    """
+    path = Path(ref)
+    if path.is_file():
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SuiteError(f"{ref}: cannot read: {exc}") from exc
+        if path.suffix in (".yaml", ".yml"):
+            return load_yaml(text, source=ref, default_name=path.stem)
+        return load_jobfile(text, source=ref)
+    builtins = builtin_suites()
+    if ref in builtins:
+        return load_yaml(builtins[ref], source=f"builtin:{ref}", default_name=ref)
+    raise SuiteError(
+        f"{ref}: no such file or built-in suite",
+        hint=f"built-in suites: {', '.join(sorted(builtins))}; or give a .yaml suite or a fio job file",
+    )
+
+
+def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
+    """Validate suite YAML ``text`` (see module docstring) and expand its matrix."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise SuiteError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    if not isinstance(data, dict):
+        raise SuiteError(f"{source}: expected a mapping with 'workloads' (and 'targets', 'defaults', 'repeat')")
+    try:
+        model = _SuiteModel.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(source, text, exc) from None
+    targets = tuple(
+        Target(name, t, None) if isinstance(t, str) else Target(name, t.path, t.size)
+        for name, t in model.targets.items()
+    )
+    workloads = _expand_workloads(model.defaults, model.workloads)
+    return Suite(
+        name=model.name or default_name, source=source, text=text, targets=targets,
+        workloads=workloads, repeat=model.repeat, description=model.description,
+    )
+
+
+def load_jobfile(text: str, source: str) -> Suite:
+    """An existing fio job file as a suite: one workload, its sections unchanged, no target.
+
+    Targets come from ``--target`` (see ``with_targets``); without one, the job file's own
+    ``filename``/``directory`` settings are used as they are.
+    """
+    base = Path(source).parent if source and not source.startswith("<") else None
+    sections = jobfile.parse(text, source, base)
+    name = Path(source).stem if source and not source.startswith("<") else "jobfile"
+    workload = Workload(name=name, sections=sections, origin=source)
+    return Suite(
+        name=name, source=source, text=text, targets=(Target("jobfile", None),),
+        workloads=(workload,), is_jobfile=True,
+    )
+
+
+def with_targets(suite: Suite, overrides: Mapping[str, str]) -> Suite:
+    """The suite run on exactly the ``--target NAME=PATH`` targets given on the command line.
+
+    A name the suite also defines keeps that target's other settings (size). An empty
+    ``overrides`` leaves the suite as it is.
+    """
+    if not overrides:
+        return suite
+    known = {t.name: t for t in suite.targets}
+    targets = tuple(
+        replace(known[name], path=path) if name in known else Target(name, path)
+        for name, path in overrides.items()
+    )
+    return replace(suite, targets=targets)
+
+
+def parse_target_args(args: Sequence[str]) -> dict[str, str]:
+    """``["ssd=/mnt/ssd", "/dev/sdb"]`` -> ``{"ssd": "/mnt/ssd", "sdb": "/dev/sdb"}``.
+
+    A bare path is named after its last component. Raises ``SuiteError`` for an empty name or
+    path, or a name given twice.
+    """
+    out: dict[str, str] = {}
+    for arg in args:
+        name, sep, path = arg.partition("=")
+        if not sep:
+            name, path = Path(arg).name or arg, arg
+        if not name or not path or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise SuiteError(f"--target {arg!r}: expected NAME=PATH with a name of letters, digits, '.', '_', '-'")
+        if name in out:
+            raise SuiteError(f"--target {name} is given twice")
+        out[name] = path
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Expansion
+
+
+_SHORT = {"rwmixread": "r", "rwmixwrite": "w", "numjobs": "j", "iodepth": "qd"}
+
+
+def _label(key: str, value: str | None) -> str:
+    text = "on" if value is None else value
+    if key in ("rw", "readwrite", "bs", "blocksize", "ioengine"):
+        return text
+    return f"{_SHORT.get(key, key)}{text}"
+
+
+def _name_for(given: str | None, options: Mapping[str, str | None], axes: Sequence[str]) -> str:
+    if given:
+        parts = [given, *(_label(k, options[k]) for k in axes)]
+    else:
+        rw = options.get("rw") or options.get("readwrite") or "read"
+        bs = options.get("bs") or options.get("blocksize") or "4k"
+        parts = [rw, bs, f"qd{options.get('iodepth') or 1}"]
+        if options.get("numjobs") not in (None, "1"):
+            parts.append(f"j{options['numjobs']}")
+        shown = {"rw", "readwrite", "bs", "blocksize", "iodepth", "numjobs"}
+        parts += [_label(k, options[k]) for k in axes if k not in shown]
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", "-".join(str(p).replace(":", "_") for p in parts))
+
+
+def _expand_workloads(defaults: Mapping[str, Any], raw: Sequence[Mapping[str, Any]]) -> tuple[Workload, ...]:
+    out: list[Workload] = []
+    seen: dict[str, int] = {}
+    for index, w in enumerate(raw):
+        merged = {**defaults, **{k: v for k, v in w.items() if k != "name"}}
+        axes = [k for k, v in merged.items() if isinstance(v, list)]
+        for combo in itertools.product(*(merged[k] for k in axes)):
+            chosen = dict(zip(axes, combo, strict=True))
+            options = {k: fio_value(chosen.get(k, v)) for k, v in merged.items()}
+            name = _name_for(w.get("name"), options, axes)
+            seen[name] = seen.get(name, 0) + 1
+            if seen[name] > 1:
+                name = f"{name}-{seen[name]}"
+            section = Section(name, tuple((k, v) for k, v in options.items()))
+            out.append(Workload(name=name, sections=(section,), origin=f"workloads[{index}]"))
+    return tuple(out)
+
+
+def plan(suite: Suite, repeat: int | None = None) -> list[PlannedJob]:
+    """Every (target, workload, repetition) in run order.
+
+    Repetitions are interleaved (all jobs once, then all again) so slow drift of the device
+    (thermal, SLC cache, background GC) spreads over every job instead of biasing one.
+    """
+    rounds = repeat if repeat is not None else suite.repeat
+    specs = [JobSpec(t, w) for t in suite.targets for w in suite.workloads]
+    jobs = []
+    for r in range(rounds):
+        for spec in specs:
+            jobs.append(PlannedJob(seq=len(jobs), spec=spec, repeat=r))
+    return jobs
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def location_options(kind: str, path: str) -> tuple[Option, ...]:
+    """Where fio puts its I/O for a target of ``kind`` (``targets.inspect``): a directory gets
+    ``directory=``, anything else ``filename=``. fio treats ``:`` in a file name as a list
+    separator, so it is escaped (HOWTO ``filename``)."""
+    escaped = path.replace(":", "\\:")
+    return (("directory", escaped),) if kind == "directory" else (("filename", escaped),)
+
+
+def job_sections(spec: JobSpec, kind: str | None, extra: Sequence[Option] = ()) -> tuple[Section, ...]:
+    """The sections fio runs for ``spec`` on a target of ``kind``.
+
+    A suite workload gets the location first, then the target's size unless the workload sets
+    one, then ``extra`` (run-time options such as logs). A job file gets a leading ``[global]``
+    with the location, and its own global ``filename``/``directory`` are dropped so the target
+    applies; job sections that name their own files keep them.
+    """
+    target = spec.target
+    location = location_options(kind or "file", target.path) if target.path else ()
+    sections = spec.sections
+    if len(sections) == 1 and not sections[0].is_global:
+        (section,) = sections
+        own = dict(section.options)
+        size: tuple[Option, ...] = ()
+        if target.size and "size" not in own:
+            size = (("size", target.size),)
+        kept = tuple((k, v) for k, v in section.options if k not in ("filename", "directory") or not location)
+        return (Section(section.name, (*location, *kept, *size, *extra)),)
+    cleaned = tuple(
+        Section(s.name, tuple((k, v) for k, v in s.options if not (s.is_global and location and
+                                                                   k in ("filename", "directory"))))
+        for s in sections
+    )
+    head = Section("global", (*location, *extra)) if location or extra else None
+    return ((head,) if head else ()) + cleaned
+
+
+def render_job(spec: JobSpec, kind: str | None, extra: Sequence[Option] = ()) -> str:
+    """The complete job file iolab hands to fio for ``spec`` (deterministic)."""
+    header = [f"iolab: workload {spec.workload.name} on target {spec.target.name}"]
+    if spec.target.path:
+        header.append(f"target path: {spec.target.path} ({kind})")
+    return jobfile.render(job_sections(spec, kind, extra), header)
