@@ -187,7 +187,7 @@ class TargetFacts:
 
     For files and directories: the filesystem, its mount point and options, free space, and
     the block device underneath (``device``), when there is one. For block devices:
-    ``mounted_at`` (mount points and ``[SWAP]`` of it, its partitions and holders),
+    ``mounted_at`` (mount points, ``[SWAP]`` and ``[BUSY]`` of it, its partitions and holders),
     ``signatures`` found by blkid/wipefs, and ``probe_errors`` when no probe could run
     (the safety guard refuses such a device).
     """
