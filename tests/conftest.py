@@ -1,4 +1,11 @@
-"""Shared fixtures. ``fake_sysfs``: build sysfs block-device trees in tmp for targets/host tests."""
+"""Shared fixtures and the CI rule on skips.
+
+``fake_sysfs``: build sysfs block-device trees in tmp for targets/host tests.
+
+Tests skip when a prerequisite is missing (root, loop devices, PostgreSQL, Chromium). CI sets
+``IOLAB_TEST_REQUIRE_ALL=1`` (.ci/run): there every skip is a failure, so a broken setup
+cannot pass as "skipped".
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("IOLAB_TEST_REQUIRE_ALL") == "1":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but CI requires every prerequisite: {reason}"
 
 
 class FakeSysfs:

@@ -54,8 +54,15 @@ def parse(text: str, source: str = "<job file>", base_dir: Path | None = None) -
 
     ``include FILE`` lines are expanded (relative to ``base_dir``), as fio does. Raises
     ``SuiteError`` naming ``source`` and the line for an option outside any section, an
-    unterminated section header, or a missing include.
+    unterminated section header, a missing include, or a file without any job section.
     """
+    sections = _read(text, source, base_dir)
+    if not any(not s.is_global for s in sections):
+        raise SuiteError(f"{source}: no job section (only [global] or nothing)")
+    return tuple(sections)
+
+
+def _read(text: str, source: str, base_dir: Path | None) -> list[Section]:
     sections: list[Section] = []
     name: str | None = None
     options: list[Option] = []
@@ -68,7 +75,7 @@ def parse(text: str, source: str = "<job file>", base_dir: Path | None = None) -
             if not included.is_absolute() and base_dir is not None:
                 included = base_dir / included
             try:
-                sub = parse(included.read_text(), str(included), included.parent)
+                sub = _read(included.read_text(), str(included), included.parent)
             except OSError as exc:
                 raise SuiteError(f"{source}:{lineno}: cannot include {included}: {exc.strerror}") from exc
             if name is not None:
@@ -90,9 +97,7 @@ def parse(text: str, source: str = "<job file>", base_dir: Path | None = None) -
         options.append((key.strip(), value.strip() if sep else None))
     if name is not None:
         sections.append(Section(name, tuple(options)))
-    if not any(not s.is_global for s in sections):
-        raise SuiteError(f"{source}: no job section (only [global] or nothing)")
-    return tuple(sections)
+    return sections
 
 
 def effective_jobs(sections: Iterable[Section]) -> list[tuple[str, dict[str, str | None]]]:

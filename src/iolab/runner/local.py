@@ -112,8 +112,12 @@ def run(
     fio: str = "fio",
     extra_args: Sequence[str] = (),
     timeout_s: float | None = None,
+    cwd: Path | None = None,
 ) -> Outcome:
-    """Run ``job_text`` with fio in ``workdir`` (created) and return its Outcome.
+    """Run ``job_text`` with fio and return its Outcome.
+
+    The job file, fio's output and its messages live in ``workdir`` (created); fio itself runs
+    in ``cwd`` (default ``workdir``), where relative file names in the job resolve.
 
     ``on_status`` is called from this thread about once a second while fio runs. On
     ``KeyboardInterrupt`` fio is stopped with SIGINT (then SIGKILL after 15 s) and the
@@ -121,18 +125,19 @@ def run(
     outcome is ``failed``. Raises ``FioNotFound``; ``FioError`` when fio cannot be started.
     """
     workdir.mkdir(parents=True, exist_ok=True)
+    workdir = workdir.resolve()
     (workdir / "job.fio").write_text(job_text)
     output = workdir / OUTPUT_NAME
     output.unlink(missing_ok=True)
     command = (
-        find_fio(fio), "--output-format=json+", f"--output={OUTPUT_NAME}", "--status-interval=1",
-        *extra_args, "job.fio",
+        find_fio(fio), "--output-format=json+", f"--output={output}", "--status-interval=1",
+        *extra_args, str(workdir / "job.fio"),
     )
     started = datetime.now(UTC)
     with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
         try:
             proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
-                command, cwd=workdir, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                command, cwd=cwd or workdir, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                 start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
             )
         except OSError as exc:

@@ -1,0 +1,5 @@
+"""``python -m iolab`` is the ``iolab`` command."""
+
+from .cli import main
+
+main()

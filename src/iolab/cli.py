@@ -1,0 +1,285 @@
+"""The ``iolab`` command: parse arguments, make one library call, render the result.
+
+This is the only module that prints or exits. Library errors (``IolabError``) become
+``Error: …`` / ``Hint: …`` on stderr and the error's exit code; progress goes to stderr, results
+to stdout, so ``iolab show 3 --format json | jq`` works.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+
+from . import execute, suite as suite_mod
+from .errors import IolabError, Interrupted, UsageError
+from .report import results as results_report
+from .report.table import Table, to_csv, to_markdown, to_rich
+from .store import Store
+from .units import format_bytes, format_duration, format_iops, format_rate
+
+# Piped output is not cut at 80 columns: tables in files and CI logs stay readable.
+out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, highlight=False)
+
+FORMATS = ("table", "json", "csv", "markdown")
+
+
+def _tags(values: Sequence[str]) -> dict[str, str]:
+    tags = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--tag {value!r}: expected key=value")
+        tags[key] = val
+    return tags
+
+
+def _store(ctx: click.Context) -> Store:
+    if "store" not in ctx.obj:
+        ctx.obj["store"] = Store(ctx.obj.get("db"))
+    return ctx.obj["store"]  # type: ignore[no-any-return]
+
+
+def emit_tables(tables: Sequence[Table], fmt: str, document: Any = None) -> None:
+    """Print ``tables`` in ``fmt``; ``json`` prints ``document`` instead."""
+    if fmt == "json":
+        click.echo(json.dumps(document, indent=2, default=str))
+    elif fmt == "csv":
+        click.echo(to_csv(tables), nl=False)
+    elif fmt == "markdown":
+        click.echo("\n".join(to_markdown(t) for t in tables), nl=False)
+    else:
+        for table in tables:
+            out.print(to_rich(table))
+            for note in table.notes:
+                out.print(f"  {note}", style="yellow", markup=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.option("--db", metavar="URL", help="Results database: SQLite path or URL, or postgresql://… "
+              "[default: $IOLAB_DB or ~/.local/share/iolab/iolab.db]")
+@click.version_option(package_name="iolab")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """iolab: storage benchmarks with fio — run suites, store every result, compare runs."""
+    ctx.ensure_object(dict)
+    ctx.obj["db"] = db
+
+
+# ---------------------------------------------------------------------------------------------
+# run
+
+
+def _describe_plan(plan: execute.Plan) -> None:
+    estimate = plan.estimate_s
+    err.print(f"[bold]Plan[/]: suite [cyan]{plan.suite.name}[/] — {len(plan.items)} fio run(s), "
+              f"estimated {format_duration(estimate) if estimate is not None else 'unknown (size-based jobs)'}")
+    for target in plan.suite.targets:
+        facts = plan.facts.get(target.name)
+        if facts is None:
+            err.print(f"  target [cyan]{target.name}[/]: the job file's own files")
+            continue
+        detail = facts.kind if facts.kind != "missing" else "new scratch file"
+        if facts.fs_type:
+            detail += f" on {facts.fs_type}"
+        if facts.device is not None:
+            detail += f", device {facts.device.name}"
+            if facts.device.model:
+                detail += f" ({facts.device.model})"
+        if facts.kind == "block" and facts.size_bytes:
+            detail += f", {format_bytes(facts.size_bytes)}"
+        err.print(f"  target [cyan]{target.name}[/]: {target.path} — {detail}", markup=True)
+    names = list(dict.fromkeys(i.job.spec.workload.name for i in plan.items))
+    repeats = max(i.job.repeat for i in plan.items) + 1 if plan.items else 0
+    err.print(f"  workloads: {', '.join(names)}" + (f" × {repeats} repeats" if repeats > 1 else ""))
+
+
+def _dry_run(plan: execute.Plan) -> None:
+    seen = set()
+    for item in plan.items:
+        if item.job_text in seen:
+            continue
+        seen.add(item.job_text)
+        out.print(f"# {item.job.spec.target.name} / {item.job.spec.workload.name} (hash {item.job_hash}, "
+                  f"{'writes' if item.writes else 'reads only'})", style="bold", markup=False)
+        out.print(item.job_text, markup=False, highlight=False)
+
+
+class _LiveProgress:
+    """A rich progress bar per job, fed by execute's events."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
+            TimeElapsedColumn(), TextColumn("{task.fields[detail]}"), console=err, transient=False,
+        )
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> _LiveProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, event: execute.JobEvent) -> None:
+        title = f"[{event.index + 1}/{event.total}] {event.target} · {event.workload}" + \
+            (f" #{event.repeat + 1}" if event.repeat else "")
+        if event.kind == "start":
+            self.task = self.progress.add_task(title, total=event.expected_s, detail="starting fio")
+        elif event.kind == "status" and self.task is not None and event.status is not None:
+            s = event.status
+            detail = f"{format_iops(s.iops)} IOPS  {format_rate(s.bw_bytes_s)} MiB/s" if s.iops is not None \
+                else "ramping / laying out"
+            if s.eta_s is not None:
+                detail += f"  ETA {format_duration(s.eta_s)}"
+            self.progress.update(self.task, completed=s.elapsed_s, detail=detail)
+        elif event.kind == "end" and self.task is not None:
+            ok = event.outcome == "ok"
+            mark = "[green]✓[/]" if ok else f"[red]✗ {event.outcome}[/]"
+            self.progress.update(self.task, completed=event.expected_s or 1, total=event.expected_s or 1,
+                                 detail=mark)
+            if not ok and event.error:
+                self.progress.console.print(f"    {event.error.splitlines()[0]}", style="red", markup=False)
+
+
+@cli.command()
+@click.argument("suite", required=False)
+@click.option("-t", "--target", "targets", multiple=True, metavar="NAME=PATH",
+              help="Run on this file, directory or block device (repeatable); replaces the suite's targets.")
+@click.option("--repeat", type=click.IntRange(1, 1000), help="Repetitions of every job (default: the suite's).")
+@click.option("--label", help="A name for this run, usable wherever a run id is.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the run (repeatable).")
+@click.option("--destroy", multiple=True, metavar="DEVICE",
+              help="Allow writes to this block device, destroying its contents (repeatable).")
+@click.option("--keep-files", is_flag=True, help="Keep the scratch files fio created.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and the job files, run nothing.")
+@click.option("--resume", "resume", type=int, metavar="RUN", help="Finish an interrupted run.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+              help="How to print the results at the end.")
+@click.pass_context
+def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
+        tags: Sequence[str], destroy: Sequence[str], keep_files: bool, dry_run: bool, resume: int | None,
+        fmt: str) -> None:
+    """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
+
+    \b
+    iolab run quick                                  # built-in suite on ./iolab-scratch
+    iolab run quick --target ssd=/mnt/ssd --target hdd=/mnt/hdd
+    iolab run my-suite.yaml --repeat 3 --label baseline --tag path=virtio
+    iolab run job.fio --target data=/data            # a fio job file, unchanged
+    iolab run --resume 12                            # finish an interrupted run
+    """
+    options = execute.RunOptions(destroy=tuple(destroy), keep_files=keep_files)
+    if resume is not None:
+        if suite or targets or dry_run:
+            raise UsageError("--resume takes no suite, --target or --dry-run: the run's plan is stored")
+        run_id = resume
+        err.print(f"Resuming run {run_id}")
+    else:
+        if not suite:
+            raise UsageError("which suite? give a built-in name (quick, cdm), a .yaml suite or a fio job file")
+        loaded = suite_mod.with_targets(suite_mod.load(suite), suite_mod.parse_target_args(targets))
+        plan = execute.prepare(loaded, options, repeat=repeat)
+        _describe_plan(plan)
+        if dry_run:
+            _dry_run(plan)
+            return
+        run_id = execute.start(_store(ctx), plan, options, label=label, tags=_tags(tags))
+        err.print(f"Run [bold]{run_id}[/] stored in {_store(ctx).display_url}")
+    store = _store(ctx)
+    try:
+        with _LiveProgress() as progress:
+            status = execute.execute(store, run_id, options, on_event=progress)
+    except Interrupted:
+        _print_run(store, run_id, fmt)
+        raise
+    _print_run(store, run_id, fmt)
+    if status != "complete":
+        err.print(f"[red]Some jobs failed[/]; their fio messages are stored (iolab show {run_id}).")
+        ctx.exit(1)
+
+
+def _print_run(store: Store, run_id: int, fmt: str) -> None:
+    stored = store.get_run(run_id)
+    emit_tables([results_report.results_table(stored)], fmt, results_report.run_document(stored))
+
+
+# ---------------------------------------------------------------------------------------------
+# runs, show
+
+
+@cli.command()
+@click.option("-n", "--limit", type=int, default=50, show_default=True, help="How many runs to list.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.pass_context
+def runs(ctx: click.Context, limit: int, fmt: str) -> None:
+    """List stored runs, newest first."""
+    from .report.table import Cell, Column
+    infos = _store(ctx).list_runs(limit)
+    columns = tuple(Column(k, t, n) for k, t, n in (
+        ("id", "id", True), ("created_at", "created (UTC)", False), ("status", "status", False),
+        ("origin", "origin", False), ("suite", "suite", False), ("label", "label", False),
+        ("tags", "tags", False), ("fio", "fio", False), ("host", "host", False)))
+    rows = tuple((
+        Cell(str(i.id), i.id), Cell(i.created_at.strftime("%Y-%m-%d %H:%M:%S"), i.created_at.isoformat()),
+        Cell(i.status, style={"complete": "green", "failed": "red", "interrupted": "yellow"}.get(i.status)),
+        Cell(i.origin), Cell(i.suite_name), Cell(i.label or ""),
+        Cell(" ".join(f"{k}={v}" for k, v in i.tags.items())), Cell(i.fio_version or "–"),
+        Cell(i.host.hostname if i.host and i.host.hostname else "–"),
+    ) for i in infos)
+    from .model import to_jsonable
+    emit_tables([Table("runs", columns, rows)], fmt, [to_jsonable(i) for i in infos])
+
+
+@cli.command()
+@click.argument("selectors", nargs=-1, required=True, metavar="RUN...")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.pass_context
+def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
+    """Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."""
+    store = _store(ctx)
+    ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
+    stored = [store.get_run(i) for i in ids]
+    document: Any = [results_report.run_document(r) for r in stored]
+    emit_tables([results_report.results_table(r) for r in stored], fmt,
+                document[0] if len(document) == 1 else document)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: run the CLI, turning iolab errors into a message and an exit code."""
+    try:
+        # Without standalone mode click returns ctx.exit()'s code instead of exiting.
+        code = cli.main(args=list(argv) if argv is not None else None, prog_name="iolab", standalone_mode=False)
+    except click.exceptions.Abort:
+        err.print("Interrupted.")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except IolabError as exc:
+        _report_error(exc)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("Interrupted.")
+        sys.exit(130)
+    if isinstance(code, int) and code:
+        sys.exit(code)
+
+
+def _report_error(exc: IolabError, echo: Callable[[str], None] | None = None) -> None:
+    echo = echo or (lambda text: click.echo(text, err=True))
+    echo(f"Error: {exc.message}")
+    if exc.hint:
+        echo(f"Hint: {exc.hint}")

@@ -1,0 +1,65 @@
+"""A throw-away PostgreSQL server for tests: initdb in a temp dir, unix socket only (no TCP).
+
+Uses Debian's server binaries (/usr/lib/postgresql/<ver>/bin). As root, the server runs as the
+``postgres`` user (PostgreSQL refuses to run as root). Everything is removed on ``stop``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+
+def pg_bin() -> str | None:
+    """The newest installed server bin directory, or None."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return os.path.dirname(found[-1]) if found else None
+
+
+@dataclass
+class PostgresServer:
+    url: str
+    datadir: str
+    bindir: str
+    base: str
+
+    def _as_owner(self, *argv: str) -> list[str]:
+        return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else list(argv)
+
+    def stop(self) -> None:
+        subprocess.run(self._as_owner(f"{self.bindir}/pg_ctl", "-D", self.datadir, "-m", "immediate", "stop"),
+                       capture_output=True, check=False)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def start(port: int = 54329) -> PostgresServer:
+    """Start a server; raises RuntimeError with the server's log when it does not come up."""
+    bindir = pg_bin()
+    if bindir is None:
+        raise RuntimeError("PostgreSQL server binaries are not installed (Debian package postgresql)")
+    base = tempfile.mkdtemp(prefix="iolab-pg-")
+    datadir, sockdir = f"{base}/data", f"{base}/sock"
+    os.makedirs(sockdir)
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres")
+        shutil.chown(sockdir, "postgres")
+    server = PostgresServer(
+        url=f"postgresql+psycopg://postgres@/postgres?host={sockdir}&port={port}",
+        datadir=datadir, bindir=bindir, base=base,
+    )
+    steps = [
+        [f"{bindir}/initdb", "-D", datadir, "-U", "postgres", "--auth=trust", "-E", "UTF8"],
+        [f"{bindir}/pg_ctl", "-D", datadir, "-l", f"{base}/log", "-w", "-t", "60", "-o",
+         f"-p {port} -k {sockdir} -c listen_addresses='' -c fsync=off", "start"],
+    ]
+    for argv in steps:
+        proc = subprocess.run(server._as_owner(*argv), capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            log = open(f"{base}/log").read() if os.path.exists(f"{base}/log") else ""
+            server.stop()
+            raise RuntimeError(f"{argv[0]} failed: {proc.stderr}{log}")
+    return server

@@ -1,0 +1,113 @@
+"""The store against real databases: SQLite and a PostgreSQL server started for the session."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+import pg
+from iolab.errors import StoreError, UsageError
+from iolab.fio.json import parse_json
+from iolab.model import HostFacts, TargetFacts
+from iolab.store import PendingResult, Store, metadata
+
+SAMPLE = "data/fio/fio-3.33_randrw_libaio.jsonplus.json"
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    if not pg.pg_bin():
+        pytest.skip("PostgreSQL server binaries are not installed (Debian package postgresql)")
+    server = pg.start()
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    url = f"sqlite:///{tmp_path}/t.db" if request.param == "sqlite" else request.getfixturevalue("postgres")
+    s = Store(url)
+    yield s
+    if request.param == "postgresql":
+        with s.engine.begin() as conn:  # each test starts from an empty schema
+            for table in ("results", "run_tags", "runs", "alembic_version"):
+                conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
+    s.close()
+
+
+def pending(seq: int, workload: str = "w") -> PendingResult:
+    return PendingResult(seq=seq, target="t", target_path="/dev/x", workload=workload, repeat=0,
+                         job_text=f"[{workload}]\nrw=read\n", job_hash="h", params={"rw": "read"})
+
+
+def test_roundtrip_of_a_run_with_a_real_fio_report(store, request):
+    text = (request.path.parent / SAMPLE).read_text()
+    report = parse_json(text)
+    host = HostFacts(hostname="h1", cpu_count=2, memory_bytes=1 << 30)
+    run_id = store.create_run(suite_name="s", suite_text="yaml", label="base", tags={"path": "virtio"},
+                              host=host, fio_version="3.33", options={"keep_files": False})
+    ids = store.add_pending(run_id, [pending(0), pending(1, "v")])
+    now = datetime.now(UTC)
+    store.save_result(ids[0], status="ok", command="fio x", started_at=now, ended_at=now, report=report,
+                      raw_json=text, target_facts=TargetFacts(path="/dev/x", kind="block"))
+    store.save_result(ids[1], status="failed", error="fio: engine nope not loadable")
+    store.finish_run(run_id, "failed")
+
+    run = store.get_run(run_id)
+    assert run.info.label == "base" and run.info.tags == {"path": "virtio"} and run.info.host == host
+    assert run.info.status == "failed" and run.info.finished_at is not None
+    ok, failed = run.results
+    assert ok.report == report  # every field, bins included, survives the database
+    assert ok.started_at == now and ok.started_at.tzinfo is not None
+    assert ok.target_facts.kind == "block"
+    assert failed.status == "failed" and "not loadable" in failed.error
+    assert store.raw_json(ok.id) == text and store.raw_json(failed.id) is None
+
+
+def test_selectors(store):
+    a = store.create_run(suite_name="s", suite_text="", label="base", tags={"path": "a"})
+    b = store.create_run(suite_name="s", suite_text="", label="base", tags={"path": "b"})
+    assert store.resolve(str(a)) == [a]
+    assert store.resolve("latest") == [b]
+    assert store.resolve("base") == [a, b]
+    assert store.resolve("path=b") == [b]
+    for missing in ("999", "nolabel", "path=zzz"):
+        with pytest.raises(UsageError):
+            store.resolve(missing)
+    assert [r.id for r in store.list_runs()] == [b, a]
+    with pytest.raises(UsageError):
+        store.get_run(999)
+
+
+def test_migrations_match_the_table_definitions(store):
+    with store.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), metadata)
+    assert diff == []
+
+
+def test_integrity_problems_reports_stuck_results(store):
+    run_id = store.create_run(suite_name="s", suite_text="")
+    (rid,) = store.add_pending(run_id, [pending(0)])
+    assert store.integrity_problems() == []
+    store.save_result(rid, status="running")
+    assert store.integrity_problems() == ["1 result(s) left in state 'running'"]
+
+
+def test_reopening_does_not_migrate_again(tmp_path):
+    url = f"sqlite:///{tmp_path}/t.db"
+    Store(url).create_run(suite_name="s", suite_text="")
+    again = Store(url)
+    assert len(again.list_runs()) == 1
+    with again.engine.connect() as conn:
+        assert conn.execute(sa.text("select version_num from alembic_version")).scalar() == "0001"
+
+
+def test_unusable_database_is_a_clear_error(tmp_path):
+    (tmp_path / "dir.db").mkdir()
+    with pytest.raises(StoreError) as info:
+        Store(f"sqlite:///{tmp_path}/dir.db")
+    assert "cannot open the results database" in info.value.message

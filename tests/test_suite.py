@@ -1,0 +1,115 @@
+from pathlib import Path
+
+import pytest
+
+from iolab import jobfile, suite
+from iolab.errors import SuiteError
+
+SUITE = """\
+name: demo
+targets:
+  ssd: /mnt/ssd
+  hdd: {path: /dev/sdz, size: 8g}
+defaults: {ioengine: libaio, direct: 1, runtime: 5s, time_based: 1}
+repeat: 2
+workloads:
+  - {rw: randread, bs: 4k, iodepth: [1, 32]}
+  - {name: mixed, rw: randrw, rwmixread: [50, 70], bs: [4k, 64k]}
+  - {rw: write, bs: 1m, iodepth: 8, numjobs: 4, group_reporting: null}
+"""
+
+
+def test_matrix_expansion_and_names():
+    s = suite.load_yaml(SUITE, "demo.yaml")
+    names = [w.name for w in s.workloads]
+    assert names == [
+        "randread-4k-qd1", "randread-4k-qd32",
+        "mixed-r50-4k", "mixed-r50-64k", "mixed-r70-4k", "mixed-r70-64k",
+        "write-1m-qd8-j4",
+    ]
+    (section,) = s.workloads[3].sections
+    opts = dict(section.options)
+    assert opts["rwmixread"] == "50" and opts["bs"] == "64k" and opts["direct"] == "1"
+    assert opts["runtime"] == "5s"
+    assert dict(s.workloads[-1].sections[0].options)["group_reporting"] is None  # a flag without value
+    assert [t.name for t in s.targets] == ["ssd", "hdd"]
+    assert s.targets[1].size == "8g"
+
+
+def test_plan_interleaves_repeats():
+    s = suite.load_yaml(SUITE, "demo.yaml")
+    jobs = suite.plan(s)
+    assert len(jobs) == 2 * 2 * 7
+    first_round = jobs[: 2 * 7]
+    assert {j.repeat for j in first_round} == {0}
+    assert [j.seq for j in jobs] == list(range(len(jobs)))
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("workloads:\n  - {rw: randread, bs: 4k}\n  - {rw: read, bs: 4x}\n", "s.yaml:3: workloads[1].bs: expected a size"),
+    ("workloads:\n  - {rw: randreed}\n", "s.yaml:2: workloads[0].rw: expected one of"),
+    ("defaults:\n  iodepth: 0\nworkloads:\n  - {rw: read}\n", "s.yaml:2: defaults.iodepth: expected a whole number"),
+    ("targets: [a]\nworkloads:\n  - {rw: read}\n", "s.yaml:1: targets:"),
+    ("workloads: []\n", "s.yaml:1: workloads: List should have at least 1 item"),
+    ("workload:\n  - {rw: read}\n", "s.yaml:1: workload: Extra inputs are not permitted"),
+    ("workloads:\n  - {rw: read, bs: [4k, {x: 1}]}\n", "workloads[0].bs: expected a fio value"),
+    ("workloads: [\n", "s.yaml:2: not valid YAML"),
+    ("- 1\n", "expected a mapping"),
+])
+def test_errors_name_the_place(text, where):
+    with pytest.raises(SuiteError) as info:
+        suite.load_yaml(text, "s.yaml")
+    assert where in str(info.value)
+
+
+def test_builtin_suites():
+    quick = suite.load("quick")
+    assert [w.name for w in quick.workloads] == ["randread-4k-qd32", "randwrite-4k-qd32", "read-1m-qd8", "write-1m-qd8"]
+    for w in quick.workloads:
+        opts = dict(w.sections[0].options)
+        assert opts["ramp_time"] and opts["direct"] == "1"
+    cdm = suite.load("cdm")
+    assert len(cdm.workloads) == 8
+    assert {dict(w.sections[0].options)["iodepth"] for w in cdm.workloads} == {"1", "8", "32"}
+
+
+def test_unknown_suite_lists_builtins():
+    with pytest.raises(SuiteError) as info:
+        suite.load("no-such-suite")
+    assert "quick" in (info.value.hint or "")
+
+
+def test_target_overrides_replace_targets_and_keep_settings():
+    s = suite.load_yaml(SUITE, "demo.yaml")
+    s2 = suite.with_targets(s, suite.parse_target_args(["hdd=/dev/loop9", "/tmp/x"]))
+    assert [(t.name, t.path, t.size) for t in s2.targets] == [("hdd", "/dev/loop9", "8g"), ("x", "/tmp/x", None)]
+    with pytest.raises(SuiteError):
+        suite.parse_target_args(["a=/x", "a=/y"])
+    with pytest.raises(SuiteError):
+        suite.parse_target_args(["=/x"])
+
+
+def test_render_is_deterministic_and_places_the_target():
+    s = suite.load_yaml(SUITE, "demo.yaml")
+    spec = suite.JobSpec(s.targets[1], s.workloads[0])
+    text = suite.render_job(spec, "block")
+    assert text == suite.render_job(spec, "block")
+    sections = jobfile.parse(text)
+    (name, opts), = jobfile.effective_jobs(sections)
+    assert name == "randread-4k-qd1"
+    assert opts["filename"] == "/dev/sdz" and opts["size"] == "8g"
+    dir_text = suite.render_job(suite.JobSpec(suite.Target("d", "/mnt/a:b"), s.workloads[0]), "directory")
+    assert "directory=/mnt/a\\:b" in dir_text
+
+
+def test_jobfile_suite_with_target(tmp_path: Path):
+    path = tmp_path / "t.fio"
+    path.write_text("[global]\nioengine=libaio\nfilename=/old\ntime_based\n\n[randwrite]\nrw=randwrite\n"
+                    "[other]\nfilename=/own\nrw=read\n")
+    s = suite.with_targets(suite.load(str(path)), {"data": "/data"})
+    assert s.is_jobfile and s.workloads[0].name == "t"
+    text = suite.render_job(suite.JobSpec(s.targets[0], s.workloads[0]), "directory")
+    jobs = dict(jobfile.effective_jobs(jobfile.parse(text)))
+    assert jobs["randwrite"]["directory"] == "/data" and "filename" not in jobs["randwrite"]
+    assert jobs["other"]["filename"] == "/own"  # a job that names its own file keeps it
+    assert jobs["randwrite"]["time_based"] is None
