@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 
 def pg_bin() -> str | None:
@@ -59,7 +60,7 @@ def start(port: int = 54329) -> PostgresServer:
     for argv in steps:
         proc = subprocess.run(server._as_owner(*argv), capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            log = open(f"{base}/log").read() if os.path.exists(f"{base}/log") else ""
+            log = Path(base, "log").read_text() if Path(base, "log").exists() else ""
             server.stop()
             raise RuntimeError(f"{argv[0]} failed: {proc.stderr}{log}")
     return server

@@ -28,7 +28,7 @@ from .model import TargetFacts
 from .runner import local
 from .runner.status import Status
 from .store import PendingResult, Store
-from .suite import JobSpec, PlannedJob, Suite, Target, plan, render_job
+from .suite import JobSpec, PlannedJob, Suite, plan, render_job
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
 TIMEOUT_SLACK_S = 300.0

@@ -116,7 +116,7 @@ def format_duration(seconds: float | None) -> str:
     """``75`` -> ``1m15s``; ``None`` -> ``?``."""
     if seconds is None:
         return "?"
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:

@@ -11,6 +11,7 @@ sends SIGINT to fio, which ends its jobs cleanly, and waits for it. If iolab its
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
@@ -136,9 +137,9 @@ def run(
     started = datetime.now(UTC)
     with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
         try:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell
+            proc = subprocess.Popen(
                 command, cwd=cwd or workdir, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent,  # noqa: PLW1509
+                start_new_session=True, preexec_fn=_die_with_parent,
             )
         except OSError as exc:
             raise FioError(f"cannot start fio: {exc}") from exc
@@ -155,10 +156,8 @@ def _follow(proc: subprocess.Popen[bytes], output: Path, on_status: Callable[[St
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         while proc.poll() is None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.25)
-            except subprocess.TimeoutExpired:
-                pass
             if on_status is not None and output.exists():
                 with open(output, encoding="utf-8", errors="replace") as f:
                     f.seek(offset)

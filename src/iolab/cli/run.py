@@ -1,79 +1,22 @@
-"""The ``iolab`` command: parse arguments, make one library call, render the result.
-
-This is the only module that prints or exits. Library errors (``IolabError``) become
-``Error: …`` / ``Hint: …`` on stderr and the error's exit code; progress goes to stderr, results
-to stdout, so ``iolab show 3 --format json | jq`` works.
-"""
+"""``iolab run``, ``runs`` and ``show``: the main job and its stored results."""
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from . import execute, suite as suite_mod
-from .errors import IolabError, Interrupted, UsageError
-from .report import results as results_report
-from .report.table import Table, to_csv, to_markdown, to_rich
-from .store import Store
-from .units import format_bytes, format_duration, format_iops, format_rate
-
-# Piped output is not cut at 80 columns: tables in files and CI logs stay readable.
-out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False)
-
-FORMATS = ("table", "json", "csv", "markdown")
-
-
-def _tags(values: Sequence[str]) -> dict[str, str]:
-    tags = {}
-    for value in values:
-        key, sep, val = value.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--tag {value!r}: expected key=value")
-        tags[key] = val
-    return tags
-
-
-def _store(ctx: click.Context) -> Store:
-    if "store" not in ctx.obj:
-        ctx.obj["store"] = Store(ctx.obj.get("db"))
-    return ctx.obj["store"]  # type: ignore[no-any-return]
-
-
-def emit_tables(tables: Sequence[Table], fmt: str, document: Any = None) -> None:
-    """Print ``tables`` in ``fmt``; ``json`` prints ``document`` instead."""
-    if fmt == "json":
-        click.echo(json.dumps(document, indent=2, default=str))
-    elif fmt == "csv":
-        click.echo(to_csv(tables), nl=False)
-    elif fmt == "markdown":
-        click.echo("\n".join(to_markdown(t) for t in tables), nl=False)
-    else:
-        for table in tables:
-            out.print(to_rich(table))
-            for note in table.notes:
-                out.print(f"  {note}", style="yellow", markup=False)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.option("--db", metavar="URL", help="Results database: SQLite path or URL, or postgresql://… "
-              "[default: $IOLAB_DB or ~/.local/share/iolab/iolab.db]")
-@click.version_option(package_name="iolab")
-@click.pass_context
-def cli(ctx: click.Context, db: str | None) -> None:
-    """iolab: storage benchmarks with fio — run suites, store every result, compare runs."""
-    ctx.ensure_object(dict)
-    ctx.obj["db"] = db
-
-
-# ---------------------------------------------------------------------------------------------
-# run
+from .. import execute
+from .. import suite as suite_mod
+from ..errors import Interrupted, UsageError
+from ..model import to_jsonable
+from ..report import results as results_report
+from ..report.table import Cell, Column, Table
+from ..store import Store
+from ..units import format_bytes, format_duration, format_iops, format_rate
+from . import FORMATS, cli, emit_tables, err, out, parse_tags, store_of
 
 
 def _describe_plan(plan: execute.Plan) -> None:
@@ -191,9 +134,9 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         if dry_run:
             _dry_run(plan)
             return
-        run_id = execute.start(_store(ctx), plan, options, label=label, tags=_tags(tags))
-        err.print(f"Run [bold]{run_id}[/] stored in {_store(ctx).display_url}")
-    store = _store(ctx)
+        run_id = execute.start(store_of(ctx), plan, options, label=label, tags=parse_tags(tags))
+        err.print(f"Run [bold]{run_id}[/] stored in {store_of(ctx).display_url}")
+    store = store_of(ctx)
     try:
         with _LiveProgress() as progress:
             status = execute.execute(store, run_id, options, on_event=progress)
@@ -211,7 +154,6 @@ def _print_run(store: Store, run_id: int, fmt: str) -> None:
     emit_tables([results_report.results_table(stored)], fmt, results_report.run_document(stored))
 
 
-# ---------------------------------------------------------------------------------------------
 # runs, show
 
 
@@ -221,8 +163,7 @@ def _print_run(store: Store, run_id: int, fmt: str) -> None:
 @click.pass_context
 def runs(ctx: click.Context, limit: int, fmt: str) -> None:
     """List stored runs, newest first."""
-    from .report.table import Cell, Column
-    infos = _store(ctx).list_runs(limit)
+    infos = store_of(ctx).list_runs(limit)
     columns = tuple(Column(k, t, n) for k, t, n in (
         ("id", "id", True), ("created_at", "created (UTC)", False), ("status", "status", False),
         ("origin", "origin", False), ("suite", "suite", False), ("label", "label", False),
@@ -234,7 +175,6 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
         Cell(" ".join(f"{k}={v}" for k, v in i.tags.items())), Cell(i.fio_version or "–"),
         Cell(i.host.hostname if i.host and i.host.hostname else "–"),
     ) for i in infos)
-    from .model import to_jsonable
     emit_tables([Table("runs", columns, rows)], fmt, [to_jsonable(i) for i in infos])
 
 
@@ -244,7 +184,7 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
 @click.pass_context
 def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     """Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."""
-    store = _store(ctx)
+    store = store_of(ctx)
     ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
     stored = [store.get_run(i) for i in ids]
     document: Any = [results_report.run_document(r) for r in stored]
@@ -255,31 +195,3 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point: run the CLI, turning iolab errors into a message and an exit code."""
-    try:
-        # Without standalone mode click returns ctx.exit()'s code instead of exiting.
-        code = cli.main(args=list(argv) if argv is not None else None, prog_name="iolab", standalone_mode=False)
-    except click.exceptions.Abort:
-        err.print("Interrupted.")
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except IolabError as exc:
-        _report_error(exc)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err.print("Interrupted.")
-        sys.exit(130)
-    if isinstance(code, int) and code:
-        sys.exit(code)
-
-
-def _report_error(exc: IolabError, echo: Callable[[str], None] | None = None) -> None:
-    echo = echo or (lambda text: click.echo(text, err=True))
-    echo(f"Error: {exc.message}")
-    if exc.hint:
-        echo(f"Hint: {exc.hint}")
