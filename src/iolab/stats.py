@@ -9,8 +9,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as sps
-
 
 @dataclass(frozen=True)
 class Summary:
@@ -45,5 +43,13 @@ def describe(values: Sequence[float | None]) -> Summary:
     if n < 2:
         return Summary(n, mean, None, known[0], known[0], None)
     stdev = math.sqrt(sum((v - mean) ** 2 for v in known) / (n - 1))
-    half = float(sps.t.ppf(0.975, n - 1)) * stdev / math.sqrt(n)
+    half = t_quantile(0.975, n - 1) * stdev / math.sqrt(n)
     return Summary(n, mean, stdev, min(known), max(known), (mean - half, mean + half))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile (scipy.stats.t.ppf), imported on first use: scipy.stats costs about a
+    second of start-up that commands without statistics should not pay."""
+    from scipy import stats as sps
+
+    return float(sps.t.ppf(p, df))

@@ -21,7 +21,7 @@ from ..report.table import Table, to_csv, to_markdown, to_rich
 from ..store import Store
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 FORMATS = ("table", "json", "csv", "markdown")
 

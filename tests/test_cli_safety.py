@@ -1,0 +1,72 @@
+"""The destructive-write guard end to end: `iolab run` on loop devices, real fio, real data.
+
+Devices carrying data are refused before fio starts, even with --destroy, and their bytes are
+unchanged; a blank device runs only when named with --destroy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clirun import iolab
+from iolab.store import Store
+from loopdev import MiB, loop_device, requires_loop
+
+pytestmark = requires_loop
+
+WRITE_SUITE = """\
+targets: {{dev: {dev}}}
+defaults: {{ioengine: libaio, direct: 1, size: 4m, time_based: 1, runtime: 1s}}
+workloads:
+  - {{rw: randwrite, bs: 4k, iodepth: 4}}
+"""
+
+
+def run_on(tmp_path: Path, device: str, *extra: str):
+    suite = tmp_path / "w.yaml"
+    suite.write_text(WRITE_SUITE.format(dev=device))
+    return iolab("run", str(suite), *extra, db=tmp_path / "db.sqlite")
+
+
+@pytest.mark.parametrize("setup", ["ext4", "mounted", "partition table"])
+def test_devices_with_data_are_refused_even_with_destroy(tmp_path, setup):
+    with loop_device(tmp_path, 16 * MiB) as loop:
+        if setup in ("ext4", "mounted"):
+            loop.make_ext4()
+        if setup == "mounted":
+            loop.mount(tmp_path / "mnt")
+        if setup == "partition table":
+            loop.partition()
+        before = loop.sha256()
+        proc = run_on(tmp_path, loop.path, "--destroy", loop.path)
+        assert proc.returncode == 1, proc.stdout
+        assert proc.stderr.startswith(f"Error: refusing to write to {loop.path}")
+        assert {"ext4": "ext4", "mounted": "mounted at", "partition table": "partition"}[setup] in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert loop.sha256() == before
+    assert not (tmp_path / "db.sqlite").exists() or Store(f"sqlite:///{tmp_path}/db.sqlite").list_runs() == []
+
+
+def test_blank_device_runs_only_when_named(tmp_path):
+    with loop_device(tmp_path, 16 * MiB) as loop:
+        refused = run_on(tmp_path, loop.path)
+        assert refused.returncode == 1 and "--destroy " + loop.path in refused.stderr
+        proc = run_on(tmp_path, loop.path, "--destroy", loop.path)
+        assert proc.returncode == 0, proc.stderr
+        run = Store(f"sqlite:///{tmp_path}/db.sqlite").get_run(1)
+        (result,) = run.results
+        assert result.status == "ok" and result.report.jobs[0].directions["write"].total_ios > 0
+        assert result.target_facts.kind == "block" and result.target_facts.device.size_bytes == 16 * MiB
+
+
+def test_reads_of_a_device_with_data_are_allowed(tmp_path):
+    with loop_device(tmp_path, 16 * MiB) as loop:
+        loop.make_ext4()
+        before = loop.sha256()
+        suite = tmp_path / "r.yaml"
+        suite.write_text(WRITE_SUITE.format(dev=loop.path).replace("randwrite", "randread"))
+        proc = iolab("run", str(suite), db=tmp_path / "db.sqlite")
+        assert proc.returncode == 0, proc.stderr
+        assert loop.sha256() == before
