@@ -10,13 +10,28 @@ The schema is detected from key presence, not from the version string (FIO_NOTES
 * 2.x pads unused percentile slots with duplicate ``"0.00": 0`` keys; they are dropped.
 
 Text before the JSON (fio issue 731, client/server ``<host>`` lines) is skipped, and several
-concatenated documents (``--status-interval``) are read in order: the last one is the result.
+concatenated documents (``--status-interval``) are read in order: the last one is the result. A
+truncated last document (fio killed mid-write) leaves the previous complete one, with a warning.
+Strings may hold raw control characters (fio escapes only ``\\`` and ``"``, FIO_NOTES §1.8).
+
+Client/server output (FIO_NOTES §1.7, ``handle_ts()`` in ``client.c@fio-3.33``): with
+``--status-interval`` given to the server, every interval's per-job objects are appended to the
+one ``client_stats`` array, and ``disk_util`` and the options are repeated each time. Per host
+(``hostname``, ``port``) the number of reports K is read from evidence that a single report never
+shows: a disk listed K times, or job options printed K times over (the client appends them again
+each interval). When K > 1, the host's entries must form K repetitions of the same job sequence
+with runtimes and I/O counts that never decrease; then only the last repetition is kept.
+numjobs clones of a final report (same name, same host) carry neither sign and are all kept.
+A direction with ``runtime`` 0 (a failed job, a ``verify_only`` write phase) has its I/O count but
+no rate: ``iops`` and ``bw_bytes_s`` are None rather than fio's 0.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..errors import ParseError
@@ -46,13 +61,14 @@ def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
     return obj
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_pairs)
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, strict=False)
 
 
-def iter_documents(text: str) -> Iterator[dict[str, Any]]:
+def iter_documents(text: str, name: str = "<input>") -> Iterator[dict[str, Any]]:
     """Yield each top-level JSON object in ``text``, skipping lines of other text between them.
 
-    Raises ``ParseError`` when a document starts but is not valid JSON (e.g. truncated).
+    Raises ``ParseError`` (naming ``name`` and the line) when a document starts but is not valid
+    JSON (e.g. truncated).
     """
     i, n = 0, len(text)
     while i < n:
@@ -69,7 +85,10 @@ def iter_documents(text: str) -> Iterator[dict[str, Any]]:
         try:
             obj, i = _DECODER.raw_decode(text, i)
         except json.JSONDecodeError as exc:
-            raise ParseError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+            raise ParseError(f"{name}, line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}") from exc
+        except RecursionError as exc:
+            line = text.count("\n", 0, i) + 1
+            raise ParseError(f"{name}, line {line}: JSON nested too deeply to be fio output") from exc
         yield obj
 
 
@@ -79,21 +98,32 @@ def looks_like_json(text: str) -> bool:
     return start >= 0 and text[start:start + 1] == "{" and '"fio version"' in text[start:start + 2000]
 
 
-def parse_json(text: str) -> FioReport:
+def parse_json(text: str, name: str = "<input>") -> FioReport:
     """Parse fio JSON/json+/client-json output; the last complete document is the report.
 
-    Raises ``ParseError`` when there is no fio JSON document or it lacks the expected shape.
+    ``name`` labels the input in error messages. Raises ``ParseError`` when there is no fio JSON
+    document or it lacks the expected shape.
     """
     last = None
-    for doc in iter_documents(text):
-        if isinstance(doc, dict) and ("jobs" in doc or "client_stats" in doc):
-            last = doc
-    if last is None:
-        raise ParseError("no fio JSON report found (expected an object with \"jobs\" or \"client_stats\")")
+    truncated = None
     try:
-        return _report(last)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ParseError(f"unexpected fio JSON shape: {type(exc).__name__}: {exc}") from exc
+        for doc in iter_documents(text, name):
+            if isinstance(doc, dict) and ("jobs" in doc or "client_stats" in doc):
+                last = doc
+    except ParseError as exc:
+        if last is None:
+            raise
+        truncated = exc  # a --status-interval stream cut short: the previous report stands
+    if last is None:
+        raise ParseError(f"{name}: no fio JSON report found (expected an object with \"jobs\" or \"client_stats\")")
+    try:
+        report = _report(last)
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
+        raise ParseError(f"{name}: unexpected fio JSON shape: {type(exc).__name__}: {exc}") from exc
+    if truncated is not None:
+        warning = f"the last JSON document is incomplete ({truncated.message}); the report before it is used"
+        report = replace(report, warnings=(*report.warnings, warning))
+    return report
 
 
 def _report(doc: Mapping[str, Any]) -> FioReport:
@@ -101,29 +131,102 @@ def _report(doc: Mapping[str, Any]) -> FioReport:
     entries = doc["client_stats"] if client else doc["jobs"]
     if not isinstance(entries, list):
         raise TypeError("jobs is not a list")
-    jobs = tuple(
-        _job(entry, index)
-        for index, entry in enumerate(entries)
-        if not (client and entry.get("jobname") == ALL_CLIENTS)
-    )
+    disks = doc.get("disk_util") or []
+    if not isinstance(disks, list):
+        raise TypeError("disk_util is not a list")
+    warnings: list[str] = []
+    if client:
+        entries = _final_client_entries(entries, disks, warnings)
+    jobs = tuple(_job(entry, index) for index, entry in enumerate(entries))
     has_bins = any(
         d.clat is not None and d.clat.bins_ns is not None for j in jobs for d in j.directions.values()
     )
     timestamp_ms = doc.get("timestamp_ms")
     if timestamp_ms is None and doc.get("timestamp") is not None:
         timestamp_ms = int(doc["timestamp"]) * 1000
-    warnings = []
     if client and isinstance(doc.get("global options"), _Object) and doc["global options"].duplicates:
-        warnings.append("client JSON repeats 'global options' once per server (fio issue 516); the first copy is kept")
+        warnings.append("client JSON repeats 'global options' once per server and status report "
+                        "(fio issue 516); the first copy is kept")
     return FioReport(
         source_format="client-json" if client else ("json+" if has_bins else "json"),
         jobs=jobs,
         fio_version=_version(doc.get("fio version")),
         timestamp_ms=timestamp_ms,
         global_options=_options(doc.get("global options")),
-        disk_util=tuple(_disk(d) for d in doc.get("disk_util") or ()),
+        disk_util=_last_disks(disks),
         warnings=tuple(warnings),
     )
+
+
+def _host(entry: Mapping[str, Any]) -> tuple[Any, Any]:
+    return entry.get("hostname"), entry.get("port")
+
+
+def _copies(options: Any) -> int:
+    """How many times fio printed the same job options (the client appends them per report)."""
+    dups = getattr(options, "duplicates", ())
+    return 1 + max(Counter(dups).values()) if dups else 1
+
+
+def _final_client_entries(entries: list[Any], disks: list[Any], warnings: list[str]) -> list[Any]:
+    """The entries of each host's final report, "All clients" left out (see module docstring)."""
+    by_host: dict[tuple[Any, Any], list[int]] = {}
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            raise TypeError(f"client_stats[{i}] is not an object")
+        if entry.get("jobname") != ALL_CLIENTS:
+            by_host.setdefault(_host(entry), []).append(i)
+    disk_counts = Counter((_host(d), d.get("name")) for d in disks if isinstance(d, Mapping))
+    keep: list[int] = []
+    for host, idxs in by_host.items():
+        reports = max(
+            max((n for (h, _), n in disk_counts.items() if h == host), default=1),
+            max(_copies(entries[i].get("job options")) for i in idxs),
+        )
+        last = _last_report(entries, idxs, reports)
+        where = f"{host[0]}:{host[1]}"
+        if last is None:
+            warnings.append(f"client JSON for {where} shows signs of {reports} --status-interval reports, but "
+                            f"its {len(idxs)} entries do not repeat as reports do; all are kept (totals may "
+                            f"count snapshots)")
+            keep.extend(idxs)
+        else:
+            keep.extend(last)
+            if len(last) < len(idxs):
+                warnings.append(f"client JSON holds {reports} --status-interval reports for {where} (the option was "
+                                f"given to the server); only the last is kept, {len(idxs) - len(last)} snapshot "
+                                f"entries dropped")
+    return [entries[i] for i in sorted(keep)]
+
+
+def _last_report(entries: Sequence[Any], idxs: list[int], reports: int) -> list[int] | None:
+    """The indexes of the last of ``reports`` repetitions, or None if they are not repetitions."""
+    if reports <= 1:
+        return idxs
+    if len(idxs) % reports:
+        return None
+    size = len(idxs) // reports
+    for k in range(size, len(idxs)):
+        before, after = entries[idxs[k - size]], entries[idxs[k]]
+        if (before.get("jobname"), before.get("groupid")) != (after.get("jobname"), after.get("groupid")):
+            return None
+        for ddir in ("read", "write", "trim"):
+            b, a = before.get(ddir) or {}, after.get(ddir) or {}
+            if any(int(a.get(key) or 0) < int(b.get(key) or 0) for key in ("runtime", "total_ios")):
+                return None
+    return idxs[-size:]
+
+
+def _last_disks(disks: list[Any]) -> tuple[DiskUtil, ...]:
+    """One entry per (host, port, disk): the last, since status reports repeat them."""
+    last: dict[tuple[Any, Any, Any], Mapping[str, Any]] = {}
+    for d in disks:
+        if not isinstance(d, Mapping):
+            raise TypeError("a disk_util entry is not an object")
+        key = (*_host(d), d.get("name"))
+        last.pop(key, None)
+        last[key] = d
+    return tuple(_disk(d) for d in last.values())
 
 
 def _version(value: Any) -> str | None:
@@ -131,8 +234,8 @@ def _version(value: Any) -> str | None:
 
 
 def _options(value: Any) -> dict[str, str]:
-    if isinstance(value, list):  # fio 3.39+ client mode: one object per server
-        value = value[0] if value else {}
+    if isinstance(value, list):  # fio 3.39+ client mode: one object per server, with its address
+        value = {k: v for k, v in (value[0] if value else {}).items() if k not in ("hostname", "port")}
     return {str(k): str(v) for k, v in (value or {}).items()}
 
 
@@ -181,12 +284,18 @@ def _direction(name: str, d: Mapping[str, Any]) -> DirectionStats | None:
     if not total_ios and not io_bytes:
         return None
     runtime_ms = _int(d.get("runtime"))
-    if total_ios is not None and runtime_ms:
-        iops: float | None = 1000.0 * total_ios / runtime_ms  # stat.c's own formula, unrounded
+    iops: float | None = None
+    bw: float | None = None
+    if runtime_ms == 0:
+        pass  # no time measured: fio prints 0, but the rate is unknown
+    elif total_ios is not None and runtime_ms:
+        iops = 1000.0 * total_ios / runtime_ms  # stat.c's own formula, unrounded
     else:
         iops = _float(d.get("iops"))
-    if io_bytes is not None and runtime_ms:
-        bw: float | None = 1000.0 * io_bytes / runtime_ms
+    if runtime_ms == 0:
+        pass
+    elif io_bytes is not None and runtime_ms:
+        bw = 1000.0 * io_bytes / runtime_ms
     elif "bw_bytes" in d:
         bw = _float(d["bw_bytes"])
     else:
