@@ -1,0 +1,787 @@
+"""Read fio's normal (human-readable) output, fio 2.0 to 3.42, into a FioReport.
+
+The normal format prints most numbers rounded for people; this parser keeps only what is exact
+and says so when fio's display disagrees with it. Sources: ``show_thread_status_normal()``,
+``show_ddir_status()``, ``display_lat()``, ``show_clat_percentiles()``, ``print_disk_util()`` in
+``stat.c`` and ``num2str()`` in ``lib/num2str.c``, read at tags fio-2.2.8, 2.17, 2.20, 3.0, 3.16,
+3.25, 3.26, 3.33, 3.36 and 3.42 (FIO_NOTES §2).
+
+* **IOPS** is fio's own formula, ``issued_total[dir] * 1000 / runtime_ms[dir]`` (stat.c), with the
+  totals from ``issued rwts: total=R,W,T,S`` (2.x ``issued : total=r=…/w=…/d=…``) and the runtime
+  from the direction line (``(…/3001msec)``, 2.x ``runt=``). The printed ``IOPS=71.3k`` is only
+  checked: when it is further from the exact value than one unit of its last digit, a warning says
+  what was printed, what is exact and why (fio 2.20–3.25 drop num2str's carry: 10999 prints as
+  ``10.0k``; fio before 2.20 print the remainder's leading digits as decimals).
+* **Bytes** are known only as ``total × bs`` when the job header line (``bs=(R) 4096B-4096B``,
+  2.x ``bs=4K-4K/…``) gives one fixed block size for the direction, no I/O was short, and the
+  printed io size agrees; otherwise ``io_bytes`` and ``bw_bytes_s`` are None (the printed sizes are
+  rounded to 3–4 figures). A block size fio abbreviated (``64.0KiB``, ``128KiB``) is taken to be a
+  multiple of 512 bytes and must be the only such size that reproduces both printed values.
+* **Latencies** are converted to ns from each line's unit (2.x prints µs). fio truncates min/max to
+  that unit and rounds avg/stdev to 2 decimals. Percentiles are histogram bucket values that fio
+  rounds *up* to the printed unit (``(v + 999) / 1000``), so they lie within one unit above fio's
+  value. ``samples`` is None: normal output does not print N.
+* **bw samples** are KiB/s inside fio whatever the label; converted to bytes/s (``MiB`` lines are
+  scaled by kb_base, bit lines divided by 8). kb_base is read from the direction line (IEC first =
+  1024); fio 2.x does not show it, and 1024 (the default) is assumed.
+* **--status-interval**: a job block repeated (same name, group and pid) after a ``Run status``
+  section replaces the earlier one, so the last report is the result; a warning counts them.
+* Not in the text, so not in the result: job options (except ``description``), timestamps (the
+  job line shows local time without a zone), host names in client mode. The client-mode
+  ``All clients`` block is dropped as in json.py; fio's verror text and ``continue_on_error``
+  counts become warnings.
+
+Errors: ``ParseError`` naming the input and line, for a line that starts like a known field but
+cannot be read (e.g. a truncated last line), or when no job report is found.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ..errors import ParseError
+from ..model import DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
+
+ALL_CLIENTS = "All clients"
+
+_JOB = re.compile(
+    r"^(?P<name>.*?): \(groupid=(?P<g>\d+), jobs=(?P<n>\d+)\): err=\s*(?P<err>-?\d+)"
+    r"(?: \((?P<verror>.*)\))?: pid=(?P<pid>\d+)"
+)
+_HEADER = re.compile(r"^(?P<name>.*?): \(g=(?P<g>\d+)\): rw=(?P<rw>\w+), (?P<bs>bs.*?), ioengine=")
+_BS3 = re.compile(r"bs=\(R\) (\S+)-(\S+), \(W\) (\S+)-(\S+), (?:\(T\) (\S+)-(\S+)|(bs_is_seq_rand))$")
+_BS2 = re.compile(r"bs(\(seq/rand\))?=([^-/]+)-([^/]+)/([^-/]+)-([^/,]+)(?:/([^-/]+)-([^/,]+))?$")
+_DIR3 = re.compile(
+    r"^(read|write|trim|mixed)\s*: IOPS=([^,]+), BW=([^(]*?) ?\(([^)]*)\)\(([^/]+)/(\d+)msec\)(.*)$"
+)
+_BW_PREFIX = re.compile(r"[kKMGTPE](i?)(?:B|bit)")
+_DIR2 = re.compile(r"^(read|write|trim|mixed)\s*: io=([^,]+), bw=([^,]+), iops=([^,]+), runt=\s*(\d+)msec$")
+_LAT = re.compile(
+    r"^(slat|clat|lat|sync) \((nsec|usec|msec)\): min=\s*([^,]+), max=\s*([^,]+), "
+    r"avg=\s*([^,]+), stdev=\s*(\S+)$"
+)
+_PCT_HEAD = re.compile(r"^(slat|clat|lat|sync) percentiles \((nsec|usec|msec)\):$")
+_PCT_ITEM = re.compile(r"(\d+(?:\.\d+)?)th=\[\s*(\d+)\]")
+_LAT_DIST = re.compile(r"^lat \((nsec|usec|msec)\)\s*: (.*)$")
+_BUCKET = re.compile(r"(>=)?(\d+)=(\d+(?:\.\d+)?)%")
+_BW = re.compile(
+    r"^bw \(\s*(\w+)\s*/s\): min=\s*(\d+), max=\s*(\d+), per=\s*[^,]+%, avg=\s*([^,]+), "
+    r"stdev=\s*([^,]+?)(?:, samples=\s*(\d+))?$"
+)
+_IOPS = re.compile(r"^iops\s*: min=\s*(\d+), max=\s*(\d+), avg=\s*([^,]+), stdev=\s*([^,]+), samples=\s*(\d+)$")
+_CPU = re.compile(r"^cpu\s*: usr=([^%]+)%, sys=([^%]+)%, ctx=(\d+), majf=(\d+), minf=(\d+)$")
+_DEPTHS = re.compile(r"^IO depths\s*: (.*)$")
+_TRIPLE = r"(?:r=)?(\d+)[,/](?:w=)?(\d+)[,/](?:d=)?(\d+)"
+_ISSUED = re.compile(rf"total={_TRIPLE}(?:,(\d+))?")
+_SHORT = re.compile(rf"short={_TRIPLE}")
+_DROPPED = re.compile(rf"drop(?:ped)?={_TRIPLE}")
+_ERRORS = re.compile(r"^errors\s*: total=(\d+), first_error=(-?\d+)/<(.*)>$")
+_STEADY = re.compile(r"^steadystate\s*: attained=(yes|no), bw=(.*?), iops=(.*), ([a-z]+(?: [a-z]+)*)=([^,=]+)$")
+_DESC = re.compile(r"^Description\s*: \[(.*)\]$")
+_DISK = re.compile(
+    r"^(\S+): ios=(\d+)/(\d+), (?:sectors=\d+/\d+, )?merge=(\d+)/(\d+), ticks=(\d+)/(\d+), "
+    r"in_queue=(\d+), util=(\d+(?:\.\d+)?)%(.*)$"
+)
+_AGGR = re.compile(
+    r"^, aggrios=(\d+)/(\d+), (?:aggsectors=\d+/\d+, )?aggrmerge=(\d+)/(\d+), aggrticks=(\d+)/(\d+), "
+    r"aggrin_queue=(\d+), aggrutil=(\d+(?:\.\d+)?)%$"
+)
+_AGGR_KEYS = ("aggr_read_ios", "aggr_write_ios", "aggr_read_merges", "aggr_write_merge",
+              "aggr_read_ticks", "aggr_write_ticks", "aggr_in_queue", "aggr_util")
+_PROBE_VERSION = re.compile(r"\bfio=fio-([^,\s]+)")
+_UNIT_NS = {"nsec": 1.0, "usec": 1e3, "msec": 1e6}
+_UNIT_KEY = {"nsec": "ns", "usec": "us", "msec": "ms"}
+_DIR_INDEX = {"read": 0, "write": 1, "trim": 2}
+
+
+# ---------------------------------------------------------------------------------------------
+# fio's number display, num2str() (lib/num2str.c), in its four generations
+
+#: Generation of num2str() by first fio version: "2.0" (fio_uint_to_kmg era, upper-case K,
+#: decimals from ``(modulo + 9) / 10``), "2.17" (same decimals, SI/IEC prefixes, commit
+#: d694a6a7), "2.20" (``%.Nf`` decimals without carry, 9e55f2c7), "3.26" (carry fixed, c736b361).
+_ERAS = (((3, 26), "3.26"), ((2, 20), "2.20"), ((2, 17), "2.17"), ((0,), "2.0"))
+_SI = {"2.0": ("", "K", "M", "G", "P", "E"), "2.17": ("", "k", "M", "G", "T", "P"),
+       "2.20": ("", "k", "M", "G", "T", "P"), "3.26": ("", "k", "M", "G", "T", "P", "E")}
+_IEC = {"2.0": _SI["2.0"], "2.17": ("", "Ki", "Mi", "Gi", "Ti", "Pi"),
+        "2.20": ("", "Ki", "Mi", "Gi", "Ti", "Pi"), "3.26": ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")}
+_ERA_WHY = {
+    "2.20": "fio 2.20-3.25 num2str() drops the carry when the decimals round up to 1 (10999 prints "
+            "as 10.0k; fixed in fio 3.26 by commit c736b361, FIO_NOTES §2.3)",
+    "2.17": "fio 2.17-2.19 num2str() prints the leading digits of the remainder as decimals (25049 "
+            "prints as 25.5k; fixed in fio 2.20 by commit 9e55f2c7)",
+    "2.0": "fio before 2.17 num2str() prints the leading digits of the remainder as decimals "
+           "(1000050 prints as 1000.5K; fixed in fio 2.20 by commit 9e55f2c7)",
+    "3.26": "fio's num2str() keeps only the last remainder when it divides twice",
+}
+_POWER = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
+_SHOWN = re.compile(r"(\d+)(?:\.(\d+))?([kKMGTPE]?)(i?)")
+
+
+def num2str(num: int, maxlen: int, pow2: bool = False, era: str = "3.26") -> str:
+    """The number and prefix fio's ``num2str(num, maxlen, 1, pow2, N2S_NONE)`` prints.
+
+    ``era`` selects the generation (see ``_ERAS``): ``num2str(10999, 4, era="2.20")`` is
+    ``"10.0k"``, ``era="3.26"`` gives ``"11.0k"``. Units (``B``, ``/s``) are not appended.
+    """
+    prefixes = (_IEC if pow2 else _SI)[era]
+    thousand = 1024 if pow2 else 1000
+    post, modulo, carry = 0, -1, False
+    while post < len(prefixes) - 1 and len(str(num)) > maxlen:
+        modulo = num % thousand
+        num //= thousand
+        carry = modulo >= thousand // 2
+        post += 1
+    if modulo < 0:
+        return f"{num}{prefixes[post]}"
+    room = maxlen - len(str(num))
+    if room <= 1:
+        return f"{num + carry}{prefixes[post]}"
+    if era in ("2.0", "2.17"):
+        while len(str(modulo)) > room - 1:
+            modulo = (modulo + 9) // 10
+        return f"{num}.{modulo}{prefixes[post]}"
+    frac = f"{modulo / thousand:.{room - 1}f}"
+    if era == "3.26" and frac[0] == "1":
+        num += 1
+    return f"{num}.{frac[2:]}{prefixes[post]}"
+
+
+def _version_tuple(version: str | None) -> tuple[int, ...] | None:
+    match = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def _eras(version: str | None) -> tuple[str, ...]:
+    """The num2str generations that may have printed this output (all of them if unknown)."""
+    vt = _version_tuple(version)
+    if vt is None:
+        return tuple(era for _, era in _ERAS)
+    return next((era,) for first, era in _ERAS if vt >= first)
+
+
+def _shown(text: str, kilo: int = 1000) -> tuple[float, float] | None:
+    """Value and last-digit step of a num2str display (``71.3k`` -> 71300, 100), units stripped."""
+    match = _SHOWN.fullmatch(text)
+    if match is None:
+        return None
+    whole, frac, prefix, iec = match.groups()
+    mult = float((1024 if iec else kilo) ** _POWER[prefix.upper()])
+    if frac:
+        return (int(whole) + int(frac) / 10 ** len(frac)) * mult, mult / 10 ** len(frac)
+    return int(whole) * mult, mult
+
+
+def _reproducing_era(shown: str, num: int, pow2: bool, version: str | None) -> str | None:
+    """The num2str generation (any maxlen 1-10) that prints ``num`` as ``shown``, if one does."""
+    for era in _eras(version):
+        if any(num2str(num, maxlen, pow2, era) == shown for maxlen in range(1, 11)):
+            return era
+    return None
+
+
+def iops_display_warning(shown: str, total: int, runtime_ms: int, version: str | None) -> str | None:
+    """A warning when fio's printed IOPS is further from the exact value than its rounding allows.
+
+    "Allows" is one unit of the last printed digit (``71.3k`` ± 100). Beyond that the message
+    names the num2str() generation whose known defect explains the display, or says that none
+    does. Returns None when the display is consistent. Source: ``lib/num2str.c`` per tag.
+    """
+    exact = 1000 * total / runtime_ms
+    decoded = _shown(shown)
+    if decoded is not None and abs(decoded[0] - exact) <= decoded[1]:
+        return None
+    head = f"printed IOPS={shown} but {total} I/Os in {runtime_ms} ms are {exact:.4f} IOPS"
+    era = _reproducing_era(shown, 1000 * total // runtime_ms, False, version)
+    if era is not None:
+        return f"{head}: {_ERA_WHY[era]}; the exact value is used"
+    return f"{head}, which no fio rounding explains (edited text, or lines of different jobs?); the exact value is used"
+
+
+def _io_consistent(shown_io: str, nbytes: int, version: str | None) -> bool:
+    """True when fio could have printed ``nbytes`` as ``shown_io`` (``836MiB``, 2.x ``200284KB``)."""
+    text = shown_io.removesuffix("B")
+    vt = _version_tuple(version)
+    if "i" in text:
+        bases = (True,)
+    elif vt is not None and vt >= (2, 17):
+        bases = (False,)
+    else:
+        bases = (True, False)  # fio < 2.17 prints "K" for both kb_base values
+    for pow2 in bases:
+        decoded = _shown(text, 1024 if pow2 else 1000)
+        if decoded is not None and abs(decoded[0] - nbytes) <= decoded[1]:
+            return True
+        if _reproducing_era(text, nbytes, pow2, version) is not None:
+            return True
+    return False
+
+
+@lru_cache(maxsize=512)
+def _bs_candidates(text: str, version: str | None) -> tuple[int, ...]:
+    """Block sizes (bytes) that fio prints as ``text`` in a job header line.
+
+    ``4096B`` and 2.x ``4K`` (``fio_uint_to_kmg()``, exact) give one value; an abbreviated
+    ``64.0KiB`` gives the multiples of 512 that num2str() prints that way.
+    """
+    match = re.fullmatch(r"(\d+)(?:\.(\d+))?([KMGTPE]?)(i?)(B?)", text, re.IGNORECASE)
+    if match is None:
+        return ()
+    whole, frac, prefix, iec, unit = match.groups()
+    if not prefix and not frac:
+        return (int(whole),)
+    if not unit:  # fio < 2.17: fio_uint_to_kmg() only abbreviates exact multiples of 1024
+        return () if frac else (int(whole) * 1024 ** _POWER[prefix.upper()],)
+    pow2 = bool(iec)
+    decoded = _shown(text[:-1], 1024 if pow2 else 1000)
+    if decoded is None:
+        return ()
+    value, step = decoded
+    first = math.ceil((value - step) / 512) * 512
+    return tuple(
+        size for size in range(max(first, 512), int(value + step) + 1, 512)
+        if _reproducing_era(text[:-1], size, pow2, version) is not None
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing: a scan for the structure (str.find, C speed), then a line parser for kept job blocks
+
+
+@dataclass(slots=True)
+class _Dir:
+    """One direction block as printed (``read``, ``write``, ``trim``, ``mixed``, ``sync``)."""
+
+    name: str
+    iops_shown: str | None = None
+    io_shown: str | None = None
+    runtime_ms: int | None = None
+    stats: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
+    pcts: dict[str, dict[str, float]] = field(default_factory=dict)
+    bw: SampleStats | None = None
+    iops: SampleStats | None = None
+
+
+@dataclass(slots=True)
+class _Job:
+    """One job block: where it is, its job line, and (once read) what it prints."""
+
+    name: str
+    groupid: int
+    members: int
+    error: int
+    verror: str | None
+    pid: int
+    report: int
+    body: int  # offset of the line after the job line
+    end: int = -1  # offset where the block ends
+    lineno: int = 0  # line number of the job line
+    superseded: bool = False
+    dirs: dict[str, _Dir] = field(default_factory=dict)
+    kb_base: int = 1024
+    cpu: tuple[float, float, int, int, int] | None = None
+    depths: dict[str, float] = field(default_factory=dict)
+    latdist: dict[str, float] = field(default_factory=dict)
+    issued: tuple[int, ...] | None = None
+    short: tuple[int, ...] | None = None
+    dropped: tuple[int, ...] | None = None
+    description: str | None = None
+    steadystate: dict[str, object] | None = None
+    errors: tuple[int, int, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Header:
+    """A job header line: ``name: (g=0): rw=randrw, bs=(R) 4096B-4096B, …`` (fixed sizes only)."""
+
+    name: str
+    groupid: int
+    rw: str
+    bs: tuple[tuple[str, str | None], ...]
+
+    def size(self, direction: str) -> str | None:
+        return dict(self.bs)[direction]
+
+    def does(self, direction: str) -> bool:
+        if direction == "read":
+            return "read" in self.rw or self.rw in ("rw", "randrw")
+        if direction == "write":
+            return "write" in self.rw or self.rw in ("rw", "randrw")
+        return "trim" in self.rw
+
+
+#: Header lines by group id, deduplicated (concatenated reports repeat them).
+_HeaderIndex = dict[int, dict[_Header, None]]
+
+_MARKERS = ((": (groupid=", "job"), ("Run status group", "group"), ("Disk stats (read/write)", "disk"),
+            (": (g=", "header"))
+
+
+@dataclass(slots=True)
+class _Scan:
+    """The structure of a normal output: job blocks, header lines, disk sections, reports.
+
+    Superseded ``--status-interval`` blocks are located here but never read line by line,
+    which keeps long status streams cheap.
+    """
+
+    jobs: list[_Job] = field(default_factory=list)
+    headers: _HeaderIndex = field(default_factory=dict)
+    disks: list[tuple[int, int, int, int]] = field(default_factory=list)  # report, start, end, lineno
+    report: int = 0
+
+    @classmethod
+    def of(cls, text: str) -> _Scan:
+        scan = cls()
+        markers = []
+        for needle, kind in _MARKERS:
+            pos = text.find(needle)
+            while pos >= 0:
+                markers.append((text.rfind("\n", 0, pos) + 1, kind))
+                pos = text.find(needle, pos + len(needle))
+        markers.sort()
+        keys: dict[tuple[str, int, int], _Job] = {}
+        after_jobs, open_job, open_disk, lineno, counted, last = False, None, None, 1, 0, -1
+        for start, kind in markers:
+            if start == last:
+                continue  # two needles on one line
+            last = start
+            lineno += text.count("\n", counted, start)
+            counted = start
+            if open_job is not None:
+                open_job.end, open_job = start, None
+            if open_disk is not None:
+                report, begin, _, first = scan.disks[open_disk]
+                scan.disks[open_disk], open_disk = (report, begin, start, first), None
+            line_end = text.find("\n", start)
+            line_end = len(text) if line_end < 0 else line_end
+            line = _unprefixed(text[start:line_end])
+            if kind == "job" and (match := _JOB.match(line)):
+                if after_jobs:
+                    scan.report, after_jobs = scan.report + 1, False
+                open_job = scan._job(match, keys, line_end + 1, lineno)
+            elif kind == "header" and (match := _HEADER.match(line)):
+                scan._header(match)
+            elif kind == "disk":
+                open_disk = len(scan.disks)
+                scan.disks.append((scan.report, line_end + 1, len(text), lineno + 1))
+                after_jobs = True
+            elif kind == "group":
+                after_jobs = True
+        if open_job is not None:
+            open_job.end = len(text)
+        return scan
+
+    def _job(self, m: re.Match[str], keys: dict[tuple[str, int, int], _Job], body: int, lineno: int) -> _Job:
+        job = _Job(name=m["name"].strip(), groupid=int(m["g"]), members=int(m["n"]), error=int(m["err"]),
+                   verror=m["verror"], pid=int(m["pid"]), report=self.report, body=body, lineno=lineno)
+        key = (job.name, job.groupid, job.pid)
+        earlier = keys.get(key)
+        if earlier is not None and earlier.report < job.report:
+            earlier.superseded = True  # a --status-interval snapshot of the same job
+        keys[key] = job
+        self.jobs.append(job)
+        return job
+
+    def _header(self, m: re.Match[str]) -> None:
+        bs3 = _BS3.match(m["bs"])
+        if bs3:
+            r1, r2, w1, w2, t1, t2, seq_rand = bs3.groups()
+        elif bs2 := _BS2.match(m["bs"]):
+            seq_rand, r1, r2, w1, w2, t1, t2 = bs2.groups()
+        else:
+            return
+        pairs = {"read": (r1, r2), "write": (w1, w2), "trim": (t1, t2)}
+        if seq_rand:  # the two pairs are sequential/random sizes, not read/write
+            same = r1 if len({r1, r2, w1, w2}) == 1 else None
+            sizes: dict[str, str | None] = dict.fromkeys(pairs, same)
+        else:
+            sizes = {d: (lo if lo is not None and lo == hi else None) for d, (lo, hi) in pairs.items()}
+        header = _Header(m["name"].strip(), int(m["g"]), m["rw"], tuple(sizes.items()))
+        self.headers.setdefault(header.groupid, {})[header] = None
+
+
+def _unprefixed(line: str) -> str:
+    """A line without the ``<host> `` prefix of text relayed by fio servers (client mode)."""
+    line = line.strip()
+    if line.startswith("<") and "> " in line:
+        line = line[line.index("> ") + 2:].strip()
+    return line
+
+
+def _version(text: str) -> str | None:
+    """The ``fio-3.33`` line (or the client's ``hostname=…, fio=fio-3.33`` probe line)."""
+    pos = text.find("fio-")
+    while pos >= 0:
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        line = _unprefixed(text[start:len(text) if end < 0 else end])
+        if line.startswith("fio-") and " " not in line and len(line) > 4:
+            return line[4:]
+        if line.startswith("hostname=") and (match := _PROBE_VERSION.search(line)):
+            return match[1]
+        pos = text.find("fio-", pos + 4)
+    return None
+
+
+_PCT_KEYS: dict[str, str] = {}
+
+
+class _BlockParser:
+    """Reads the lines of one job block; handlers are keyed by a line's first four characters."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lineno = 0
+        self.job: _Job = None  # type: ignore[assignment]
+        self.dir: _Dir | None = None
+        self.pct: dict[str, float] | None = None
+        self.pct_scale = 1.0
+        self.handlers = {
+            "read": self._direction, "writ": self._direction, "trim": self._direction,
+            "mixe": self._direction, "slat": self._latency, "clat": self._latency,
+            "lat ": self._latency, "sync": self._latency, "bw (": self._bw, "iops": self._iops,
+            "cpu ": self._cpu, "IO d": self._depths, "issu": self._issued, "erro": self._errors,
+            "fsyn": self._sync_section, "stea": self._steadystate, "Desc": self._description,
+            "bloc": self._no_rows,
+        }
+
+    def error(self, message: str) -> ParseError:
+        return ParseError(f"{self.name}, line {self.lineno}: {message}")
+
+    def read(self, job: _Job, text: str) -> None:
+        self.job, self.dir, self.pct = job, None, None
+        handlers = self.handlers
+        try:
+            for lineno, raw in enumerate(text[job.body:job.end].split("\n"), job.lineno + 1):
+                s = raw.strip()
+                if not s:
+                    continue
+                self.lineno = lineno
+                handler = handlers.get(s[:4])
+                if handler is not None:
+                    handler(s)
+                elif s[0] == "|":
+                    self._pct_row(s)
+                elif "percentiles" in s:
+                    self.pct = None  # e.g. "high prio (12.34%) clat percentiles": its rows are skipped
+        except (ValueError, ArithmeticError) as exc:  # e.g. a number too long for int()
+            raise self.error(f"cannot read this line: {exc}") from exc
+
+    def _strict(self, s: str, what: str) -> None:
+        raise self.error(f"cannot read this as fio's {what}: {s[:100]!r}")
+
+    def _direction(self, s: str) -> None:
+        m3 = _DIR3.match(s)
+        m2 = None if m3 else _DIR2.match(s)
+        job = self.job
+        if m3 is not None:
+            name, iops, bw, _, io, runt, _ = m3.groups()
+            prefix = _BW_PREFIX.search(bw)  # "279MiB/s": kb_base 1024 prints IEC first
+            if prefix is not None:
+                job.kb_base = 1024 if prefix[1] else 1000
+        elif m2 is not None:
+            name, io, _, iops, runt = m2.groups()
+        else:
+            return self._strict(s, "direction line (read/write/trim/mixed)")
+        if name in job.dirs:
+            raise self.error(f"job {job.name!r} prints direction {name!r} twice")
+        self.dir = job.dirs[name] = _Dir(name, iops.strip(), io.strip(), int(runt))
+        self.pct = None
+        return None
+
+    def _latency(self, s: str) -> None:
+        if match := _LAT.match(s):
+            kind, unit, lo, hi, mean, dev = match.groups()
+            scale = _UNIT_NS[unit]
+            lo_v, hi_v, mean_v, dev_v = _display_value(lo), _display_value(hi), _float(mean), _float(dev)
+            if lo_v is None or hi_v is None or mean_v is None or dev_v is None:
+                raise self.error(f"cannot read the numbers of this latency line: {s[:100]!r}")
+            self._dir_for(kind, s).stats[kind] = (lo_v * scale, hi_v * scale, mean_v * scale, dev_v * scale)
+        elif match := _PCT_HEAD.match(s):
+            kind, unit = match.groups()
+            self.pct = self._dir_for(kind, s).pcts.setdefault(kind, {})
+            self.pct_scale = _UNIT_NS[unit]
+        elif s.startswith("lat (") and (match := _LAT_DIST.match(s)):
+            suffix = _UNIT_KEY[match[1]]
+            for ge, bucket, pct in _BUCKET.findall(match[2]):
+                self.job.latdist[f"{ge}{bucket}{suffix}"] = float(pct)
+        elif " prio" in s[:12]:
+            self.pct = None  # per-priority latencies (3.18+) have no place in the model
+        else:
+            self._strict(s, "latency line")
+
+    def _dir_for(self, kind: str, s: str) -> _Dir:
+        if kind == "sync":
+            return self.job.dirs.setdefault("sync", _Dir("sync"))
+        if self.dir is None or self.dir.name == "sync":
+            raise self.error(f"{kind} line outside a read/write/trim block: {s[:80]!r}")
+        return self.dir
+
+    def _pct_row(self, s: str) -> None:
+        target = self.pct
+        if target is None:
+            return
+        items = _PCT_ITEM.findall(s)
+        if not items or len(items) != s.count("th=") or s[-1] not in "],":
+            raise self.error(f"cannot read this percentile row: {s[:100]!r}")
+        scale = self.pct_scale
+        for pct, value in items:
+            key = _PCT_KEYS.get(pct)
+            if key is None:
+                key = _PCT_KEYS[pct] = pct_key(pct)
+            target[key] = int(value) * scale
+
+    def _no_rows(self, s: str) -> None:
+        self.pct = None  # "block lifetime percentiles": rows without a latency
+
+    def _bw(self, s: str) -> None:
+        match = _BW.match(s)
+        if match is None:
+            return self._strict(s, "bandwidth sample line")
+        unit, lo, hi, mean, dev, samples = match.groups()
+        # bw samples are KiB/s in fio; a "MiB" line was divided by kb_base, bit lines multiplied by 8
+        scale = 1024.0 * (self.job.kb_base if unit[0] == "M" else 1) / (8 if "bit" in unit else 1)
+        self._dir_for("bw", s).bw = _sample_stats(lo, hi, mean, dev, samples, scale)
+        return None
+
+    def _iops(self, s: str) -> None:
+        match = _IOPS.match(s)
+        if match is None:
+            return self._strict(s, "IOPS sample line")
+        self._dir_for("iops", s).iops = _sample_stats(*match.groups(), scale=1.0)
+        return None
+
+    def _cpu(self, s: str) -> None:
+        match = _CPU.match(s)
+        usr = None if match is None else _float(match[1])
+        sys_ = None if match is None else _float(match[2])
+        if match is None or usr is None or sys_ is None:
+            return self._strict(s, "cpu line")
+        self.job.cpu = (usr, sys_, int(match[3]), int(match[4]), int(match[5]))
+        return None
+
+    def _depths(self, s: str) -> None:
+        match = _DEPTHS.match(s)
+        if match is None:
+            return self._strict(s, "IO depths line")
+        self.job.depths = {f"{ge}{b}": float(p) for ge, b, p in _BUCKET.findall(match[1])}
+        return None
+
+    def _issued(self, s: str) -> None:
+        total = _ISSUED.search(s)
+        if total is None:
+            return self._strict(s, "issued line")
+        job = self.job
+        job.issued = tuple(int(v) for v in total.groups() if v is not None)
+        short, dropped = _SHORT.search(s), _DROPPED.search(s)
+        job.short = tuple(int(v) for v in short.groups()) if short else None
+        job.dropped = tuple(int(v) for v in dropped.groups()) if dropped else None
+        return None
+
+    def _errors(self, s: str) -> None:
+        if match := _ERRORS.match(s):
+            self.job.errors = (int(match[1]), int(match[2]), match[3])
+
+    def _sync_section(self, s: str) -> None:
+        if s.startswith("fsync/fdatasync"):
+            self.dir, self.pct = None, None
+
+    def _steadystate(self, s: str) -> None:
+        if match := _STEADY.match(s):
+            attained, bw, iops, metric, value = match.groups()
+            self.job.steadystate = {"attained": int(attained == "yes"), "criterion": value.strip(),
+                                    "metric": metric, "bw_display": bw, "iops_display": iops.strip()}
+
+    def _description(self, s: str) -> None:
+        if match := _DESC.match(s):
+            self.job.description = match[1]
+
+
+def _disk_lines(text: str, start: int, end: int, lineno: int, name: str) -> list[DiskUtil]:
+    """The ``vda: ios=…`` lines after a ``Disk stats`` line, up to the first other line."""
+    disks = []
+    for number, raw in enumerate(text[start:end].split("\n"), lineno):
+        s = _unprefixed(raw)
+        if not s:
+            continue
+        match = _DISK.match(s)
+        if match is None:
+            break
+        dname, rio, wio, rm, wm, rt, wt, queue, util, rest = match.groups()
+        aggregate = None
+        if rest:
+            aggr = _AGGR.match(rest)
+            if aggr is None:
+                raise ParseError(f"{name}, line {number}: cannot read the aggregate part of this disk "
+                                 f"line: {rest[:100]!r}")
+            aggregate = {k: float(v) for k, v in zip(_AGGR_KEYS, aggr.groups(), strict=True)}
+        disks.append(DiskUtil(name=dname, read_ios=int(rio), write_ios=int(wio), read_merges=int(rm),
+                              write_merges=int(wm), read_ticks_ms=int(rt), write_ticks_ms=int(wt),
+                              in_queue_ms=int(queue), util_pct=float(util), aggregate=aggregate))
+    return disks
+
+
+def _float(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value
+
+
+def _display_value(text: str) -> float | None:
+    """A min/max printed by num2str(…, 6, …): ``4053``, or ``1234k`` for large values."""
+    if text.isdigit():
+        return float(text)
+    decoded = _shown(text.strip())
+    return None if decoded is None else decoded[0]
+
+
+def _sample_stats(lo: str, hi: str, mean: str, dev: str, samples: str | None, scale: float) -> SampleStats:
+    mean_f, dev_f = _float(mean), _float(dev)
+    return SampleStats(
+        min=int(lo) * scale, max=int(hi) * scale,
+        mean=None if mean_f is None else mean_f * scale, stddev=None if dev_f is None else dev_f * scale,
+        samples=None if samples is None else int(samples),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# From what was printed to exact records
+
+
+def _pick(values: tuple[int, ...] | None, direction: str) -> int | None:
+    """The issued/short/dropped count of a direction; ``mixed`` is the sum (stat.c sums into [0])."""
+    if values is None:
+        return None
+    if direction == "mixed":
+        return sum(values[:3])
+    index = _DIR_INDEX[direction]
+    return values[index] if index < len(values) else None
+
+
+def _bs_texts(headers: _HeaderIndex, job: _Job, direction: str) -> set[str | None]:
+    """The printed block sizes of the jobs behind ``job`` for ``direction`` (None = not fixed)."""
+    group = list(headers.get(job.groupid, ()))
+    if job.members == 1:
+        group = [h for h in group if h.name == job.name]
+    if not group:
+        return {None}
+    dirs = ("read", "write", "trim") if direction == "mixed" else (direction,)
+    relevant = [h for h in group if any(h.does(d) for d in dirs)] or group
+    return {h.size(d) for h in relevant for d in dirs if h.does(d) or not any(h.does(x) for x in dirs)}
+
+
+def _direction_bytes(
+    headers: _HeaderIndex, job: _Job, d: _Dir, total: int | None, short: int | None, version: str | None
+) -> tuple[int | None, str | None]:
+    """Exact bytes (``total × bs``) and a warning when the header and the printed size disagree."""
+    if total is None or short or d.io_shown is None:
+        return None, None
+    texts = _bs_texts(headers, job, d.name)
+    if len(texts) != 1 or None in texts:
+        return None, None
+    text = next(iter(texts))
+    assert text is not None
+    sizes = [size for size in _bs_candidates(text, version) if _io_consistent(d.io_shown, size * total, version)]
+    if len(sizes) == 1:
+        return sizes[0] * total, None
+    if sizes:
+        return None, None  # several block sizes fit the rounded displays: unknown
+    return None, (f"job {job.name!r} {d.name}: {total} I/Os of the header's bs={text} do not match "
+                  f"the printed io={d.io_shown}; bytes and bandwidth are left unknown")
+
+
+def _latency(d: _Dir, kind: str) -> Latency | None:
+    stats, pcts = d.stats.get(kind), d.pcts.get(kind)
+    if stats is None and not pcts:
+        return None
+    lo, hi, mean, dev = stats if stats is not None else (None, None, None, None)
+    return Latency(min_ns=lo, max_ns=hi, mean_ns=mean, stddev_ns=dev, percentiles_ns=pcts or {})
+
+
+def _finish_direction(
+    job: _Job, d: _Dir, headers: _HeaderIndex, version: str | None, warnings: list[str]
+) -> DirectionStats:
+    if d.name == "sync":
+        total_sync = job.issued[3] if job.issued is not None and len(job.issued) > 3 else None
+        return DirectionStats(direction="sync", total_ios=total_sync, lat=_latency(d, "sync"))
+    total, runtime = _pick(job.issued, d.name), d.runtime_ms
+    iops = None
+    if total is not None and runtime:
+        iops = 1000 * total / runtime  # stat.c: iops = 1000 * total_io_u / runtime
+        warning = iops_display_warning(d.iops_shown or "", total, runtime, version)
+        if warning:
+            warnings.append(f"job {job.name!r} {d.name}: {warning}")
+    elif d.iops_shown is not None:
+        warnings.append(f"job {job.name!r} {d.name}: no 'issued' totals in the text (truncated?); the "
+                        f"printed IOPS={d.iops_shown} is rounded, so IOPS is left unknown")
+    short = _pick(job.short, d.name)
+    nbytes, warning = _direction_bytes(headers, job, d, total, short, version)
+    if warning:
+        warnings.append(warning)
+    return DirectionStats(
+        direction=d.name, total_ios=total, io_bytes=nbytes, runtime_ms=runtime, iops=iops,
+        bw_bytes_s=1000 * nbytes / runtime if nbytes is not None and runtime else None,
+        slat=_latency(d, "slat"), clat=_latency(d, "clat"), lat=_latency(d, "lat"),
+        short_ios=short, drop_ios=_pick(job.dropped, d.name), bw_samples=d.bw, iops_samples=d.iops,
+    )
+
+
+def _finish_job(
+    job: _Job, index: int, headers: _HeaderIndex, version: str | None, warnings: list[str]
+) -> JobResult:
+    directions = {name: _finish_direction(job, d, headers, version, warnings) for name, d in job.dirs.items()}
+    if job.error:
+        detail = f" ({job.verror})" if job.verror else ""
+        warnings.append(f"job {job.name!r} (group {job.groupid}) ended with fio error {job.error}{detail}")
+    if job.errors is not None and job.errors[0]:
+        total_err, first, text = job.errors
+        warnings.append(f"job {job.name!r}: continue_on_error ignored {total_err} errors, the first "
+                        f"errno {first} <{text}>")
+    usr, sys_, ctx, majf, minf = job.cpu if job.cpu is not None else (None,) * 5
+    return JobResult(
+        name=job.name, index=index, groupid=job.groupid, error=job.error, directions=directions,
+        usr_cpu_pct=usr, sys_cpu_pct=sys_, ctx=ctx, majf=majf, minf=minf,
+        iodepth_level_pct=job.depths, latency_dist_pct=job.latdist,
+        job_options={"description": job.description} if job.description is not None else {},
+        members=job.members, steadystate=job.steadystate,
+    )
+
+
+def parse_normal(text: str, name: str = "<input>") -> FioReport:
+    """Parse fio's normal text output (one report, or a ``--status-interval`` series) exactly.
+
+    See the module docstring for which numbers are exact and which are left unknown. ``name``
+    labels the input in error messages. Raises ``ParseError`` (naming ``name`` and the line) when
+    a known line of a reported job cannot be read or no job block is found. Superseded
+    status snapshots are located but not read, so their lines are not checked.
+    """
+    scan = _Scan.of(text)
+    kept = [job for job in scan.jobs if not job.superseded and job.name != ALL_CLIENTS]
+    if not kept:
+        raise ParseError(
+            f"{name}: no fio job report found (expected a line like "
+            f"'job: (groupid=0, jobs=1): err= 0: pid=…' followed by 'read: IOPS=…')"
+        )
+    reader = _BlockParser(name)
+    for job in kept:
+        reader.read(job, text)
+    version = _version(text)
+    warnings: list[str] = []
+    superseded = sum(job.superseded for job in scan.jobs)
+    if superseded:
+        warnings.append(f"{superseded} job report(s) were --status-interval snapshots superseded by a later "
+                        f"report of the same job (name, group, pid); only the last is kept")
+    jobs = tuple(_finish_job(job, index, scan.headers, version, warnings) for index, job in enumerate(kept))
+    first_report = min(job.report for job in kept) if superseded else 0
+    disks = tuple(
+        disk for report, begin, end, lineno in scan.disks if report >= first_report
+        for disk in _disk_lines(text, begin, end, lineno, name)
+    )
+    return FioReport(source_format="normal", jobs=jobs, fio_version=version, disk_util=disks,
+                     warnings=tuple(warnings))
