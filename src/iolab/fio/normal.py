@@ -16,7 +16,9 @@ and says so when fio's display disagrees with it. Sources: ``show_thread_status_
   2.x ``bs=4K-4K/…``) gives one fixed block size for the direction, no I/O was short, and the
   printed io size agrees; otherwise ``io_bytes`` and ``bw_bytes_s`` are None (the printed sizes are
   rounded to 3–4 figures). A block size fio abbreviated (``64.0KiB``, ``128KiB``) is taken to be a
-  multiple of 512 bytes and must be the only such size that reproduces both printed values.
+  multiple of 512 bytes and must be the only such size that reproduces both printed values. These
+  are the bytes of the counted I/Os: with ``ramp_time`` fio's own io_bytes also holds the ≤ iodepth
+  I/Os in flight when the ramp ended, which total_io_u does not (8 of 476318 blocks in a sample).
 * **Latencies** are converted to ns from each line's unit (2.x prints µs). fio truncates min/max to
   that unit and rounds avg/stdev to 2 decimals. Percentiles are histogram bucket values that fio
   rounds *up* to the printed unit (``(v + 999) / 1000``), so they lie within one unit above fio's
@@ -201,23 +203,27 @@ def iops_display_warning(shown: str, total: int, runtime_ms: int, version: str |
     return f"{head}, which no fio rounding explains (edited text, or lines of different jobs?); the exact value is used"
 
 
-def _io_consistent(shown_io: str, nbytes: int, version: str | None) -> bool:
-    """True when fio could have printed ``nbytes`` as ``shown_io`` (``836MiB``, 2.x ``200284KB``)."""
+def _io_match(shown_io: str, nbytes: int, version: str | None) -> int:
+    """How well ``nbytes`` fits a printed io size (``836MiB``, 2.x ``200284KB``).
+
+    2: num2str() prints exactly this; 1: within one unit of the last digit (e.g. ramp_time
+    makes fio's io_bytes a few blocks larger than issued x bs); 0: it does not fit.
+    """
     text = shown_io.removesuffix("B")
     vt = _version_tuple(version)
     if "i" in text:
-        bases = (True,)
+        bases: tuple[bool, ...] = (True,)
     elif vt is not None and vt >= (2, 17):
         bases = (False,)
     else:
         bases = (True, False)  # fio < 2.17 prints "K" for both kb_base values
+    if any(_reproducing_era(text, nbytes, pow2, version) is not None for pow2 in bases):
+        return 2
     for pow2 in bases:
         decoded = _shown(text, 1024 if pow2 else 1000)
         if decoded is not None and abs(decoded[0] - nbytes) <= decoded[1]:
-            return True
-        if _reproducing_era(text, nbytes, pow2, version) is not None:
-            return True
-    return False
+            return 1
+    return 0
 
 
 @lru_cache(maxsize=512)
@@ -687,10 +693,12 @@ def _direction_bytes(
         return None, None
     text = next(iter(texts))
     assert text is not None
-    sizes = [size for size in _bs_candidates(text, version) if _io_consistent(d.io_shown, size * total, version)]
-    if len(sizes) == 1:
-        return sizes[0] * total, None
-    if sizes:
+    fits = {size: _io_match(d.io_shown, size * total, version) for size in _bs_candidates(text, version)}
+    exact = [size for size, fit in fits.items() if fit == 2]
+    near = [size for size, fit in fits.items() if fit]
+    if len(exact) == 1 or len(near) == 1:
+        return (exact or near)[0] * total, None
+    if near:
         return None, None  # several block sizes fit the rounded displays: unknown
     return None, (f"job {job.name!r} {d.name}: {total} I/Os of the header's bs={text} do not match "
                   f"the printed io={d.io_shown}; bytes and bandwidth are left unknown")
