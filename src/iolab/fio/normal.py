@@ -28,13 +28,18 @@ and says so when fio's display disagrees with it. Sources: ``show_thread_status_
   1024); fio 2.x does not show it, and 1024 (the default) is assumed.
 * **--status-interval**: a job block repeated (same name, group and pid) after a ``Run status``
   section replaces the earlier one, so the last report is the result; a warning counts them.
+  Superseded blocks are located with ``str.find`` and never read line by line, which keeps long
+  status streams cheap. (Client mode with two servers whose jobs share name *and* pid would be
+  taken for snapshots; the normal format names no host.)
+* ``steadystate`` becomes ``{"attained": 0|1, "criterion": "2.590%", "metric": "iops mean dev",
+  "bw_display": …, "iops_display": …}``; the display values are fio's rounded text.
 * Not in the text, so not in the result: job options (except ``description``), timestamps (the
   job line shows local time without a zone), host names in client mode. The client-mode
   ``All clients`` block is dropped as in json.py; fio's verror text and ``continue_on_error``
   counts become warnings.
 
-Errors: ``ParseError`` naming the input and line, for a line that starts like a known field but
-cannot be read (e.g. a truncated last line), or when no job report is found.
+Errors: ``ParseError`` naming the input and line, for a line of a reported job that starts like a
+known field but cannot be read (e.g. a truncated last line), or when no job report is found.
 """
 
 from __future__ import annotations
@@ -558,7 +563,8 @@ class _BlockParser:
         match = _IOPS.match(s)
         if match is None:
             return self._strict(s, "IOPS sample line")
-        self._dir_for("iops", s).iops = _sample_stats(*match.groups(), scale=1.0)
+        lo, hi, mean, dev, samples = match.groups()
+        self._dir_for("iops", s).iops = _sample_stats(lo, hi, mean, dev, samples, 1.0)
         return None
 
     def _cpu(self, s: str) -> None:
