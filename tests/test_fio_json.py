@@ -144,6 +144,13 @@ def test_client_snapshots_recognised_from_repeated_job_options_without_disks():
     assert [j.directions["read"].total_ios for j in report.jobs] == [20]
 
 
+def test_client_clones_with_an_option_set_twice_are_kept():
+    twice = '"job options": {"rw": "read", "rw": "read"}'
+    text = _client_doc([_entry("c", 2000, 100), _entry("c", 2001, 120)]).replace('"job options": {"rw": "read"}',
+                                                                                   twice)
+    assert [j.directions["read"].total_ios for j in parse_json(text).jobs] == [100, 120]
+
+
 def test_client_snapshots_of_two_hosts_with_two_clones_each():
     entries = [_entry("c", rt, t + k, host=h) for rt, t in ((1000, 10), (2000, 20))
                for h in ("a",) for k in (0, 1)]

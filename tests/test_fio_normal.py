@@ -534,3 +534,28 @@ def test_latency_line_outside_a_direction_is_a_parse_error():
 def test_no_job_block_is_a_parse_error():
     with pytest.raises(ParseError, match=r"^empty\.txt: no fio job report found"):
         parse_normal("fio-3.33\nStarting 1 process\n", "empty.txt")
+
+
+# --- format detection in parse_output ------------------------------------------------------------------
+
+
+def test_json_wins_in_a_json_and_normal_output():
+    assert load("fio-3.33_steadystate_json_plus_normal.txt").source_format == "json"
+
+
+def test_normal_wins_over_terse_in_a_mixed_output():
+    terse = (DATA / "fio-3.33_randrw_libaio.terse-v3.txt").read_text()
+    normal = (DATA / "fio-3.33_randrw_libaio.normal.txt").read_text()
+    assert parse_output(terse + normal).source_format == "normal"
+
+
+def test_broken_json_falls_back_to_the_normal_part():
+    text = (DATA / "fio-3.33_steadystate_json_plus_normal.txt").read_text().replace('"jobs" : [', '"jobs" : [[', 1)
+    report = parse_output(text)
+    assert report.source_format == "normal" and report.jobs[0].directions["read"].total_ios == 476318
+
+
+def test_unknown_text_is_a_parse_error_with_a_hint():
+    with pytest.raises(ParseError, match=r"^notes\.txt: not a fio output") as info:
+        parse_output("hello\nworld\n", "notes.txt")
+    assert "--output-format=json" in info.value.hint

@@ -18,9 +18,10 @@ Client/server output (FIO_NOTES §1.7, ``handle_ts()`` in ``client.c@fio-3.33``)
 ``--status-interval`` given to the server, every interval's per-job objects are appended to the
 one ``client_stats`` array, and ``disk_util`` and the options are repeated each time. Per host
 (``hostname``, ``port``) the number of reports K is read from evidence that a single report never
-shows: a disk listed K times, or job options printed K times over (the client appends them again
-each interval). When K > 1, the host's entries must form K repetitions of the same job sequence
-with runtimes and I/O counts that never decrease; then only the last repetition is kept.
+shows: a disk listed K times, or job options printed 1, 2, … K times over (the client appends them
+again each interval; an option set twice in a job file repeats equally in every entry). When
+K > 1, the host's entries must form K repetitions of the same job sequence with runtimes and I/O
+counts that never decrease; then only the last repetition is kept.
 numjobs clones of a final report (same name, same host) carry neither sign and are all kept.
 A direction with ``runtime`` 0 (a failed job, a ``verify_only`` write phase) has its I/O count but
 no rate: ``iops`` and ``bw_bytes_s`` are None rather than fio's 0.
@@ -179,9 +180,10 @@ def _final_client_entries(entries: list[Any], disks: list[Any], warnings: list[s
     disk_counts = Counter((_host(d), d.get("name")) for d in disks if isinstance(d, Mapping))
     keep: list[int] = []
     for host, idxs in by_host.items():
+        copies = [_copies(entries[i].get("job options")) for i in idxs]
         reports = max(
             max((n for (h, _), n in disk_counts.items() if h == host), default=1),
-            max(_copies(entries[i].get("job options")) for i in idxs),
+            max(copies) // min(copies),  # grows 1, 2, … K; a key set twice in a job file stays constant
         )
         last = _last_report(entries, idxs, reports)
         where = f"{host[0]}:{host[1]}"
