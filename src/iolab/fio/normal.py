@@ -1,10 +1,9 @@
 """Read fio's normal (human-readable) output, fio 2.0 to 3.42, into a FioReport.
 
-The normal format prints most numbers rounded for people; this parser keeps only what is exact
-and says so when fio's display disagrees with it. Sources: ``show_thread_status_normal()``,
-``show_ddir_status()``, ``display_lat()``, ``show_clat_percentiles()``, ``print_disk_util()`` in
-``stat.c`` and ``num2str()`` in ``lib/num2str.c``, read at tags fio-2.2.8, 2.17, 2.20, 3.0, 3.16,
-3.25, 3.26, 3.33, 3.36 and 3.42 (FIO_NOTES §2).
+The format prints numbers rounded for people; this parser keeps only what is exact and says so
+when fio's display disagrees. Sources: ``show_thread_status_normal()``, ``show_ddir_status()``,
+``display_lat()``, ``show_clat_percentiles()``, ``print_disk_util()`` in ``stat.c`` and
+``lib/num2str.c`` at tags fio-2.2.8 … 3.42 (FIO_NOTES §2).
 
 * **IOPS** is fio's own formula, ``issued_total[dir] * 1000 / runtime_ms[dir]`` (stat.c), with the
   totals from ``issued rwts: total=R,W,T,S`` (2.x ``issued : total=r=…/w=…/d=…``) and the runtime
@@ -46,6 +45,7 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -122,7 +122,6 @@ _ERA_WHY = {
             "prints as 25.5k; fixed in fio 2.20 by commit 9e55f2c7)",
     "2.0": "fio before 2.17 num2str() prints the leading digits of the remainder as decimals "
            "(1000050 prints as 1000.5K; fixed in fio 2.20 by commit 9e55f2c7)",
-    "3.26": "fio's num2str() keeps only the last remainder when it divides twice",
 }
 _POWER = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 _SHOWN = re.compile(r"(\d+)(?:\.(\d+))?([kKMGTPE]?)(i?)")
@@ -203,7 +202,7 @@ def iops_display_warning(shown: str, total: int, runtime_ms: int, version: str |
         return None
     head = f"printed IOPS={shown} but {total} I/Os in {runtime_ms} ms are {exact:.4f} IOPS"
     era = _reproducing_era(shown, 1000 * total // runtime_ms, False, version)
-    if era is not None:
+    if era is not None and era in _ERA_WHY:
         return f"{head}: {_ERA_WHY[era]}; the exact value is used"
     return f"{head}, which no fio rounding explains (edited text, or lines of different jobs?); the exact value is used"
 
@@ -288,9 +287,8 @@ class _Job:
     pid: int
     report: int
     body: int  # offset of the line after the job line
-    end: int = -1  # offset where the block ends
-    lineno: int = 0  # line number of the job line
-    superseded: bool = False
+    end: int  # offset where the block ends
+    lineno: int  # line number of the job line
     dirs: dict[str, _Dir] = field(default_factory=dict)
     kb_base: int = 1024
     cpu: tuple[float, float, int, int, int] | None = None
@@ -317,85 +315,101 @@ class _Header:
         return dict(self.bs)[direction]
 
     def does(self, direction: str) -> bool:
-        if direction == "read":
-            return "read" in self.rw or self.rw in ("rw", "randrw")
-        if direction == "write":
-            return "write" in self.rw or self.rw in ("rw", "randrw")
-        return "trim" in self.rw
+        """Whether ``rw=`` (fio's ``ddir_str()``: read, randrw, trimwrite, …) issues this direction."""
+        return direction in self.rw or (direction != "trim" and self.rw in ("rw", "randrw"))
 
 
 #: Header lines by group id, deduplicated (concatenated reports repeat them).
 _HeaderIndex = dict[int, dict[_Header, None]]
 
-_MARKERS = ((": (groupid=", "job"), ("Run status group", "group"), ("Disk stats (read/write)", "disk"),
-            (": (g=", "header"))
+
+@dataclass(slots=True)
+class _Block:
+    """A job block found by the scan: its job line and extent. It is read only if kept."""
+
+    start: int  # offset of the job line
+    body: int  # offset of the line after it
+    end: int
+    match: re.Match[str]
+    report: int
+    superseded: bool = False
+
+
+def _positions(text: str, needle: str) -> list[int]:
+    """Offsets of every ``needle`` in ``text``: one C-level split, where a ``find()`` per hit
+    costs microseconds each on a long text."""
+    out, pos, step = [], -len(needle), len(needle)
+    for chunk in text.split(needle)[:-1]:
+        pos += len(chunk) + step
+        out.append(pos)
+    return out
 
 
 @dataclass(slots=True)
 class _Scan:
-    """The structure of a normal output: job blocks, header lines, disk sections, reports.
+    """The structure of a normal output: job blocks, header lines, report boundaries.
 
-    Superseded ``--status-interval`` blocks are located here but never read line by line,
-    which keeps long status streams cheap.
+    A block repeated (same name, group and pid) after a ``Run status group`` line supersedes the
+    earlier one. Superseded blocks are located but never read line by line, which keeps long
+    ``--status-interval`` streams cheap.
     """
 
-    jobs: list[_Job] = field(default_factory=list)
+    blocks: list[_Block] = field(default_factory=list)
     headers: _HeaderIndex = field(default_factory=dict)
-    disks: list[tuple[int, int, int, int]] = field(default_factory=list)  # report, start, end, lineno
-    report: int = 0
+    marks: list[int] = field(default_factory=list)  # line starts of every job/group/header line
+    report_starts: list[int] = field(default_factory=list)
+    superseded: int = 0
 
     @classmethod
     def of(cls, text: str) -> _Scan:
         scan = cls()
-        markers = []
-        for needle, kind in _MARKERS:
-            pos = text.find(needle)
-            while pos >= 0:
-                markers.append((text.rfind("\n", 0, pos) + 1, kind))
-                pos = text.find(needle, pos + len(needle))
-        markers.sort()
-        keys: dict[tuple[str, int, int], _Job] = {}
-        after_jobs, open_job, open_disk, lineno, counted, last = False, None, None, 1, 0, -1
-        for start, kind in markers:
+        events = sorted([(p, 0) for p in _positions(text, ": (groupid=")]
+                        + [(p, 1) for p in _positions(text, "Run status group")]
+                        + [(p, 2) for p in _positions(text, ": (g=")])
+        latest: dict[tuple[str, str, str], list[_Block]] = {}
+        seen_headers: set[str] = set()  # concatenated reports repeat them
+        after_jobs, report, open_block, last = False, 0, None, -1
+        for pos, kind in events:
+            start = text.rfind("\n", 0, pos) + 1
             if start == last:
                 continue  # two needles on one line
             last = start
-            lineno += text.count("\n", counted, start)
-            counted = start
-            if open_job is not None:
-                open_job.end, open_job = start, None
-            if open_disk is not None:
-                report, begin, _, first = scan.disks[open_disk]
-                scan.disks[open_disk], open_disk = (report, begin, start, first), None
+            scan.marks.append(start)
+            if open_block is not None:
+                open_block.end, open_block = start, None
+            if kind == 1:
+                after_jobs = True
+                continue
             line_end = text.find("\n", start)
             line_end = len(text) if line_end < 0 else line_end
-            line = _unprefixed(text[start:line_end])
-            if kind == "job" and (match := _JOB.match(line)):
+            line = text[start:line_end]
+            if line[:1] == "<" or line[-1:] == "\r":
+                line = _unprefixed(line)
+            if kind == 2:
+                if line not in seen_headers and (match := _HEADER.match(line)):
+                    scan._header(match)
+                seen_headers.add(line)
+            elif match := _JOB.match(line):
                 if after_jobs:
-                    scan.report, after_jobs = scan.report + 1, False
-                open_job = scan._job(match, keys, line_end + 1, lineno)
-            elif kind == "header" and (match := _HEADER.match(line)):
-                scan._header(match)
-            elif kind == "disk":
-                open_disk = len(scan.disks)
-                scan.disks.append((scan.report, line_end + 1, len(text), lineno + 1))
-                after_jobs = True
-            elif kind == "group":
-                after_jobs = True
-        if open_job is not None:
-            open_job.end = len(text)
+                    report, after_jobs = report + 1, False
+                    scan.report_starts.append(start)
+                open_block = _Block(start, line_end + 1, len(text), match, report)
+                scan._add(open_block, latest)
         return scan
 
-    def _job(self, m: re.Match[str], keys: dict[tuple[str, int, int], _Job], body: int, lineno: int) -> _Job:
-        job = _Job(name=m["name"].strip(), groupid=int(m["g"]), members=int(m["n"]), error=int(m["err"]),
-                   verror=m["verror"], pid=int(m["pid"]), report=self.report, body=body, lineno=lineno)
-        key = (job.name, job.groupid, job.pid)
-        earlier = keys.get(key)
-        if earlier is not None and earlier.report < job.report:
-            earlier.superseded = True  # a --status-interval snapshot of the same job
-        keys[key] = job
-        self.jobs.append(job)
-        return job
+    def _add(self, block: _Block, latest: dict[tuple[str, str, str], list[_Block]]) -> None:
+        key = (block.match["name"].strip(), block.match["g"], block.match["pid"])
+        same = latest.get(key)
+        if same and same[0].report < block.report:
+            for earlier in same:  # --status-interval snapshots of the same job
+                earlier.superseded = True
+            self.superseded += len(same)
+            same = None
+        if same is None:
+            latest[key] = [block]
+        else:
+            same.append(block)  # e.g. two servers' jobs with the same name and pid
+        self.blocks.append(block)
 
     def _header(self, m: re.Match[str]) -> None:
         bs3 = _BS3.match(m["bs"])
@@ -413,6 +427,20 @@ class _Scan:
             sizes = {d: (lo if lo is not None and lo == hi else None) for d, (lo, hi) in pairs.items()}
         header = _Header(m["name"].strip(), int(m["g"]), m["rw"], tuple(sizes.items()))
         self.headers.setdefault(header.groupid, {})[header] = None
+
+    def disks(self, text: str, begin: int, first_report: int, name: str) -> tuple[DiskUtil, ...]:
+        """The disk lines of the ``Disk stats`` sections after offset ``begin`` whose report is
+        ``first_report`` or later (earlier ones belong to superseded snapshots)."""
+        out: list[DiskUtil] = []
+        pos, line, counted = text.find("Disk stats (read/write)", begin), 1, 0
+        while pos >= 0:
+            body = text.find("\n", pos) + 1 or len(text)
+            nxt = bisect_right(self.marks, pos)
+            if bisect_right(self.report_starts, pos) >= first_report:
+                line, counted = line + text.count("\n", counted, body), body
+                out += _disk_lines(text[body:self.marks[nxt] if nxt < len(self.marks) else len(text)], line, name)
+            pos = text.find("Disk stats (read/write)", body)
+        return tuple(out)
 
 
 def _unprefixed(line: str) -> str:
@@ -454,7 +482,7 @@ class _BlockParser:
         self.handlers = {
             "read": self._direction, "writ": self._direction, "trim": self._direction,
             "mixe": self._direction, "slat": self._latency, "clat": self._latency,
-            "lat ": self._latency, "sync": self._latency, "bw (": self._bw, "iops": self._iops,
+            "lat ": self._latency, "sync": self._latency, "bw (": self._samples, "iops": self._samples,
             "cpu ": self._cpu, "IO d": self._depths, "issu": self._issued, "erro": self._errors,
             "fsyn": self._sync_section, "stea": self._steadystate, "Desc": self._description,
             "bloc": self._no_rows,
@@ -482,8 +510,8 @@ class _BlockParser:
         except (ValueError, ArithmeticError) as exc:  # e.g. a number too long for int()
             raise self.error(f"cannot read this line: {exc}") from exc
 
-    def _strict(self, s: str, what: str) -> None:
-        raise self.error(f"cannot read this as fio's {what}: {s[:100]!r}")
+    def _bad(self, s: str, what: str) -> ParseError:
+        return self.error(f"cannot read this as fio's {what}: {s[:100]!r}")
 
     def _direction(self, s: str) -> None:
         m3 = _DIR3.match(s)
@@ -497,12 +525,11 @@ class _BlockParser:
         elif m2 is not None:
             name, io, _, iops, runt = m2.groups()
         else:
-            return self._strict(s, "direction line (read/write/trim/mixed)")
+            raise self._bad(s, "direction line (read/write/trim/mixed)")
         if name in job.dirs:
             raise self.error(f"job {job.name!r} prints direction {name!r} twice")
         self.dir = job.dirs[name] = _Dir(name, iops.strip(), io.strip(), int(runt))
         self.pct = None
-        return None
 
     def _latency(self, s: str) -> None:
         if match := _LAT.match(s):
@@ -523,7 +550,7 @@ class _BlockParser:
         elif " prio" in s[:12]:
             self.pct = None  # per-priority latencies (3.18+) have no place in the model
         else:
-            self._strict(s, "latency line")
+            raise self._bad(s, "latency line")
 
     def _dir_for(self, kind: str, s: str) -> _Dir:
         if kind == "sync":
@@ -549,50 +576,43 @@ class _BlockParser:
     def _no_rows(self, s: str) -> None:
         self.pct = None  # "block lifetime percentiles": rows without a latency
 
-    def _bw(self, s: str) -> None:
-        match = _BW.match(s)
+    def _samples(self, s: str) -> None:
+        """``bw (  KiB/s): min=…`` or ``iops        : min=…`` (fio's periodic samples)."""
+        match = (_BW if s[0] == "b" else _IOPS).match(s)
         if match is None:
-            return self._strict(s, "bandwidth sample line")
-        unit, lo, hi, mean, dev, samples = match.groups()
-        # bw samples are KiB/s in fio; a "MiB" line was divided by kb_base, bit lines multiplied by 8
-        scale = 1024.0 * (self.job.kb_base if unit[0] == "M" else 1) / (8 if "bit" in unit else 1)
-        self._dir_for("bw", s).bw = _sample_stats(lo, hi, mean, dev, samples, scale)
-        return None
-
-    def _iops(self, s: str) -> None:
-        match = _IOPS.match(s)
-        if match is None:
-            return self._strict(s, "IOPS sample line")
-        lo, hi, mean, dev, samples = match.groups()
-        self._dir_for("iops", s).iops = _sample_stats(lo, hi, mean, dev, samples, 1.0)
-        return None
+            raise self._bad(s, "bandwidth/IOPS sample line")
+        if s[0] == "b":
+            unit, lo, hi, mean, dev, samples = match.groups()
+            # fio samples bw in KiB/s; a "MiB" line was divided by kb_base, bit lines multiplied by 8
+            scale = 1024.0 * (self.job.kb_base if unit[0] == "M" else 1) / (8 if "bit" in unit else 1)
+            self._dir_for("bw", s).bw = _sample_stats(lo, hi, mean, dev, samples, scale)
+        else:
+            lo, hi, mean, dev, samples = match.groups()
+            self._dir_for("iops", s).iops = _sample_stats(lo, hi, mean, dev, samples, 1.0)
 
     def _cpu(self, s: str) -> None:
         match = _CPU.match(s)
         usr = None if match is None else _float(match[1])
         sys_ = None if match is None else _float(match[2])
         if match is None or usr is None or sys_ is None:
-            return self._strict(s, "cpu line")
+            raise self._bad(s, "cpu line")
         self.job.cpu = (usr, sys_, int(match[3]), int(match[4]), int(match[5]))
-        return None
 
     def _depths(self, s: str) -> None:
         match = _DEPTHS.match(s)
         if match is None:
-            return self._strict(s, "IO depths line")
+            raise self._bad(s, "IO depths line")
         self.job.depths = {f"{ge}{b}": float(p) for ge, b, p in _BUCKET.findall(match[1])}
-        return None
 
     def _issued(self, s: str) -> None:
         total = _ISSUED.search(s)
         if total is None:
-            return self._strict(s, "issued line")
+            raise self._bad(s, "issued line")
         job = self.job
         job.issued = tuple(int(v) for v in total.groups() if v is not None)
         short, dropped = _SHORT.search(s), _DROPPED.search(s)
         job.short = tuple(int(v) for v in short.groups()) if short else None
         job.dropped = tuple(int(v) for v in dropped.groups()) if dropped else None
-        return None
 
     def _errors(self, s: str) -> None:
         if match := _ERRORS.match(s):
@@ -613,10 +633,10 @@ class _BlockParser:
             self.job.description = match[1]
 
 
-def _disk_lines(text: str, start: int, end: int, lineno: int, name: str) -> list[DiskUtil]:
+def _disk_lines(section: str, lineno: int, name: str) -> list[DiskUtil]:
     """The ``vda: ios=…`` lines after a ``Disk stats`` line, up to the first other line."""
     disks = []
-    for number, raw in enumerate(text[start:end].split("\n"), lineno):
+    for number, raw in enumerate(section.split("\n"), lineno):
         s = _unprefixed(raw)
         if not s:
             continue
@@ -776,7 +796,10 @@ def parse_normal(text: str, name: str = "<input>") -> FioReport:
     status snapshots are located but not read, so their lines are not checked.
     """
     scan = _Scan.of(text)
-    kept = [job for job in scan.jobs if not job.superseded and job.name != ALL_CLIENTS]
+    kept_blocks = [block for block in scan.blocks if not block.superseded]
+    numbers = _line_numbers(text, [block.start for block in kept_blocks])
+    kept = [_job_of(block, numbers[block.start]) for block in kept_blocks]
+    kept = [job for job in kept if job.name != ALL_CLIENTS]
     if not kept:
         raise ParseError(
             f"{name}: no fio job report found (expected a line like "
@@ -787,15 +810,27 @@ def parse_normal(text: str, name: str = "<input>") -> FioReport:
         reader.read(job, text)
     version = _version(text)
     warnings: list[str] = []
-    superseded = sum(job.superseded for job in scan.jobs)
-    if superseded:
-        warnings.append(f"{superseded} job report(s) were --status-interval snapshots superseded by a later "
-                        f"report of the same job (name, group, pid); only the last is kept")
+    if scan.superseded:
+        warnings.append(f"{scan.superseded} job report(s) were --status-interval snapshots superseded by a "
+                        f"later report of the same job (name, group, pid); only the last is kept")
     jobs = tuple(_finish_job(job, index, scan.headers, version, warnings) for index, job in enumerate(kept))
-    first_report = min(job.report for job in kept) if superseded else 0
-    disks = tuple(
-        disk for report, begin, end, lineno in scan.disks if report >= first_report
-        for disk in _disk_lines(text, begin, end, lineno, name)
-    )
-    return FioReport(source_format="normal", jobs=jobs, fio_version=version, disk_util=disks,
-                     warnings=tuple(warnings))
+    first_report, begin = (min(b.report for b in kept_blocks), kept_blocks[0].start) if scan.superseded else (0, 0)
+    return FioReport(source_format="normal", jobs=jobs, fio_version=version, warnings=tuple(warnings),
+                     disk_util=scan.disks(text, begin, first_report, name))
+
+
+def _job_of(block: _Block, lineno: int) -> _Job:
+    m = block.match
+    return _Job(name=m["name"].strip(), groupid=int(m["g"]), members=int(m["n"]), error=int(m["err"]),
+                verror=m["verror"], pid=int(m["pid"]), report=block.report, body=block.body, end=block.end,
+                lineno=lineno)
+
+
+def _line_numbers(text: str, offsets: list[int]) -> dict[int, int]:
+    """The 1-based line number of each offset, counting newlines once in order."""
+    numbers, line, counted = {}, 1, 0
+    for offset in sorted(set(offsets)):
+        line += text.count("\n", counted, offset)
+        counted = offset
+        numbers[offset] = line
+    return numbers
