@@ -6,13 +6,14 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test setup setup-dev lint bench clean
+.PHONY: run test setup setup-dev bench clean
 
 run: setup
 	$(BIN)/iolab run quick
 
 test: setup-dev
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 setup: $(VENV)/.installed
@@ -30,10 +31,6 @@ $(VENV)/.installed: pyproject.toml
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
-
-lint: setup-dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python benchmarks/overhead.py

@@ -60,8 +60,12 @@ class Plan:
     @property
     def estimate_s(self) -> float | None:
         """Sum of the jobs' expected durations; None when any is unknown."""
-        times = [i.expected_s for i in self.items]
-        return None if any(t is None for t in times) else float(sum(times))  # type: ignore[misc]
+        total = 0.0
+        for item in self.items:
+            if item.expected_s is None:
+                return None
+            total += item.expected_s
+        return total
 
 
 @dataclass(frozen=True)
@@ -187,9 +191,9 @@ def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targ
         mine = [i for i in items if i.job.spec.target.name == target.name]
         paths = [target.path] if target.path else sorted({p for i in mine for p in _job_paths(i.job.spec.sections)})
         for path in paths:
-            f = facts[target.name] if path == target.path else targets.inspect(path)
-            if f.kind == "block" and any(i.writes for i in mine):
-                safety.check_block_write(f, options.destroy)
+            seen = facts[target.name] if path == target.path else targets.inspect(path)
+            if seen.kind == "block" and any(i.writes for i in mine):
+                safety.check_block_write(seen, options.destroy)
         f = facts.get(target.name)
         if f is None or f.kind == "block":
             continue

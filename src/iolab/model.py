@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cache
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
@@ -287,9 +286,14 @@ class Run:
 T = TypeVar("T")
 
 
-@cache
-def _adapter(cls: type) -> TypeAdapter[Any]:
-    return TypeAdapter(cls)
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: Any) -> TypeAdapter[Any]:
+    """One pydantic TypeAdapter per type, built on first use (building one costs milliseconds)."""
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
 
 
 def to_jsonable(obj: Any) -> Any:

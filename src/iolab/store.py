@@ -169,7 +169,7 @@ class Store:
                 suite_text=suite_text, label=label, fio_version=fio_version,
                 host=to_jsonable(host) if host else None, warnings=list(warnings),
                 source=dict(source) if source else None, options=dict(options or {}),
-            )).inserted_primary_key[0]
+            )).inserted_primary_key[0]  # type: ignore[index]
             for key, value in (tags or {}).items():
                 conn.execute(run_tags.insert().values(run_id=run_id, key=key, value=value))
         return int(run_id)
@@ -183,7 +183,7 @@ class Store:
                     run_id=run_id, seq=p.seq, target=p.target, target_path=p.target_path, workload=p.workload,
                     repeat=p.repeat, status="pending", job_text=p.job_text, job_hash=p.job_hash,
                     params=dict(p.params),
-                )).inserted_primary_key[0]))
+                )).inserted_primary_key[0]))  # type: ignore[index]
         return ids
 
     def save_result(self, result_id: int, *, status: str, command: str | None = None,
@@ -293,7 +293,7 @@ class Store:
         return out
 
     @staticmethod
-    def _info(row: Mapping[str, Any], tags: Mapping[str, str]) -> RunInfo:
+    def _info(row: Any, tags: Mapping[str, str]) -> RunInfo:
         return RunInfo(
             id=row["id"], created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
             finished_at=_utc(row["finished_at"]), status=row["status"], origin=row["origin"],
@@ -303,7 +303,7 @@ class Store:
         )
 
     @staticmethod
-    def _result(row: Mapping[str, Any]) -> ResultRecord:
+    def _result(row: Any) -> ResultRecord:
         return ResultRecord(
             id=row["id"], run_id=row["run_id"], seq=row["seq"], target=row["target"],
             target_path=row["target_path"], workload=row["workload"], repeat=row["repeat"],

@@ -332,7 +332,7 @@ def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
     except ValidationError as exc:
         raise _validation_error(source, text, exc) from None
     targets = tuple(
-        Target(name, t, None) if isinstance(t, str) else Target(name, t.path, t.size)
+        Target(name, t, None) if isinstance(t, str) else Target(name, t.path, None if t.size is None else str(t.size))
         for name, t in model.targets.items()
     )
     workloads = _expand_workloads(model.defaults, model.workloads)
@@ -447,7 +447,7 @@ def plan(suite: Suite, repeat: int | None = None) -> list[PlannedJob]:
     """
     rounds = repeat if repeat is not None else suite.repeat
     specs = [JobSpec(t, w) for t in suite.targets for w in suite.workloads]
-    jobs = []
+    jobs: list[PlannedJob] = []
     for r in range(rounds):
         for spec in specs:
             jobs.append(PlannedJob(seq=len(jobs), spec=spec, repeat=r))

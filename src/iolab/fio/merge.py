@@ -48,17 +48,17 @@ def merge_latency(parts: Sequence[Latency | None]) -> Latency | None:
         return None
     if len(lats) == 1:
         return lats[0]
-    counts = [p.samples for p in lats]
-    known = all(c is not None for c in counts) and all(p.mean_ns is not None for p in lats)
     mean = stddev = None
-    n_total = sum(c for c in counts if c is not None) if known else None
-    if known and n_total:
-        mean = sum(p.mean_ns * c for p, c in zip(lats, counts, strict=True)) / n_total  # type: ignore[operator]
-        if all(p.stddev_ns is not None for p in lats) and n_total > 1:
-            ss = sum(
-                (c - 1) * p.stddev_ns**2 + c * (p.mean_ns - mean) ** 2  # type: ignore[operator]
-                for p, c in zip(lats, counts, strict=True)
-            )
+    n_total: int | None = None
+    # (count, mean, stddev) of every part, when all are known
+    moments = [(p.samples, p.mean_ns, p.stddev_ns) for p in lats]
+    if all(c is not None and m is not None for c, m, _ in moments):
+        n_total = sum(c for c, _, _ in moments if c is not None)
+    if n_total:
+        mean = sum(float(c) * m for c, m, _ in moments if c is not None and m is not None) / n_total
+        if n_total > 1 and all(sd is not None for _, _, sd in moments):
+            ss = sum((c - 1) * sd**2 + c * (m - mean) ** 2
+                     for c, m, sd in moments if c is not None and m is not None and sd is not None)
             stddev = math.sqrt(ss / (n_total - 1))
     bins = None
     percentiles: dict[str, float] = {}
