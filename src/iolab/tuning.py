@@ -69,6 +69,10 @@ class TuningError(IolabError):
     """A setting cannot be applied or restored; the message names the sysfs file."""
 
 
+class RestoreError(TuningError):
+    """A previous value could not be written back; its journal is kept for ``iolab restore``."""
+
+
 @dataclass(frozen=True)
 class Knob:
     """One sysfs file iolab writes: ``key`` as in the suite, ``scope`` the device or CPU."""
@@ -486,7 +490,7 @@ def applied(tune: Mapping[str, str], device: BlockDeviceFacts | None, *, sysfs: 
     finally:
         problems = [r for r in journal.restore() if r.error]
         if problems and sys.exc_info()[0] is None:
-            raise TuningError("could not restore " + "; ".join(f"{r.key} of {r.scope} to {r.value!r}: {r.error}"
+            raise RestoreError("could not restore " + "; ".join(f"{r.key} of {r.scope} to {r.value!r}: {r.error}"
                                                               for r in problems),
                               hint="the journal is kept; retry with: iolab restore")
 
