@@ -29,7 +29,7 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import jobfile, units
@@ -103,30 +103,33 @@ class SteadyState:
     """The PTS verdict on a series of per-round values (see the module docstring).
 
     ``round`` is the last round of the first window that satisfied the rule (1-based), or
-    ``None``. The figures describe that window, or the last window when never attained;
-    all ``None`` with fewer than ``WINDOW`` values.
+    ``None``. ``window_end`` is the last round of the window the figures describe: that
+    window, or the last one when never attained; ``None`` (and no figures) with fewer than
+    ``WINDOW`` values.
     """
 
     attained: bool
     round: int | None
+    window_end: int | None = None
     average: float | None = None
     range_pct: float | None = None
     excursion_pct: float | None = None
     slope: float | None = None
 
     def describe(self) -> str:
-        """``attained at round 7 (range 8.1 % ≤ 20 %, excursion 3.2 % ≤ 10 %)``."""
-        if self.average is None:
+        """``attained at round 8 (rounds 4-8: range 3.0 % (limit 20 %), excursion 1.2 % (limit 10 %))``."""
+        if self.window_end is None:
             return f"not judged (fewer than {WINDOW} rounds)"
-        figures = (f"range {self.range_pct:.1f} % (limit {RANGE_LIMIT:.0%}), excursion {self.excursion_pct:.1f} % "
-                   f"(limit {EXCURSION_LIMIT:.0%}) over rounds")
-        if self.attained and self.round is not None:
-            return f"attained at round {self.round} ({figures} {self.round - WINDOW + 1}-{self.round})"
-        return f"not attained ({figures} of the last window)"
+        figures = (f"rounds {self.window_end - WINDOW + 1}-{self.window_end}: range {self.range_pct:.1f} % "
+                   f"(limit {RANGE_LIMIT * 100:.0f} %), excursion {self.excursion_pct:.1f} % "
+                   f"(limit {EXCURSION_LIMIT * 100:.0f} %)")
+        if self.attained:
+            return f"attained at round {self.round} ({figures})"
+        return f"not attained in {self.window_end} rounds ({figures})"
 
 
 def window_verdict(values: Sequence[float]) -> SteadyState:
-    """Judge one window of exactly ``WINDOW`` values (rounds x = 0..4)."""
+    """Judge one window of exactly ``WINDOW`` values (rounds x = 0..4); ``window_end`` is None."""
     n = len(values)
     if n != WINDOW:
         raise ValueError(f"a window has {WINDOW} values, got {n}")
@@ -145,15 +148,12 @@ def window_verdict(values: Sequence[float]) -> SteadyState:
 def steady_state(values: Sequence[float]) -> SteadyState:
     """The first window of ``values`` (in round order) that is steady, else the last window's
     figures with ``attained=False``. Source: SNIA SSS PTS steady-state definition (DESIGN.md)."""
-    last = None
+    verdict = SteadyState(False, None)
     for end in range(WINDOW, len(values) + 1):
-        verdict = window_verdict(values[end - WINDOW:end])
+        verdict = replace(window_verdict(values[end - WINDOW:end]), window_end=end)
         if verdict.attained:
-            return SteadyState(True, end, verdict.average, verdict.range_pct, verdict.excursion_pct, verdict.slope)
-        last = verdict
-    if last is None:
-        return SteadyState(False, None)
-    return SteadyState(False, None, last.average, last.range_pct, last.excursion_pct, last.slope)
+            return replace(verdict, round=end)
+    return verdict
 
 
 def tracked_value(report: FioReport, track: str) -> float | None:

@@ -149,13 +149,17 @@ def restore_command(discard: bool) -> None:
 
 
 def report_restored(left: tuning.LeftOver, echo: Any) -> None:
-    """One line per journal: whose it was and each value written back."""
+    """One line per journal: whose it was and each value written back (values that were
+    already right are not listed)."""
     owner = left.owner
-    changes = ", ".join(
-        f"{r.scope} {r.key} {r.was} -> {r.value}" if r.error is None and r.was not in (None, r.value)
-        else f"{r.scope} {r.key} {r.value} (already)" if r.error is None and r.was == r.value
-        else f"{r.scope} {r.key}: device gone" if r.error is None
-        else f"{r.scope} {r.key}: FAILED ({r.error})"
-        for r in left.restored)
+    changes = []
+    for r in left.restored:
+        if r.error is not None:
+            changes.append(f"{r.scope} {r.key}: FAILED ({r.error})")
+        elif r.was is None:
+            changes.append(f"{r.scope} {r.key}: device gone")
+        elif r.was != r.value:
+            changes.append(f"{r.scope} {r.key} {r.was} -> {r.value}")
     echo(f"Restored host tuning left by iolab (pid {owner.get('pid', '?')}, started {owner.get('started_at', '?')}):"
-         f" {changes or 'nothing recorded'}" + ("; journal kept, see `iolab restore --discard`" if left.kept else ""))
+         f" {', '.join(changes) or 'every value was already back'}"
+         + ("; journal kept, see `iolab restore --discard`" if left.kept else ""))

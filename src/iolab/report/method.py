@@ -16,6 +16,7 @@ from .table import Cell, Column, Table
 def method_notes(run: Run) -> tuple[str, ...]:
     """One note per distinct fact, in plan order (repeats that agree are said once)."""
     notes: list[str] = []
+    tunings: dict[str, list[str]] = {}  # the values in force -> the places that ran with them
 
     def add(text: str) -> None:
         if text not in notes:
@@ -27,7 +28,9 @@ def method_notes(run: Run) -> tuple[str, ...]:
         tuned = (extra.get("tuning") or {}).get("requested")
         if tuned:
             in_force = extra["tuning"].get("in_force") or {}
-            add(f"tuning {place}: " + ", ".join(f"{k}={in_force.get(k, v)}" for k, v in tuned.items()))
+            places = tunings.setdefault(", ".join(f"{k}={in_force.get(k, v)}" for k, v in tuned.items()), [])
+            if place not in places:
+                places.append(place)
         pin = extra.get("pin")
         if pin:
             add(f"pinned {r.target}: pin {pin.get('mode')} -> cpus_allowed={pin.get('cpus')}, split")
@@ -41,7 +44,7 @@ def method_notes(run: Run) -> tuple[str, ...]:
             ss = fio_steady_state(job.steadystate)
             if ss is not None:
                 add(f"{place} #{r.repeat + 1} {job.name}: {ss.describe()}")
-    return tuple(notes)
+    return tuple(f"tuning {values}: {', '.join(places)}" for values, places in tunings.items()) + tuple(notes)
 
 
 def _precondition_note(place: str, pre: dict[str, Any]) -> str:
