@@ -88,13 +88,15 @@ def lint_command(ctx: click.Context, suite: str, targets_: Sequence[str], tune: 
 def _facts_rows(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     rows = []
     for key, value in to_jsonable(obj).items():
-        if value in (None, {}, []):
+        if value is None:
+            value = "– (unknown)" if key != "cpu_governor" else "– (no cpufreq: the hypervisor or firmware decides)"
+        if value in ({}, []):
             continue
         if isinstance(value, dict):
             value = ", ".join(f"{k}: {v}" for k, v in value.items())
         elif isinstance(value, list):
             value = ", ".join(str(v) for v in value)
-        elif key.endswith("_bytes") and isinstance(value, int):
+        elif key.endswith("_bytes") and isinstance(value, int) and value >= 1024:
             value = f"{value} ({format_bytes(value)})"
         rows.append((prefix + key, str(value)))
     return rows
@@ -123,7 +125,7 @@ def host_command(device: str | None, fmt: str) -> None:
         document["tuning_in_force"] = tuning.snapshot(dev)
         document["pin"] = {}
         rows += _facts_rows(dev, "device.")
-        rows += [(f"tuning.{k}", v) for k, v in document["tuning_in_force"].items()]
+        rows += [(f"tuning.{k}", v) for k, v in document["tuning_in_force"].items() if k == "governor"]
         for mode in pinning.MODES:
             try:
                 cpus = host_mod.format_cpu_list(pinning.cpus(mode, dev))
