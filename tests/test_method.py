@@ -10,12 +10,13 @@ import pytest
 
 from clirun import iolab
 from iolab import jobfile, method
+from iolab.fio import parse_output
 from iolab.fio.json import parse_json
 from iolab.method import Precondition, steady_state, window_verdict
 from iolab.store import Store
 from loopdev import MiB, loop_device, requires_loop
 
-SAMPLES = Path("/work/shared/samples/fio")
+SAMPLES = Path(__file__).parent / "data" / "fio"
 
 
 def test_flat_window_is_steady() -> None:
@@ -58,7 +59,7 @@ def test_first_steady_window_is_reported() -> None:
 def test_fio_steadystate_block_from_a_real_report() -> None:
     path = SAMPLES / "fio-3.33_steadystate_json_plus_normal.txt"
     if not path.exists():
-        pytest.skip("FIO_NOTES samples are not on this machine")
+        pytest.skip("the sample is missing")
     report = parse_json(path.read_text())
     ss = method.fio_steady_state(report.jobs[0].steadystate)
     assert ss is not None and ss.attained and ss.metric == "iops" and ss.limit == "20%"
@@ -67,6 +68,14 @@ def test_fio_steadystate_block_from_a_real_report() -> None:
     assert ss.describe() == ("fio steady state (iops:20% over 3 s): attained, iops mean deviation 2.589763%, "
                              "mean 98,426 IOPS")
     assert method.fio_steady_state(None) is None
+    text = path.read_text()
+    from_normal = method.fio_steady_state(parse_output(text[text.rindex("}") + 1:]).jobs[0].steadystate)
+    assert from_normal is not None and from_normal.attained and from_normal.criterion == "2.590%"
+    assert from_normal.describe() == "fio steady state: attained, iops mean deviation 2.590%"
+    normal = method.fio_steady_state({"attained": 0, "criterion": "0.512%", "metric": "bw slope",
+                                      "bw_display": "384MiB/s (394MB/s)", "iops_display": "98.4k"})
+    assert normal is not None and normal.metric == "bw_slope" and not normal.attained
+    assert normal.describe() == "fio steady state: not attained, bw slope 0.512%"
 
 
 def test_precondition_settings() -> None:

@@ -178,34 +178,42 @@ def tracked_value(report: FioReport, track: str) -> float | None:
 
 @dataclass(frozen=True)
 class FioSteadyState:
-    """fio's ``steadystate`` JSON block (``stat.c`` ``show_thread_status_json``, fio 2.20+).
+    """fio's steady-state result: the ``steadystate`` JSON block (``stat.c``
+    ``show_thread_status_json``) or the ``steadystate :`` line of normal output (``fio.normal``).
 
-    ``criterion`` is what fio compared with ``limit`` (mean deviation or slope, in % when the
-    limit is), ``data_*`` are the last window's per-second samples (bandwidth in bytes/s).
+    ``metric`` is ``iops``, ``iops_slope``, ``bw`` or ``bw_slope``; ``criterion`` is what fio
+    compared with ``limit`` (mean deviation or slope, in % when the limit is). ``limit``,
+    ``duration_s`` and the samples are only in JSON; ``data_*`` are the last window's
+    per-second samples (bandwidth in bytes/s there).
     """
 
     metric: str
-    limit: str
-    duration_s: int | None
     attained: bool
     criterion: str | None
-    iops_mean: float | None
-    bw_mean_bytes_s: float | None
+    limit: str | None = None
+    duration_s: int | None = None
+    iops_mean: float | None = None
+    bw_mean_bytes_s: float | None = None
     data_iops: tuple[float, ...] = ()
     data_bw_bytes_s: tuple[float, ...] = ()
 
     def describe(self) -> str:
-        slope = "slope" in self.metric
-        measure = f"{self.metric.split('_')[0]} {'slope' if slope else 'mean deviation'} {self.criterion}"
-        mean = f"{self.iops_mean:,.0f} IOPS" if self.iops_mean is not None else "–"
-        return (f"fio steady state ({self.metric}:{self.limit} over {self.duration_s} s): "
-                f"{'attained' if self.attained else 'not attained'}, {measure}, mean {mean}")
+        what, _, slope = self.metric.partition("_")
+        setting = f" ({self.metric}:{self.limit} over {self.duration_s} s)" if self.limit else ""
+        mean = f", mean {self.iops_mean:,.0f} IOPS" if self.iops_mean is not None else ""
+        return (f"fio steady state{setting}: {'attained' if self.attained else 'not attained'}, "
+                f"{what} {'slope' if slope else 'mean deviation'} {self.criterion}{mean}")
 
 
 def fio_steady_state(block: Mapping[str, Any] | None) -> FioSteadyState | None:
-    """Read fio's ``steadystate`` object (``{"ss": "iops:20.000000%", "attained": 1, …}``)."""
-    if not block or "ss" not in block:
+    """Read fio's steady-state block: JSON ``{"ss": "iops:20.000000%", "attained": 1, …}`` or
+    the normal-output mapping ``{"attained": 1, "metric": "iops mean dev", "criterion": …}``."""
+    if not block or ("ss" not in block and "metric" not in block):
         return None
+    if "ss" not in block:  # from normal output: "iops mean dev" / "bw slope"
+        words = str(block["metric"]).split()
+        metric = words[0] + ("_slope" if "slope" in words else "")
+        return FioSteadyState(metric=metric, attained=bool(block.get("attained")), criterion=block.get("criterion"))
     metric, _, limit = str(block["ss"]).partition(":")
     limit = re.sub(r"\.?0+%$", "%", limit) if limit.endswith("%") else limit
     data = block.get("data") or {}
@@ -217,8 +225,8 @@ def fio_steady_state(block: Mapping[str, Any] | None) -> FioSteadyState | None:
         return float(value) if isinstance(value, int | float) else None
 
     return FioSteadyState(
-        metric=metric, limit=limit, duration_s=block.get("duration"), attained=bool(block.get("attained")),
-        criterion=block.get("criterion"), iops_mean=num(data.get("iops_mean")),
+        metric=metric, attained=bool(block.get("attained")), criterion=block.get("criterion"), limit=limit,
+        duration_s=block.get("duration"), iops_mean=num(data.get("iops_mean")),
         bw_mean_bytes_s=num(data.get("bw_mean")), data_iops=floats("iops"), data_bw_bytes_s=floats("bw"),
     )
 
