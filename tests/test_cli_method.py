@@ -4,10 +4,12 @@ its original after a normal end, Ctrl-C, and kill -9 followed by the next comman
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,42 +84,43 @@ def test_tuning_axis_side_by_side_and_restored(tmp_path: Path) -> None:
                 f"dev/randread-4k-qd8-sched_{b}") in shown
 
 
-def test_ctrl_c_restores_every_value(tmp_path: Path) -> None:
-    db = tmp_path / "db.sqlite"
+@contextlib.contextmanager
+def _tuned_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, str], dict[str, str], str]]:
+    """A 20 s tuned run in the background, once its tuning is in force: (process, the original
+    values, the values chosen, the device name)."""
     with loop_device(tmp_path, size_bytes=32 * MiB) as loop:
-        dev = block_device_facts(loop.path)
-        original = tuning.snapshot(dev)
+        original = tuning.snapshot(block_device_facts(loop.path))
         suite, chosen = _suite(tmp_path, loop.path, original, runtime="20s")
-        proc = popen("run", str(suite), db=db, env=_env(tmp_path))
+        proc = popen("run", str(suite), db=tmp_path / "db.sqlite", env=_env(tmp_path))
         _wait_for(f"/sys/block/{loop.name}/queue/nomerges", chosen["nomerges"])
+        yield proc, original, chosen, loop.path
+
+
+def test_ctrl_c_restores_every_value(tmp_path: Path) -> None:
+    with _tuned_run(tmp_path) as (proc, original, chosen, device):
         time.sleep(1)
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 130, stderr
-        assert tuning.snapshot(dev) == original
+        assert tuning.snapshot(block_device_facts(device)) == original
         assert not list((tmp_path / "state" / "iolab" / "tuning").iterdir())
-        (result, *_) = Store(f"sqlite:///{db}").get_run(1).results
+        (result, *_) = Store(f"sqlite:///{tmp_path / 'db.sqlite'}").get_run(1).results
         assert result.status == "interrupted" and result.extra["tuning"]["requested"]["scheduler"] == chosen["a"]
 
 
 def test_kill_9_then_the_next_command_restores(tmp_path: Path) -> None:
-    db = tmp_path / "db.sqlite"
-    with loop_device(tmp_path, size_bytes=32 * MiB) as loop:
-        dev = block_device_facts(loop.path)
-        original = tuning.snapshot(dev)
-        suite, chosen = _suite(tmp_path, loop.path, original, runtime="20s")
-        proc = popen("run", str(suite), db=db, env=_env(tmp_path))
-        _wait_for(f"/sys/block/{loop.name}/queue/nomerges", chosen["nomerges"])
+    with _tuned_run(tmp_path) as (proc, original, chosen, device):
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         time.sleep(0.5)  # fio got SIGTERM from the kernel (PR_SET_PDEATHSIG)
+        dev = block_device_facts(device)
         assert tuning.snapshot(dev)["nomerges"] == chosen["nomerges"]  # left behind
-        after = iolab("runs", db=db, env=_env(tmp_path))
+        after = iolab("runs", db=tmp_path / "db.sqlite", env=_env(tmp_path))
         assert after.returncode == 0, after.stderr
         assert f"Restored host tuning left by iolab (pid {proc.pid}" in after.stderr
-        assert f"{loop.name} nomerges {chosen['nomerges']} -> {original['nomerges']}" in after.stderr
+        assert f"{dev.name} nomerges {chosen['nomerges']} -> {original['nomerges']}" in after.stderr
         assert tuning.snapshot(dev) == original
-        again = iolab("restore", db=db, env=_env(tmp_path))
+        again = iolab("restore", db=tmp_path / "db.sqlite", env=_env(tmp_path))
         assert again.returncode == 0 and again.stdout.startswith("Nothing to restore")
 
 

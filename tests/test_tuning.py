@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -150,15 +149,6 @@ def test_torn_last_line_and_unrestorable_entries(fake_sysfs, tmp_path: Path) -> 
     assert tuning.snapshot(dev, sysfs=root)["rq_affinity"] == "2"
     assert len(left.restored) == 2 and not left.kept  # a vanished device is nothing to restore
     assert not journal.exists()
-
-
-def _wait_for(path: str, value: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if tuning.read_value(path) == value:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{path} never became {value!r}")
 
 
 @pytest.mark.root

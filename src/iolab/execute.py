@@ -26,7 +26,7 @@ from . import host, jobfile, lint, pinning, safety, targets, tuning, units
 from . import method as method_mod
 from .errors import Interrupted, IolabError, SafetyError, SuiteError
 from .host import format_cpu_list as format_cpus
-from .model import BlockDeviceFacts, TargetFacts, to_jsonable
+from .model import BlockDeviceFacts, FioReport, ResultRecord, TargetFacts, to_jsonable
 from .runner import local
 from .runner.status import Status
 from .store import PendingResult, Store
@@ -357,10 +357,11 @@ def _run_one(store: Store, result: Any, index: int, total: int, options: RunOpti
     on_event(JobEvent("start", **event))
     store.save_result(result.id, status="running", started_at=datetime.now(UTC), target_facts=facts)
     extra: dict[str, Any] = {}
+    tune = method.tune(result.workload)
     try:
-        with tuning.applied(method.tune(result.workload), _device(facts)) as in_force:
-            facts = targets.inspect(result.target_path) if result.target_path and method.tune(result.workload) \
-                else facts
+        with tuning.applied(tune, _device(facts)) as in_force:
+            if tune and result.target_path:  # the facts stored with the result show the values in force
+                facts = targets.inspect(result.target_path)
             extra.update(method.record(result, in_force))
             extra.update(method.before(result, facts, lambda text: on_event(JobEvent("note", detail=text, **event))))
             outcome = _run_fio(result.job_text, options, expected,
@@ -408,7 +409,7 @@ class _JobMethod:
     def tune(self, workload: str) -> dict[str, str]:
         return dict((self.stored.get("tune") or {}).get(workload) or {})
 
-    def record(self, result: Any, in_force: Mapping[str, str]) -> dict[str, Any]:
+    def record(self, result: ResultRecord, in_force: Mapping[str, str]) -> dict[str, Any]:
         """What is in force for this job: tuning values (all of them) and the pinned CPUs."""
         out: dict[str, Any] = {}
         if in_force:
@@ -418,11 +419,11 @@ class _JobMethod:
             out["pin"] = {"mode": self.stored.get("pin"), "cpus": cpus}
         return out
 
-    def before(self, result: Any, facts: TargetFacts | None, note: Callable[[str], None]) -> dict[str, Any]:
+    def before(self, result: ResultRecord, facts: TargetFacts | None, note: Callable[[str], None]) -> dict[str, Any]:
         """Preconditioning, then dropping caches; returns their records for ``extra``."""
         out: dict[str, Any] = {}
         kind = facts.kind if facts is not None else None
-        if self.precondition is not None and result.target_path:
+        if self.precondition is not None and result.target_path is not None:
             region = (result.target_path, result.workload if kind == "directory" else "")
             out["precondition"] = method_mod.precondition(
                 result.job_text, kind, self.precondition, fill=region not in self.filled, run_fio=self._fio,
@@ -434,15 +435,17 @@ class _JobMethod:
                 note("drop_caches: the target's pages are still cached after dropping")
         return out
 
-    def _fio(self, label: str, job_text: str) -> Any:
+    def _fio(self, label: str, job_text: str) -> FioReport:
         outcome = _run_fio(job_text, self.options, None)
         if outcome.status != "ok" or outcome.report is None:
             raise IolabError(f"precondition {label} failed: {outcome.error or 'no fio report'}")
         return outcome.report
 
 
-def _target_files(result: Any, kind: str | None) -> list[str]:
+def _target_files(result: ResultRecord, kind: str | None) -> list[str]:
     """The regular files a job reads or writes in its target (for drop_caches' check)."""
+    if result.target_path is None:
+        return []
     if kind in ("file", "missing"):
         return [result.target_path]
     if kind == "directory":

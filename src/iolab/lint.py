@@ -518,17 +518,15 @@ def _allocated(facts: TargetFacts | None) -> int | None:
         return None
 
 
-def lint_plan(plan: Plan, host: HostFacts, repeats: int | None = None) -> list[Finding]:
+def lint_plan(plan: Plan, host: HostFacts) -> list[Finding]:
     """Every rule on every distinct (target, workload) of a rendered plan (``execute.Plan``).
 
     Reads the rendered job text (what fio will run, pinning included), the targets' facts
     (a job file without a target: the first file it names), the suite's method settings
     (preconditioning, tuning). Touches nothing; may ``stat`` target files.
     """
-    suite = plan.suite
-    method = getattr(suite, "method", None)
-    precondition = getattr(method, "precondition", None)
-    reps = repeats or max((i.job.repeat + 1 for i in plan.items), default=1)
+    precondition = plan.suite.method.precondition
+    reps = max((i.job.repeat + 1 for i in plan.items), default=1)
     written: set[str] = set()
     contexts: list[JobContext] = []
     params: dict[str, dict[str, Mapping[str, str]]] = {}
@@ -543,15 +541,14 @@ def lint_plan(plan: Plan, host: HostFacts, repeats: int | None = None) -> list[F
         jobs = jobfile.effective_jobs(jobfile.parse(item.job_text))
         facts = plan.facts.get(spec.target.name)
         concurrent = _concurrency(jobs)
-        tune = getattr(spec, "tune", {}) or {}
         for index, (name, opts) in enumerate(jobs):
             own = facts if facts is not None else _own_target(opts)
             where = f"{spec.workload.name} on {spec.target.name}" if name == spec.workload.name or len(jobs) == 1 \
                 else f"{spec.workload.name}/{name} on {spec.target.name}"
             contexts.append(JobContext(
                 where=where, options=opts, host=host, target=own, concurrent=concurrent[index], repeats=reps,
-                preconditioned=precondition is not None, tune=tune, allocated_bytes=_allocated(own),
-                written_before=(bool(getattr(precondition, "fill", 0)) or spec.target.name in written
+                preconditioned=precondition is not None, tune=spec.tune, allocated_bytes=_allocated(own),
+                written_before=(bool(precondition and precondition.fill) or spec.target.name in written
                                 or any(safety.writes(o) for _, o in jobs[:index])),
             ))
         if any(safety.writes(o) for _, o in jobs):

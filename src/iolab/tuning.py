@@ -473,7 +473,11 @@ def applied(tune: Mapping[str, str], device: BlockDeviceFacts | None, *, sysfs: 
     if busy:
         raise TuningError(f"{busy[0].key} of {busy[0].scope} is being tuned by another iolab run "
                           f"(pid {held[busy[0].path]})", hint="wait for that run to end")
-    journal = Journal(directory)
+    try:
+        journal = Journal(directory)
+    except OSError as exc:
+        raise TuningError(f"cannot create the tuning restore journal in {directory or state_dir()}: "
+                          f"{exc.strerror or exc}", hint="check $XDG_STATE_HOME; nothing was changed") from None
     try:
         for knob, value in plan:
             journal.record(knob, read_value(knob.path))

@@ -46,6 +46,25 @@ def print_findings(findings: Sequence[lint.Finding], console: Console = err, *, 
             console.print(f"      Source: {f.source}", style="dim", markup=False, highlight=False)
 
 
+def describe_method(plan: execute.Plan) -> list[str]:
+    """The plan's host setup and method, one line each, for the plan summary."""
+    suite, lines = plan.suite, []
+    if suite.tune:
+        settings = ", ".join(f"{k}={'|'.join(v)}" for k, v in suite.tune.items())
+        lines.append(f"tuning (restored after each job): {settings}")
+    for name, cpus in plan.pins.items():
+        lines.append(f"pin {suite.method.pin}: target {name} on CPUs {cpus} (cpus_allowed_policy=split)")
+    pre = suite.method.precondition
+    if pre is not None:
+        parts = [f"fill {pre.fill}× with bs={pre.bs}"] if pre.fill else []
+        if pre.rounds:
+            parts.append(f"up to {pre.rounds} rounds of {pre.round_time} per job until steady state ({pre.track})")
+        lines.append("precondition (not in the estimate): " + "; ".join(parts))
+    if suite.method.drop_caches:
+        lines.append("drop_caches before every job")
+    return lines
+
+
 class LintFailed(IolabError):
     """The plan has error findings (exit 2, like a suite error)."""
 

@@ -16,7 +16,7 @@ from ..report.table import Cell, Column, Table
 from ..store import Store
 from ..units import format_bytes, format_duration, format_iops, format_rate
 from . import FORMATS, cli, emit_tables, err, out, parse_tags, store_of
-from .method import LintFailed, load_planned, print_findings
+from .method import LintFailed, describe_method, load_planned, print_findings
 
 
 def _describe_plan(plan: execute.Plan) -> None:
@@ -41,6 +41,8 @@ def _describe_plan(plan: execute.Plan) -> None:
     names = list(dict.fromkeys(i.job.spec.workload.name for i in plan.items))
     repeats = max(i.job.repeat for i in plan.items) + 1 if plan.items else 0
     err.print(f"  workloads: {', '.join(names)}" + (f" × {repeats} repeats" if repeats > 1 else ""))
+    for line in describe_method(plan):
+        err.print(f"  {line}", markup=False, highlight=False)
 
 
 def _dry_run(plan: execute.Plan) -> None:
@@ -141,12 +143,12 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         plan = execute.prepare(loaded, options, repeat=repeat)
         _describe_plan(plan)
         print_findings(plan.findings)
-        if plan.errors and not force:
-            raise LintFailed(f"lint found {len(plan.errors)} error(s) ({', '.join(f.id for f in plan.errors)}); "
-                             "nothing was run", hint="fix them (see `iolab lint`), or run anyway with --force")
         if dry_run:
             _dry_run(plan)
             return
+        if plan.errors and not force:
+            raise LintFailed(f"lint found {len(plan.errors)} error(s) ({', '.join(f.id for f in plan.errors)}); "
+                             "nothing was run", hint="fix them (see `iolab lint`), or run anyway with --force")
         run_id = execute.start(store_of(ctx), plan, options, label=label, tags=parse_tags(tags))
         err.print(f"Run [bold]{run_id}[/] stored in {store_of(ctx).display_url}")
     store = store_of(ctx)
