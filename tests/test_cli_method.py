@@ -96,10 +96,11 @@ def _tuned_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str
         yield proc, original, chosen, loop.path
 
 
-def test_ctrl_c_restores_every_value(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_and_sigterm_restore_every_value(tmp_path: Path, sig: signal.Signals) -> None:
     with _tuned_run(tmp_path) as (proc, original, chosen, device):
         time.sleep(1)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 130, stderr
         assert tuning.snapshot(block_device_facts(device)) == original
@@ -171,5 +172,5 @@ def test_done_when_lint_plan_on_a_1_tib_device(tmp_path: Path) -> None:
                      env=_env(tmp_path))
         found = {f["id"]: f for f in json.loads(proc.stdout)["findings"]}
         assert {"P1", "P4"} <= set(found)
-        assert "0.2 % of the device (1024.00 GiB)" in found["P1"]["message"] or "(1.00 TiB)" in found["P1"]["message"]
+        assert "the working set (2.00 GiB) is 0.2 % of the device (1.00 TiB)" in found["P1"]["message"]
         assert found["P1"]["remedy"].startswith("test the whole device") and "ramp_time" in found["P4"]["remedy"]

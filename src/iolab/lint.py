@@ -218,7 +218,7 @@ def p1_working_set(ctx: JobContext) -> list[Finding]:
     if device and ws < ACTIVE_RANGE_MIN * device:
         out.append(Finding(
             "P1", WARNING,
-            f"the working set ({units.format_bytes(ws)}) is {100 * ws / device:.1f} % of the device "
+            f"the working set ({units.format_bytes(ws)}) is {100 * ws / device:.2g} % of the device "
             f"({units.format_bytes(device)}): caches and spare area see a small part of it, so the numbers "
             "are not the device's.",
             "test the whole device (size=100% on a block device) or a region of at least "

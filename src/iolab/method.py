@@ -173,6 +173,17 @@ def tracked_value(report: FioReport, track: str) -> float | None:
     return sum(m * n for m, n in weighted) / total if total else None
 
 
+def format_tracked(value: float | None, track: str) -> str:
+    """A round's value for people: ``71,315 IOPS``, ``132.6 MiB/s``, ``225.7 us``."""
+    if value is None:
+        return "–"
+    if track == "iops":
+        return f"{units.format_iops(value)} IOPS"
+    if track == "bw":
+        return f"{units.format_rate(value)} MiB/s"
+    return units.format_ns(value)
+
+
 # --- fio's own steady state -------------------------------------------------------------------------
 
 
@@ -299,7 +310,7 @@ def precondition(job_text: str, kind: str | None, settings: Precondition, *, fil
                                  hint="check that the workload does I/O")
             values.append(value)
             verdict = steady_state(values)
-            note(f"precondition round {number}/{settings.rounds}: {settings.track} {value:,.1f}"
+            note(f"precondition round {number}/{settings.rounds}: {format_tracked(value, settings.track)}"
                  + (f" — steady state {verdict.describe()}" if verdict.attained else ""))
             if verdict.attained:
                 break

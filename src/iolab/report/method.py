@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..lint import Finding
-from ..method import fio_steady_state
+from ..method import fio_steady_state, format_tracked
 from ..model import Run
 from .table import Cell, Column, Table
 
@@ -56,16 +56,10 @@ def _precondition_note(place: str, pre: dict[str, Any]) -> str:
     rounds = pre.get("rounds")
     if rounds:
         track = pre.get("track", "iops")
-        values = ", ".join(_short(r.get(track)) for r in rounds)
+        values = ", ".join(format_tracked(r.get(track), track) for r in rounds)
         parts.append(f"{len(rounds)} round(s) of {track} [{values}]; steady state "
                      f"{(pre.get('steady_state') or {}).get('verdict', '?')}")
     return f"precondition {place}: " + "; ".join(parts)
-
-
-def _short(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.1f}"
 
 
 def findings_table(findings: Sequence[Finding], title: str) -> Table:
