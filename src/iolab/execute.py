@@ -331,6 +331,9 @@ def execute(store: Store, run_id: int, options: RunOptions,
         with _sigterm_as_interrupt():
             for index, result in enumerate(todo):
                 _run_one(store, result, index, len(todo), options, on_event, method)
+    except tuning.RestoreError:
+        store.finish_run(run_id, "failed")  # host settings are not what they were: stop here
+        raise
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         _cleanup(run.info.options, run.results, options.keep_files)
@@ -370,7 +373,9 @@ def _run_one(store: Store, result: Any, index: int, total: int, options: RunOpti
         store.save_result(result.id, status="interrupted", target_facts=facts, ended_at=datetime.now(UTC),
                           error="interrupted by the user", extra=extra)
         raise
-    except tuning.RestoreError:
+    except tuning.RestoreError as exc:  # the host is not as it was: this job fails and the run stops
+        store.save_result(result.id, status="failed", target_facts=facts, ended_at=datetime.now(UTC),
+                          error=exc.message, extra=extra)
         raise
     except IolabError as exc:  # tuning refused, preconditioning or drop_caches failed: this job fails
         store.save_result(result.id, status="failed", target_facts=facts, ended_at=datetime.now(UTC),
