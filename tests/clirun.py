@@ -16,8 +16,8 @@ def iolab(*args: str, db: Path, cwd: Path | None = None, env: dict[str, str] | N
                           text=True, timeout=timeout, check=False)
 
 
-def popen(*args: str, db: Path, cwd: Path | None = None) -> subprocess.Popen[str]:
+def popen(*args: str, db: Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """``iolab ARGS`` started in the background (for kill and Ctrl-C tests)."""
-    env = {**os.environ, "IOLAB_DB": str(db), "COLUMNS": "200"}
-    return subprocess.Popen([sys.executable, "-m", "iolab", *args], cwd=cwd, env=env, text=True,
+    full_env = {**os.environ, "IOLAB_DB": str(db), "COLUMNS": "200", **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "iolab", *args], cwd=cwd, env=full_env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

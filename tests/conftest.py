@@ -84,6 +84,17 @@ class FakeSysfs:
         self._register(name, devnum, part)
         return part
 
+    def cpus(self, online: str, *, governors: dict[int, str] | None = None,
+             available: str = "performance powersave", nodes: dict[int, str] | None = None) -> None:
+        """Online CPUs, their cpufreq governors and the NUMA nodes' cpulists."""
+        cpu_dir = self.root / "devices" / "system" / "cpu"
+        self._write(cpu_dir, {"online": online})
+        for cpu, governor in (governors or {}).items():
+            self._write(cpu_dir / f"cpu{cpu}" / "cpufreq",
+                        {"scaling_governor": governor, "scaling_available_governors": available})
+        for node, cpulist in (nodes or {}).items():
+            self._write(self.root / "devices" / "system" / "node" / f"node{node}", {"cpulist": cpulist})
+
     def _register(self, name: str, devnum: str, target: Path) -> None:
         self._link(self.root / "class" / "block" / name, target)
         self._link(self.root / "dev" / "block" / devnum, target)
@@ -104,3 +115,4 @@ class FakeSysfs:
 def fake_sysfs(tmp_path: Path) -> FakeSysfs:
     """An empty fake sysfs root under ``tmp_path/sys``; pass ``str(fake_sysfs.root)`` as ``sysfs=``."""
     return FakeSysfs(tmp_path / "sys")
+

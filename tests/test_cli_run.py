@@ -77,9 +77,15 @@ def test_issue_job_file_runs_unchanged_with_target(tmp_path, db):
     jobfile = tmp_path / "fio_test_config.fio"
     jobfile.write_text("[global]\nioengine=libaio\ndirect=1\nthread=1\nrw=randrw\nbs=4k\nnumjobs=4\nsize=256M\n"
                        "runtime=10\ntime_based\ngroup_reporting\n\n[randwrite]\n")
-    proc = iolab("run", str(jobfile), "--target", f"data={tmp_path / 'data.bin'}", db=db, cwd=tmp_path)
+    target = f"data={tmp_path / 'data.bin'}"
+    proc = iolab("run", str(jobfile), "--target", target, db=db, cwd=tmp_path)
+    if (os.cpu_count() or 1) < 4:  # numjobs=4 on fewer CPUs is lint error P6
+        assert proc.returncode == 2 and "P6 error" in proc.stderr and "--force" in proc.stderr
+        proc = iolab("run", str(jobfile), "--target", target, "--force", db=db, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     run = Store(f"sqlite:///{db}").get_run(1)
+    assert any(w.startswith("P6 ") and w.endswith("(error, run with --force)") for w in run.info.warnings) \
+        or (os.cpu_count() or 1) >= 4
     (result,) = run.results
     assert result.workload == "fio_test_config" and result.target == "data"
     assert "filename=" + str(tmp_path / "data.bin") in result.job_text

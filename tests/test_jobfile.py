@@ -75,3 +75,10 @@ def test_every_fio_example_parses():
     for path in examples:
         sections = jobfile.parse(path.read_text(), str(path), path.parent)
         assert any(not s.is_global for s in sections), path
+
+
+def test_comments_end_a_line_as_in_fio():
+    # parse.c strip_blank_end(): everything from the first ';' or '#' on a line is a comment.
+    text = "[job] ; the job\nruntime=60s # run for a minute\nrw=read;seq\n# whole line\n"
+    (section,) = jobfile.parse(text)
+    assert section == jobfile.Section("job", (("runtime", "60s"), ("rw", "read")))

@@ -17,14 +17,16 @@ import signal
 import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import host, jobfile, safety, targets, units
-from .errors import Interrupted, SuiteError
-from .model import TargetFacts
+from . import host, jobfile, lint, pinning, safety, targets, tuning, units
+from . import method as method_mod
+from .errors import Interrupted, IolabError, SafetyError, SuiteError
+from .host import format_cpu_list as format_cpus
+from .model import BlockDeviceFacts, FioReport, ResultRecord, TargetFacts, to_jsonable
 from .runner import local
 from .runner.status import Status
 from .store import PendingResult, Store
@@ -56,6 +58,13 @@ class Plan:
     items: tuple[PlanItem, ...]
     facts: Mapping[str, TargetFacts]
     scratch: tuple[str, ...] = ()
+    findings: tuple[lint.Finding, ...] = ()
+    pins: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> tuple[lint.Finding, ...]:
+        """Lint findings that stop a run unless forced."""
+        return tuple(f for f in self.findings if f.severity == lint.ERROR)
 
     @property
     def estimate_s(self) -> float | None:
@@ -70,7 +79,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class JobEvent:
-    """Progress of a run, for the CLI to show. ``kind`` is ``start``, ``status`` or ``end``.
+    """Progress of a run, for the CLI to show. ``kind`` is ``start``, ``status``, ``note``
+    (``detail`` says what happens: tuning, preconditioning rounds) or ``end``.
 
     ``index``/``total`` count the invocations this call runs (not the whole plan when resuming).
     """
@@ -85,6 +95,7 @@ class JobEvent:
     status: Status | None = None
     outcome: str | None = None
     error: str | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,10 @@ def expected_seconds(options: Mapping[str, str | None]) -> float | None:
     if not time_based or not runtime:
         return None
     ramp = options.get("ramp_time") or "0"
-    return (units.parse_duration_us(runtime) + units.parse_duration_us(ramp)) / 1e6
+    try:
+        return (units.parse_duration_us(runtime) + units.parse_duration_us(ramp)) / 1e6
+    except ValueError:  # e.g. ${RUNTIME}: fio substitutes it, iolab cannot know the value
+        return None
 
 
 def _job_seconds(sections: tuple[jobfile.Section, ...]) -> float | None:
@@ -129,7 +143,6 @@ def _job_paths(sections: tuple[jobfile.Section, ...]) -> list[str]:
 
 def _resolve(suite: Suite) -> Suite:
     """Target paths made absolute (fio runs in another directory)."""
-    from dataclasses import replace
     resolved = tuple(
         replace(t, path=os.path.abspath(os.path.expanduser(t.path))) if t.path else t for t in suite.targets
     )
@@ -153,35 +166,94 @@ def _needed_bytes(specs: list[tuple[JobSpec, jobfile.Section]], kind: str) -> in
     return needed
 
 
-def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, workdir: Path | None = None) -> Plan:
-    """Inspect targets, render and check every job, apply safety rules; nothing is written.
+def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, workdir: Path | None = None,
+            strict: bool = True) -> Plan:
+    """Inspect targets, render and check every job, apply safety rules, lint; nothing is written.
 
     Raises ``SafetyError`` (a destructive write, too little space), ``SuiteError`` (fio rejects
-    a job: the message names the workload and quotes fio), ``FioNotFound``.
+    a job: the message names the workload and quotes fio; a method setting does not fit a
+    target), ``TuningError``, ``FioNotFound``. With ``strict=False`` (``iolab lint``) fio's
+    rejections and safety refusals become error findings (``FIO``, ``P16``) instead. Lint
+    findings are in ``Plan.findings`` either way; the caller decides whether errors stop it.
     """
     suite = _resolve(suite)
     facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path}
+    pins = _pins(suite, facts)
     items: list[PlanItem] = []
     checked: dict[str, None] = {}
+    refused: list[lint.Finding] = []
     with tempfile.TemporaryDirectory(prefix="iolab-check-") as tmp:
         for job in plan(suite, repeat):
             spec = job.spec
             kind = facts[spec.target.name].kind if spec.target.path else None
-            text = render_job(spec, kind)
+            text = render_job(spec, kind, pinning.fio_options(pins[spec.target.name]) if spec.target.name in pins
+                              else ())
             if text not in checked:
+                _check_method(suite, spec, facts.get(spec.target.name))
                 problem = local.check_job(text, Path(tmp), options.fio)
-                if problem:
+                if problem and strict:
                     raise SuiteError(f"{spec.workload.origin} ({spec.workload.name}): fio rejects the job:\n{problem}",
                                      hint="fio option names and values are used verbatim; see `fio --cmdhelp=OPTION`")
+                if problem:
+                    refused.append(lint.Finding("FIO", lint.ERROR, f"fio rejects the job: {problem}",
+                                                "fix the option fio names; see `fio --cmdhelp=OPTION`",
+                                                "fio --parse-only", (spec.workload.name,)))
                 checked[text] = None
-            params = jobfile.workload_params(spec.sections)
+            params = {**jobfile.workload_params(spec.sections), **{f"tune.{k}": v for k, v in spec.tune.items()}}
             effective = [opts for _, opts in jobfile.effective_jobs(spec.sections)]
             items.append(PlanItem(
                 job=job, kind=kind, job_text=text, params=params, job_hash=jobfile.params_hash(params),
-                expected_s=_job_seconds(spec.sections), writes=any(safety.writes(o) for o in effective),
+                expected_s=_job_seconds(spec.sections),
+                writes=any(safety.writes(o) for o in effective) or suite.method.precondition is not None,
             ))
-    scratch = _check_targets(suite, items, facts, options)
-    return Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch)
+    try:
+        scratch = _check_targets(suite, items, facts, options)
+    except SafetyError as exc:
+        if strict:
+            raise
+        scratch = ()
+        refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "", "iolab safety guard (DESIGN.md)"))
+    plan_ = Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch,
+                 pins={name: format_cpus(cpus) for name, cpus in pins.items()})
+    findings = lint.merge([*refused, *lint.lint_plan(plan_, host.host_facts())])
+    return replace(plan_, findings=tuple(findings))
+
+
+def _pins(suite: Suite, facts: Mapping[str, TargetFacts]) -> dict[str, tuple[int, ...]]:
+    """Each target's CPU set for ``pin:`` (empty without pinning). Raises ``SuiteError``."""
+    mode = suite.method.pin
+    if not mode:
+        return {}
+    out = {}
+    for target in suite.targets:
+        f = facts.get(target.name)
+        if f is None or f.device is None:
+            raise SuiteError(f"pin: {mode}: target {target.name} is not on a block device, so it has no queues or "
+                             "NUMA node to pin to", hint="pin only targets on block devices")
+        out[target.name] = pinning.cpus(mode, f.device)
+    return out
+
+
+def _check_method(suite: Suite, spec: JobSpec, facts: TargetFacts | None) -> None:
+    """Tuning, preconditioning and drop_caches must be possible here, before anything runs."""
+    tuning.knobs(spec.tune, _device(facts))
+    if suite.method.precondition is not None and not spec.target.path:
+        raise SuiteError("precondition: a job file's own files cannot be preconditioned",
+                         hint="name the target with --target NAME=PATH")
+    if suite.method.drop_caches:
+        method_mod.check_drop_caches()
+
+
+def _device(facts: TargetFacts | None) -> BlockDeviceFacts | None:
+    return facts.device if facts is not None else None
+
+
+def method_options(plan_: Plan) -> dict[str, Any]:
+    """The method settings ``execute`` needs, stored with the run so ``--resume`` has them."""
+    m = plan_.suite.method
+    return {"pin": m.pin, "pin_cpus": dict(plan_.pins), "drop_caches": m.drop_caches,
+            "precondition": to_jsonable(m.precondition) if m.precondition else None,
+            "tune": {i.job.spec.workload.name: dict(i.job.spec.tune) for i in plan_.items if i.job.spec.tune}}
 
 
 def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts],
@@ -206,12 +278,17 @@ def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targ
 
 def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = None,
           tags: Mapping[str, str] | None = None) -> int:
-    """Store the run and every planned invocation as pending; returns the run id."""
+    """Store the run and every planned invocation as pending; returns the run id.
+
+    The plan's lint findings become the run's warnings (forced errors say so)."""
     fio_version = local.fio_version(options.fio)
+    warnings = [f.text() if f.severity == lint.WARNING else f"{f.text()} (error, run with --force)"
+                for f in plan_.findings]
     run_id = store.create_run(
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
-        host=host.host_facts(fio_version), fio_version=fio_version,
+        host=host.host_facts(fio_version), fio_version=fio_version, warnings=warnings,
         options={"keep_files": options.keep_files, "scratch": list(plan_.scratch), "source": plan_.suite.source,
+                 "method": method_options(plan_),
                  "targets": {t.name: t.path for t in plan_.suite.targets},
                  "preexisting": {t.path: sorted(_fio_files(t.path)) for t in plan_.suite.targets
                                  if t.path and plan_.facts[t.name].kind == "directory"},
@@ -249,10 +326,14 @@ def execute(store: Store, run_id: int, options: RunOptions,
     run = store.get_run(run_id)
     todo = [r for r in run.results if r.status in ("pending", "running", "interrupted")]
     store.update_run(run_id, status="running", finished_at=None)
+    method = _JobMethod(run.info.options.get("method") or {}, options)
     try:
         with _sigterm_as_interrupt():
             for index, result in enumerate(todo):
-                _run_one(store, result, index, len(todo), options, on_event)
+                _run_one(store, result, index, len(todo), options, on_event, method)
+    except tuning.RestoreError:
+        store.finish_run(run_id, "failed")  # host settings are not what they were: stop here
+        raise
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         _cleanup(run.info.options, run.results, options.keep_files)
@@ -266,37 +347,117 @@ def execute(store: Store, run_id: int, options: RunOptions,
 
 
 def _run_one(store: Store, result: Any, index: int, total: int, options: RunOptions,
-             on_event: Callable[[JobEvent], None]) -> None:
+             on_event: Callable[[JobEvent], None], method: _JobMethod) -> None:
     sections = jobfile.parse(result.job_text)
     expected = _job_seconds(sections)
     facts = targets.inspect(result.target_path) if result.target_path else None
-    if facts is not None and facts.kind == "block" and any(
+    if facts is not None and facts.kind == "block" and (method.writes or any(
         safety.writes(o) for _, o in jobfile.effective_jobs(sections)
-    ):
+    )):
         safety.check_block_write(facts, options.destroy)  # again: the device may have changed since planning
     event = {"index": index, "total": total, "target": result.target, "workload": result.workload,
              "repeat": result.repeat, "expected_s": expected}
     on_event(JobEvent("start", **event))
     store.save_result(result.id, status="running", started_at=datetime.now(UTC), target_facts=facts)
-    workdir = Path(tempfile.mkdtemp(prefix="iolab-job-"))
+    extra: dict[str, Any] = {}
+    tune = method.tune(result.workload)
     try:
-        outcome = local.run(
-            result.job_text, workdir, on_status=lambda s: on_event(JobEvent("status", status=s, **event)),
-            fio=options.fio, cwd=Path.cwd(),
-            timeout_s=None if expected is None else expected * 2 + TIMEOUT_SLACK_S,
-        )
+        with tuning.applied(tune, _device(facts)) as in_force:
+            if tune and result.target_path:  # the facts stored with the result show the values in force
+                facts = targets.inspect(result.target_path)
+            extra.update(method.record(result, in_force))
+            extra.update(method.before(result, facts, lambda text: on_event(JobEvent("note", detail=text, **event))))
+            outcome = _run_fio(result.job_text, options, expected,
+                               lambda s: on_event(JobEvent("status", status=s, **event)))
     except KeyboardInterrupt:
         store.save_result(result.id, status="interrupted", target_facts=facts, ended_at=datetime.now(UTC),
-                          error="interrupted by the user")
+                          error="interrupted by the user", extra=extra)
         raise
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    except tuning.RestoreError as exc:  # the host is not as it was: this job fails and the run stops
+        store.save_result(result.id, status="failed", target_facts=facts, ended_at=datetime.now(UTC),
+                          error=exc.message, extra=extra)
+        raise
+    except IolabError as exc:  # tuning refused, preconditioning or drop_caches failed: this job fails
+        store.save_result(result.id, status="failed", target_facts=facts, ended_at=datetime.now(UTC),
+                          error=exc.message, extra=extra)
+        on_event(JobEvent("end", outcome="failed", error=exc.message, **event))
+        return
     store.save_result(
         result.id, status=outcome.status, command=shlex.join(outcome.command), started_at=outcome.started_at,
         ended_at=outcome.ended_at, error=outcome.error, report=outcome.report, raw_json=outcome.raw_json,
-        target_facts=facts,
+        target_facts=facts, extra=extra,
     )
     on_event(JobEvent("end", outcome=outcome.status, error=outcome.error, **event))
+
+
+def _run_fio(job_text: str, options: RunOptions, expected: float | None,
+             on_status: Callable[[Status], None] | None = None) -> local.Outcome:
+    workdir = Path(tempfile.mkdtemp(prefix="iolab-job-"))
+    try:
+        return local.run(job_text, workdir, on_status=on_status, fio=options.fio, cwd=Path.cwd(),
+                         timeout_s=None if expected is None else expected * 2 + TIMEOUT_SLACK_S)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+class _JobMethod:
+    """The run's stored method settings (``method_options``), applied around each job."""
+
+    def __init__(self, stored: Mapping[str, Any], options: RunOptions) -> None:
+        self.stored = stored
+        self.options = options
+        pre = stored.get("precondition")
+        self.precondition = method_mod.Precondition(**pre) if pre else None
+        self.writes = self.precondition is not None
+        self.filled: set[tuple[str, str]] = set()  # regions filled in this execute() call
+
+    def tune(self, workload: str) -> dict[str, str]:
+        return dict((self.stored.get("tune") or {}).get(workload) or {})
+
+    def record(self, result: ResultRecord, in_force: Mapping[str, str]) -> dict[str, Any]:
+        """What is in force for this job: tuning values (all of them) and the pinned CPUs."""
+        out: dict[str, Any] = {}
+        if in_force:
+            out["tuning"] = {"requested": self.tune(result.workload), "in_force": dict(in_force)}
+        cpus = (self.stored.get("pin_cpus") or {}).get(result.target)
+        if cpus:
+            out["pin"] = {"mode": self.stored.get("pin"), "cpus": cpus}
+        return out
+
+    def before(self, result: ResultRecord, facts: TargetFacts | None, note: Callable[[str], None]) -> dict[str, Any]:
+        """Preconditioning, then dropping caches; returns their records for ``extra``."""
+        out: dict[str, Any] = {}
+        kind = facts.kind if facts is not None else None
+        if self.precondition is not None and result.target_path is not None:
+            region = (result.target_path, result.workload if kind == "directory" else "")
+            out["precondition"] = method_mod.precondition(
+                result.job_text, kind, self.precondition, fill=region not in self.filled, run_fio=self._fio,
+                note=note)
+            self.filled.add(region)
+        if self.stored.get("drop_caches"):
+            out["drop_caches"] = method_mod.drop_caches(_target_files(result, kind))
+            if not out["drop_caches"]["verified"]:
+                note("drop_caches: the target's pages are still cached after dropping")
+        return out
+
+    def _fio(self, label: str, job_text: str) -> FioReport:
+        outcome = _run_fio(job_text, self.options, None)
+        if outcome.status != "ok" or outcome.report is None:
+            raise IolabError(f"precondition {label} failed: {outcome.error or 'no fio report'}")
+        return outcome.report
+
+
+def _target_files(result: ResultRecord, kind: str | None) -> list[str]:
+    """The regular files a job reads or writes in its target (for drop_caches' check)."""
+    if result.target_path is None:
+        return []
+    if kind in ("file", "missing"):
+        return [result.target_path]
+    if kind == "directory":
+        jobs = {name for name, _ in jobfile.effective_jobs(jobfile.parse(result.job_text))}
+        return [os.path.join(result.target_path, n) for n in sorted(_fio_files(result.target_path))
+                if n.rsplit(".", 2)[0] in jobs]
+    return []
 
 
 def _fio_files(directory: str) -> set[str]:

@@ -67,8 +67,10 @@ def _read(text: str, source: str, base_dir: Path | None) -> list[Section]:
     name: str | None = None
     options: list[Option] = []
     for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in ";#":
+        # fio cuts every line at its first ';' or '#' (strip_blank_end() in parse.c), so
+        # "runtime=60s # comment" is runtime=60s and no value can contain either character.
+        line = re.split(r"[;#]", raw, maxsplit=1)[0].strip()
+        if not line:
             continue
         if line.startswith("include ") or line.startswith("include\t"):
             included = Path(line.split(None, 1)[1].strip())

@@ -17,6 +17,10 @@ expanded as a cartesian product; each expanded workload gets a readable name suc
 ``randread-4k-qd32``. An existing fio job file is a suite with one workload: its sections,
 unchanged.
 
+Host setup and method (``tune``, ``pin``, ``drop_caches``, ``precondition``) are suite keys
+too; see ``tuning``, ``pinning`` and ``method``. A list under ``tune`` is an axis like any
+other: ``tune: {scheduler: [mq-deadline, none]}`` runs every workload under both settings.
+
 Errors name the file, line and place: ``suite.yaml:12: workloads[2].bs: expected a size like
 4k, got '4x'`` (``SuiteError``, exit code 2).
 """
@@ -26,7 +30,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -34,9 +38,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from . import jobfile, units
+from . import jobfile, pinning, tuning, units
 from .errors import SuiteError
 from .jobfile import Option, Section
+from .method import Method, Precondition, check_precondition
 
 FioValue = str | int | float | bool | None
 RW_VALUES = ("read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite", "randrw",
@@ -81,14 +86,21 @@ class Suite:
     repeat: int = 1
     description: str = ""
     is_jobfile: bool = False
+    tune: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    method: Method = field(default_factory=Method)
 
 
 @dataclass(frozen=True)
 class JobSpec:
-    """One workload on one target: a single fio invocation (before repetition)."""
+    """One workload on one target: a single fio invocation (before repetition).
+
+    ``tune`` holds the host settings in force while it runs (``tuning``); with a tuning axis
+    the workload's name carries the setting (``randread-4k-qd32-sched_none``).
+    """
 
     target: Target
     workload: Workload
+    tune: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def sections(self) -> tuple[Section, ...]:
@@ -206,6 +218,25 @@ class _SuiteModel(BaseModel):
     defaults: dict[str, Any] = Field(default_factory=dict)
     workloads: list[dict[str, Any]] = Field(min_length=1)
     repeat: int = Field(default=1, ge=1, le=1000)
+    tune: dict[str, Any] = Field(default_factory=dict)
+    pin: str | None = None
+    drop_caches: bool = False
+    precondition: Any = None
+
+    @field_validator("tune")
+    @classmethod
+    def _tune(cls, v: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+        return tuning.check_tune(v)
+
+    @field_validator("pin")
+    @classmethod
+    def _pin(cls, v: str | None) -> str | None:
+        return None if v is None else pinning.check_mode(v)
+
+    @field_validator("precondition")
+    @classmethod
+    def _precondition(cls, v: Any) -> Precondition | None:
+        return None if v is None else check_precondition(v)
 
     @field_validator("defaults")
     @classmethod
@@ -261,7 +292,7 @@ def _place(loc: Sequence[Any], msg: str) -> tuple[str, tuple[Any, ...]]:
     """Turn pydantic's location plus our ``[2].bs: ...`` message prefix into ``workloads[2].bs``."""
     path = [p for p in loc if p not in ("str", "_TargetModel")]
     match = re.match(r"^((?:\[\d+\]|\.?[A-Za-z_][A-Za-z0-9_]*)+): (.*)$", msg, re.S)
-    if match and (match.group(1).startswith("[") or path[-1:] in (["defaults"],)):
+    if match and (match.group(1).startswith("[") or path[-1:] in (["defaults"], ["tune"], ["precondition"])):
         for part in re.findall(r"\[(\d+)\]|([A-Za-z_][A-Za-z0-9_]*)", match.group(1)):
             path.append(int(part[0]) if part[0] else part[1])
         msg = match.group(2)
@@ -338,7 +369,8 @@ def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
     workloads = _expand_workloads(model.defaults, model.workloads)
     return Suite(
         name=model.name or default_name, source=source, text=text, targets=targets,
-        workloads=workloads, repeat=model.repeat, description=model.description,
+        workloads=workloads, repeat=model.repeat, description=model.description, tune=model.tune,
+        method=Method(pin=model.pin, drop_caches=model.drop_caches, precondition=model.precondition),
     )
 
 
@@ -372,6 +404,16 @@ def with_targets(suite: Suite, overrides: Mapping[str, str]) -> Suite:
         for name, path in overrides.items()
     )
     return replace(suite, targets=targets)
+
+
+def with_method(suite: Suite, tune: Mapping[str, tuple[str, ...]] | None = None, pin: str | None = None) -> Suite:
+    """The suite with ``--tune`` settings (replacing the suite's for the same keys; a key given
+    several times is an axis) and ``--pin`` (replacing the suite's)."""
+    if tune:
+        suite = replace(suite, tune={**suite.tune, **tune})
+    if pin:
+        suite = replace(suite, method=replace(suite.method, pin=pin))
+    return suite
 
 
 def parse_target_args(args: Sequence[str]) -> dict[str, str]:
@@ -446,12 +488,32 @@ def plan(suite: Suite, repeat: int | None = None) -> list[PlannedJob]:
     (thermal, SLC cache, background GC) spreads over every job instead of biasing one.
     """
     rounds = repeat if repeat is not None else suite.repeat
-    specs = [JobSpec(t, w) for t in suite.targets for w in suite.workloads]
+    specs = [JobSpec(t, tuned, tune) for t in suite.targets for w in suite.workloads
+             for tuned, tune in _tunings(w, suite.tune)]
     jobs: list[PlannedJob] = []
     for r in range(rounds):
         for spec in specs:
             jobs.append(PlannedJob(seq=len(jobs), spec=spec, repeat=r))
     return jobs
+
+
+def _tunings(workload: Workload, tune: Mapping[str, tuple[str, ...]]) -> list[tuple[Workload, dict[str, str]]]:
+    """``workload`` under every combination of the tuning values, adjacent in the plan so the
+    results of one workload show side by side. An axis (several values) adds its label to the
+    name, and to the section name when that is the workload's own; fio options stay equal."""
+    keys = list(tune)
+    axes = [k for k in keys if len(tune[k]) > 1]
+    out = []
+    for combo in itertools.product(*(tune[k] for k in keys)):
+        chosen = dict(zip(keys, combo, strict=True))
+        if not axes:
+            out.append((workload, chosen))
+            continue
+        name = "-".join([workload.name, *(tuning.label(k, chosen[k]) for k in axes)])
+        name = re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
+        sections = tuple(replace(s, name=name) if s.name == workload.name else s for s in workload.sections)
+        out.append((replace(workload, name=name, sections=sections), chosen))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -68,6 +68,16 @@ def cli(ctx: click.Context, db: str | None) -> None:
     """iolab: storage benchmarks with fio — run suites, store every result, compare runs."""
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
+    if ctx.invoked_subcommand != "restore":
+        _restore_leftover_tuning()
+
+
+def _restore_leftover_tuning() -> None:
+    """Undo host tuning left by a killed run before doing anything else (tuning.py)."""
+    from ..tuning import restore_leftovers
+    from .method import report_restored
+    for left in restore_leftovers():
+        report_restored(left, lambda text: err.print(text, style="yellow", markup=False, highlight=False))
 
 
 
@@ -101,4 +111,5 @@ def _report_error(exc: IolabError, echo: Callable[[str], None] | None = None) ->
         echo(f"Hint: {exc.hint}")
 
 
+from . import method as _method  # noqa: E402,F401
 from . import run as _run  # noqa: E402,F401  (registers its commands)

@@ -9,7 +9,6 @@ import click
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from .. import execute
-from .. import suite as suite_mod
 from ..errors import Interrupted, UsageError
 from ..model import to_jsonable
 from ..report import results as results_report
@@ -17,6 +16,7 @@ from ..report.table import Cell, Column, Table
 from ..store import Store
 from ..units import format_bytes, format_duration, format_iops, format_rate
 from . import FORMATS, cli, emit_tables, err, out, parse_tags, store_of
+from .method import LintFailed, describe_method, load_planned, print_findings
 
 
 def _describe_plan(plan: execute.Plan) -> None:
@@ -41,6 +41,8 @@ def _describe_plan(plan: execute.Plan) -> None:
     names = list(dict.fromkeys(i.job.spec.workload.name for i in plan.items))
     repeats = max(i.job.repeat for i in plan.items) + 1 if plan.items else 0
     err.print(f"  workloads: {', '.join(names)}" + (f" × {repeats} repeats" if repeats > 1 else ""))
+    for line in describe_method(plan):
+        err.print(f"  {line}", markup=False, highlight=False)
 
 
 def _dry_run(plan: execute.Plan) -> None:
@@ -83,6 +85,8 @@ class _LiveProgress:
             if s.eta_s is not None:
                 detail += f"  ETA {format_duration(s.eta_s)}"
             self.progress.update(self.task, completed=s.elapsed_s, detail=detail)
+        elif event.kind == "note" and event.detail:
+            self.progress.console.print(f"    {event.detail}", style="cyan", markup=False, highlight=False)
         elif event.kind == "end" and self.task is not None:
             ok = event.outcome == "ok"
             mark = "[green]✓[/]" if ok else f"[red]✗ {event.outcome}[/]"
@@ -104,12 +108,18 @@ class _LiveProgress:
 @click.option("--keep-files", is_flag=True, help="Keep the scratch files fio created.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the job files, run nothing.")
 @click.option("--resume", "resume", type=int, metavar="RUN", help="Finish an interrupted run.")
+@click.option("--tune", multiple=True, metavar="KEY=VALUE",
+              help="Host tuning while jobs run, restored after each (repeatable; a key given twice is an axis): "
+                   "scheduler, rq_affinity, nomerges, nr_requests, read_ahead_kb, write_cache, governor.")
+@click.option("--pin", type=click.Choice(("mq", "numa")), help="Pin fio to the CPUs of the device's blk-mq "
+              "queues or NUMA node (cpus_allowed_policy=split).")
+@click.option("--force", is_flag=True, help="Run although lint found errors (they are stored with the run).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results at the end.")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
         tags: Sequence[str], destroy: Sequence[str], keep_files: bool, dry_run: bool, resume: int | None,
-        fmt: str) -> None:
+        tune: Sequence[str], pin: str | None, force: bool, fmt: str) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
 
     \b
@@ -118,22 +128,27 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     iolab run my-suite.yaml --repeat 3 --label baseline --tag path=virtio
     iolab run job.fio --target data=/data            # a fio job file, unchanged
     iolab run --resume 12                            # finish an interrupted run
+    iolab run my-suite.yaml --tune scheduler=none --tune scheduler=mq-deadline --pin mq
     """
     options = execute.RunOptions(destroy=tuple(destroy), keep_files=keep_files)
     if resume is not None:
-        if suite or targets or dry_run:
-            raise UsageError("--resume takes no suite, --target or --dry-run: the run's plan is stored")
+        if suite or targets or dry_run or tune or pin:
+            raise UsageError("--resume takes no suite, --target, --tune, --pin or --dry-run: the run's plan is stored")
         run_id = resume
         err.print(f"Resuming run {run_id}")
     else:
         if not suite:
             raise UsageError("which suite? give a built-in name (quick, cdm), a .yaml suite or a fio job file")
-        loaded = suite_mod.with_targets(suite_mod.load(suite), suite_mod.parse_target_args(targets))
+        loaded = load_planned(suite, targets, tune, pin)
         plan = execute.prepare(loaded, options, repeat=repeat)
         _describe_plan(plan)
+        print_findings(plan.findings)
         if dry_run:
             _dry_run(plan)
             return
+        if plan.errors and not force:
+            raise LintFailed(f"lint found {len(plan.errors)} error(s) ({', '.join(f.id for f in plan.errors)}); "
+                             "nothing was run", hint="fix them (see `iolab lint`), or run anyway with --force")
         run_id = execute.start(store_of(ctx), plan, options, label=label, tags=parse_tags(tags))
         err.print(f"Run [bold]{run_id}[/] stored in {store_of(ctx).display_url}")
     store = store_of(ctx)

@@ -16,6 +16,7 @@ from .. import stats
 from ..fio.merge import summarize
 from ..model import DirectionStats, ResultRecord, Run, to_jsonable
 from ..units import format_iops, format_ns, format_rate
+from .method import method_notes
 from .table import Cell, Column, Table
 
 SCHEMA = "iolab.run/1"
@@ -146,7 +147,7 @@ def results_table(run: Run) -> Table:
         table_rows.append(tuple(cells))
     info = run.info
     title = f"run {info.id}: {info.suite_name}" + (f" [{info.label}]" if info.label else "") + f" ({info.status})"
-    notes = tuple(f"warning: {w}" for w in info.warnings)
+    notes = tuple(f"warning: {w}" for w in info.warnings) + method_notes(run)
     if any(len(r.iops_values) > 1 for r in rows):
         notes += ("± is the repeats' sample standard deviation relative to the mean (CV)",)
     notes += tuple(f"failed: {r.target}/{r.workload} repeat {r.repeat + 1}: {(r.error or '').splitlines()[0]}"

@@ -1,0 +1,152 @@
+"""Method helpers: the SNIA PTS steady-state rule on constructed series, fio's steadystate block,
+preconditioning job texts, dropping caches on a real file, preconditioning rounds on a loop device."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from clirun import iolab
+from iolab import jobfile, method
+from iolab.fio import parse_output
+from iolab.fio.json import parse_json
+from iolab.method import Precondition, steady_state, window_verdict
+from iolab.store import Store
+from loopdev import MiB, loop_device, requires_loop
+
+SAMPLES = Path(__file__).parent / "data" / "fio"
+
+
+def test_flat_window_is_steady() -> None:
+    verdict = steady_state([100, 101, 99, 100, 100])
+    assert verdict.attained and verdict.round == 5
+    assert verdict.range_pct == pytest.approx(2.0) and verdict.excursion_pct < 1
+
+
+def test_range_over_20_percent_is_not_steady() -> None:
+    # average 100, range 22 (> 20 %), no trend: the range criterion alone fails.
+    values = [89, 111, 100, 100, 100]
+    verdict = window_verdict(values)
+    assert not verdict.attained and verdict.range_pct == pytest.approx(22.0)
+    assert verdict.excursion_pct <= 10
+    assert window_verdict([90, 110, 100, 100, 100]).attained  # exactly 20 %: allowed
+
+
+def test_trend_over_10_percent_is_not_steady() -> None:
+    # A steady climb: range 12 % passes, but the fitted line rises 12 % of the average over the window.
+    values = [94.0, 97.0, 100.0, 103.0, 106.0]
+    verdict = window_verdict(values)
+    assert verdict.range_pct == pytest.approx(12.0) and verdict.excursion_pct == pytest.approx(12.0)
+    assert not verdict.attained
+    gentle = [97.5, 98.75, 100.0, 101.25, 102.5]  # excursion 5 %
+    assert window_verdict(gentle).attained
+
+
+def test_first_steady_window_is_reported() -> None:
+    # A fresh SSD: fast first rounds, falling to steady state from round 4 on.
+    series = [300, 220, 150, 104, 100, 98, 101, 99, 100, 100]
+    verdict = steady_state(series)
+    assert verdict.attained and verdict.round == 8  # rounds 4-8
+    assert "attained at round 8" in verdict.describe() and "rounds 4-8" in verdict.describe()
+    assert not steady_state(series[:7]).attained
+    assert steady_state([1, 2, 3]).describe().startswith("not judged")
+    assert steady_state([100, 200, 100, 200, 100, 200]).describe() == (
+        "not attained in 6 rounds (rounds 2-6: range 62.5 % (limit 20 %), excursion 0.0 % (limit 10 %))")
+
+
+def test_fio_steadystate_block_from_a_real_report() -> None:
+    path = SAMPLES / "fio-3.33_steadystate_json_plus_normal.txt"
+    if not path.exists():
+        pytest.skip("the sample is missing")
+    report = parse_json(path.read_text())
+    ss = method.fio_steady_state(report.jobs[0].steadystate)
+    assert ss is not None and ss.attained and ss.metric == "iops" and ss.limit == "20%"
+    assert ss.duration_s == 3 and ss.data_iops == (98172.0, 100975.0, 96131.0)
+    assert ss.bw_mean_bytes_s == 403153310  # bytes/s in this block, unlike bw elsewhere
+    assert ss.describe() == ("fio steady state (iops:20% over 3 s): attained, iops mean deviation 2.589763%, "
+                             "mean 98,426 IOPS")
+    assert method.fio_steady_state(None) is None
+    text = path.read_text()
+    from_normal = method.fio_steady_state(parse_output(text[text.rindex("}") + 1:]).jobs[0].steadystate)
+    assert from_normal is not None and from_normal.attained and from_normal.criterion == "2.590%"
+    assert from_normal.describe() == "fio steady state: attained, iops mean deviation 2.590%"
+    normal = method.fio_steady_state({"attained": 0, "criterion": "0.512%", "metric": "bw slope",
+                                      "bw_display": "384MiB/s (394MB/s)", "iops_display": "98.4k"})
+    assert normal is not None and normal.metric == "bw_slope" and not normal.attained
+    assert normal.describe() == "fio steady state: not attained, bw slope 0.512%"
+
+
+def test_precondition_settings() -> None:
+    assert method.check_precondition({"fill": "2x", "bs": "128k"}) == Precondition(fill=2)
+    assert method.check_precondition({"rounds": True}).rounds == 25
+    for bad, message in (({"fill": "1.5x"}, "fill"), ({"rounds": 3}, "rounds"), ({"fill": 1, "track": "x"}, "track"),
+                         ({}, "nothing to do"), ({"fill": 1, "speed": 2}, "speed: unknown")):
+        with pytest.raises(ValueError, match=message):
+            method.check_precondition(bad)
+
+
+def test_fill_and_round_job_texts() -> None:
+    measured = ("[global]\nfilename=/dev/loop9\n[randwrite-4k]\nrw=randwrite\nbs=4k\niodepth=32\nnumjobs=4\n"
+                "size=1g\nverify=crc32c\nruntime=60s\ntime_based\n")
+    fill = dict(jobfile.effective_jobs(jobfile.parse(method.fill_job_text(measured, Precondition(fill=2), "block"))))
+    assert fill["randwrite-4k"] == {"filename": "/dev/loop9", "size": "1g", "rw": "write", "bs": "128k",
+                                    "ioengine": "libaio", "iodepth": "32", "direct": "1", "loops": "2"}
+    in_dir = method.fill_job_text(measured, Precondition(fill=1), "directory")
+    assert "numjobs=4" in in_dir  # each clone has its own file there
+    rounds = dict(jobfile.effective_jobs(jobfile.parse(method.round_job_text(measured, "5s"))))
+    assert rounds["randwrite-4k"]["runtime"] == "5s" and rounds["randwrite-4k"]["ramp_time"] == "0"
+
+
+def test_drop_caches_on_a_real_file(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("dropping caches needs root")
+    path = tmp_path / "cached.bin"
+    path.write_bytes(os.urandom(8 * MiB))
+    assert method.resident_bytes(str(path)) == 8 * MiB  # just written: in the page cache
+    result = method.drop_caches([str(path)])
+    assert result["verified"] and result["resident_bytes"][str(path)] == 0
+    assert result["cached_before_bytes"] > 0 and result["cached_after_bytes"] is not None
+
+
+PRECONDITIONED = """\
+name: pre
+targets: {{dev: {device}}}
+defaults: {{ioengine: libaio, direct: 1, bs: 4k, iodepth: 4, time_based: 1, runtime: 1s}}
+precondition: {{fill: 1x, bs: 1m, rounds: 5, round_time: 500ms}}
+drop_caches: true
+workloads:
+  - {{rw: randwrite}}
+  - {{rw: randread}}
+"""
+
+
+@pytest.mark.root
+@requires_loop
+def test_preconditioning_on_a_loop_device(tmp_path: Path) -> None:
+    with loop_device(tmp_path, size_bytes=32 * MiB) as loop:
+        suite = tmp_path / "pre.yaml"
+        suite.write_text(PRECONDITIONED.format(device=loop.path))
+        db = tmp_path / "db.sqlite"
+        env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+        proc = iolab("run", str(suite), "--destroy", loop.path, db=db, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "precondition: writing the region 1× sequentially (bs=1m)" in proc.stderr
+        assert re.search(r"precondition round 1/5: [\d,]+ IOPS", proc.stderr)
+        run = Store(f"sqlite:///{db}").get_run(1)
+        first, second = run.results
+        pre = first.extra["precondition"]
+        assert pre["fill"]["io_bytes"] == 32 * MiB and pre["fill"]["bs"] == "1m"
+        assert second.extra["precondition"]["fill"]["skipped"]  # one fill per device and run
+        for result in run.results:
+            rounds = result.extra["precondition"]["rounds"]
+            values = [r["iops"] for r in rounds]
+            assert len(rounds) == 5 and all(v > 0 for v in values)
+            verdict = result.extra["precondition"]["steady_state"]
+            assert verdict["attained"] == method.steady_state(values).attained  # the rule, applied to the rounds
+            assert result.extra["drop_caches"]["verified"] is True
+        shown = iolab("show", "1", db=db, env=env).stdout
+        assert "precondition dev/randwrite-4k-qd4 #1: fill 1× bs=1m;" in shown
+        assert "5 round(s) of iops [" in shown and "steady state" in shown
