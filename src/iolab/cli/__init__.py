@@ -102,3 +102,4 @@ def _report_error(exc: IolabError, echo: Callable[[str], None] | None = None) ->
 
 
 from . import run as _run  # noqa: E402,F401  (registers its commands)
+from . import server as _server  # noqa: E402,F401  (registers its commands)
