@@ -192,3 +192,12 @@ def test_the_time_bound_stops_fio(socket_servers, tmp_path):
     assert time.monotonic() - started < 25
     assert outcome.status == "failed"
     assert "did not finish within the job's time bound" in outcome.error
+
+
+def test_every_remote_job_has_a_time_bound():
+    from iolab import jobfile
+    from iolab.remote.jobs import DEFAULT_BOUND_S, time_bound_s
+
+    timed = jobfile.parse("[global]\nruntime=30s\nramp_time=5\n[a]\nrw=read\n[b]\nruntime=1m\n")
+    assert time_bound_s(timed, 300) == 2 * 65 + 300  # the longest job, ramp included, twice, plus slack
+    assert time_bound_s(jobfile.parse("[a]\nsize=1g\n"), 300) == DEFAULT_BOUND_S + 300  # fio decides: still bounded

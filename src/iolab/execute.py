@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import host, jobfile, safety, targets, units
-from .errors import Interrupted, SuiteError
+from .errors import HostError, Interrupted, SuiteError
 from .model import TargetFacts
 from .remote import jobs as remote_jobs
 from .runner import local
@@ -271,7 +271,11 @@ def execute(store: Store, run_id: int, options: RunOptions,
     """
     run = store.get_run(run_id)
     todo = [r for r in run.results if r.status in ("pending", "running", "interrupted")]
-    remote = _remote_targets(run.info.options, todo, options)
+    try:
+        remote = _remote_targets(run.info.options, todo, options)
+    except HostError as exc:
+        store.finish_run(run_id, "failed")
+        raise HostError(exc.message, hint=f"{exc.hint}; then finish the run: iolab run --resume {run_id}") from None
     store.update_run(run_id, status="running", finished_at=None)
     try:
         with _sigterm_as_interrupt():

@@ -117,6 +117,7 @@ def result_rows(run: Run) -> list[ResultRow]:
         hosts = per_host(result)
         for (label, job, direction), d in hosts.items():
             values.setdefault((*key, job, direction, label), []).append(d)
+            values.setdefault((*key, job, direction, ALL_HOSTS), [])  # shown even if no repeat had every host
         if result.status == "partial":
             partial[key] = partial.get(key, 0) + 1
             continue

@@ -139,7 +139,9 @@ def _follow(proc: subprocess.Popen[bytes], relays: list[Relay], on_status: Calla
                 elif r.eta_seq != seen[r.host] and r.last_eta is not None:
                     seen[r.host] = r.eta_seq
                     e = r.last_eta
-                    measuring = e.running > 0 and e.setting_up == 0
+                    if e.running == 0 and e.setting_up == 0:
+                        continue  # not started yet, or done: nothing to show
+                    measuring = e.setting_up == 0
                     status = Status(elapsed_s=e.elapsed_s, eta_s=e.eta_s, iops=e.iops if measuring else None,
                                     bw_bytes_s=e.bw_bytes_s if measuring else None)
                     on_status(HostStatus(r.host.label, "running", status))  # type: ignore[misc]
