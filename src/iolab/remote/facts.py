@@ -18,7 +18,6 @@ import json
 import os
 import shlex
 import subprocess
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from .. import host as host_mod
 from .. import targets
 from ..errors import HostError
 from ..model import HostFacts, TargetFacts, from_jsonable
-from .hosts import HostSpec
+from .hosts import HostSpec, on_each
 
 _MODULES = ("iolab", "iolab.errors", "iolab.model", "iolab.host", "iolab.targets")
 
@@ -115,22 +114,8 @@ def gather(host: HostSpec, path: str | None, timeout_s: float = 60.0) -> RemoteF
 
 def gather_all(hosts: list[HostSpec], path: str | None, timeout_s: float = 60.0) -> list[RemoteFacts]:
     """``gather`` on every host at once. Raises ``HostError`` naming every host that failed."""
-    results: dict[HostSpec, RemoteFacts | HostError] = {}
-
-    def one(h: HostSpec) -> None:
-        try:
-            results[h] = gather(h, path, timeout_s)
-        except HostError as exc:
-            results[h] = exc
-
-    threads = [threading.Thread(target=one, args=(h,), daemon=True) for h in hosts]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s + 10)
+    results = on_each(hosts, lambda h: gather(h, path, timeout_s), timeout_s + 10, "gathering facts")
     errors = [r for r in results.values() if isinstance(r, HostError)]
-    missing = [h for h in hosts if h not in results]
-    if errors or missing:
-        lines = [e.message for e in errors] + [f"{h}: gathering facts did not end" for h in missing]
-        raise HostError("\n".join(lines), hint=errors[0].hint if errors else None)
-    return [results[h] for h in hosts]  # type: ignore[misc]
+    if errors:
+        raise HostError("\n".join(e.message for e in errors), hint=errors[0].hint)
+    return [r for r in results.values() if isinstance(r, RemoteFacts)]

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+from ..errors import HostError
 
 #: fio's default server port (``fio_net_port``, server.c).
 DEFAULT_PORT = 8765
@@ -134,3 +139,27 @@ def label_of(hostname: str, port: int | None) -> str:
     if port is None or hostname.startswith("/"):
         return f"sock:{hostname}"
     return HostSpec("ip6" if ":" in hostname else "ip", hostname, port).label
+
+
+T = TypeVar("T")
+
+
+def on_each(hosts: Sequence[HostSpec], fn: Callable[[HostSpec], T], timeout_s: float,
+            what: str) -> dict[HostSpec, T | HostError]:
+    """``fn(host)`` for every host at once (one thread each): per host, in host order, what it
+    returned or the ``HostError`` it raised. A call still running after ``timeout_s`` counts as a
+    ``HostError`` saying that ``what`` did not end (its thread is a daemon and is left behind)."""
+    results: dict[HostSpec, T | HostError] = {}
+
+    def one(host: HostSpec) -> None:
+        try:
+            results[host] = fn(host)
+        except HostError as exc:
+            results[host] = exc
+
+    threads = [threading.Thread(target=one, args=(h,), daemon=True) for h in hosts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s)
+    return {h: results.get(h, HostError(f"{h}: {what} did not end within {timeout_s:g} s")) for h in hosts}

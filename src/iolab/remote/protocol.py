@@ -24,13 +24,12 @@ import contextlib
 import socket
 import struct
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from functools import cache
 
 from ..errors import HostError
-from .hosts import HostSpec
+from .hosts import HostSpec, on_each
 
 HEADER = struct.Struct("<HHIQIHH")
 _CRC_BYTES = 20  # FIO_NET_CMD_CRC_SZ: the header without its two CRCs
@@ -293,20 +292,5 @@ def _closed(host: HostSpec, version: int) -> HostError:
 
 
 def probe_all(hosts: list[HostSpec], version: int, timeout_s: float) -> dict[HostSpec, ProbeReply | HostError]:
-    """``probe`` every host at once (one thread each); the answer or the error per host."""
-    results: dict[HostSpec, ProbeReply | HostError] = {}
-
-    def one(h: HostSpec) -> None:
-        try:
-            results[h] = probe(h, version, timeout_s)
-        except HostError as exc:
-            results[h] = exc
-
-    threads = [threading.Thread(target=one, args=(h,), daemon=True) for h in hosts]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s + 5)
-    for h in hosts:
-        results.setdefault(h, HostError(f"{h}: the probe did not end within {timeout_s + 5:g} s"))
-    return {h: results[h] for h in hosts}
+    """``probe`` every host at once; the answer or the error per host."""
+    return on_each(hosts, lambda h: probe(h, version, timeout_s), timeout_s + 5, "the probe")

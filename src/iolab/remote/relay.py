@@ -22,7 +22,8 @@ import socket
 import threading
 import time
 
-from .hosts import HostSpec
+from ..errors import HostError
+from .hosts import HostSpec, on_each
 from .protocol import CMD_PROBE, Eta, MessageReader, NotFio, ProbeReply, connect, decode_eta, decode_probe_reply
 
 CMD_STOP = 12
@@ -157,11 +158,10 @@ def loopback_address(index: int) -> str:
 
 
 def open_relays(hosts: list[HostSpec], timeout_s: float) -> list[Relay]:
-    """One open relay per host, connected at once (one thread each, bounded by ``timeout_s``)."""
+    """One open relay per host, connected at once (bounded by ``timeout_s``)."""
     relays = [Relay(h, loopback_address(i), timeout_s) for i, h in enumerate(hosts)]
-    threads = [threading.Thread(target=r.open, daemon=True) for r in relays]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout_s + 5)
+    by_host = {r.host: r for r in relays}
+    for host, opened in on_each(hosts, lambda h: by_host[h].open(), timeout_s + 5, "connecting").items():
+        if isinstance(opened, HostError):
+            by_host[host].error = f"connecting did not end within {timeout_s + 5:g} s"
     return relays
