@@ -201,3 +201,43 @@ def test_every_remote_job_has_a_time_bound():
     timed = jobfile.parse("[global]\nruntime=30s\nramp_time=5\n[a]\nrw=read\n[b]\nruntime=1m\n")
     assert time_bound_s(timed, 300) == 2 * 65 + 300  # the longest job, ramp included, twice, plus slack
     assert time_bound_s(jobfile.parse("[a]\nsize=1g\n"), 300) == DEFAULT_BOUND_S + 300  # fio decides: still bounded
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _jobs(server_pid: int) -> list[int]:
+    """Processes a fio server forked for a run: children of its per-connection children."""
+    return [g for c in _children(server_pid) for g in _children(c)]
+
+
+def test_ctrl_c_stops_the_remote_jobs_and_resume_finishes_the_run(socket_servers, tmp_path):
+    from clirun import iolab, popen
+
+    specs, procs = socket_servers
+    db = tmp_path / "db.sqlite"
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"targets:\n  socks:\n    hosts: {[s.fio_arg for s in specs]}\n    path: {tmp_path / 'data'}\n"
+                     "    size: 16m\ndefaults: {ioengine: libaio, direct: 1, time_based: 1, runtime: 4s}\n"
+                     "workloads:\n  - {rw: randread, bs: 4k}\n")
+    proc = popen("run", str(suite), db=db, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not all(_jobs(p.pid) for p in procs):  # each server runs the job (connection child, run child)
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(2)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    deadline = time.monotonic() + 10
+    while any(_jobs(p.pid) for p in procs):  # the servers ended their jobs (fio's client said QUIT)
+        assert time.monotonic() < deadline, "a remote job outlived Ctrl-C"
+        time.sleep(0.1)
+    from iolab.store import Store
+
+    assert Store(f"sqlite:///{db}").get_run(1).results[0].status == "interrupted"
+    resumed = iolab("run", "--resume", "1", db=db, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert Store(f"sqlite:///{db}").get_run(1).info.status == "complete"

@@ -29,7 +29,7 @@ from .remote import jobs as remote_jobs
 from .runner import local
 from .runner.status import Status
 from .store import PendingResult, Store
-from .suite import JobSpec, PlannedJob, Suite, plan, render_job
+from .suite import JobSpec, PlannedJob, Suite, Target, plan, render_job
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
 TIMEOUT_SLACK_S = 300.0
@@ -71,8 +71,8 @@ class JobEvent:
     """Progress of a run, for the CLI to show. ``kind`` is ``start``, ``status`` or ``end``.
 
     ``index``/``total`` count the invocations this call runs (not the whole plan when resuming).
-    A ``status`` event of a remote target names its ``host``; ``note`` says why a host was lost
-    (then ``status`` is None).
+    A ``status`` event of a remote target names its ``host``; its ``status`` is None while the
+    host starts, and when it is lost, ``note`` saying why.
     """
 
     kind: str
@@ -275,7 +275,8 @@ def execute(store: Store, run_id: int, options: RunOptions,
         remote = _remote_targets(run.info.options, todo, options)
     except HostError as exc:
         store.finish_run(run_id, "failed")
-        raise HostError(exc.message, hint=f"{exc.hint}; then finish the run: iolab run --resume {run_id}") from None
+        hint = f"{exc.hint}; then " if exc.hint else ""
+        raise HostError(exc.message, hint=f"{hint}finish the run with: iolab run --resume {run_id}") from None
     store.update_run(run_id, status="running", finished_at=None)
     try:
         with _sigterm_as_interrupt():
@@ -297,7 +298,7 @@ def execute(store: Store, run_id: int, options: RunOptions,
     return status
 
 
-def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: RunOptions) -> dict[str, Any]:
+def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: RunOptions) -> dict[str, Target]:
     """The remote targets with work left, each past its preflight (raises ``HostError``)."""
     out = {}
     for result in todo:
@@ -309,7 +310,7 @@ def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: Ru
 
 
 def _run_remote(store: Store, result: Any, index: int, total: int, options: RunOptions,
-                on_event: Callable[[JobEvent], None], target: Any) -> None:
+                on_event: Callable[[JobEvent], None], target: Target) -> None:
     """One job on every host of a remote target; its status is ``ok``, ``partial`` or ``failed``."""
     sections = jobfile.parse(result.job_text)
     event = {"index": index, "total": total, "target": result.target, "workload": result.workload,
