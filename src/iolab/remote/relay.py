@@ -9,8 +9,9 @@ ways unchanged. On the way back it reads the server's messages: the probe reply 
 is), the progress reports (``protocol.decode_eta``) and ``STOP`` (the run ended on the server).
 When the server's side closes or resets before ``STOP``, the relay records when and how.
 
-Only control messages cross the relay (the I/O happens on the hosts), so it costs nothing
-measurable. All sockets stay on this machine's loopback, except the connection to the host.
+Only fio's control messages cross the relay (job file, progress about once a second, the
+final statistics); the I/O itself happens on the hosts. All sockets stay on this machine's
+loopback, except the connection to the host.
 """
 
 from __future__ import annotations
