@@ -232,6 +232,8 @@ def test_iolab_server_start_status_stop(tmp_path):
         assert protocol.probe(host_specs.parse(host.spec(8770)), protocol.local_protocol_version()).cpus >= 1
         with pytest.raises(UsageError, match="already running"):
             server.start(host_specs.parse(host.spec(8770)), pidfile)
+        with pytest.raises(UsageError, match=r"something already listens on .* SO_REUSEPORT"):
+            server.start(host_specs.parse(host.spec(8770)), tmp_path / "other.pid")  # fio itself would not mind
         status = cli("server", "status", "--pidfile", str(pidfile))
         assert status.returncode == 0 and "running" in status.stdout and "fio-" in status.stdout
         stopped = cli("server", "stop", "--pidfile", str(pidfile))

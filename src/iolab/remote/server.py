@@ -6,12 +6,16 @@ that run as the server's user, and fio's options include running commands
 address given, refuses the wildcard address unless told otherwise, and says so on start.
 
 iolab starts fio in its own session, with its messages in a log file next to the pidfile,
-rather than with fio's ``--daemonize=PIDFILE``: the daemonized server unlinks its pidfile as
-soon as the first client session ends (every forked child returns through
-``fio_start_server()``, server.c@fio-3.33) and sends its messages to syslog. The pidfile holds
-the pid on its first line (as pidfiles do) and iolab's record as JSON on the second. Before
-signalling, iolab checks that the pid is still that fio server (command line and start time
-in ``/proc``), so a reused pid is never killed.
+rather than with fio's ``--daemonize=PIDFILE``: that returns 0 before the server binds, and a
+server that then fails (``fio: bind: Cannot assign requested address``) only removes its
+pidfile and tells syslog (``fio_start_server()``, server.c@fio-3.33; observed). iolab waits until
+the server answers a probe and otherwise quotes its log. fio binds with ``SO_REUSEPORT``, so a
+second server on the same address and port starts without complaint and the kernel splits the
+connections between the two; iolab refuses to start one where something already listens.
+
+The pidfile holds the pid on its first line (as pidfiles do) and iolab's record as JSON on the
+second. Before signalling, iolab checks that the pid is still that fio server (command line and
+start time in ``/proc``), so a reused pid is never killed.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pathlib import Path
 from ..errors import HostError, UsageError
 from ..runner.local import find_fio
 from .hosts import HostSpec
-from .protocol import ProbeReply, local_protocol_version, probe
+from .protocol import ProbeReply, connect, local_protocol_version, probe
 
 WILDCARDS = ("0.0.0.0", "::", "")
 SECURITY_WARNING = (
@@ -70,9 +74,9 @@ def start(bind: HostSpec, pidfile: Path | None = None, fio: str = "fio", all_int
           timeout_s: float = 10.0) -> ServerRecord:
     """Start ``fio --server`` on ``bind`` and wait until it answers a probe.
 
-    Raises ``UsageError`` for a wildcard address without ``all_interfaces`` or when the pidfile
-    names a live server, ``HostError`` when fio exits or does not answer within ``timeout_s``
-    (the message quotes fio's log).
+    Raises ``UsageError`` for a wildcard address without ``all_interfaces``, when the pidfile
+    names a live server or something already listens there; ``HostError`` when fio exits or does
+    not answer within ``timeout_s`` (the message quotes fio's log).
     """
     if bind.kind != "sock" and bind.host in WILDCARDS and not all_interfaces:
         raise UsageError(f"refusing to bind a fio server to {bind.host!r} (every interface): it has no authentication",
@@ -82,6 +86,10 @@ def start(bind: HostSpec, pidfile: Path | None = None, fio: str = "fio", all_int
     if existing is not None and alive(existing):
         raise UsageError(f"a fio server iolab started is already running for {pidfile} (pid {existing.pid}, "
                          f"{existing.label})", hint="stop it first: iolab server stop --pidfile " + str(pidfile))
+    with contextlib.suppress(OSError), connect(bind, 1.0):
+        raise UsageError(f"something already listens on {bind}; fio binds with SO_REUSEPORT, so a second server "
+                         "there would share the port with it", hint="iolab server status --bind ADDRESS says if it "
+                         "is iolab's; stop it, or choose another --port")
     pidfile.parent.mkdir(parents=True, exist_ok=True)
     log = pidfile.with_suffix(".log")
     fio_path = find_fio(fio)
