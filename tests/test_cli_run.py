@@ -211,8 +211,8 @@ def test_ctrl_c_keeps_finished_results_and_exits_130(tmp_path, db):
 
 
 def test_user_strings_are_not_rich_markup(tmp_path, db):
-    suite = write_suite(tmp_path, "targets: {t: %s}\nworkloads:\n  - {name: '[bold]w', rw: read, size: 1m, ioengine: 'null'}\n"
-                        % (tmp_path / "f"))
+    suite = write_suite(tmp_path, f"targets: {{t: {tmp_path / 'f'}}}\n"
+                        "workloads:\n  - {name: '[bold]w', rw: read, size: 1m, ioengine: 'null'}\n")
     proc = iolab("run", str(suite), "--label", "[red]base[/]", db=db)
     assert proc.returncode == 0, proc.stderr
     assert "[red]base[/]" in proc.stdout

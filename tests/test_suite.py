@@ -113,3 +113,32 @@ def test_jobfile_suite_with_target(tmp_path: Path):
     assert jobs["randwrite"]["directory"] == "/data" and "filename" not in jobs["randwrite"]
     assert jobs["other"]["filename"] == "/own"  # a job that names its own file keeps it
     assert jobs["randwrite"]["time_based"] is None
+
+
+@pytest.mark.parametrize(("target", "where"), [
+    ('hosts: ["10.0.0.1",\n      "10.0.0.2:99999"]\n    path: /dev/rbd0', "s.yaml:4: targets.t.hosts[1]: '10.0.0.2:9"),
+    ("hosts: []\n    path: /x", "s.yaml:3: targets.t.hosts: an empty list names no host"),
+    ('hosts: ["a", "a:8765"]\n    path: /x', "s.yaml:3: targets.t.hosts: a:8765 is listed twice"),
+    ('hosts: ["10.0.0.1"]', "s.yaml:2: targets.t: a target with hosts needs path"),
+    ('hosts: ["10.0.0.1"]\n    path: relative/x', "s.yaml:2: targets.t: a target with hosts needs path"),
+    ("path: /x\n    ssh: true", "s.yaml:2: targets.t: ssh: true needs hosts"),
+    ('hosts: ["10.0.0.1"]\n    hosts_file: h.list\n    path: /x', "targets.t: give hosts or hosts_file, not both"),
+    ("hosts_file: missing.list\n    path: /x", "s.yaml:3: targets.t.hosts_file: cannot read"),
+])
+def test_remote_target_errors_name_the_place(tmp_path, target, where):
+    (tmp_path / "s.yaml").write_text(f"targets:\n  t:\n    {target}\nworkloads:\n  - {{rw: read}}\n")
+    with pytest.raises(SuiteError) as info:
+        suite.load(str(tmp_path / "s.yaml"))
+    assert where in str(info.value).replace(str(tmp_path) + "/", "")
+
+
+def test_remote_target_with_hosts_file(tmp_path):
+    (tmp_path / "hosts.list").write_text("10.0.0.1\nip6:fd00::2,8766  # second\nsock:/run/fio.sock\n")
+    (tmp_path / "s.yaml").write_text("targets:\n  rbd: {hosts_file: hosts.list, path: /dev/rbd0, ssh: true}\n"
+                                     "  local: /tmp/x\nworkloads:\n  - {rw: read}\n")
+    rbd, local = suite.load(str(tmp_path / "s.yaml")).targets
+    assert [h.label for h in rbd.hosts] == ["10.0.0.1:8765", "[fd00::2]:8766", "sock:/run/fio.sock"]
+    assert rbd.path == "/dev/rbd0" and rbd.ssh and not local.hosts
+    (tmp_path / "hosts.list").write_text("10.0.0.1\n10.0.0.1,8765\n")
+    with pytest.raises(SuiteError, match=r"s.yaml:2: targets.rbd.hosts_file: 10.0.0.1:8765 is listed twice"):
+        suite.load(str(tmp_path / "s.yaml"))

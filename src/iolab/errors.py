@@ -63,3 +63,10 @@ class Interrupted(IolabError):
     """The user pressed Ctrl-C (or iolab got SIGTERM); finished results are kept."""
 
     exit_code = 130
+
+
+class HostError(IolabError):
+    """A remote host cannot be used: unreachable, no fio server, another fio version, lost mid-run.
+
+    The message names the host and the cause.
+    """

@@ -24,13 +24,14 @@ from typing import Any
 
 from . import host, jobfile, lint, pinning, safety, targets, tuning, units
 from . import method as method_mod
-from .errors import Interrupted, IolabError, SafetyError, SuiteError
+from .errors import HostError, Interrupted, IolabError, SafetyError, SuiteError
 from .host import format_cpu_list as format_cpus
 from .model import BlockDeviceFacts, FioReport, ResultRecord, TargetFacts, to_jsonable
+from .remote import jobs as remote_jobs
 from .runner import local
 from .runner.status import Status
 from .store import PendingResult, Store
-from .suite import JobSpec, PlannedJob, Suite, plan, render_job
+from .suite import JobSpec, PlannedJob, Suite, Target, plan, render_job
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
 TIMEOUT_SLACK_S = 300.0
@@ -60,6 +61,7 @@ class Plan:
     scratch: tuple[str, ...] = ()
     findings: tuple[lint.Finding, ...] = ()
     pins: Mapping[str, str] = field(default_factory=dict)
+    remote: Mapping[str, remote_jobs.RemoteTarget] = field(default_factory=dict)
 
     @property
     def errors(self) -> tuple[lint.Finding, ...]:
@@ -83,6 +85,8 @@ class JobEvent:
     (``detail`` says what happens: tuning, preconditioning rounds) or ``end``.
 
     ``index``/``total`` count the invocations this call runs (not the whole plan when resuming).
+    A ``status`` event of a remote target names its ``host``; its ``status`` is None while the
+    host starts, and when it is lost, ``note`` saying why.
     """
 
     kind: str
@@ -96,6 +100,8 @@ class JobEvent:
     outcome: str | None = None
     error: str | None = None
     detail: str | None = None
+    host: str | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +150,8 @@ def _job_paths(sections: tuple[jobfile.Section, ...]) -> list[str]:
 def _resolve(suite: Suite) -> Suite:
     """Target paths made absolute (fio runs in another directory)."""
     resolved = tuple(
-        replace(t, path=os.path.abspath(os.path.expanduser(t.path))) if t.path else t for t in suite.targets
+        replace(t, path=os.path.abspath(os.path.expanduser(t.path))) if t.path and not t.hosts else t
+        for t in suite.targets
     )
     return replace(suite, targets=resolved)
 
@@ -170,14 +177,18 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, workdi
             strict: bool = True) -> Plan:
     """Inspect targets, render and check every job, apply safety rules, lint; nothing is written.
 
+    Remote targets (with hosts) pass their preflight first (``remote.jobs.preflight``).
+
     Raises ``SafetyError`` (a destructive write, too little space), ``SuiteError`` (fio rejects
     a job: the message names the workload and quotes fio; a method setting does not fit a
-    target), ``TuningError``, ``FioNotFound``. With ``strict=False`` (``iolab lint``) fio's
-    rejections and safety refusals become error findings (``FIO``, ``P16``) instead. Lint
-    findings are in ``Plan.findings`` either way; the caller decides whether errors stop it.
+    target), ``TuningError``, ``HostError`` (a host fails its preflight), ``FioNotFound``.
+    With ``strict=False`` (``iolab lint``) fio's rejections and safety refusals become error
+    findings (``FIO``, ``P16``) instead. Lint findings are in ``Plan.findings`` either way; the
+    caller decides whether errors stop it.
     """
     suite = _resolve(suite)
-    facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path}
+    facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
+    remote = {t.name: remote_jobs.preflight(t, options.fio) for t in suite.targets if t.hosts}
     pins = _pins(suite, facts)
     items: list[PlanItem] = []
     checked: dict[str, None] = {}
@@ -185,7 +196,8 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, workdi
     with tempfile.TemporaryDirectory(prefix="iolab-check-") as tmp:
         for job in plan(suite, repeat):
             spec = job.spec
-            kind = facts[spec.target.name].kind if spec.target.path else None
+            kind = facts[spec.target.name].kind if spec.target.name in facts else None
+            kind = remote[spec.target.name].kind if spec.target.name in remote else kind
             text = render_job(spec, kind, pinning.fio_options(pins[spec.target.name]) if spec.target.name in pins
                               else ())
             if text not in checked:
@@ -208,13 +220,14 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, workdi
             ))
     try:
         scratch = _check_targets(suite, items, facts, options)
+        _check_remote_targets(remote, items, options)
     except SafetyError as exc:
         if strict:
             raise
         scratch = ()
         refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "", "iolab safety guard (DESIGN.md)"))
     plan_ = Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch,
-                 pins={name: format_cpus(cpus) for name, cpus in pins.items()})
+                 pins={name: format_cpus(cpus) for name, cpus in pins.items()}, remote=remote)
     findings = lint.merge([*refused, *lint.lint_plan(plan_, host.host_facts())])
     return replace(plan_, findings=tuple(findings))
 
@@ -260,6 +273,8 @@ def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targ
                    options: RunOptions) -> tuple[str, ...]:
     scratch = []
     for target in suite.targets:
+        if target.hosts:
+            continue  # _check_remote_targets
         mine = [i for i in items if i.job.spec.target.name == target.name]
         paths = [target.path] if target.path else sorted({p for i in mine for p in _job_paths(i.job.spec.sections)})
         for path in paths:
@@ -276,6 +291,15 @@ def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targ
     return tuple(scratch)
 
 
+def _check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items: list[PlanItem],
+                          options: RunOptions) -> None:
+    for name, rt in remote.items():
+        mine = [i for i in items if i.job.spec.target.name == name]
+        sections = [(i.job.spec, s) for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
+        remote_jobs.check_safety(rt.target, rt.target_facts, any(i.writes for i in mine), options.destroy,
+                                 _needed_bytes(sections, rt.kind))
+
+
 def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = None,
           tags: Mapping[str, str] | None = None) -> int:
     """Store the run and every planned invocation as pending; returns the run id.
@@ -290,8 +314,9 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
         options={"keep_files": options.keep_files, "scratch": list(plan_.scratch), "source": plan_.suite.source,
                  "method": method_options(plan_),
                  "targets": {t.name: t.path for t in plan_.suite.targets},
+                 "remote": remote_jobs.stored_options(plan_.suite.targets),
                  "preexisting": {t.path: sorted(_fio_files(t.path)) for t in plan_.suite.targets
-                                 if t.path and plan_.facts[t.name].kind == "directory"},
+                                 if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"},
                  **options.extra},
     )
     store.add_pending(run_id, (
@@ -319,18 +344,29 @@ def execute(store: Store, run_id: int, options: RunOptions,
             on_event: Callable[[JobEvent], None] = lambda e: None) -> str:
     """Run every invocation of ``run_id`` that has not ended yet; returns the run's status.
 
-    Status: ``complete`` (all ok) or ``failed`` (some job failed; fio's message is stored).
+    Status: ``complete`` (all ok), ``partial`` (hosts of a remote target were lost mid-run; the
+    other hosts' results are kept) or ``failed`` (some job failed; fio's message is stored).
+    Remote targets pass their preflight before any job (raises ``HostError``).
     Raises ``Interrupted`` on Ctrl-C/SIGTERM after stopping fio; finished results are kept and
     the job in flight is marked ``interrupted`` so that ``--resume`` runs it again.
     """
     run = store.get_run(run_id)
     todo = [r for r in run.results if r.status in ("pending", "running", "interrupted")]
+    try:
+        remote = _remote_targets(run.info.options, todo, options)
+    except HostError as exc:
+        store.finish_run(run_id, "failed")
+        hint = f"{exc.hint}; then " if exc.hint else ""
+        raise HostError(exc.message, hint=f"{hint}finish the run with: iolab run --resume {run_id}") from None
     store.update_run(run_id, status="running", finished_at=None)
     method = _JobMethod(run.info.options.get("method") or {}, options)
     try:
         with _sigterm_as_interrupt():
             for index, result in enumerate(todo):
-                _run_one(store, result, index, len(todo), options, on_event, method)
+                if result.target in remote:
+                    _run_remote(store, result, index, len(todo), options, on_event, remote[result.target])
+                else:
+                    _run_one(store, result, index, len(todo), options, on_event, method)
     except tuning.RestoreError:
         store.finish_run(run_id, "failed")  # host settings are not what they were: stop here
         raise
@@ -341,9 +377,48 @@ def execute(store: Store, run_id: int, options: RunOptions,
                           hint=f"finish it with: iolab run --resume {run_id}") from None
     _cleanup(run.info.options, run.results, options.keep_files or run.info.options.get("keep_files", False))
     final = store.get_run(run_id)
-    status = "failed" if any(r.status != "ok" for r in final.results) else "complete"
+    statuses = {r.status for r in final.results}
+    status = "complete" if statuses <= {"ok"} else ("partial" if statuses <= {"ok", "partial"} else "failed")
     store.finish_run(run_id, status)
     return status
+
+
+def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: RunOptions) -> dict[str, Target]:
+    """The remote targets with work left, each past its preflight (raises ``HostError``)."""
+    out = {}
+    for result in todo:
+        target = remote_jobs.target_from_options(result.target, result.target_path, run_options)
+        if target is not None and target.name not in out:
+            remote_jobs.preflight(target, options.fio)
+            out[target.name] = target
+    return out
+
+
+def _run_remote(store: Store, result: Any, index: int, total: int, options: RunOptions,
+                on_event: Callable[[JobEvent], None], target: Target) -> None:
+    """One job on every host of a remote target; its status is ``ok``, ``partial`` or ``failed``."""
+    sections = jobfile.parse(result.job_text)
+    event = {"index": index, "total": total, "target": result.target, "workload": result.workload,
+             "repeat": result.repeat, "expected_s": _job_seconds(sections)}
+    on_event(JobEvent("start", **event))
+    store.save_result(result.id, status="running", started_at=datetime.now(UTC))
+    workdir = Path(tempfile.mkdtemp(prefix="iolab-job-"))
+    try:
+        done = remote_jobs.run_job(
+            result.job_text, target, workdir, options.fio, options.destroy,
+            timeout_s=remote_jobs.time_bound_s(sections, TIMEOUT_SLACK_S),
+            on_status=lambda h: on_event(JobEvent("status", status=h.status, host=h.host, note=h.message, **event)),
+        )
+    except KeyboardInterrupt:
+        store.save_result(result.id, status="interrupted", ended_at=datetime.now(UTC), error="interrupted by the user")
+        raise
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    out = done.client
+    store.save_result(result.id, status=out.status, command=shlex.join(out.command), started_at=out.started_at,
+                      ended_at=out.ended_at, error=out.error, report=out.report, raw_json=out.raw_json,
+                      extra=done.extra)
+    on_event(JobEvent("end", outcome=out.status, error=out.error, **event))
 
 
 def _run_one(store: Store, result: Any, index: int, total: int, options: RunOptions,

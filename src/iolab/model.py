@@ -224,7 +224,8 @@ class HostFacts:
 class RunInfo:
     """A stored run without its results.
 
-    ``status``: ``running``, ``complete``, ``failed`` (some job failed), ``interrupted``.
+    ``status``: ``running``, ``complete``, ``failed`` (some job failed), ``interrupted``,
+    ``partial`` (hosts of a remote target were lost mid-run; the other hosts' results are kept).
     ``origin``: ``run`` (iolab ran fio) or ``imported`` (read from existing fio output).
     ``options`` are the run's settings needed to resume it (``keep_files``, ``repeat`` ...).
     """
@@ -250,9 +251,11 @@ class ResultRecord:
     """One fio invocation of a run: a job on a target, one repetition.
 
     ``status``: ``pending`` (not run yet), ``ok``, ``failed`` (fio error; ``error`` says which),
-    ``interrupted``. ``params`` are the fio options that define the workload (no file names),
+    ``interrupted``, ``partial`` (a remote target's job where some hosts were lost).
+    ``params`` are the fio options that define the workload (no file names),
     ``job_hash`` their digest: equal hashes mean the same I/O pattern. ``extra`` holds what later
-    features attach (tuning values in force, time series ...).
+    features attach (tuning values in force, time series ...; a remote target's per-host
+    records under ``hosts``, see ``remote.jobs.HostRecord``).
     """
 
     id: int

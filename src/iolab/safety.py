@@ -55,7 +55,7 @@ _SIGNATURE_WORDS = {
 }
 
 
-def check_block_write(facts: TargetFacts, destroy: Collection[str]) -> None:
+def check_block_write(facts: TargetFacts, destroy: Collection[str], named: bool | None = None) -> None:
     """Refuse to write or trim a block device unless it is clean and named in ``destroy``.
 
     ``destroy`` holds the paths given with ``--destroy``; each is compared with the target by
@@ -63,13 +63,16 @@ def check_block_write(facts: TargetFacts, destroy: Collection[str]) -> None:
     paths pass (see ``check_free_space``). ``other`` targets (character devices such as NVMe
     generic nodes, FIFOs) cannot be checked for data and pass only when named.
 
+    ``named``, when given, replaces that match: for a device on a remote host, whose device
+    number means nothing here, the caller decides (``remote.jobs``: the exact path was named).
+
     Raises ``SafetyError`` whose message names the device and every reason found, and whose
     hint lists the commands that would clear them (unmount, swapoff, wipefs ...) and the
     exact ``--destroy`` flag. Never modifies the device.
     """
     if facts.kind in ("file", "directory", "missing"):
         return None
-    named = is_named(facts, destroy)
+    named = is_named(facts, destroy) if named is None else named
     flag = f"--destroy {shlex.quote(facts.path)}"
     if facts.kind != "block":
         if named:

@@ -6,6 +6,10 @@ A suite file (YAML)::
     targets:
       ssd: /mnt/ssd                      # a path: file, directory or block device
       hdd: {path: /dev/sdb, size: 8g}
+      rbd:                               # remote: runs on all hosts at once (fio --client)
+        hosts: ["10.0.0.11", "10.0.0.12:8765", "ip6:fd00::13,8765"]   # or hosts_file: hosts.list
+        path: /dev/rbd0                  # on each host
+        ssh: true                        # gather host and device facts over ssh
     defaults: {ioengine: libaio, direct: 1, time_based: 1, runtime: 30s, ramp_time: 5s}
     repeat: 3
     workloads:
@@ -36,12 +40,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import jobfile, pinning, tuning, units
 from .errors import SuiteError
 from .jobfile import Option, Section
 from .method import Method, Precondition, check_precondition
+from .remote import hosts as remote_hosts
+from .remote.hosts import HostSpec
 
 FioValue = str | int | float | bool | None
 RW_VALUES = ("read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite", "randrw",
@@ -55,11 +61,18 @@ class Target:
     ``path`` is a file (created when missing), a directory (fio makes its files inside) or a
     block device; ``None`` for a job file that names its own files. ``size`` is a fio size
     (``8g``) used when a workload sets none.
+
+    With ``hosts`` the target is remote: every workload runs on all hosts at once through fio's
+    client/server mode, ``path`` being the file, directory or device on each host (absolute;
+    a path ending in ``/`` is a directory). ``ssh`` asks iolab to gather host and target facts
+    on every host with the system ssh client (``remote.facts``).
     """
 
     name: str
     path: str | None
     size: str | None = None
+    hosts: tuple[HostSpec, ...] = ()
+    ssh: bool = False
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,9 @@ class _TargetModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     path: str | None = None
     size: str | int | None = None
+    hosts: list[str] | None = None
+    hosts_file: str | None = None
+    ssh: bool = False
 
     @field_validator("size")
     @classmethod
@@ -209,12 +225,40 @@ class _TargetModel(BaseModel):
         _check_size_or_percent(str(v))
         return str(v)
 
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
+        if not v:
+            raise ValueError("an empty list names no host")
+        parsed = []
+        for i, text in enumerate(v):
+            try:
+                parsed.append(remote_hosts.parse(text))
+            except ValueError as exc:
+                raise ValueError(f"[{i}]: {exc}") from None
+        remote_hosts.check_unique(parsed)
+        return v
+
+    @model_validator(mode="after")
+    def _remote(self) -> _TargetModel:
+        if self.hosts is not None and self.hosts_file is not None:
+            raise ValueError("give hosts or hosts_file, not both")
+        remote = self.hosts is not None or self.hosts_file is not None
+        if self.ssh and not remote:
+            raise ValueError("ssh: true needs hosts (or hosts_file): it gathers facts on remote hosts")
+        if remote and not (self.path and self.path.startswith("/")):
+            raise ValueError("a target with hosts needs path: the absolute path of the file, directory or "
+                             "device on each host")
+        return self
+
 
 class _SuiteModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None = None
     description: str = ""
-    targets: dict[str, str | _TargetModel] = Field(default_factory=dict)
+    targets: dict[str, _TargetModel] = Field(default_factory=dict)
     defaults: dict[str, Any] = Field(default_factory=dict)
     workloads: list[dict[str, Any]] = Field(min_length=1)
     repeat: int = Field(default=1, ge=1, le=1000)
@@ -254,6 +298,14 @@ class _SuiteModel(BaseModel):
                 _check_options(options)
             except ValueError as exc:
                 raise ValueError(f"[{i}].{exc}") from None
+        return v
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _target_paths(cls, v: Any) -> Any:
+        """``ssd: /mnt/ssd`` is short for ``ssd: {path: /mnt/ssd}``."""
+        if isinstance(v, dict):
+            return {k: t if isinstance(t, dict) else {"path": t} for k, t in v.items()}
         return v
 
     @field_validator("targets")
@@ -363,8 +415,7 @@ def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
     except ValidationError as exc:
         raise _validation_error(source, text, exc) from None
     targets = tuple(
-        Target(name, t, None) if isinstance(t, str) else Target(name, t.path, None if t.size is None else str(t.size))
-        for name, t in model.targets.items()
+        _target(name, t, source, text) for name, t in model.targets.items()
     )
     workloads = _expand_workloads(model.defaults, model.workloads)
     return Suite(
@@ -372,6 +423,25 @@ def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
         workloads=workloads, repeat=model.repeat, description=model.description, tune=model.tune,
         method=Method(pin=model.pin, drop_caches=model.drop_caches, precondition=model.precondition),
     )
+
+
+def _target(name: str, model: _TargetModel, source: str, text: str) -> Target:
+    """A validated target; a ``hosts_file`` is read relative to the suite file's folder."""
+    hosts = [remote_hosts.parse(h) for h in model.hosts or ()]
+    if model.hosts_file is not None:
+        base = Path(source).parent if not source.startswith(("<", "builtin:")) else Path.cwd()
+        path = base / Path(model.hosts_file).expanduser()
+        line = _yaml_lines(text).get(("targets", name, "hosts_file"))
+        where = f"{source}:{line}: targets.{name}.hosts_file" if line else f"{source}: targets.{name}.hosts_file"
+        try:
+            hosts = remote_hosts.read_file(path)
+            remote_hosts.check_unique(hosts)
+        except OSError as exc:
+            raise SuiteError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise SuiteError(f"{where}: {exc}") from None
+    size = None if model.size is None else str(model.size)
+    return Target(name, model.path, size, hosts=tuple(hosts), ssh=model.ssh)
 
 
 def load_jobfile(text: str, source: str) -> Suite:

@@ -113,3 +113,4 @@ def _report_error(exc: IolabError, echo: Callable[[str], None] | None = None) ->
 
 from . import method as _method  # noqa: E402,F401
 from . import run as _run  # noqa: E402,F401  (registers its commands)
+from . import server as _server  # noqa: E402,F401  (registers its commands)

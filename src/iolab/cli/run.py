@@ -6,13 +6,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from .. import execute
 from ..errors import Interrupted, UsageError
 from ..model import to_jsonable
+from ..remote.jobs import RemoteTarget
 from ..report import results as results_report
 from ..report.table import Cell, Column, Table
+from ..runner.status import Status
 from ..store import Store
 from ..units import format_bytes, format_duration, format_iops, format_rate
 from . import FORMATS, cli, emit_tables, err, out, parse_tags, store_of
@@ -24,6 +27,9 @@ def _describe_plan(plan: execute.Plan) -> None:
     err.print(f"[bold]Plan[/]: suite [cyan]{plan.suite.name}[/] — {len(plan.items)} fio run(s), "
               f"estimated {format_duration(estimate) if estimate is not None else 'unknown (size-based jobs)'}")
     for target in plan.suite.targets:
+        if target.name in plan.remote:
+            _describe_remote(plan.remote[target.name])
+            continue
         facts = plan.facts.get(target.name)
         if facts is None:
             err.print(f"  target [cyan]{target.name}[/]: the job file's own files")
@@ -43,6 +49,20 @@ def _describe_plan(plan: execute.Plan) -> None:
     err.print(f"  workloads: {', '.join(names)}" + (f" × {repeats} repeats" if repeats > 1 else ""))
     for line in describe_method(plan):
         err.print(f"  {line}", markup=False, highlight=False)
+
+
+def _describe_remote(remote: RemoteTarget) -> None:
+    target = remote.target
+    err.print(f"  target [cyan]{target.name}[/]: {target.path} on {len(remote.hosts)} host(s) through fio's "
+              f"client/server mode{' (facts over ssh)' if target.ssh else ''}")
+    for h in remote.hosts:
+        detail = f"{h.server.hostname}, {h.server.fio_version}, {h.server.os} {h.server.arch}, {h.server.cpus} CPUs"
+        t = h.facts.target if h.facts is not None else None
+        if t is not None:
+            detail += f"; {target.path}: {t.kind}" + (f" ({t.device.name})" if t.device is not None else "")
+            if t.kind == "block" and t.size_bytes:
+                detail += f", {format_bytes(t.size_bytes)}"
+        err.print(f"    {h.spec.label} — {detail}", markup=False)
 
 
 def _dry_run(plan: execute.Plan) -> None:
@@ -65,6 +85,7 @@ class _LiveProgress:
             TimeElapsedColumn(), TextColumn("{task.fields[detail]}"), console=err, transient=False,
         )
         self.task: TaskID | None = None
+        self.hosts: dict[str, TaskID] = {}
 
     def __enter__(self) -> _LiveProgress:
         self.progress.__enter__()
@@ -78,13 +99,12 @@ class _LiveProgress:
             (f" #{event.repeat + 1}" if event.repeat else "")
         if event.kind == "start":
             self.task = self.progress.add_task(title, total=event.expected_s, detail="starting fio")
+            self.hosts = {}
+        elif event.kind == "status" and event.host is not None:
+            self._host(event)
         elif event.kind == "status" and self.task is not None and event.status is not None:
             s = event.status
-            detail = f"{format_iops(s.iops)} IOPS  {format_rate(s.bw_bytes_s)} MiB/s" if s.iops is not None \
-                else "ramping / laying out"
-            if s.eta_s is not None:
-                detail += f"  ETA {format_duration(s.eta_s)}"
-            self.progress.update(self.task, completed=s.elapsed_s, detail=detail)
+            self.progress.update(self.task, completed=s.elapsed_s, detail=_status_text(s))
         elif event.kind == "note" and event.detail:
             self.progress.console.print(f"    {event.detail}", style="cyan", markup=False, highlight=False)
         elif event.kind == "end" and self.task is not None:
@@ -92,8 +112,33 @@ class _LiveProgress:
             mark = "[green]✓[/]" if ok else f"[red]✗ {event.outcome}[/]"
             self.progress.update(self.task, completed=event.expected_s or 1, total=event.expected_s or 1,
                                  detail=mark)
+            for host_task in self.hosts.values():
+                self.progress.stop_task(host_task)
             if not ok and event.error:
                 self.progress.console.print(f"    {event.error.splitlines()[0]}", style="red", markup=False)
+
+    def _host(self, event: execute.JobEvent) -> None:
+        """One row per host of a remote target, under its job's row."""
+        assert event.host is not None
+        if event.host not in self.hosts:
+            self.hosts[event.host] = self.progress.add_task(f"    {escape(event.host)}", total=event.expected_s,
+                                                            detail="connecting")
+        task = self.hosts[event.host]
+        s = event.status
+        if s is None and event.note is not None:
+            self.progress.update(task, detail=f"[red]✗ lost: {escape(event.note)}[/]")
+            self.progress.stop_task(task)
+        if s is None:
+            return
+        self.progress.update(task, completed=s.elapsed_s, detail=_status_text(s))
+
+
+def _status_text(s: Status) -> str:
+    detail = f"{format_iops(s.iops)} IOPS  {format_rate(s.bw_bytes_s)} MiB/s" if s.iops is not None \
+        else "ramping / laying out"
+    if s.eta_s is not None:
+        detail += f"  ETA {format_duration(s.eta_s)}"
+    return detail
 
 
 @cli.command()
@@ -159,6 +204,10 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         _print_run(store, run_id, fmt)
         raise
     _print_run(store, run_id, fmt)
+    if status == "partial":
+        err.print(f"[yellow]Run {run_id} is partial[/]: hosts were lost mid-run; the other hosts' results are "
+                  f"stored (iolab show {run_id}).")
+        ctx.exit(1)
     if status != "complete":
         err.print(f"[red]Some jobs failed[/]; their fio messages are stored (iolab show {run_id}).")
         ctx.exit(1)
@@ -185,7 +234,8 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
         ("tags", "tags", False), ("fio", "fio", False), ("host", "host", False)))
     rows = tuple((
         Cell(str(i.id), i.id), Cell(i.created_at.strftime("%Y-%m-%d %H:%M:%S"), i.created_at.isoformat()),
-        Cell(i.status, style={"complete": "green", "failed": "red", "interrupted": "yellow"}.get(i.status)),
+        Cell(i.status, style={"complete": "green", "failed": "red", "interrupted": "yellow",
+                              "partial": "yellow"}.get(i.status)),
         Cell(i.origin), Cell(i.suite_name), Cell(i.label or ""),
         Cell(" ".join(f"{k}={v}" for k, v in i.tags.items())), Cell(i.fio_version or "–"),
         Cell(i.host.hostname if i.host and i.host.hostname else "–"),

@@ -4,6 +4,11 @@ documented JSON document (schema ``iolab.run/1``, see README "JSON output").
 Per repetition, the fio jobs of one workload (numjobs clones, several sections of a job file
 with the same name) are merged first (``fio.merge``: IOPS summed, percentiles from merged
 histograms); the repetitions are then summarised with mean ± sample stdev (``stats.describe``).
+
+A result of a remote target (fio's client/server mode) gives one row per host and an ``all
+hosts`` row: the merge of every host's jobs, computed by iolab (never fio's "All clients"). A
+``partial`` repetition (a host was lost) counts in the rows of the hosts that reported, not in
+the ``all hosts`` row, which would otherwise mix two different sets of hosts.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ from typing import Any
 from .. import stats
 from ..fio.merge import summarize
 from ..model import DirectionStats, ResultRecord, Run, to_jsonable
+from ..remote.hosts import label_of
 from ..units import format_iops, format_ns, format_rate
 from .method import method_notes
 from .table import Cell, Column, Table
 
 SCHEMA = "iolab.run/1"
+#: The ``host`` of the row that aggregates every host of a remote target.
+ALL_HOSTS = "all hosts"
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,8 @@ class ResultRow:
     """One target × workload × fio job × direction, over its repetitions.
 
     Each ``*_values`` tuple holds one entry per successful repetition (None where unknown).
-    Units: IOPS, bytes/s, ns.
+    Units: IOPS, bytes/s, ns. ``host`` is None for a local target, else a host's label or
+    ``ALL_HOSTS``; ``partial`` counts repetitions in which some host was lost.
     """
 
     target: str
@@ -39,6 +48,8 @@ class ResultRow:
     clat_mean_values: tuple[float | None, ...]
     clat_p99_values: tuple[float | None, ...]
     failed: int = 0
+    host: str | None = None
+    partial: int = 0
 
     @property
     def iops(self) -> stats.Summary:
@@ -76,31 +87,62 @@ def per_repeat(result: ResultRecord) -> dict[tuple[str, str], DirectionStats]:
     return out
 
 
+def per_host(result: ResultRecord) -> dict[tuple[str, str, str], DirectionStats]:
+    """``(host label, fio job name, direction) -> merged stats`` of a client/server result;
+    empty for a local one."""
+    if result.report is None:
+        return {}
+    by_host: dict[tuple[str, str], list[Any]] = {}
+    for job in result.report.jobs:
+        if job.hostname is not None:
+            by_host.setdefault((label_of(job.hostname, job.port), job.name), []).append(job)
+    return {(host, name, direction): merged for (host, name), jobs in by_host.items()
+            for direction, merged in summarize(jobs).items()}
+
+
 def result_rows(run: Run) -> list[ResultRow]:
-    """Rows in plan order of first appearance."""
-    values: dict[tuple[str, str, str, str], list[DirectionStats]] = {}
+    """Rows in plan order of first appearance; a remote target's host rows come before its
+    ``all hosts`` row."""
+    values: dict[tuple[str, str, str, str, str | None], list[DirectionStats]] = {}
     failed: dict[tuple[str, str], int] = {}
+    partial: dict[tuple[str, str], int] = {}
+    order: dict[str, int] = {}  # hosts in the target's order, as the per-host records list them
     for result in run.results:
-        if result.status != "ok":
+        for record in (result.extra or {}).get("hosts", ()):
+            order.setdefault(record["host"], len(order))
+        key = (result.target, result.workload)
+        if result.status not in ("ok", "partial"):
             if result.status == "failed":
-                failed[(result.target, result.workload)] = failed.get((result.target, result.workload), 0) + 1
+                failed[key] = failed.get(key, 0) + 1
+            continue
+        hosts = per_host(result)
+        for (label, job, direction), d in hosts.items():
+            values.setdefault((*key, job, direction, label), []).append(d)
+            values.setdefault((*key, job, direction, ALL_HOSTS), [])  # shown even if no repeat had every host
+        if result.status == "partial":
+            partial[key] = partial.get(key, 0) + 1
             continue
         for (job, direction), d in per_repeat(result).items():
-            values.setdefault((result.target, result.workload, job, direction), []).append(d)
+            values.setdefault((*key, job, direction, ALL_HOSTS if hosts else None), []).append(d)
+    groups = list(dict.fromkeys(k[:4] for k in values))
     rows = []
-    for (target, workload, job, direction), ds in values.items():
+    for (target, workload, job, direction, host), ds in sorted(values.items(), key=lambda kv: (
+            groups.index(kv[0][:4]), kv[0][4] == ALL_HOSTS, order.get(kv[0][4] or "", len(order)), kv[0][4] or "")):
         lat = [_clat(d) for d in ds]
         rows.append(ResultRow(
             target=target, workload=workload, job=job, direction=direction,
             iops_values=tuple(d.iops for d in ds), bw_values=tuple(d.bw_bytes_s for d in ds),
             clat_mean_values=tuple(lt.mean_ns if lt else None for lt in lat),
             clat_p99_values=tuple(lt.percentile(99) if lt else None for lt in lat),
-            failed=failed.get((target, workload), 0),
+            failed=failed.get((target, workload), 0), host=host, partial=partial.get((target, workload), 0),
         ))
-    seen = {(r.target, r.workload) for r in rows}
+    seen = {(r.target, r.workload) for r in rows if r.host in (None, ALL_HOSTS)}
     for (target, workload), count in failed.items():
         if (target, workload) not in seen:
             rows.append(ResultRow(target, workload, workload, "–", (), (), (), (), failed=count))
+    for (target, workload), count in partial.items():
+        if (target, workload) not in seen:
+            rows.append(ResultRow(target, workload, workload, "–", (), (), (), (), host=ALL_HOSTS, partial=count))
     return rows
 
 
@@ -117,12 +159,16 @@ def _spread(summary: stats.Summary, fmt: Any) -> str:
 def results_table(run: Run) -> Table:
     """The run's results for people: IOPS, MiB/s, mean and p99 clat.
 
-    With repeats each cell is ``mean ±CV%`` (sample stdev relative to the mean).
+    With repeats each cell is ``mean ±CV%`` (sample stdev relative to the mean). A remote
+    target adds a ``host`` column: one row per host, then the ``all hosts`` row.
     """
     rows = result_rows(run)
     show_job = any(r.job != r.workload for r in rows)
     show_failed = any(r.failed for r in rows)
-    columns = [Column("target", "target"), Column("workload", "workload")]
+    show_host = any(r.host for r in rows)
+    show_partial = any(r.partial for r in rows)
+    columns = [Column("target", "target")] + ([Column("host", "host")] if show_host else [])
+    columns.append(Column("workload", "workload"))
     if show_job:
         columns.append(Column("job", "fio job"))
     columns += [
@@ -132,9 +178,14 @@ def results_table(run: Run) -> Table:
     ]
     if show_failed:
         columns.append(Column("failed", "failed", True))
+    if show_partial:
+        columns.append(Column("partial", "partial", True))
     table_rows = []
     for r in rows:
-        cells = [Cell(r.target), Cell(r.workload)] + ([Cell(r.job)] if show_job else [])
+        cells = [Cell(r.target)]
+        if show_host:
+            cells.append(Cell(r.host or "", style="bold" if r.host == ALL_HOSTS else None))
+        cells += [Cell(r.workload)] + ([Cell(r.job)] if show_job else [])
         cells += [
             Cell(r.direction), Cell(str(len(r.iops_values)), len(r.iops_values)),
             Cell(_spread(r.iops, format_iops), r.iops.mean),
@@ -144,6 +195,8 @@ def results_table(run: Run) -> Table:
         ]
         if show_failed:
             cells.append(Cell(str(r.failed) if r.failed else "", r.failed, "red" if r.failed else None))
+        if show_partial:
+            cells.append(Cell(str(r.partial) if r.partial else "", r.partial, "yellow" if r.partial else None))
         table_rows.append(tuple(cells))
     info = run.info
     title = f"run {info.id}: {info.suite_name}" + (f" [{info.label}]" if info.label else "") + f" ({info.status})"
@@ -152,6 +205,10 @@ def results_table(run: Run) -> Table:
         notes += ("± is the repeats' sample standard deviation relative to the mean (CV)",)
     notes += tuple(f"failed: {r.target}/{r.workload} repeat {r.repeat + 1}: {(r.error or '').splitlines()[0]}"
                    for r in run.results if r.status == "failed")
+    if show_partial:
+        notes += (f"partial: a host was lost; those repeats count for the hosts that reported, not for '{ALL_HOSTS}'",)
+    notes += tuple(f"partial: {r.target}/{r.workload} repeat {r.repeat + 1}: {line}"
+                   for r in run.results if r.status == "partial" for line in (r.error or "").splitlines())
     return Table(title=title, columns=tuple(columns), rows=tuple(table_rows), notes=notes)
 
 
@@ -169,7 +226,12 @@ def _strip_bins(obj: Any) -> Any:
 
 
 def run_document(run: Run) -> dict[str, Any]:
-    """The JSON document of a run (schema ``iolab.run/1``); histogram bins are left out."""
+    """The JSON document of a run (schema ``iolab.run/1``); histogram bins are left out.
+
+    A result of a remote target has ``summary`` over all hosts (of those that reported, when
+    ``partial``), ``summary_by_host`` and, in ``extra.hosts``, each host's status, error, server
+    and facts; its summary rows carry ``host`` (a label or ``"all hosts"``; null when local).
+    """
     results = []
     for r in run.results:
         doc = _strip_bins(to_jsonable(r))
@@ -177,12 +239,19 @@ def run_document(run: Run) -> dict[str, Any]:
         report = r.report
         doc["fio_version"] = report.fio_version if report else None
         doc["jobs"] = _strip_bins(to_jsonable(list(report.jobs))) if report else []
+        doc["disk_util"] = to_jsonable(list(report.disk_util)) if report else []
         doc["summary"] = {f"{job}/{direction}" if job != r.workload else direction: _strip_bins(to_jsonable(d))
                           for (job, direction), d in per_repeat(r).items()}
+        by_host: dict[str, dict[str, Any]] = {}
+        for (host, job, direction), d in per_host(r).items():
+            key = f"{job}/{direction}" if job != r.workload else direction
+            by_host.setdefault(host, {})[key] = _strip_bins(to_jsonable(d))
+        if by_host:
+            doc["summary_by_host"] = by_host
         results.append(doc)
     rows = [{
-        "target": row.target, "workload": row.workload, "job": row.job, "direction": row.direction,
-        "repeats": len(row.iops_values), "failed": row.failed,
+        "target": row.target, "host": row.host, "workload": row.workload, "job": row.job,
+        "direction": row.direction, "repeats": len(row.iops_values), "failed": row.failed, "partial": row.partial,
         "iops": _summary_json(row.iops, row.iops_values),
         "bw_bytes_s": _summary_json(row.bw, row.bw_values),
         "clat_mean_ns": _summary_json(row.clat_mean, row.clat_mean_values),

@@ -1,0 +1,121 @@
+"""Host and target facts of remote hosts, gathered with the system ssh client.
+
+The remote side runs the very code that describes local hosts and targets (``iolab.host``,
+``iolab.targets``), so a remote fact means what a local one means. iolab does not need to be
+installed there: the sources of those modules travel with the program that ``python3 -`` reads
+from ssh's stdin; they are imported from memory, results go back as JSON on stdout. The remote
+host needs ``python3`` (3.9+) and, for device facts, the same tools as a local host (``blkid``,
+``wipefs``, read access to the device).
+
+ssh runs with ``BatchMode=yes`` (never a password prompt) and a connect timeout. ``$IOLAB_SSH``
+replaces the ``ssh`` command (e.g. ``ssh -F ~/.ssh/lab_config``); users, keys and jump hosts
+belong in the ssh configuration. A ``sock:`` host is this machine, so its facts are local.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import host as host_mod
+from .. import targets
+from ..errors import HostError
+from ..model import HostFacts, TargetFacts, from_jsonable
+from .hosts import HostSpec, on_each
+
+_MODULES = ("iolab", "iolab.errors", "iolab.model", "iolab.host", "iolab.targets")
+
+_BOOTSTRAP = r'''
+import dataclasses, importlib.abc, importlib.util, json, sys, types
+
+
+class _Sources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name in SOURCES:
+            return importlib.util.spec_from_loader(name, self, is_package=name == "iolab")
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        code = compile(SOURCES[module.__name__], "<iolab:%s>" % module.__name__, "exec")
+        exec(code, module.__dict__)
+
+
+sys.meta_path.insert(0, _Sources())
+sys.modules["pydantic"] = types.SimpleNamespace(TypeAdapter=None)  # only iolab's (de)serialisers use it
+from iolab import host, targets  # noqa: E402
+
+
+def plain(obj):
+    return None if obj is None else dataclasses.asdict(obj)
+
+
+result = {"host": plain(host.host_facts(host.fio_version())),
+          "target": plain(targets.inspect(PATH)) if PATH else None}
+print("IOLAB-FACTS " + json.dumps(result))
+'''
+
+
+@dataclass(frozen=True)
+class RemoteFacts:
+    """Facts of one host: the machine, and the target path on it (None when no path)."""
+
+    host: HostFacts
+    target: TargetFacts | None
+
+
+def ssh_command() -> list[str]:
+    """The ssh client command: ``$IOLAB_SSH`` split like a shell would, else ``ssh``."""
+    return shlex.split(os.environ.get("IOLAB_SSH") or "ssh")
+
+
+def program(path: str | None) -> str:
+    """The Python program the remote ``python3 -`` runs (sources embedded, no quoting needed)."""
+    root = Path(host_mod.__file__).parent
+    sources = {}
+    for name in _MODULES:
+        rel = "__init__.py" if name == "iolab" else name.split(".", 1)[1] + ".py"
+        sources[name] = (root / rel).read_text()
+    return f"SOURCES = {json.dumps(sources)}\nPATH = {json.dumps(path)}\n{_BOOTSTRAP}"
+
+
+def gather(host: HostSpec, path: str | None, timeout_s: float = 60.0) -> RemoteFacts:
+    """Facts of ``host`` and of ``path`` on it. Raises ``HostError`` naming the host and why
+    (ssh cannot connect or log in, no python3, the program failed, no answer in time)."""
+    if host.kind == "sock":
+        facts = host_mod.host_facts(host_mod.fio_version())
+        return RemoteFacts(facts, targets.inspect(path) if path else None)
+    argv = [*ssh_command(), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout_s / 4))}",
+            host.host, "python3 -"]
+    hint = ("ssh: true needs ssh without a password prompt (keys, BatchMode) and python3 on the host; "
+            "set $IOLAB_SSH for ssh options")
+    try:
+        proc = subprocess.run(argv, input=program(path), capture_output=True, text=True, timeout=timeout_s,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        raise HostError(f"{host}: gathering facts over ssh took longer than {timeout_s:g} s", hint=hint) from None
+    except OSError as exc:
+        raise HostError(f"{host}: cannot run ssh ({argv[0]}): {exc.strerror or exc}", hint=hint) from None
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("IOLAB-FACTS ")), None)
+    if proc.returncode != 0 or line is None:
+        said = [x for x in proc.stderr.strip().splitlines() if x.strip()]
+        cause = said[-1] if said else f"ssh exited {proc.returncode}"
+        raise HostError(f"{host}: gathering facts over ssh failed: {cause}", hint=hint)
+    data = json.loads(line.removeprefix("IOLAB-FACTS "))
+    target = from_jsonable(TargetFacts, data["target"]) if data["target"] else None
+    return RemoteFacts(from_jsonable(HostFacts, data["host"]), target)
+
+
+def gather_all(hosts: list[HostSpec], path: str | None, timeout_s: float = 60.0) -> list[RemoteFacts]:
+    """``gather`` on every host at once. Raises ``HostError`` naming every host that failed."""
+    results = on_each(hosts, lambda h: gather(h, path, timeout_s), timeout_s + 10, "gathering facts")
+    errors = [r for r in results.values() if isinstance(r, HostError)]
+    if errors:
+        raise HostError("\n".join(e.message for e in errors), hint=errors[0].hint)
+    return [r for r in results.values() if isinstance(r, RemoteFacts)]

@@ -1,0 +1,223 @@
+"""Remote targets in a run: preflight before any job, safety, one job on all hosts at once.
+
+``preflight`` checks every host of a target before anything runs: a fio server answers within
+the timeout, and it is the local fio's version (the protocol is version-locked, FIO_NOTES §4.1).
+With ``ssh: true`` it also gathers host and target facts on every host (``remote.facts``); they
+decide how the path is given to fio and feed the same safety rules as local targets.
+
+``run_job`` runs one job on all hosts (``runner.client``) and describes each host's part for
+the store: ``extra["hosts"]`` of the result holds one ``HostRecord`` per host (``host_records``
+reads them back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import jobfile, safety, units
+from ..errors import HostError, SafetyError
+from ..model import HostFacts, ResultRecord, TargetFacts, from_jsonable, to_jsonable
+from ..runner import client, local
+from ..suite import Target
+from . import facts as remote_facts
+from . import hosts as host_specs
+from . import protocol
+from .facts import RemoteFacts
+from .hosts import HostSpec
+from .protocol import ProbeReply
+
+#: Seconds a host has to answer the preflight probe (connect and reply).
+PREFLIGHT_TIMEOUT_S = 5.0
+#: The bound of a remote job whose duration fio decides (no ``runtime``): one hour.
+DEFAULT_BOUND_S = 3600.0
+
+
+@dataclass(frozen=True)
+class RemoteHost:
+    """A host as preflight found it: its server's own description, and facts with ``ssh``."""
+
+    spec: HostSpec
+    server: ProbeReply
+    facts: RemoteFacts | None = None
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """A remote target after preflight. ``kind`` is the path's kind on the hosts (``file``,
+    ``directory``, ``block``, ``missing``, ``other``); without ssh facts it is ``directory`` for
+    a path ending in ``/`` and ``file`` otherwise (fio then gets ``filename=``, right for
+    devices too)."""
+
+    target: Target
+    hosts: tuple[RemoteHost, ...]
+    kind: str
+
+    @property
+    def target_facts(self) -> dict[HostSpec, TargetFacts | None]:
+        return {h.spec: h.facts.target if h.facts is not None else None for h in self.hosts}
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """One host's part of a stored result (``extra["hosts"]``): ``status`` ``ok``, ``failed`` or
+    ``lost``; ``error`` names the cause; ``server`` is what the fio server said about itself;
+    ``facts``/``target_facts`` come from ssh (None without)."""
+
+    host: str
+    status: str
+    error: str | None = None
+    server: Mapping[str, Any] | None = None
+    facts: HostFacts | None = None
+    target_facts: TargetFacts | None = None
+
+
+@dataclass(frozen=True)
+class RemoteOutcome:
+    """``client`` is the fio run; ``records`` describe each host, in the target's host order."""
+
+    client: client.ClientOutcome
+    records: tuple[HostRecord, ...]
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return {"hosts": [to_jsonable(r) for r in self.records]}
+
+
+def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIMEOUT_S) -> RemoteTarget:
+    """Check every host of ``target`` (see the module docstring), all at once.
+
+    Raises ``HostError`` listing every host that fails, each with its cause (nothing listens,
+    no answer in time, not a fio server, another fio version, ssh failed).
+    """
+    local_version = f"fio-{local.fio_version(fio)}"
+    version = protocol.local_protocol_version(local.find_fio(fio))
+    answers = protocol.probe_all(list(target.hosts), version, timeout_s)
+    problems = []
+    for spec, answer in answers.items():
+        if isinstance(answer, HostError):
+            problems.append(answer.message)
+        elif answer.fio_version != local_version:
+            problems.append(f"{spec}: its fio server is {answer.fio_version} ({answer.hostname}), local fio is "
+                            f"{local_version}; client and server must be the same fio")
+    if problems:
+        raise HostError(f"target {target.name}: preflight failed for {len(problems)} of {len(answers)} host(s):\n  "
+                        + "\n  ".join(problems),
+                        hint="start `iolab server start --bind ADDRESS` (same fio version) on each host, "
+                        "or remove the host from the target")
+    found = remote_facts.gather_all(list(target.hosts), target.path) if target.ssh else None
+    hosts = tuple(RemoteHost(spec, answers[spec], found[i] if found else None)  # type: ignore[arg-type]
+                  for i, spec in enumerate(target.hosts))
+    return RemoteTarget(target=target, hosts=hosts, kind=_kind(target, hosts))
+
+
+def _kind(target: Target, hosts: Sequence[RemoteHost]) -> str:
+    kinds = {h.spec.label: h.facts.target.kind for h in hosts if h.facts is not None and h.facts.target is not None}
+    if not kinds:
+        return "directory" if (target.path or "").endswith("/") else "file"
+    if len({k == "directory" for k in kinds.values()}) > 1:
+        listing = ", ".join(f"{h}: {k}" for h, k in kinds.items())
+        raise HostError(f"target {target.name}: {target.path} is a directory on some hosts and not on others "
+                        f"({listing})")
+    return "block" if "block" in kinds.values() else next(iter(kinds.values()))
+
+
+def check_safety(target: Target, target_facts: Mapping[HostSpec, TargetFacts | None], writes: bool,
+                 destroy: Collection[str], needed_bytes: int) -> None:
+    """The local safety rules, host by host, on the facts ssh gathered.
+
+    A job that writes a remote block device needs ``ssh: true`` (without facts iolab cannot
+    check the device, and not knowing is not clean) and ``--destroy PATH`` naming the exact path
+    of the target (device numbers mean nothing across hosts). Files need room on every host.
+    Raises ``SafetyError`` naming the host.
+    """
+    path = target.path or ""
+    named = path in destroy
+    without_facts = [h for h in target.hosts if target_facts.get(h) is None]
+    if writes and without_facts and path.startswith("/dev/"):
+        raise SafetyError(
+            f"refusing to write to {path} on the hosts of target {target.name}: iolab cannot check a remote "
+            "device for data without ssh" + ("" if named else ", and it is not named with --destroy"),
+            hint=f"add `ssh: true` to the target so iolab checks the device on every host, and pass --destroy {path}",
+        )
+    for spec, facts in target_facts.items():
+        if facts is None:
+            continue
+        try:
+            if writes:
+                safety.check_block_write(facts, destroy, named=named)
+            safety.check_free_space(facts, needed_bytes)
+        except SafetyError as exc:
+            raise SafetyError(f"{spec}: {exc.message}", hint=exc.hint) from None
+
+
+def time_bound_s(sections: Sequence[jobfile.Section], slack_s: float) -> float:
+    """How long a remote job may take: twice its ``ramp_time + runtime`` plus ``slack_s``
+    (file layout, startup), or ``DEFAULT_BOUND_S`` when a job has no ``runtime``. A remote job
+    always has a bound: a lost host must never hang a run."""
+    longest = 0.0
+    for _, opts in jobfile.effective_jobs(sections):
+        runtime = opts.get("runtime") or opts.get("timeout")
+        if not runtime:
+            return DEFAULT_BOUND_S + slack_s
+        longest = max(longest, (units.parse_duration_us(runtime)
+                                + units.parse_duration_us(opts.get("ramp_time") or "0")) / 1e6)
+    return longest * 2 + slack_s
+
+
+def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Collection[str], timeout_s: float,
+            on_status: Callable[[client.HostStatus], None] | None = None) -> RemoteOutcome:
+    """Run one job on every host of ``target`` at once (``runner.client.run``).
+
+    With ``ssh`` the facts are gathered again first (stored with the result) and a job that
+    writes is checked against them, as a local job is right before fio starts (raises
+    ``SafetyError``). A host whose facts cannot be gathered takes part all the same; the
+    failure is in its record.
+    """
+    found: dict[HostSpec, RemoteFacts | str] = {}
+    if target.ssh:
+        for spec in target.hosts:
+            try:
+                found[spec] = remote_facts.gather(spec, target.path)
+            except HostError as exc:
+                found[spec] = exc.message
+    sections = jobfile.parse(job_text)
+    if target.ssh and any(safety.writes(o) for _, o in jobfile.effective_jobs(sections)):
+        fresh = {s: f.target if isinstance(f, RemoteFacts) else None for s, f in found.items()}
+        check_safety(target, fresh, True, destroy, 0)
+    outcome = client.run(job_text, list(target.hosts), workdir, on_status, fio=fio, timeout_s=timeout_s)
+    records = []
+    for spec, host in zip(target.hosts, outcome.hosts, strict=True):
+        f = found.get(spec)
+        error = host.error
+        if isinstance(f, str):
+            error = f"{error}\n{f}" if error else f
+        records.append(HostRecord(
+            host=host.host, status=host.status, error=error,
+            server=to_jsonable(host.server) if host.server else None,
+            facts=f.host if isinstance(f, RemoteFacts) else None,
+            target_facts=f.target if isinstance(f, RemoteFacts) else None,
+        ))
+    return RemoteOutcome(outcome, tuple(records))
+
+
+def host_records(result: ResultRecord) -> tuple[HostRecord, ...]:
+    """The per-host records of a remote result (empty for a local one)."""
+    return tuple(from_jsonable(HostRecord, r) for r in (result.extra or {}).get("hosts", ()))
+
+
+def target_from_options(name: str, path: str | None, run_options: Mapping[str, Any]) -> Target | None:
+    """The remote target ``name`` of a stored run (``run_options["remote"]``, written by
+    ``execute.start``), or None when the target is local."""
+    stored = (run_options.get("remote") or {}).get(name)
+    if stored is None:
+        return None
+    return Target(name, path, hosts=tuple(host_specs.parse(h) for h in stored["hosts"]), ssh=bool(stored["ssh"]))
+
+
+def stored_options(targets: Sequence[Target]) -> dict[str, Any]:
+    """What ``target_from_options`` needs, for the run's stored options."""
+    return {t.name: {"hosts": [h.fio_arg for h in t.hosts], "ssh": t.ssh} for t in targets if t.hosts}
+

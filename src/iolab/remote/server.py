@@ -1,0 +1,192 @@
+"""Start, stop and inspect a fio server (``fio --server``) bound to one address.
+
+fio's server has no authentication and no encryption: whoever can connect submits job files
+that run as the server's user, and fio's options include running commands
+(``exec_prerun``, ``ioengine=exec``, ``--trigger``; FIO_NOTES §4.4). So iolab binds it to the
+address given, refuses the wildcard address unless told otherwise, and says so on start.
+
+iolab starts fio in its own session, with its messages in a log file next to the pidfile,
+rather than with fio's ``--daemonize=PIDFILE``: that returns 0 before the server binds, and a
+server that then fails (``fio: bind: Cannot assign requested address``) only removes its
+pidfile and tells syslog (``fio_start_server()``, server.c@fio-3.33; observed). iolab waits until
+the server answers a probe and otherwise quotes its log. fio binds with ``SO_REUSEPORT``, so a
+second server on the same address and port starts without complaint and the kernel splits the
+connections between the two; iolab refuses to start one where something already listens.
+
+The pidfile holds the pid on its first line (as pidfiles do) and iolab's record as JSON on the
+second. Before signalling, iolab checks that the pid is still that fio server (command line and
+start time in ``/proc``), so a reused pid is never killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..errors import HostError, UsageError
+from ..runner.local import find_fio
+from .hosts import HostSpec
+from .protocol import ProbeReply, connect, local_protocol_version, probe
+
+WILDCARDS = ("0.0.0.0", "::", "")
+SECURITY_WARNING = (
+    "fio's server has no authentication and no encryption: anyone who can connect to it can run job files as "
+    "this user ({user}), which includes reading and writing any file and running commands (exec_prerun, "
+    "ioengine=exec). Bind it only to a private interface, and stop it when the tests are done."
+)
+
+
+@dataclass(frozen=True)
+class ServerRecord:
+    """A server iolab started: ``spec`` is fio's ``--server`` argument, ``label`` the host
+    label clients use, ``start_ticks`` the process start time (``/proc/PID/stat`` field 22)."""
+
+    pid: int
+    spec: str
+    label: str
+    fio: str
+    log: str
+    started_at: str
+    start_ticks: int
+
+
+def state_dir() -> Path:
+    """Where pidfiles and logs go: ``$XDG_RUNTIME_DIR/iolab``, else ``~/.local/state/iolab``."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / "iolab"
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "iolab"
+
+
+def default_pidfile(bind: HostSpec) -> Path:
+    return state_dir() / f"fio-server-{re.sub(r'[^A-Za-z0-9.-]+', '_', bind.label).strip('_')}.pid"
+
+
+def start(bind: HostSpec, pidfile: Path | None = None, fio: str = "fio", all_interfaces: bool = False,
+          timeout_s: float = 10.0) -> ServerRecord:
+    """Start ``fio --server`` on ``bind`` and wait until it answers a probe.
+
+    Raises ``UsageError`` for a wildcard address without ``all_interfaces``, when the pidfile
+    names a live server or something already listens there; ``HostError`` when fio exits or does
+    not answer within ``timeout_s`` (the message quotes fio's log).
+    """
+    if bind.kind != "sock" and bind.host in WILDCARDS and not all_interfaces:
+        raise UsageError(f"refusing to bind a fio server to {bind.host!r} (every interface): it has no authentication",
+                         hint="bind it to a private address, or pass --all-interfaces if you really mean it")
+    pidfile = pidfile or default_pidfile(bind)
+    existing = read(pidfile)
+    if existing is not None and alive(existing):
+        raise UsageError(f"a fio server iolab started is already running for {pidfile} (pid {existing.pid}, "
+                         f"{existing.label})", hint="stop it first: iolab server stop --pidfile " + str(pidfile))
+    with contextlib.suppress(OSError), connect(bind, 1.0):
+        raise UsageError(f"something already listens on {bind}; fio binds with SO_REUSEPORT, so a second server "
+                         "there would share the port with it", hint="iolab server status --bind ADDRESS says if it "
+                         "is iolab's; stop it, or choose another --port")
+    pidfile.parent.mkdir(parents=True, exist_ok=True)
+    log = pidfile.with_suffix(".log")
+    fio_path = find_fio(fio)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([fio_path, f"--server={bind.fio_arg}"], stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd="/")
+    record = ServerRecord(pid=proc.pid, spec=bind.fio_arg, label=bind.label, fio=fio_path, log=str(log),
+                          started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                          start_ticks=_start_ticks(proc.pid) or 0)
+    version = local_protocol_version(fio_path)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise HostError(f"the fio server for {bind} exited at once ({proc.returncode}): {_log_tail(log)}")
+        try:
+            probe(bind, version, timeout_s=1.0)
+            break
+        except HostError as exc:
+            if time.monotonic() > deadline:
+                _signal_group(record, signal.SIGKILL)
+                raise HostError(f"the fio server for {bind} did not answer within {timeout_s:g} s: {exc.message}; "
+                                f"its log: {_log_tail(log)}") from None
+            time.sleep(0.1)
+    pidfile.write_text(f"{record.pid}\n{json.dumps(asdict(record))}\n")
+    return record
+
+
+def read(pidfile: Path) -> ServerRecord | None:
+    """The record in ``pidfile``; None when there is none or it is not iolab's."""
+    try:
+        lines = pidfile.read_text().splitlines()
+        return ServerRecord(**json.loads(lines[1]))
+    except (OSError, IndexError, ValueError, TypeError):
+        return None
+
+
+def alive(record: ServerRecord) -> bool:
+    """Whether ``record.pid`` is still that fio server (same command line and start time)."""
+    try:
+        cmdline = Path(f"/proc/{record.pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"--server={record.spec}".encode() in cmdline and _start_ticks(record.pid) == record.start_ticks
+
+
+def stop(pidfile: Path, timeout_s: float = 10.0) -> tuple[ServerRecord, bool]:
+    """Stop the server of ``pidfile`` and every process of its session (the per-connection and
+    per-job processes fio forks), SIGTERM then SIGKILL; remove the pidfile and a socket fio left
+    behind. Returns the record and whether it was running. Raises ``UsageError`` when the
+    pidfile holds no iolab record."""
+    record = read(pidfile)
+    if record is None:
+        raise UsageError(f"no fio server record in {pidfile}", hint="iolab server status lists what it knows")
+    running = alive(record)
+    if running:
+        _signal_group(record, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while alive(record) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _signal_group(record, signal.SIGKILL)  # what did not end in time, and job processes left behind
+    pidfile.unlink(missing_ok=True)
+    if record.spec.startswith("sock:"):
+        Path(record.spec[5:]).unlink(missing_ok=True)  # fio removes it only on SIGINT (FIO_NOTES §4.2)
+    return record, running
+
+
+def status(pidfile: Path) -> tuple[ServerRecord | None, bool, ProbeReply | HostError | None]:
+    """The record, whether its process runs, and what the server answers to a probe."""
+    from .hosts import parse
+
+    record = read(pidfile)
+    if record is None or not alive(record):
+        return record, False, None
+    try:
+        answer: ProbeReply | HostError = probe(parse(record.spec), local_protocol_version(record.fio), 5.0)
+    except HostError as exc:
+        answer = exc
+    return record, True, answer
+
+
+def _signal_group(record: ServerRecord, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(record.pid, sig)
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Field 22 of ``/proc/PID/stat`` (start time in clock ticks since boot; proc(5))."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def _log_tail(log: Path) -> str:
+    with contextlib.suppress(OSError):
+        lines = [x for x in log.read_text(errors="replace").splitlines() if x.strip()]
+        if lines:
+            return " / ".join(lines[-5:])
+    return "(no messages)"

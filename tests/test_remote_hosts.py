@@ -1,0 +1,328 @@
+"""Remote targets end to end: network namespaces as hosts, a real fio server in each (netns.py),
+the CLI in a subprocess, a real SQLite database."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from clirun import iolab, popen
+from iolab import execute
+from iolab import suite as suite_mod
+from iolab.errors import HostError, SafetyError, UsageError
+from iolab.fio.merge import summarize
+from iolab.host import fio_version, host_facts
+from iolab.remote import hosts as host_specs
+from iolab.remote import jobs as remote_jobs
+from iolab.remote import protocol, server
+from iolab.report.results import run_document
+from iolab.store import Store
+from netns import Host, lab, requires_netns, wait_listening
+
+pytestmark = [requires_netns, pytest.mark.root]
+
+
+def suite_text(specs: list[str], data: Path, runtime: str = "1s", extra: str = "",
+               workloads: str = "  - {rw: randread, bs: 4k, iodepth: [1, 4]}\n") -> str:
+    return (f"name: remote\ntargets:\n  many:\n    hosts: {json.dumps(specs)}\n    path: {data}\n    size: 16m\n{extra}"
+            f"defaults: {{ioengine: libaio, direct: 1, time_based: 1, runtime: {runtime}}}\nworkloads:\n{workloads}")
+
+
+def merged_percentile(bins_per_host: list[dict[int, int]], pct: float) -> float:
+    """The test's own merge: sum the hosts' json+ bins, then fio's rule (the first bucket whose
+    cumulative count reaches pct % of all I/Os)."""
+    total: dict[int, int] = {}
+    for bins in bins_per_host:
+        for value, count in bins.items():
+            total[value] = total.get(value, 0) + count
+    n = sum(total.values())
+    running = 0
+    for value in sorted(total):
+        running += total[value]
+        if running * 100 >= pct * n:
+            return float(value)
+    raise AssertionError("empty histogram")
+
+
+def check_aggregates(store: Store, run_id: int, doc: dict) -> None:
+    """Per result: all-hosts IOPS = sum of per-host IOPS; merged percentiles = the test's merge."""
+    run = store.get_run(run_id)
+    rows = {(r["workload"], r["host"]): r for r in doc["summary"]}
+    for result in run.results:
+        jobs = result.report.jobs
+        per_host = [j.directions["read"] for j in jobs]
+        summary = next(r for r in doc["results"] if r["id"] == result.id)["summary"]["read"]
+        assert summary["iops"] == pytest.approx(sum(d.iops for d in per_host), rel=1e-12)
+        assert summary["total_ios"] == sum(d.total_ios for d in per_host)
+        for pct in ("50", "99", "99.9"):
+            expected = merged_percentile([d.clat.bins_ns for d in per_host], float(pct))
+            assert summary["clat"]["percentiles_ns"][pct] == expected
+        aggregate = rows[(result.workload, "all hosts")]
+        assert aggregate["iops"]["values"] == [pytest.approx(summary["iops"], rel=1e-12)]
+        assert aggregate["clat_p99_ns"]["values"] == [summary["clat"]["percentiles_ns"]["99"]]
+        host_rows = [r for (w, h), r in rows.items() if w == result.workload and h != "all hosts"]
+        assert sum(r["iops"]["values"][0] for r in host_rows) == pytest.approx(aggregate["iops"]["values"][0])
+
+
+def test_three_hosts_from_the_cli_with_per_host_and_aggregate_rows(tmp_path):
+    db = tmp_path / "db.sqlite"
+    with lab(3) as hosts:
+        for h in hosts[:2]:
+            h.start_fio_server()
+        hosts[2].start_fio_server(ipv6=True)
+        specs = [hosts[0].spec(), hosts[1].spec(port=8765), hosts[2].spec(ipv6=True)]
+        suite = tmp_path / "suite.yaml"
+        suite.write_text(suite_text(specs, tmp_path / "data.bin"))
+        proc = iolab("run", str(suite), db=db, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert "on 3 host(s) through fio's client/server mode" in proc.stderr
+        labels = [host_specs.parse(s).label for s in specs]
+        assert all(label in proc.stderr for label in labels)  # plan and per-host progress rows
+        doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
+    # run prints `show`'s table (lint notes below it name the workload too)
+    lines = [line for line in proc.stdout.splitlines() if "randread-4k-qd4" in line and line.lstrip().startswith("many")]
+    order = [next(label for label in [*labels, "all hosts"] if label in line) for line in lines]
+    assert order == [*labels, "all hosts"]
+    assert doc["run"]["status"] == "complete" and doc["run"]["options"]["remote"]["many"]["ssh"] is False
+    first = doc["results"][0]
+    assert [h["host"] for h in first["extra"]["hosts"]] == labels
+    assert {h["status"] for h in first["extra"]["hosts"]} == {"ok"}
+    assert first["extra"]["hosts"][0]["server"]["fio_version"].startswith("fio-")
+    assert sorted(first["summary_by_host"]) == sorted(labels)
+    assert {d["hostname"] for d in first["disk_util"]} == {host_specs.parse(s).host for s in specs}
+    check_aggregates(Store(f"sqlite:///{db}"), 1, doc)
+
+
+def test_two_hosts_through_the_library_with_live_progress_per_host(tmp_path):
+    with lab(2) as hosts:
+        for h in hosts:
+            h.start_fio_server()
+        specs = [h.spec() for h in hosts]
+        suite = suite_mod.load_yaml(suite_text(specs, tmp_path / "data.bin", runtime="2s",
+                                               workloads="  - {rw: randread, bs: 4k, iodepth: 4}\n"), "s.yaml")
+        options = execute.RunOptions()
+        plan = execute.prepare(suite, options)
+        assert plan.remote["many"].kind == "file" and len(plan.remote["many"].hosts) == 2
+        store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+        run_id = execute.start(store, plan, options)
+        events: list[execute.JobEvent] = []
+        assert execute.execute(store, run_id, options, on_event=events.append) == "complete"
+    rates = {e.host for e in events if e.host and e.status is not None and e.status.iops}
+    assert rates == {host_specs.parse(s).label for s in specs}
+    (result,) = store.get_run(run_id).results
+    assert result.status == "ok" and result.report.source_format == "client-json"
+    merged = summarize(result.report.jobs)["read"]
+    assert merged.iops == pytest.approx(sum(j.directions["read"].iops for j in result.report.jobs), rel=1e-12)
+    doc = json.loads(json.dumps(run_document(store.get_run(run_id))))
+    check_aggregates(store, run_id, doc)
+
+
+def test_killing_a_server_mid_run_gives_a_partial_run_and_exit_1(tmp_path):
+    db = tmp_path / "db.sqlite"
+    with lab(3) as hosts:
+        for h in hosts:
+            h.start_fio_server()
+        specs = [h.spec() for h in hosts]
+        suite = tmp_path / "suite.yaml"
+        suite.write_text(suite_text(specs, tmp_path / "data.bin", runtime="4s",
+                                    workloads="  - {name: long, rw: randread, bs: 4k, iodepth: 4}\n"
+                                              "  - {name: after, rw: randread, bs: 4k, iodepth: 1, runtime: 1s}\n"))
+        proc = popen("run", str(suite), db=db, cwd=tmp_path)
+        try:
+            wait_for_running(db)
+            time.sleep(2.0)
+            hosts[1].kill_all()  # the host dies: its server and the job it runs
+            stdout, stderr = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 1, stderr
+    assert "is partial" in stderr and "lost" in stderr
+    run = Store(f"sqlite:///{db}").get_run(1)
+    assert run.info.status == "partial"
+    lost = host_specs.parse(specs[1]).label
+    for result in run.results:
+        assert result.status == "partial"
+        records = {r.host: r for r in remote_jobs.host_records(result)}
+        assert records[lost].status == "lost" and lost in result.error
+        survivors = [host_specs.parse(s) for s in (specs[0], specs[2])]
+        assert sorted(j.hostname for j in result.report.jobs) == sorted(s.host for s in survivors)
+        assert all(records[s.label].status == "ok" for s in survivors)
+    first, second = run.results
+    assert "closed the connection" in first.error and "disconnected" in first.error  # iolab's and fio's words
+    assert "not reachable when the job started" in second.error
+    assert "(partial)" in stdout and f"partial: many/long repeat 1: {lost}" in stdout
+    (all_hosts,) = [line for line in stdout.splitlines() if "all hosts" in line and "long" in line]
+    assert " 0 " in all_hosts  # the row is there without values: no repeat had every host
+
+
+def wait_for_running(db: Path, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if db.exists():
+            try:
+                run = Store(f"sqlite:///{db}").get_run(1)
+                if run.results and run.results[0].status == "running":
+                    return
+            except Exception:  # the run is not stored yet
+                pass
+        time.sleep(0.1)
+    raise AssertionError("the run did not start")
+
+
+def test_preflight_names_each_failing_host_within_the_timeout(tmp_path):
+    with lab(1) as (host,):
+        host.start_garbage_listener(8766)
+        host.start_garbage_listener(8767, reply=None)  # accepts, then says nothing
+        server = host.start_fio_server(8768)
+        version = protocol.local_protocol_version()
+        cases = {
+            host.spec(8765): "cannot connect: nothing listens there (connection refused)",
+            host.spec(8766): "the listener does not speak fio's protocol",
+            host.spec(8767): "connected, but no fio reply within 1.5 s",
+        }
+        for spec, message in cases.items():
+            started = time.monotonic()
+            with pytest.raises(HostError) as info:
+                protocol.probe(host_specs.parse(spec), version, timeout_s=1.5)
+            assert time.monotonic() - started < 2.5
+            assert info.value.message.startswith(f"{spec}: {message}")
+        with pytest.raises(HostError, match="another version"):  # a real server, spoken to in another version
+            protocol.probe(host_specs.parse(host.spec(8768)), version + 1, timeout_s=1.5)
+        assert server.poll() is None
+
+        db = tmp_path / "db.sqlite"
+        suite = tmp_path / "suite.yaml"
+        suite.write_text(suite_text([host.spec(8765), host.spec(8766), host.spec(8768)], tmp_path / "d"))
+        started = time.monotonic()
+        proc = iolab("run", str(suite), db=db, cwd=tmp_path)
+        assert time.monotonic() - started < remote_jobs.PREFLIGHT_TIMEOUT_S + 5
+    assert proc.returncode == 1
+    assert "Error: target many: preflight failed for 2 of 3 host(s):" in proc.stderr
+    assert f"{host.spec(8765)}: cannot connect: nothing listens there" in proc.stderr
+    assert f"{host.spec(8766)}: the listener does not speak fio's protocol" in proc.stderr
+    assert "Traceback" not in proc.stderr and not Store(f"sqlite:///{db}").list_runs()  # nothing ran
+
+
+def test_iolab_server_start_status_stop(tmp_path):
+    with lab(1) as (host,), reaping_orphans():
+        pidfile = tmp_path / "srv.pid"
+        env = {**os.environ, "IOLAB_DB": str(tmp_path / "db.sqlite")}
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(["ip", "netns", "exec", host.namespace, sys.executable, "-m", "iolab", *args],
+                                  capture_output=True, text=True, env=env, timeout=120, check=False)
+
+        with pytest.raises(UsageError, match="refusing to bind"):
+            server.start(host_specs.parse("0.0.0.0"), pidfile)
+        started = cli("server", "start", "--bind", host.address, "--port", "8770", "--pidfile", str(pidfile))
+        assert started.returncode == 0, started.stderr
+        assert f"fio server listening on {host.address}:8770" in started.stdout
+        assert "no authentication" in started.stderr and "private interface" in started.stderr
+        pid = int(pidfile.read_text().splitlines()[0])
+        assert protocol.probe(host_specs.parse(host.spec(8770)), protocol.local_protocol_version()).cpus >= 1
+        with pytest.raises(UsageError, match="already running"):
+            server.start(host_specs.parse(host.spec(8770)), pidfile)
+        with pytest.raises(UsageError, match=r"something already listens on .* SO_REUSEPORT"):
+            server.start(host_specs.parse(host.spec(8770)), tmp_path / "other.pid")  # fio itself would not mind
+        status = cli("server", "status", "--pidfile", str(pidfile))
+        assert status.returncode == 0 and "running" in status.stdout and "fio-" in status.stdout
+        stopped = cli("server", "stop", "--pidfile", str(pidfile))
+        assert stopped.returncode == 0 and "stopped" in stopped.stdout
+        os.waitpid(pid, 0)  # it was gone already; the reaper collects its exit status
+        assert not pidfile.exists() and server.status(pidfile) == (None, False, None)
+
+
+@contextlib.contextmanager
+def reaping_orphans() -> Iterator[None]:
+    """Make this process the reaper of its orphaned descendants (a server started by `iolab server
+    start` outlives that command) so the test can collect them; init does not everywhere."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+    try:
+        yield
+    finally:
+        libc.prctl(36, 0)
+
+
+def test_remote_device_writes_need_ssh_and_destroy(tmp_path):
+    with lab(1) as (host,):
+        host.start_fio_server()
+        text = suite_text([host.spec()], Path("/dev/iolab-remote-disk"),
+                          workloads="  - {rw: randwrite, bs: 4k}\n")
+        with pytest.raises(SafetyError, match="cannot check a remote device for data without ssh"):
+            execute.prepare(suite_mod.load_yaml(text, "s.yaml"), execute.RunOptions())
+
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def start_sshd(host: Host, tmp_path: Path) -> dict[str, str]:
+    """sshd in the host's namespace, with keys made for the test; returns the env for ssh."""
+    for name in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True)
+    (tmp_path / "authorized_keys").write_text((tmp_path / "client_key.pub").read_text())
+    (tmp_path / "sshd_config").write_text(
+        f"ListenAddress {host.address}:2222\nHostKey {tmp_path / 'host_key'}\n"
+        f"AuthorizedKeysFile {tmp_path / 'authorized_keys'}\nPidFile {tmp_path / 'sshd.pid'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "UsePAM no\nStrictModes no\n")
+    (tmp_path / "ssh_config").write_text(
+        f"Host *\n  Port 2222\n  User root\n  IdentityFile {tmp_path / 'client_key'}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {tmp_path / 'known_hosts'}\n  StrictHostKeyChecking accept-new\n  LogLevel ERROR\n")
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+    wait_listening(host.address, 2222, host.popen(SSHD, "-D", "-e", "-f", str(tmp_path / "sshd_config"),
+                                                  log=tmp_path / "sshd.log"))
+    return {"IOLAB_SSH": f"ssh -F {tmp_path / 'ssh_config'}"}
+
+
+@pytest.mark.skipif(not Path(SSHD).exists() or shutil.which("ssh") is None, reason="openssh-server/client missing")
+def test_ssh_true_gathers_the_same_facts_as_for_a_local_target(tmp_path, monkeypatch):
+    db = tmp_path / "db.sqlite"
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"\0" * (16 << 20))
+    with lab(1) as (host,):
+        host.start_fio_server()
+        env = start_sshd(host, tmp_path)
+        suite = tmp_path / "suite.yaml"
+        suite.write_text(suite_text([host.spec()], data, extra="    ssh: true\n",
+                                    workloads="  - {rw: randread, bs: 4k}\n"))
+        proc = iolab("run", str(suite), db=db, cwd=tmp_path, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "(facts over ssh)" in proc.stderr and f"{data}: file" in proc.stderr
+        monkeypatch.setenv("IOLAB_SSH", env["IOLAB_SSH"])
+        missing = suite_mod.load_yaml(suite_text([host.spec()], Path("/nonexistent/x"), extra="    ssh: true\n"),
+                                      "s.yaml")
+        assert execute.prepare(missing, execute.RunOptions()).remote["many"].hosts[0].facts.target.kind == "missing"
+        monkeypatch.setenv("IOLAB_SSH", "ssh -F /dev/null -o Port=1")
+        with pytest.raises(HostError, match=rf"{host.address}:8765: gathering facts over ssh failed"):
+            execute.prepare(missing, execute.RunOptions())
+    (result,) = Store(f"sqlite:///{db}").get_run(1).results
+    (record,) = remote_jobs.host_records(result)
+    local = host_facts(fio_version())
+    assert record.facts is not None and record.facts.kernel == local.kernel
+    assert record.facts.cpu_count == local.cpu_count and record.facts.fio_version == local.fio_version
+    assert record.target_facts is not None and record.target_facts.kind == "file"
+    assert record.target_facts.size_bytes == 16 << 20 and record.target_facts.fs_type
+
+
+def test_namespaces_are_gone_afterwards():
+    with lab(2) as hosts:
+        hosts[0].start_fio_server()
+        names = [h.namespace for h in hosts]
+        veths = [h.veth for h in hosts]
+        pid = hosts[0].processes[0].pid
+    assert not any(n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout for n in names)
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    assert not any(v in links for v in veths)
+    assert not Path(f"/proc/{pid}").exists()
