@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ..report import document, html, images, markdown
 from . import cli, err, store_of
 
 
@@ -44,6 +43,8 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
     iolab report latest
     iolab report baseline candidate -o compare.html --png charts/ --markdown compare.md
     """
+    from ..report import document, html, images, markdown  # Altair and Jinja2: only when reporting
+
     store = store_of(ctx)
     ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
     runs = [store.get_run(i) for i in ids]

@@ -48,18 +48,22 @@ def run_name(run: Run, runs: Sequence[Run]) -> str:
 
 
 def subjects(runs: Sequence[Run]) -> Subjects:
-    """Names for every (run, target): the target alone for one run; ``run · target`` for
-    several, or just the run when every run has the same single target."""
+    """Names for every (run, target): the target alone for one run; for several, the run
+    (label), followed by ``· target`` when a run has several targets or the runs' targets have
+    different names (unless the target is named like the run)."""
     targets = {run.info.id: list(dict.fromkeys(r.target for r in run.results)) for run in runs}
-    same_single = len({tuple(t) for t in targets.values()}) == 1 and all(len(t) == 1 for t in targets.values())
+    one_each = all(len(t) == 1 for t in targets.values())
+    same_target = one_each and len({t[0] for t in targets.values()}) == 1
     names = {}
     for run in runs:
+        name = run_name(run, runs)
         for target in targets[run.info.id]:
             if len(runs) == 1:
                 names[(run.info.id, target)] = target
+            elif same_target or (one_each and target == name):
+                names[(run.info.id, target)] = name
             else:
-                name = run_name(run, runs)
-                names[(run.info.id, target)] = name if same_single else f"{name} · {target}"
+                names[(run.info.id, target)] = f"{name} · {target}"
     return Subjects(names)
 
 

@@ -127,9 +127,24 @@ def latency_vs_iops(rows: list[Row], subjects: Sequence[str], axis_title: str) -
                    "solid: mean, dashed: p99 completion latency; log scale")
 
 
+def wide_spread(rows: list[Row], field: str, ratio: float = 10.0) -> bool:
+    """Whether in some panel one subject's median is ``ratio`` times another's: on a linear
+    axis the slower one would be a flat line at zero, so its own ups and downs would not show."""
+    medians: dict[str, list[float]] = {}
+    per: dict[tuple[str, str], list[float]] = {}
+    for r in rows:
+        if r[field]:
+            per.setdefault((r["category"], r["subject"]), []).append(r[field])
+    for (category, _), values in per.items():
+        medians.setdefault(category, []).append(sorted(values)[len(values) // 2])
+    return any(max(m) > ratio * min(m) for m in medians.values() if len(m) > 1)
+
+
 def timeseries(rows: list[Row], subjects: Sequence[str], categories: Sequence[str], field: str,
                unit: str, fmt: str, log: bool = False) -> dict[str, Any]:
-    """Per-second values of each job over its run, repetitions overlaid (one line each)."""
+    """Per-second values of each job over its run, repetitions overlaid (one line each); a
+    log axis when asked or when the subjects differ by more than 10× (``wide_spread``)."""
+    log = log or wide_spread(rows, field)
     per_line: dict[tuple[Any, ...], int] = {}
     for r in rows:
         key = (r["subject"], r["category"], r["repeat"])

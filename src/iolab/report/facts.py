@@ -34,7 +34,7 @@ HOST_ROWS: tuple[tuple[str, Getter], ...] = (
 )
 
 TARGET_ROWS: tuple[tuple[str, Getter], ...] = (
-    ("path", lambda t: t.path), ("kind", lambda t: t.kind),
+    ("path", lambda t: t.path), ("kind", lambda t: "new file (created for the run)" if t.kind == "missing" else t.kind),
     ("size", lambda t: format_bytes(t.size_bytes) if t.size_bytes else None), ("filesystem", lambda t: t.fs_type),
     ("mount point", lambda t: t.mount_point), ("mount options", lambda t: t.mount_options),
     ("device", lambda t: t.device.path if t.device else None),
@@ -69,11 +69,10 @@ def side_by_side(title: str, names: Sequence[str], objects: Sequence[Any],
 
 
 def host_table(runs: Sequence[Run]) -> Table:
-    """The hosts the runs came from, plus each run's suite and time."""
+    """The hosts the runs came from, plus each run's suite, status and tags."""
     hosts = [r.info.host or HostFacts() for r in runs]
     extra: tuple[tuple[str, Getter], ...] = (
         ("suite", lambda r: r.info.suite_name), ("status", lambda r: r.info.status),
-        ("started (UTC)", lambda r: r.info.created_at.strftime("%Y-%m-%d %H:%M:%S")),
         ("tags", lambda r: " ".join(f"{k}={v}" for k, v in r.info.tags.items()) or None),
     )
     names = [run_name(r, runs) for r in runs]
