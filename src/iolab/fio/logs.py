@@ -87,6 +87,17 @@ def find_logs(directory: Path, prefix: str | None = None) -> list[Path]:
     return found
 
 
+def read_beside(output: Path, job_names: Sequence[str] = (), prefix: str | None = None) -> tuple[TimeSeries, ...]:
+    """The logs lying in the same directory as a fio output file, for ``iolab import``.
+
+    ``job_names`` as for ``read_logs``: ``thread_names(job_text)`` when the job file is known,
+    else the report's job names in order when fio ran without group_reporting (one report entry
+    per thread); otherwise leave it empty and logs are named by their file prefix. ``prefix``
+    restricts to one ``write_*_log`` name. Raises ``ParseError`` for a malformed log.
+    """
+    return read_logs(find_logs(output.parent, prefix), job_names)
+
+
 def parse_log(text: str, source: str = "<log>") -> list[tuple[int, float, int, int]]:
     """Rows ``(time_ms, value, ddir, bs)`` of one log file, in file order.
 

@@ -94,26 +94,36 @@ def percentiles(rows: list[Row], labels: Sequence[str], subjects: Sequence[str],
                    "pooled over the repetitions' json+ histograms; log scale")
 
 
+def _log_if(log: bool) -> Any:
+    return alt.Scale(type="log") if log else alt.Undefined
+
+
 def scaling_iops(rows: list[Row], subjects: Sequence[str], axis_title: str) -> dict[str, Any]:
-    """IOPS against the matrix axis (log2 x), one line per subject."""
+    """IOPS against the matrix axis (log2 x), one line per subject; log IOPS when the subjects
+    differ by more than 10×."""
     xs = sorted({r["x"] for r in rows})
+    log = wide_spread(rows, "iops", panel="family")
     line = alt.Chart().mark_line(point=True).encode(
         x=alt.X("x:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=xs, format="d"), title=axis_title),
-        y=alt.Y("iops:Q", title="IOPS"), color=_color(subjects),
+        y=alt.Y("iops:Q", title="IOPS", scale=_log_if(log)), color=_color(subjects),
         tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("workload:N"), alt.Tooltip("x:Q", title=axis_title),
                  alt.Tooltip("iops:Q", title="IOPS (mean)", format=",.0f")],
     )
     families = list(dict.fromkeys(r["family"] for r in rows))
     name = axis_title.split()[0]
-    return _finish(line, rows, "family", families, f"IOPS vs {name}", "mean of the repetitions")
+    return _finish(line, rows, "family", families, f"IOPS vs {name}",
+                   "mean of the repetitions" + ("; log scale" if log else ""))
 
 
 def latency_vs_iops(rows: list[Row], subjects: Sequence[str], axis_title: str) -> dict[str, Any]:
-    """Mean and p99 completion latency against IOPS along the axis sweep (log latency)."""
+    """Mean and p99 completion latency against IOPS along the axis sweep (log latency; log
+    IOPS too when the subjects differ by more than 10×)."""
+    log = wide_spread(rows, "iops", panel="family")
     line = alt.Chart().transform_fold(["lat_mean_us", "lat_p99_us"], as_=["statistic", "lat_us"]).transform_filter(
         "isValid(datum.lat_us) && datum.lat_us > 0"
     ).mark_line(point=True).encode(
-        x=alt.X("iops:Q", title="IOPS"), y=alt.Y("lat_us:Q", scale=alt.Scale(type="log"), title="latency (µs)"),
+        x=alt.X("iops:Q", title="IOPS", scale=_log_if(log)),
+        y=alt.Y("lat_us:Q", scale=alt.Scale(type="log"), title="latency (µs)"),
         color=_color(subjects), order="x:Q",
         strokeDash=alt.StrokeDash("statistic:N", legend=None),  # the subtitle says which is which
         tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("workload:N"), alt.Tooltip("x:Q", title=axis_title),
@@ -127,14 +137,14 @@ def latency_vs_iops(rows: list[Row], subjects: Sequence[str], axis_title: str) -
                    "solid: mean, dashed: p99 completion latency; log scale")
 
 
-def wide_spread(rows: list[Row], field: str, ratio: float = 10.0) -> bool:
+def wide_spread(rows: list[Row], field: str, ratio: float = 10.0, panel: str = "category") -> bool:
     """Whether in some panel one subject's median is ``ratio`` times another's: on a linear
     axis the slower one would be a flat line at zero, so its own ups and downs would not show."""
     medians: dict[str, list[float]] = {}
     per: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         if r[field]:
-            per.setdefault((r["category"], r["subject"]), []).append(r[field])
+            per.setdefault((r[panel], r["subject"]), []).append(r[field])
     for (category, _), values in per.items():
         medians.setdefault(category, []).append(sorted(values)[len(values) // 2])
     return any(max(m) > ratio * min(m) for m in medians.values() if len(m) > 1)
@@ -155,7 +165,7 @@ def timeseries(rows: list[Row], subjects: Sequence[str], categories: Sequence[st
         point=alt.OverlayMarkDef(size=14) if marks else False, opacity=0.85, strokeWidth=1.5,
     ).encode(
         x=alt.X("t_s:Q", title="time (s)"),
-        y=alt.Y(f"{field}:Q", title=unit, scale=alt.Scale(type="log") if log else alt.Undefined),
+        y=alt.Y(f"{field}:Q", title=unit, scale=_log_if(log)),
         color=_color(subjects), detail="repeat:N",
         tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("category:N", title="workload"),
                  alt.Tooltip("repeat:O"), alt.Tooltip("t_s:Q", title="time (s)"),

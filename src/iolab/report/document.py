@@ -141,6 +141,6 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]] | None
     return Report(
         title=title, runs=tuple(r.info for r in runs), summary=summary_tables(runs),
         charts=tuple(charts_mod.build(runs, series or {})), findings=findings(runs),
-        facts=(facts.host_table(runs), facts.target_table(runs)), job_files=job_files(runs),
+        facts=tuple(t for t in (facts.host_table(runs), facts.target_table(runs)) if t.rows), job_files=job_files(runs),
         generated_at=datetime.now(UTC), iolab_version=version("iolab"),
     )

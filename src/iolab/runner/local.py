@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import FioError, FioNotFound, ParseError
+from ..errors import FioError, FioNotFound, ParseError, SuiteError
 from ..fio import logs
 from ..fio.json import parse_json
 from ..model import FioReport, TimeSeries
@@ -140,8 +140,7 @@ def run(
     output.unlink(missing_ok=True)
     for old in logs.find_logs(workdir, LOG_PREFIX):
         old.unlink()
-    log_args = logs.command_options(workdir / LOG_PREFIX) if time_series and not logs.sets_own_logging(job_text) \
-        else ()
+    log_args = _log_args(job_text, workdir) if time_series else ()
     command = (
         find_fio(fio), "--output-format=json+", f"--output={output}", "--status-interval=1",
         *log_args, *extra_args, str(workdir / "job.fio"),
@@ -159,6 +158,16 @@ def run(
     ended = datetime.now(UTC)
     outcome = _outcome(proc.returncode, command, started, ended, workdir, timed_out)
     return _with_logs(outcome, job_text, workdir) if log_args else outcome
+
+
+def _log_args(job_text: str, workdir: Path) -> tuple[str, ...]:
+    """fio options for iolab's logs; none when the job logs by itself or cannot be read here
+    (fio will say what is wrong with it)."""
+    try:
+        own = logs.sets_own_logging(job_text)
+    except SuiteError:
+        return ()
+    return () if own else logs.command_options(workdir / LOG_PREFIX)
 
 
 def _with_logs(outcome: Outcome, job_text: str, workdir: Path) -> Outcome:
