@@ -90,7 +90,8 @@ def test_three_hosts_from_the_cli_with_per_host_and_aggregate_rows(tmp_path):
         assert all(label in proc.stderr for label in labels)  # plan and per-host progress rows
         doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
     # run prints `show`'s table (lint notes below it name the workload too)
-    lines = [line for line in proc.stdout.splitlines() if "randread-4k-qd4" in line and line.lstrip().startswith("many")]
+    lines = [line for line in proc.stdout.splitlines()
+             if "randread-4k-qd4" in line and line.lstrip().startswith("many")]
     order = [next(label for label in [*labels, "all hosts"] if label in line) for line in lines]
     assert order == [*labels, "all hosts"]
     assert doc["run"]["status"] == "complete" and doc["run"]["options"]["remote"]["many"]["ssh"] is False

@@ -12,7 +12,7 @@ from alembic.runtime.migration import MigrationContext
 import pg
 from iolab.errors import StoreError, UsageError
 from iolab.fio.json import parse_json
-from iolab.model import HostFacts, TargetFacts
+from iolab.model import HostFacts, TargetFacts, TimeSeries
 from iolab.store import PendingResult, Store, metadata
 
 SAMPLE = "data/fio/fio-3.33_randrw_libaio.jsonplus.json"
@@ -34,7 +34,7 @@ def store(request, tmp_path):
     yield s
     if request.param == "postgresql":
         with s.engine.begin() as conn:  # each test starts from an empty schema
-            for table in ("results", "run_tags", "runs", "alembic_version"):
+            for table in ("time_series", "results", "run_tags", "runs", "alembic_version"):
                 conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
     s.close()
 
@@ -66,6 +66,18 @@ def test_roundtrip_of_a_run_with_a_real_fio_report(store, request):
     assert ok.target_facts.kind == "block"
     assert failed.status == "failed" and "not loadable" in failed.error
     assert store.raw_json(ok.id) == text and store.raw_json(failed.id) is None
+
+
+def test_time_series_roundtrip_and_replace(store):
+    run_id = store.create_run(suite_name="s", suite_text="")
+    a, b = store.add_pending(run_id, [pending(0), pending(1)])
+    series = (TimeSeries("w", 1, "read", "iops", (1000, 2000), (5.0, 7.5), 1000),
+              TimeSeries("w", 2, "write", "clat_ns", (1000,), (125000.0,), 1000, hostname="h1"))
+    store.save_result(a, status="ok", series=series)
+    store.save_time_series(b, series[:1])
+    assert store.time_series(run_id) == {a: list(series), b: list(series[:1])}
+    store.save_result(a, status="ok", series=())  # a resumed job replaces what it had
+    assert store.time_series(run_id) == {b: list(series[:1])}
 
 
 def test_selectors(store):
@@ -103,7 +115,7 @@ def test_reopening_does_not_migrate_again(tmp_path):
     again = Store(url)
     assert len(again.list_runs()) == 1
     with again.engine.connect() as conn:
-        assert conn.execute(sa.text("select version_num from alembic_version")).scalar() == "0001"
+        assert conn.execute(sa.text("select version_num from alembic_version")).scalar() == "0002"
 
 
 def test_unusable_database_is_a_clear_error(tmp_path):

@@ -460,7 +460,7 @@ def _run_one(store: Store, result: Any, index: int, total: int, options: RunOpti
     store.save_result(
         result.id, status=outcome.status, command=shlex.join(outcome.command), started_at=outcome.started_at,
         ended_at=outcome.ended_at, error=outcome.error, report=outcome.report, raw_json=outcome.raw_json,
-        target_facts=facts, extra=extra,
+        target_facts=facts, extra=extra, series=outcome.time_series,
     )
     on_event(JobEvent("end", outcome=outcome.status, error=outcome.error, **event))
 

@@ -279,6 +279,28 @@ class ResultRecord:
 
 
 @dataclass(frozen=True)
+class TimeSeries:
+    """One fio log over time: a metric of one fio job (thread) in one direction.
+
+    ``metric`` is ``iops``, ``bw_bytes_s`` (fio logs KiB/s; converted), ``clat_ns``, ``lat_ns``
+    or ``slat_ns``. ``t_ms`` is the end of each averaging window in ms since the job's measured
+    phase began (fio's ``epoch``, after ``ramp_time``); ``values`` the window averages, one per
+    time. ``job_index`` is fio's thread number (1-based, numjobs clones counted) or 0 when the
+    log names none (``per_job_logs=0``); ``interval_ms`` is the averaging window
+    (``log_avg_msec``); ``hostname`` is set for logs a ``fio --client`` run brought back.
+    """
+
+    job: str
+    job_index: int
+    direction: str
+    metric: str
+    t_ms: tuple[int, ...]
+    values: tuple[float, ...]
+    interval_ms: int | None = None
+    hostname: str | None = None
+
+
+@dataclass(frozen=True)
 class Run:
     """A stored run with all its results, in plan order."""
 

@@ -24,7 +24,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from .errors import StoreError, UsageError
-from .model import FioReport, HostFacts, ResultRecord, Run, RunInfo, TargetFacts, from_jsonable, to_jsonable
+from .model import (
+    FioReport,
+    HostFacts,
+    ResultRecord,
+    Run,
+    RunInfo,
+    TargetFacts,
+    TimeSeries,
+    from_jsonable,
+    to_jsonable,
+)
 
 metadata = sa.MetaData()
 
@@ -74,6 +84,19 @@ results = sa.Table(
     sa.Column("target_facts", sa.JSON),
     sa.Column("extra", sa.JSON),
     sa.UniqueConstraint("run_id", "seq", name="uq_results_run_seq"),
+)
+
+time_series = sa.Table(
+    "time_series", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("job", sa.String(300), nullable=False),
+    sa.Column("job_index", sa.Integer, nullable=False),
+    sa.Column("hostname", sa.String(300)),
+    sa.Column("direction", sa.String(10), nullable=False),
+    sa.Column("metric", sa.String(20), nullable=False),
+    sa.Column("interval_ms", sa.Integer),
+    sa.Column("points", sa.JSON, nullable=False),
 )
 
 
@@ -189,8 +212,10 @@ class Store:
     def save_result(self, result_id: int, *, status: str, command: str | None = None,
                     started_at: datetime | None = None, ended_at: datetime | None = None,
                     error: str | None = None, report: FioReport | None = None, raw_json: str | None = None,
-                    target_facts: TargetFacts | None = None, extra: Mapping[str, Any] | None = None) -> None:
-        """Record how a planned invocation ended (``ok``, ``failed``, ``interrupted``)."""
+                    target_facts: TargetFacts | None = None, extra: Mapping[str, Any] | None = None,
+                    series: Sequence[TimeSeries] | None = None) -> None:
+        """Record how a planned invocation ended (``ok``, ``failed``, ``interrupted``); ``series``
+        (fio's logs) replace any stored before, in the same transaction."""
         values: dict[str, Any] = {
             "status": status, "command": command, "started_at": started_at, "ended_at": ended_at,
             "error": error, "report": to_jsonable(report) if report else None,
@@ -201,6 +226,23 @@ class Store:
             values["extra"] = dict(extra)
         with self.engine.begin() as conn:
             conn.execute(results.update().where(results.c.id == result_id).values(**values))
+            if series is not None:
+                self._replace_series(conn, result_id, series)
+
+    def save_time_series(self, result_id: int, series: Sequence[TimeSeries]) -> None:
+        """Store fio's logs of a result (``fio.logs.read_logs``), replacing any stored before."""
+        with self.engine.begin() as conn:
+            self._replace_series(conn, result_id, series)
+
+    @staticmethod
+    def _replace_series(conn: Connection, result_id: int, series: Sequence[TimeSeries]) -> None:
+        conn.execute(time_series.delete().where(time_series.c.result_id == result_id))
+        if series:
+            conn.execute(time_series.insert(), [{
+                "result_id": result_id, "job": s.job, "job_index": s.job_index, "hostname": s.hostname,
+                "direction": s.direction, "metric": s.metric, "interval_ms": s.interval_ms,
+                "points": [[t, v] for t, v in zip(s.t_ms, s.values, strict=True)],
+            } for s in series])
 
     def update_run(self, run_id: int, **values: Any) -> None:
         """Set columns of a run (``status``, ``finished_at``, ``warnings`` ...)."""
@@ -241,6 +283,21 @@ class Store:
         with self.engine.connect() as conn:
             blob = conn.execute(sa.select(results.c.raw_gz).where(results.c.id == result_id)).scalar()
         return zlib.decompress(blob).decode() if blob else None
+
+    def time_series(self, run_id: int) -> dict[int, list[TimeSeries]]:
+        """The stored fio logs of a run's results: result id -> series (in storage order)."""
+        query = (sa.select(time_series).join(results, results.c.id == time_series.c.result_id)
+                 .where(results.c.run_id == run_id).order_by(time_series.c.id))
+        out: dict[int, list[TimeSeries]] = {}
+        with self.engine.connect() as conn:
+            for row in conn.execute(query).mappings():
+                points = row["points"] or []
+                out.setdefault(row["result_id"], []).append(TimeSeries(
+                    job=row["job"], job_index=row["job_index"], direction=row["direction"], metric=row["metric"],
+                    t_ms=tuple(int(p[0]) for p in points), values=tuple(float(p[1]) for p in points),
+                    interval_ms=row["interval_ms"], hostname=row["hostname"],
+                ))
+        return out
 
     def resolve(self, selector: str) -> list[int]:
         """Run ids for a selector: an id (``12``), ``latest``, a label, or a tag ``key=value``.

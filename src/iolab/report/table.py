@@ -56,8 +56,12 @@ def _escape(text: str) -> str:
 
 
 def to_markdown(table: Table) -> str:
-    """A GitHub-flavoured Markdown table with its title as a heading and notes below."""
+    """A GitHub-flavoured Markdown table with its title as a heading and notes below.
+
+    ``&``, ``<`` and ``>`` become entities: Markdown renderers pass raw HTML through, and cells
+    hold user strings (target names, labels)."""
     def cell(text: str) -> str:
+        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         return text.replace("|", "\\|").replace("\n", " ")
 
     lines = [f"### {cell(table.title)}", ""] if table.title else []

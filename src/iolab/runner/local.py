@@ -20,17 +20,19 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import FioError, FioNotFound, ParseError
+from ..errors import FioError, FioNotFound, ParseError, SuiteError
+from ..fio import logs
 from ..fio.json import parse_json
-from ..model import FioReport
+from ..model import FioReport, TimeSeries
 from .status import Status, StatusStream
 
 _PR_SET_PDEATHSIG = 1
 OUTPUT_NAME = "fio-output.json"
+LOG_PREFIX = "iolab"
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class Outcome:
 
     ``status`` is ``ok``, ``failed`` (fio exited non-zero, a job reported an errno, or there is
     no report; ``error`` says why in fio's words) or ``interrupted``. ``raw_json`` is the final
-    report's text as fio wrote it.
+    report's text as fio wrote it. ``time_series`` are fio's per-second logs (``fio.logs``).
     """
 
     status: str
@@ -49,6 +51,7 @@ class Outcome:
     report: FioReport | None = None
     raw_json: str | None = None
     error: str | None = None
+    time_series: tuple[TimeSeries, ...] = ()
 
 
 def find_fio(fio: str = "fio") -> str:
@@ -114,11 +117,16 @@ def run(
     extra_args: Sequence[str] = (),
     timeout_s: float | None = None,
     cwd: Path | None = None,
+    time_series: bool = True,
 ) -> Outcome:
     """Run ``job_text`` with fio and return its Outcome.
 
     The job file, fio's output and its messages live in ``workdir`` (created); fio itself runs
     in ``cwd`` (default ``workdir``), where relative file names in the job resolve.
+
+    With ``time_series`` fio also writes 1-second averaged IOPS, bandwidth and latency logs
+    into ``workdir`` (command-line options, so the job file stays as given; none when the job
+    file does its own logging), and they come back read in ``Outcome.time_series``.
 
     ``on_status`` is called from this thread about once a second while fio runs. On
     ``KeyboardInterrupt`` fio is stopped with SIGINT (then SIGKILL after 15 s) and the
@@ -130,9 +138,12 @@ def run(
     (workdir / "job.fio").write_text(job_text)
     output = workdir / OUTPUT_NAME
     output.unlink(missing_ok=True)
+    for old in logs.find_logs(workdir, LOG_PREFIX):
+        old.unlink()
+    log_args = _log_args(job_text, workdir) if time_series else ()
     command = (
         find_fio(fio), "--output-format=json+", f"--output={output}", "--status-interval=1",
-        *extra_args, str(workdir / "job.fio"),
+        *log_args, *extra_args, str(workdir / "job.fio"),
     )
     started = datetime.now(UTC)
     with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
@@ -145,7 +156,30 @@ def run(
             raise FioError(f"cannot start fio: {exc}") from exc
         timed_out = _follow(proc, output, on_status, timeout_s)
     ended = datetime.now(UTC)
-    return _outcome(proc.returncode, command, started, ended, workdir, timed_out)
+    outcome = _outcome(proc.returncode, command, started, ended, workdir, timed_out)
+    return _with_logs(outcome, job_text, workdir) if log_args else outcome
+
+
+def _log_args(job_text: str, workdir: Path) -> tuple[str, ...]:
+    """fio options for iolab's logs; none when the job logs by itself or cannot be read here
+    (fio will say what is wrong with it)."""
+    try:
+        own = logs.sets_own_logging(job_text)
+    except SuiteError:
+        return ()
+    return () if own else logs.command_options(workdir / LOG_PREFIX)
+
+
+def _with_logs(outcome: Outcome, job_text: str, workdir: Path) -> Outcome:
+    """The outcome with fio's logs read; a log fio wrote badly becomes a report warning."""
+    try:
+        series = logs.read_logs(logs.find_logs(workdir, LOG_PREFIX), logs.thread_names(job_text), logs.INTERVAL_MS)
+    except ParseError as exc:
+        if outcome.report is None:
+            return outcome
+        return replace(outcome, report=replace(outcome.report, warnings=(*outcome.report.warnings,
+                                                                         f"time series not stored: {exc.message}")))
+    return replace(outcome, time_series=series)
 
 
 def _follow(proc: subprocess.Popen[bytes], output: Path, on_status: Callable[[Status], None] | None,

@@ -1,0 +1,65 @@
+"""``iolab report``: one run, or several side by side, as HTML (+ PNG/SVG charts, Markdown)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from . import cli, err, store_of
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
+
+
+@cli.command()
+@click.argument("selectors", nargs=-1, required=True, metavar="RUN...")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="The HTML file to write [default: iolab-report-<run ids>.html].")
+@click.option("--png", "png_dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+              help="Also write every chart as PNG and SVG into DIR.")
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Also write a Markdown report that shows the PNG charts (from --png DIR, else FILE's "
+                   "directory/<name>_files).")
+@click.option("--title", help="The report's title [default: the run, or the runs compared].")
+@click.pass_context
+def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, png_dir: Path | None,
+           markdown_path: Path | None, title: str | None) -> None:
+    """Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE.
+
+    One run gives its results; several give them side by side, with the same charts: IOPS and
+    bandwidth per workload, latency percentiles, scaling with iodepth/numjobs when the suite
+    varies them, per-second time series, findings, host and device facts, the job files.
+    The HTML file is self-contained: it opens from disk with no network.
+
+    \b
+    iolab report latest
+    iolab report baseline candidate -o compare.html --png charts/ --markdown compare.md
+    """
+    from ..report import document, html, images, markdown  # Altair and Jinja2: only when reporting
+
+    store = store_of(ctx)
+    ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
+    runs = [store.get_run(i) for i in ids]
+    series = {rid: s for i in ids for rid, s in store.time_series(i).items()}
+    err.print(f"Building the report of run{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}…")
+    doc = document.build(runs, series, title)
+    output = output or Path(f"iolab-report-{'-'.join(map(str, ids))}.html")
+    _write(output, html.render(doc))
+    click.echo(f"{output}  (HTML, {len(doc.charts)} charts)")
+    if png_dir is None and markdown_path is not None:
+        png_dir = markdown_path.parent / f"{markdown_path.stem}_files"
+    if png_dir is not None:
+        written = images.write_images(doc.charts, png_dir)
+        click.echo(f"{png_dir}/  ({len(written)} charts as PNG and SVG)")
+        if markdown_path is not None:
+            pngs = {name: png for name, (png, _svg) in written.items()}
+            _write(markdown_path, markdown.render(doc, pngs, markdown_path.parent))
+            click.echo(f"{markdown_path}  (Markdown)")

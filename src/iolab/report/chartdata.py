@@ -1,0 +1,228 @@
+"""Runs flattened into the rows the charts draw: plain dicts of numbers and names.
+
+A *subject* is one line or bar colour: a target of a run (``ssd``), or with several runs the
+run and its target (``baseline · ssd``). A *category* is what a panel shows: a workload, plus
+the fio job when a job file has several, plus the direction when the workload does several
+(``mixed · read``). Aggregation follows ``fio.merge``: per repetition, numjobs clones and
+hosts are summed (IOPS, bandwidth) and latency is merged over all I/Os; repetitions stay
+separate rows (bars show their mean, points each one) except for latency percentiles, which
+are computed from the repetitions' pooled json+ histograms (never by averaging percentiles).
+
+Units in the rows are for people: IOPS, MiB/s, µs, seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..fio.merge import merge_latency
+from ..model import DirectionStats, Latency, Run, TimeSeries
+from .results import per_repeat, result_rows
+
+Row = dict[str, Any]
+
+#: Matrix axes that get scaling charts, with their axis titles.
+SCALING_AXES = {"iodepth": "iodepth (queue depth)", "numjobs": "numjobs (parallel jobs)"}
+
+
+@dataclass(frozen=True)
+class Subjects:
+    """Display names: ``(run id, target) -> name``, in run then plan order."""
+
+    names: Mapping[tuple[int, str], str]
+
+    @property
+    def order(self) -> list[str]:
+        return list(dict.fromkeys(self.names.values()))
+
+
+def run_name(run: Run, runs: Sequence[Run]) -> str:
+    """``label`` when it is set and tells the runs apart, else ``run N`` (with the label)."""
+    label = run.info.label
+    labels = [r.info.label for r in runs]
+    if label and labels.count(label) == 1:
+        return label
+    return f"run {run.info.id}" + (f" ({label})" if label else "")
+
+
+def subjects(runs: Sequence[Run]) -> Subjects:
+    """Names for every (run, target): the target alone for one run; for several, the run
+    (label), followed by ``· target`` when a run has several targets or the runs' targets have
+    different names (unless the target is named like the run)."""
+    targets = {run.info.id: list(dict.fromkeys(r.target for r in run.results)) for run in runs}
+    one_each = all(len(t) == 1 for t in targets.values())
+    same_target = one_each and len({t[0] for t in targets.values()}) == 1
+    names = {}
+    for run in runs:
+        name = run_name(run, runs)
+        for target in targets[run.info.id]:
+            if len(runs) == 1:
+                names[(run.info.id, target)] = target
+            elif same_target or (one_each and target == name):
+                names[(run.info.id, target)] = name
+            else:
+                names[(run.info.id, target)] = f"{name} · {target}"
+    return Subjects(names)
+
+
+def _completion(d: DirectionStats) -> Latency | None:
+    """Completion latency; sync-only directions carry only ``lat`` (as in the results table)."""
+    return d.clat if d.clat is not None and d.clat.samples != 0 else d.lat
+
+
+class Categories:
+    """Panel names for (workload, fio job, direction), built from every run shown."""
+
+    def __init__(self, runs: Sequence[Run]) -> None:
+        self._dirs: dict[tuple[str, str], list[str]] = {}
+        for run in runs:
+            for row in result_rows(run):
+                if row.direction != "–":
+                    self._dirs.setdefault((row.workload, row.job), [])
+                    if row.direction not in self._dirs[(row.workload, row.job)]:
+                        self._dirs[(row.workload, row.job)].append(row.direction)
+
+    def name(self, workload: str, job: str, direction: str) -> str:
+        parts = [workload] + ([job] if job != workload else [])
+        if len(self._dirs.get((workload, job), [])) > 1:
+            parts.append(direction)
+        return " · ".join(parts)
+
+    @property
+    def order(self) -> list[str]:
+        return [self.name(w, j, d) for (w, j), dirs in self._dirs.items() for d in dirs]
+
+
+def repeat_rows(runs: Sequence[Run], subj: Subjects, cats: Categories) -> list[Row]:
+    """One row per subject × category × successful repetition: IOPS and MiB/s."""
+    rows = []
+    for run in runs:
+        for r in result_rows(run):
+            for i, (iops, bw) in enumerate(zip(r.iops_values, r.bw_values, strict=True)):
+                if iops is None:
+                    continue
+                rows.append({"subject": subj.names[(run.info.id, r.target)],
+                             "category": cats.name(r.workload, r.job, r.direction), "repeat": i + 1,
+                             "iops": iops, "mib_s": None if bw is None else bw / 1048576})
+    return rows
+
+
+def percentile_rows(runs: Sequence[Run], subj: Subjects, cats: Categories) -> tuple[list[Row], list[str]]:
+    """Completion-latency percentiles per subject × category over all repetitions, and the
+    percentile labels in order (``p1`` … ``p99.99``). Without json+ bins several repetitions
+    cannot be pooled, so each is drawn on its own (``repeat`` set)."""
+    pooled: dict[tuple[str, str], list[Latency | None]] = {}
+    for run in runs:
+        for result in run.results:
+            if result.status != "ok":
+                continue
+            for (job, direction), d in per_repeat(result).items():
+                key = (subj.names[(run.info.id, result.target)], cats.name(result.workload, job, direction))
+                pooled.setdefault(key, []).append(_completion(d))
+    rows: list[Row] = []
+    for (subject, category), parts in pooled.items():
+        merged = merge_latency(parts)
+        groups = [(None, merged)] if merged is not None and merged.percentiles_ns else list(enumerate(parts, 1))
+        for repeat, lat in groups:
+            for pct, ns in (lat.percentiles_ns if lat else {}).items():
+                if ns > 0:
+                    rows.append({"subject": subject, "category": category, "repeat": repeat,
+                                 "pct": f"p{pct}", "pct_value": float(pct), "lat_us": ns / 1000})
+    labels = [f"p{k:g}" for k in sorted({r["pct_value"] for r in rows})]
+    return rows, labels
+
+
+def _family_label(names: Iterable[str]) -> str:
+    """The workload-name parts all members share: ``randread-4k-qd1``, ``randread-4k-qd8`` ->
+    ``randread-4k``."""
+    split = [n.split("-") for n in names]
+    common = [part for part in split[0] if all(part in s for s in split[1:])]
+    return "-".join(common) or "-".join(split[0])
+
+
+def scaling_rows(runs: Sequence[Run], subj: Subjects, axis: str) -> list[Row]:
+    """Points of IOPS (mean over repetitions) and latency against ``axis`` (``iodepth`` or
+    ``numjobs``) for workloads whose other parameters are equal; empty when no such family
+    has two or more values of the axis."""
+    params_of: dict[tuple[int, str, str], Mapping[str, str]] = {}
+    for run in runs:
+        for result in run.results:
+            params_of.setdefault((run.info.id, result.target, result.workload), result.params)
+    families: dict[tuple[Any, ...], set[tuple[int, str, str]]] = {}
+    for key, params in params_of.items():
+        families.setdefault(tuple(sorted((k, v) for k, v in params.items() if k != axis)), set()).add(key)
+    all_rows = [(run, r) for run in runs for r in result_rows(run) if r.iops.mean is not None and r.direction != "–"]
+    rows: list[Row] = []
+    for members in families.values():
+        values = {params_of[k].get(axis, "1") for k in members}
+        if len(values) < 2 or not all(v.isdigit() for v in values):
+            continue
+        label = _family_label(sorted({k[2] for k in members}))
+        found = [(run, r) for run, r in all_rows if (run.info.id, r.target, r.workload) in members]
+        directions = {(r.job, r.direction) for _, r in found}
+        for run, r in found:
+            family = label + (f" · {r.job}" if r.job != r.workload else "")
+            if len({d for j, d in directions if j == r.job}) > 1:
+                family += f" · {r.direction}"
+            rows.append({"subject": subj.names[(run.info.id, r.target)], "family": family, "workload": r.workload,
+                         "x": int(params_of[(run.info.id, r.target, r.workload)].get(axis, "1")),
+                         "iops": r.iops.mean,
+                         "lat_mean_us": None if r.clat_mean.mean is None else r.clat_mean.mean / 1000,
+                         "lat_p99_us": None if r.clat_p99.mean is None else r.clat_p99.mean / 1000})
+    return rows
+
+
+def time_rows(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]], subj: Subjects,
+              cats: Categories) -> list[Row]:
+    """Per second of each repetition: IOPS and MiB/s summed over numjobs clones and hosts,
+    completion latency (µs) averaged over them weighted by each one's IOPS in that window."""
+    rows: list[Row] = []
+    for run in runs:
+        for result in run.results:
+            mine = series.get(result.id, ())
+            if result.status != "ok" or not mine:
+                continue
+            subject = subj.names[(run.info.id, result.target)]
+            for (job, direction), points in _per_second(mine).items():
+                category = cats.name(result.workload, job, direction)
+                for t_s, p in sorted(points.items()):
+                    rows.append({"subject": subject, "category": category, "repeat": result.repeat + 1,
+                                 "t_s": t_s, **p})
+    return rows
+
+
+def _point(points: dict[float, Row], t_s: float) -> Row:
+    return points.setdefault(t_s, {"iops": None, "mib_s": None, "lat_us": None})
+
+
+def _per_second(series: Sequence[TimeSeries]) -> dict[tuple[str, str], dict[float, Row]]:
+    """``(job, direction) -> {window end in s: {"iops", "mib_s", "lat_us"}}``.
+
+    A sum is drawn only for windows every clone logged: fio's final window is often missing
+    for some clones only (FIO_NOTES §6.1), and half a sum would look like a collapse."""
+    groups: dict[tuple[str, str], dict[str, dict[tuple[int, str | None], dict[float, float]]]] = {}
+    for s in series:
+        width = s.interval_ms or 1000
+        # fio logs 999 and 1000 for the same window: times snap to the window grid
+        values = {round(t / width) * width / 1000: v for t, v in zip(s.t_ms, s.values, strict=True)}
+        groups.setdefault((s.job, s.direction), {}).setdefault(s.metric, {})[(s.job_index, s.hostname)] = values
+    out: dict[tuple[str, str], dict[float, Row]] = {}
+    for key, metrics in groups.items():
+        points: dict[float, Row] = {}
+        for metric, field, scale in (("iops", "iops", 1.0), ("bw_bytes_s", "mib_s", 1 / 1048576)):
+            threads = list(metrics.get(metric, {}).values())
+            for t_s in set.intersection(*(set(v) for v in threads)) if threads else ():
+                _point(points, t_s)[field] = sum(v[t_s] for v in threads) * scale
+        lat = metrics.get("clat_ns") or metrics.get("lat_ns") or {}
+        iops = metrics.get("iops", {})
+        for t_s in set().union(*lat.values()):
+            present = [thread for thread, v in lat.items() if t_s in v]
+            weights = [iops.get(thread, {}).get(t_s, 0.0) for thread in present]
+            if not all(w > 0 for w in weights):
+                weights = [1.0] * len(present)
+            _point(points, t_s)["lat_us"] = sum(lat[th][t_s] / 1000 * w for th, w in zip(present, weights,
+                                                                                         strict=True)) / sum(weights)
+        out[key] = points
+    return out

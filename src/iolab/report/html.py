@@ -1,0 +1,99 @@
+"""The report as one self-contained HTML file: opens from disk, offline, in any current browser.
+
+Everything is inline: CSS, the chart specs with their data, and the Vega, Vega-Lite and
+vega-embed JavaScript, which vl-convert bundles from the copies it ships (no CDN, no network).
+Bundling takes about ten seconds, so the bundle is cached per vl-convert version under
+``$XDG_CACHE_HOME/iolab`` (``~/.cache/iolab``).
+
+Escaping: Jinja2 autoescapes every user string; chart specs go through ``|tojson``, which
+escapes ``<``, ``>``, ``&`` and ``'`` so a label such as ``</script>`` stays data. Defence in
+depth: a Content-Security-Policy allows only the page's own two scripts (by SHA-256), no
+network access of any kind, and images from ``data:``/``blob:`` only, so even a string that
+slipped through could neither run nor call home. Vega compiles its expressions with
+``Function``, hence ``'unsafe-eval'``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+from functools import cache
+from importlib import resources
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import jinja2
+from markupsafe import Markup
+
+from .document import Report
+
+GROUP_IDS = {"Throughput": "throughput", "Latency": "latency", "Scaling": "scaling", "Time series": "timeseries"}
+
+
+def vega_lite_version() -> str:
+    """The Vega-Lite version Altair writes specs for, as vl-convert names it (``6.4``)."""
+    return ".".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "iolab"
+
+
+@cache
+def vega_bundle() -> str:
+    """vega + vega-lite + vega-embed as one classic script that defines ``window.vegaEmbed``.
+
+    Cached on disk; an unwritable cache only costs the ten seconds again.
+    """
+    path = _cache_dir() / f"vega-bundle-{version('vl-convert-python')}-vl{vega_lite_version()}.js"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    import vl_convert
+
+    text: str = vl_convert.javascript_bundle(vl_version=vega_lite_version())  # type: ignore[call-arg]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass
+    return text
+
+
+def _script_safe(js: str) -> str:
+    """JavaScript that cannot end its ``<script>`` element early: ``</script`` and ``<!--`` only
+    occur in strings, regular expressions and comments, where ``<\\/`` and ``<\\!`` mean the same."""
+    return re.sub(r"<(/script|!--)", lambda m: "<\\" + m.group(1), js, flags=re.IGNORECASE)
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def _template(name: str) -> str:
+    return (resources.files("iolab") / "report" / "templates" / name).read_text(encoding="utf-8")
+
+
+def render(report: Report) -> str:
+    """The report as HTML text (UTF-8). Raises nothing for any report content."""
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    template = env.from_string(_template("report.html.j2"))
+    vega_js = _script_safe(vega_bundle())
+    init_js = _script_safe(_template("report.js"))
+    csp = ("default-src 'none'; "
+           f"script-src {_sha256(vega_js)} {_sha256(init_js)} 'unsafe-eval'; "
+           "style-src 'unsafe-inline'; img-src data: blob:; base-uri 'none'; form-action 'none'")
+    groups: list[dict[str, Any]] = []
+    for chart in report.charts:
+        if not groups or groups[-1]["title"] != chart.group:
+            groups.append({"id": GROUP_IDS.get(chart.group, "charts"), "title": chart.group, "charts": []})
+        groups[-1]["charts"].append(chart)
+    return template.render(report=report, groups=groups, csp=csp, css=Markup(_template("report.css")),
+                           vega_js=Markup(vega_js), init_js=Markup(init_js))

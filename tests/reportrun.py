@@ -1,0 +1,68 @@
+"""Runs to report on, built once per test session from real fio output (1-second jobs on small
+files, with their time series) and stored in a real SQLite database under hostile names.
+
+Suites only allow plain target names, but a database can hold anything (imports, older
+versions, other tools), so the report must survive these: every user string carries HTML,
+a ``</script>`` or quotes.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from iolab import jobfile
+from iolab.runner import local
+from iolab.store import PendingResult, Store
+
+EVIL_TARGET = "<img src=x onerror=alert(1)>"
+EVIL_LABEL = "base</script><script>alert(2)</script>"
+EVIL_WORKLOAD = "rand\"read' & <b>"
+EVIL_TAG = ("<i>k</i>", "</script><img src=y onerror=alert(3)>")
+
+
+@dataclass(frozen=True)
+class Reported:
+    db: Path
+    run_ids: tuple[int, int]
+
+
+def _job(path: Path, name: str, iodepth: int, rw: str = "randread") -> str:
+    # the comment line is job-file text a report must show as text
+    return (f"; {EVIL_LABEL} <img src=z onerror=alert(4)>\n[{name}]\nfilename={path}\nsize=16m\nrw={rw}\nbs=4k\n"
+            f"ioengine=libaio\ndirect=1\niodepth={iodepth}\ntime_based=1\nruntime=2\nnumjobs=2\n")
+
+
+@functools.cache
+def hostile_runs(base: Path) -> Reported:
+    """Two runs: run A on targets ``EVIL_TARGET`` and ``fast`` with an iodepth sweep (qd1,
+    qd4) of a hostile workload name plus a randrw workload; run B on ``fast`` only."""
+    base.mkdir(parents=True, exist_ok=True)
+    store = Store(f"sqlite:///{base / 'report.db'}")
+    ids = []
+    outcomes: dict[str, local.Outcome] = {}  # run B reuses run A's fio runs on "fast": 6 fio runs in all
+    for label, tags, targets in ((EVIL_LABEL, dict([EVIL_TAG]), (EVIL_TARGET, "fast")), ("other", {}, ("fast",))):
+        run_id = store.create_run(suite_name="hostile<suite>", suite_text="", label=label, tags=tags,
+                                  warnings=[f"P3: runtime too short for {EVIL_TARGET}"], fio_version="3.33")
+        planned = []
+        for target in targets:
+            path = base / ("data-fast" if target == "fast" else "data-evil")
+            for workload, iodepth, rw in ((f"{EVIL_WORKLOAD}-qd1", 1, "randread"),
+                                          (f"{EVIL_WORKLOAD}-qd4", 4, "randread"), ("mixed", 2, "randrw")):
+                text = _job(path, workload, iodepth, rw)
+                params = jobfile.workload_params(jobfile.parse(text))
+                planned.append(PendingResult(seq=len(planned), target=target, target_path=str(path),
+                                             workload=workload, repeat=0, job_text=text,
+                                             job_hash=jobfile.params_hash(params), params=params))
+        for result_id, p in zip(store.add_pending(run_id, planned), planned, strict=True):
+            if p.job_text not in outcomes:
+                outcomes[p.job_text] = local.run(p.job_text, base / "work")
+            outcome = outcomes[p.job_text]
+            store.save_result(result_id, status=outcome.status, command=" ".join(outcome.command),
+                              started_at=outcome.started_at, ended_at=outcome.ended_at, error=outcome.error,
+                              report=outcome.report, raw_json=outcome.raw_json, series=outcome.time_series)
+        store.finish_run(run_id, "complete")
+        ids.append(run_id)
+    store.close()
+    return Reported(db=base / "report.db", run_ids=(ids[0], ids[1]))
