@@ -11,7 +11,7 @@ import pytest
 
 from iolab.errors import ParseError
 from iolab.fio import clean_pasted, parse_json, parse_normal, parse_output
-from iolab.fio.normal import iops_display_warning, num2str
+from iolab.fio.num2str import iops_display_warning, num2str
 
 DATA = Path(__file__).parent / "data" / "fio"
 KIB = 1024.0
