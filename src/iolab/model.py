@@ -96,6 +96,12 @@ class JobResult:
     (normal output's ``jobs=N``), else ``None``. ``directions`` holds only directions that did
     I/O. ``error`` is fio's errno (0 = no error). ``hostname``/``port`` are set for
     client/server output (the connect string's host part, not the server's own name).
+
+    ``job_options`` are the options fio lists for the job (JSON ``job options``). Normal output
+    lists none, but shows some effective values elsewhere; ``shown_options`` holds those, in fio's
+    option spelling: ``rw``, ``bs`` (fixed sizes only), ``ioengine``, ``iodepth`` from the job header line
+    (``rw=randrw, bs=(R) 4096B-4096B, …, ioengine=libaio, iodepth=16``), ``iodepth`` from the
+    ``latency : target=0, …, depth=N`` line, ``size`` from ``Laying out IO file (1 file / NMiB)``.
     """
 
     name: str
@@ -116,6 +122,7 @@ class JobResult:
     hostname: str | None = None
     port: int | None = None
     steadystate: Mapping[str, Any] | None = None
+    shown_options: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

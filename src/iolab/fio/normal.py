@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ParseError
 from ..model import DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
+from ..units import format_size_fio
 from .num2str import bs_candidates, decode, io_size_match, iops_display_warning
 
 ALL_CLIENTS = "All clients"
@@ -58,7 +59,13 @@ _JOB = re.compile(
     r"^(?P<name>.*?): \(groupid=(?P<g>\d+), jobs=(?P<n>\d+)\): err=\s*(?P<err>-?\d+)"
     r"(?: \((?P<verror>.*)\))?: pid=(?P<pid>\d+)"
 )
-_HEADER = re.compile(r"^(?P<name>.*?): \(g=(?P<g>\d+)\): rw=(?P<rw>\w+), (?P<bs>bs.*?), ioengine=")
+_HEADER = re.compile(
+    r"^(?P<name>.*?): \(g=(?P<g>\d+)\): rw=(?P<rw>\w+), (?P<bs>bs.*?), ioengine=(?P<engine>[^,\s]+)"
+    r"(?:, iodepth=(?P<depth>\d+))?"
+)
+_LAYOUT = re.compile(r"^(?P<name>.*?): Laying out IO files?(?:\(s\))? \((?P<n>\d+) files?(?:\(s\))? / (?:total )?"
+                     r"(?P<mib>\d+)Mi?B\)$")
+_LATENCY_DEPTH = re.compile(r"^latency\s*: target=(\d+), window=\d+, percentile=[^,]+, depth=(\d+)$")
 _BS3 = re.compile(r"bs=\(R\) (\S+)-(\S+), \(W\) (\S+)-(\S+), (?:\(T\) (\S+)-(\S+)|(bs_is_seq_rand))$")
 _BS2 = re.compile(r"bs(\(seq/rand\))?=([^-/]+)-([^/]+)/([^-/]+)-([^/,]+)(?:/([^-/]+)-([^/,]+))?$")
 _DIR3 = re.compile(
@@ -147,6 +154,7 @@ class _Job:
     description: str | None = None
     steadystate: dict[str, object] | None = None
     errors: tuple[int, int, str] | None = None
+    latency_depth: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +165,9 @@ class _Header:
     groupid: int
     rw: str
     bs: tuple[tuple[str, str | None], ...]
+    ioengine: str | None = None
+    iodepth: str | None = None
+    ranges: tuple[tuple[str, str], ...] = ()  # (min, max) printed for read, write, trim
 
     def size(self, direction: str) -> str | None:
         return dict(self.bs)[direction]
@@ -272,7 +283,9 @@ class _Scan:
             sizes: dict[str, str | None] = dict.fromkeys(pairs, same)
         else:
             sizes = {d: (lo if lo is not None and lo == hi else None) for d, (lo, hi) in pairs.items()}
-        header = _Header(m["name"].strip(), int(m["g"]), m["rw"], tuple(sizes.items()))
+        ranges = () if seq_rand or None in (t1, t2) else ((r1, r2), (w1, w2), (t1, t2))
+        header = _Header(m["name"].strip(), int(m["g"]), m["rw"], tuple(sizes.items()), m["engine"], m["depth"],
+                         ranges)
         self.headers.setdefault(header.groupid, {})[header] = None
 
     def disks(self, text: str, begin: int, first_report: int, name: str) -> tuple[DiskUtil, ...]:
@@ -332,7 +345,7 @@ class _BlockParser:
             "lat ": self._latency, "sync": self._latency, "bw (": self._samples, "iops": self._samples,
             "cpu ": self._cpu, "IO d": self._depths, "issu": self._issued, "erro": self._errors,
             "fsyn": self._sync_section, "stea": self._steadystate, "Desc": self._description,
-            "bloc": self._no_rows,
+            "bloc": self._no_rows, "late": self._latency_target,
         }
 
     def error(self, message: str) -> ParseError:
@@ -475,6 +488,12 @@ class _BlockParser:
             self.job.steadystate = {"attained": int(attained == "yes"), "criterion": value.strip(),
                                     "metric": metric, "bw_display": bw, "iops_display": iops.strip()}
 
+    def _latency_target(self, s: str) -> None:
+        """``latency : target=0, window=0, percentile=100.00%, depth=16``: without a latency target,
+        depth is the job's iodepth (``td->latency_qd``, stat.c)."""
+        if (match := _LATENCY_DEPTH.match(s)) and match[1] == "0":
+            self.job.latency_depth = int(match[2])
+
     def _description(self, s: str) -> None:
         if match := _DESC.match(s):
             self.job.description = match[1]
@@ -543,11 +562,15 @@ def _pick(values: tuple[int, ...] | None, direction: str) -> int | None:
     return values[index] if index < len(values) else None
 
 
+def _job_headers(headers: _HeaderIndex, job: _Job) -> list[_Header]:
+    """The header lines of the jobs behind a report block: its group's, or its own name's."""
+    group = list(headers.get(job.groupid, ()))
+    return [h for h in group if h.name == job.name] if job.members == 1 else group
+
+
 def _bs_texts(headers: _HeaderIndex, job: _Job, direction: str) -> set[str | None]:
     """The printed block sizes of the jobs behind ``job`` for ``direction`` (None = not fixed)."""
-    group = list(headers.get(job.groupid, ()))
-    if job.members == 1:
-        group = [h for h in group if h.name == job.name]
+    group = _job_headers(headers, job)
     if not group:
         return {None}
     dirs = ("read", "write", "trim") if direction == "mixed" else (direction,)
@@ -575,6 +598,61 @@ def _direction_bytes(
         return None, None  # several block sizes fit the rounded displays: unknown
     return None, (f"job {job.name!r} {d.name}: {total} I/Os of the header's bs={text} do not match "
                   f"the printed io={d.io_shown}; bytes and bandwidth are left unknown")
+
+
+def _block_size(text: str, version: str | None) -> int | None:
+    """The block size a header prints as ``text``; when an abbreviation (``1024KiB``) fits several
+    multiples of 512, the roundest (most factors of two) is taken, as job files use such sizes."""
+    sizes = bs_candidates(text, version)
+    return max(sizes, key=lambda size: (size & -size, -size)) if sizes else None
+
+
+def _bs_option(header: _Header, version: str | None) -> str | None:
+    """``bs`` as a job file spells it (``4k``, or ``4k,64k,64k`` per direction) from a header line.
+
+    None for a range (``4096B-65536B``): the header cannot tell ``bsrange`` from ``bssplit``."""
+    if not header.ranges or any(lo != hi for lo, hi in header.ranges):
+        return None
+    sizes = [_block_size(lo, version) for lo, _ in header.ranges]
+    if None in sizes:
+        return None
+    spelled = [format_size_fio(size) for size in sizes if size is not None]
+    return spelled[0] if len(set(spelled)) == 1 else ",".join(spelled)
+
+
+def _shown_options(job: _Job, headers: _HeaderIndex, layouts: dict[str, set[int]],
+                   version: str | None) -> dict[str, str]:
+    """The options the text shows for ``job`` (see ``JobResult.shown_options``); an option the
+    jobs behind a group block disagree on is left out."""
+    group = _job_headers(headers, job)
+    options: dict[str, str] = {}
+    for key, values in (("rw", {h.rw for h in group}), ("ioengine", {h.ioengine for h in group}),
+                        ("iodepth", {h.iodepth for h in group})):
+        if len(values) == 1 and None not in values:
+            options[key] = values.pop()  # type: ignore[assignment]
+    bs = {_bs_option(h, version) for h in group}
+    if len(bs) == 1 and None not in bs:
+        options["bs"] = bs.pop()  # type: ignore[assignment]
+    if "iodepth" not in options and job.latency_depth is not None:
+        options["iodepth"] = str(job.latency_depth)
+    sizes = layouts.get(job.name, set())
+    if len(sizes) == 1:
+        options["size"] = f"{sizes.pop()}m"
+    return options
+
+
+def _layouts(text: str) -> dict[str, set[int]]:
+    """MiB per job name from ``NAME: Laying out IO file (1 file / 2048MiB)`` lines (2.x: ``file(s)``,
+    ``MB``). fio prints the files it must create or extend, their total shifted right by 20 bits
+    (``filesetup.c``), so the size is known to the MiB and only when the files were laid out."""
+    found: dict[str, set[int]] = {}
+    for pos in _positions(text, ": Laying out IO file"):
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        match = _LAYOUT.match(_unprefixed(text[start:len(text) if end < 0 else end]))
+        if match and int(match["mib"]):
+            found.setdefault(match["name"].strip(), set()).add(int(match["mib"]))
+    return found
 
 
 def _latency(d: _Dir, kind: str) -> Latency | None:
@@ -614,7 +692,8 @@ def _finish_direction(
 
 
 def _finish_job(
-    job: _Job, index: int, headers: _HeaderIndex, version: str | None, warnings: list[str]
+    job: _Job, index: int, headers: _HeaderIndex, layouts: dict[str, set[int]], version: str | None,
+    warnings: list[str],
 ) -> JobResult:
     directions = {name: _finish_direction(job, d, headers, version, warnings) for name, d in job.dirs.items()}
     if job.error:
@@ -631,6 +710,7 @@ def _finish_job(
         iodepth_level_pct=job.depths, latency_dist_pct=job.latdist,
         job_options={"description": job.description} if job.description is not None else {},
         members=job.members, steadystate=job.steadystate,
+        shown_options=_shown_options(job, headers, layouts, version),
     )
 
 
@@ -660,7 +740,8 @@ def parse_normal(text: str, name: str = "<input>") -> FioReport:
     if scan.superseded:
         warnings.append(f"{scan.superseded} job report(s) were --status-interval snapshots superseded by a "
                         f"later report of the same job (name, group, pid); only the last is kept")
-    jobs = tuple(_finish_job(job, index, scan.headers, version, warnings) for index, job in enumerate(kept))
+    layouts = _layouts(text)
+    jobs = tuple(_finish_job(job, index, scan.headers, layouts, version, warnings) for index, job in enumerate(kept))
     first_report, begin = (min(b.report for b in kept_blocks), kept_blocks[0].start) if scan.superseded else (0, 0)
     return FioReport(source_format="normal", jobs=jobs, fio_version=version, warnings=tuple(warnings),
                      disk_util=scan.disks(text, begin, first_report, name))
