@@ -43,6 +43,8 @@ runs = sa.Table(
     sa.Column("warnings", sa.JSON),
     sa.Column("source", sa.JSON),
     sa.Column("options", sa.JSON),
+    sa.Column("source_sha256", sa.String(64)),  # imported runs: the file's checksum (0003_import_source)
+    sa.Index("ix_runs_source_sha256", "source_sha256", unique=True),
 )
 
 run_tags = sa.Table(
@@ -108,6 +110,35 @@ class PendingResult:
     params: Mapping[str, str]
 
 
+@dataclass(frozen=True)
+class FinishedResult(PendingResult):
+    """A result complete when stored, such as one read from an imported fio output.
+
+    ``raw_text`` is the fio output as read (stored zlib-compressed); ``ended_at`` is when fio
+    printed the report, when the output says so.
+    """
+
+    status: str = "ok"
+    report: FioReport | None = None
+    raw_text: str | None = None
+    error: str | None = None
+    ended_at: datetime | None = None
+    extra: Mapping[str, Any] | None = None
+
+
+class DuplicateSource(UsageError):
+    """The fio output file (same sha256) is already stored, as run ``run_id``."""
+
+    def __init__(self, message: str, run_id: int, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.run_id = run_id
+
+
+#: zlib level for stored fio output text. Level 1 compresses fio's JSON and text about 3x faster
+#: than the default 6 for a few percent more bytes (benchmarks/import.py measures both).
+RAW_ZLIB_LEVEL = 1
+
+
 def _utc(value: datetime | None) -> datetime | None:
     """SQLite hands datetimes back naive; they were stored as UTC."""
     return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
@@ -164,15 +195,51 @@ class Store:
                    status: str = "running") -> int:
         """Insert a run; returns its id."""
         with self.engine.begin() as conn:
-            run_id = conn.execute(runs.insert().values(
-                created_at=datetime.now(UTC), status=status, origin=origin, suite_name=suite_name,
-                suite_text=suite_text, label=label, fio_version=fio_version,
-                host=to_jsonable(host) if host else None, warnings=list(warnings),
-                source=dict(source) if source else None, options=dict(options or {}),
-            )).inserted_primary_key[0]
-            for key, value in (tags or {}).items():
-                conn.execute(run_tags.insert().values(run_id=run_id, key=key, value=value))
+            return self._insert_run(
+                conn, status=status, origin=origin, suite_name=suite_name, suite_text=suite_text, label=label,
+                fio_version=fio_version, host=to_jsonable(host) if host else None, warnings=list(warnings),
+                source=dict(source) if source else None, options=dict(options or {}), tags=tags or {},
+            )
+
+    @staticmethod
+    def _insert_run(conn: Connection, tags: Mapping[str, str], **values: Any) -> int:
+        run_id = conn.execute(runs.insert().values(created_at=datetime.now(UTC), **values)).inserted_primary_key[0]
+        for key, value in tags.items():
+            conn.execute(run_tags.insert().values(run_id=run_id, key=key, value=value))
         return int(run_id)
+
+    def add_finished_run(self, *, suite_name: str, origin: str, source: Mapping[str, str], sha256: str,
+                         finished: Sequence[FinishedResult], label: str | None = None,
+                         tags: Mapping[str, str] | None = None, fio_version: str | None = None,
+                         warnings: Sequence[str] = ()) -> int:
+        """Store a run whose results are all known (an import) in one transaction; returns its id.
+
+        ``sha256`` identifies the source: storing the same source twice raises ``DuplicateSource``
+        naming the earlier run (a unique index enforces it, so two concurrent imports cannot both
+        succeed). The run's status is ``failed`` when a result failed, else ``complete``.
+        """
+        status = "failed" if any(r.status != "ok" for r in finished) else "complete"
+        try:
+            with self.engine.begin() as conn:
+                run_id = self._insert_run(
+                    conn, status=status, origin=origin, suite_name=suite_name, suite_text="", label=label,
+                    fio_version=fio_version, warnings=list(warnings), source=dict(source), options={},
+                    source_sha256=sha256, finished_at=datetime.now(UTC), tags=tags or {},
+                )
+                conn.execute(results.insert(), [_finished_row(run_id, r) for r in finished])
+            return run_id
+        except sa.exc.IntegrityError:
+            earlier = self.find_source(sha256)
+            if earlier is None:
+                raise
+        raise DuplicateSource(f"{source.get('name', 'this file')} is already stored as run {earlier} "
+                              f"(same sha256 {sha256[:12]}…)", earlier, hint=f"see it with: iolab show {earlier}")
+
+    def find_source(self, sha256: str) -> int | None:
+        """The id of the run stored from the source with this sha256, if any."""
+        with self.engine.connect() as conn:
+            found = conn.execute(sa.select(runs.c.id).where(runs.c.source_sha256 == sha256)).scalar()
+        return None if found is None else int(found)
 
     def add_pending(self, run_id: int, planned: Iterable[PendingResult]) -> list[int]:
         """Store planned invocations as ``pending``; returns their result ids in order."""
@@ -313,6 +380,17 @@ class Store:
             target_facts=from_jsonable(TargetFacts, row["target_facts"]) if row["target_facts"] else None,
             extra=row["extra"] or {},
         )
+
+
+def _finished_row(run_id: int, r: FinishedResult) -> dict[str, Any]:
+    return {
+        "run_id": run_id, "seq": r.seq, "target": r.target, "target_path": r.target_path, "workload": r.workload,
+        "repeat": r.repeat, "status": r.status, "job_text": r.job_text, "job_hash": r.job_hash,
+        "params": dict(r.params), "command": None, "started_at": None, "ended_at": r.ended_at, "error": r.error,
+        "report": to_jsonable(r.report) if r.report else None,
+        "raw_gz": zlib.compress(r.raw_text.encode(), RAW_ZLIB_LEVEL) if r.raw_text else None,
+        "target_facts": None, "extra": dict(r.extra or {}),
+    }
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
