@@ -42,7 +42,7 @@ class Table:
 
 def to_rich(table: Table) -> RichTable:
     """A rich Table for the terminal."""
-    out = RichTable(title=table.title, box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
+    out = RichTable(title=_escape(table.title), box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
     for col in table.columns:
         out.add_column(col.title, justify="right" if col.numeric else "left", no_wrap=col.numeric)
     for row in table.rows:
