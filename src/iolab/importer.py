@@ -27,18 +27,18 @@ logs lying beside the output are found by ``find_logs`` and handed to ``attach_l
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from . import jobfile
-from .errors import UsageError
+from .errors import IolabError, UsageError
 from .fio import parse_output
 from .fio.num2str import version_tuple
 from .model import FioReport, JobResult
-from .store import DuplicateSource, FinishedResult, Store
+from .store import DuplicateSource, FinishedResult, FinishedRun, Store
 
 #: fio options of type FIO_OPT_STR_SET (options.c@fio-3.33): the ones a job file may give without a
 #: value. fio's JSON omits options given that way (json.c drops empty values), so their absence from
@@ -197,33 +197,105 @@ def attach_logs(logs: Sequence[Path]) -> dict[str, Any]:
     return {"log_files": [str(p) for p in logs]} if logs else {}
 
 
-def import_file(store: Store, path: Path, label: str | None = None, tags: Mapping[str, str] | None = None) -> Imported:
-    """Parse the fio output at ``path`` and store it as a run with origin ``imported``.
+@dataclass(frozen=True)
+class Failed:
+    """A file that could not be imported, and why (the error names the file)."""
 
-    Raises ``UsageError`` (unreadable file), ``store.DuplicateSource`` (this file, by sha256, is
-    already stored; the error names the run), ``ParseError`` (not a fio output; names the line).
-    """
+    path: str
+    error: IolabError
+
+
+#: Files stored per transaction: a commit (an fsync) per file would cost more than reading a
+#: typical output. An interrupted import keeps the batches committed; importing the same files
+#: again stores the rest (the stored ones are refused as duplicates).
+BATCH_FILES = 64
+BATCH_BYTES = 32 << 20
+
+
+def _prepare(path: Path, label: str | None, tags: Mapping[str, str]) -> tuple[FinishedRun, Imported]:
+    """Read, checksum, parse and plan one file (nothing is stored)."""
     text, sha256, size = read_source(path)
-    earlier = store.find_source(sha256)
-    if earlier is not None:
-        raise DuplicateSource(f"{path} is already imported as run {earlier} (same sha256 {sha256[:12]}…)", earlier,
-                              hint=f"see it with: iolab show {earlier}")
     report = parse_output(text, str(path))
     planned = plan_results(report, path.name)
     logs = find_logs(path, report)
     ended_at = datetime.fromtimestamp(report.timestamp_ms / 1000, UTC) if report.timestamp_ms else None
-    finished = [FinishedResult(
+    results = tuple(FinishedResult(
         seq=seq, target=p.target, target_path=p.target_path, workload=p.workload, repeat=0, job_text=p.job_text,
         job_hash=jobfile.params_hash(p.params), params=p.params, status=p.status, report=p.report,
         raw_text=text if seq == 0 else None, error=p.error, ended_at=ended_at,
         extra={"unknown_options": list(p.unknown_options), **attach_logs(logs)},
-    ) for seq, p in enumerate(planned)]
+    ) for seq, p in enumerate(planned))
     source = {"path": str(path.resolve()), "name": path.name, "sha256": sha256, "format": report.source_format,
               "size_bytes": str(size)}
-    run_id = store.add_finished_run(
-        suite_name=path.name, origin="imported", source=source, sha256=sha256, finished=finished, label=label,
-        tags=tags, fio_version=report.fio_version, warnings=report.warnings,
-    )
-    return Imported(path=str(path), run_id=run_id, source_format=report.source_format,
-                    fio_version=report.fio_version, results=len(finished), warnings=report.warnings,
-                    logs=tuple(str(p) for p in logs))
+    run = FinishedRun(suite_name=path.name, origin="imported", source=source, sha256=sha256, results=results,
+                      label=label, tags=dict(tags), fio_version=report.fio_version, warnings=report.warnings)
+    done = Imported(path=str(path), run_id=0, source_format=report.source_format, fio_version=report.fio_version,
+                    results=len(results), warnings=report.warnings, logs=tuple(str(p) for p in logs))
+    return run, done
+
+
+def import_files(store: Store, paths: Sequence[Path], label: str | None = None,
+                 tags: Mapping[str, str] | None = None) -> Iterator[Imported | Failed]:
+    """Import fio output files as runs (origin ``imported``), one outcome per file, in order.
+
+    A file that fails does not stop the others: ``Failed`` carries a ``UsageError`` (unreadable),
+    a ``ParseError`` (not a fio output; names the line) or a ``store.DuplicateSource`` (this
+    content, by sha256, is already stored, or was given twice; names the run). Files are stored
+    in batches (``BATCH_FILES``/``BATCH_BYTES``), each in one transaction.
+    """
+    batch: list[tuple[Path, tuple[FinishedRun, Imported] | IolabError]] = []
+    size = 0
+    for path in paths:
+        try:
+            prepared: tuple[FinishedRun, Imported] | IolabError = _prepare(path, label, tags or {})
+        except IolabError as exc:
+            prepared = exc
+        batch.append((path, prepared))
+        size += 0 if isinstance(prepared, IolabError) else len(prepared[0].results[0].raw_text or "")
+        if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
+            yield from _store_batch(store, batch)
+            batch, size = [], 0
+    yield from _store_batch(store, batch)
+
+
+def _store_batch(store: Store, batch: Sequence[tuple[Path, tuple[FinishedRun, Imported] | IolabError]]
+                 ) -> Iterator[Imported | Failed]:
+    ready = {i: p for i, (_, p) in enumerate(batch) if not isinstance(p, IolabError)}
+    stored = store.find_sources([run.sha256 for run, _ in ready.values()])
+    first: dict[str, int] = {}  # sha256 -> the batch index that stores it
+    for i, (run, _) in ready.items():
+        if run.sha256 not in stored:
+            first.setdefault(run.sha256, i)
+    todo = list(first.values())
+    run_ids: dict[int, int | DuplicateSource] = {}
+    try:
+        run_ids.update(zip(todo, store.add_finished_runs([ready[i][0] for i in todo]), strict=True))
+    except DuplicateSource:  # another import stored one of them meanwhile: store them one by one
+        for i in todo:
+            try:
+                run_ids[i] = store.add_finished_runs([ready[i][0]])[0]
+            except DuplicateSource as exc:
+                run_ids[i] = exc
+    for i, (path, prepared) in enumerate(batch):
+        if isinstance(prepared, IolabError):
+            yield Failed(str(path), prepared)
+            continue
+        run, done = prepared
+        earlier = stored.get(run.sha256, run_ids.get(first.get(run.sha256, -1)))
+        if isinstance(earlier, DuplicateSource):
+            yield Failed(str(path), earlier)
+        elif run.sha256 in stored or first[run.sha256] != i:
+            assert earlier is not None
+            yield Failed(str(path), DuplicateSource(
+                f"{path} is already imported as run {earlier} (same sha256 {run.sha256[:12]}…)", earlier,
+                hint=f"see it with: iolab show {earlier}"))
+        else:
+            yield replace(done, run_id=run_ids[i])  # type: ignore[arg-type]
+
+
+def import_file(store: Store, path: Path, label: str | None = None, tags: Mapping[str, str] | None = None) -> Imported:
+    """Import one fio output file (see ``import_files``); raises its error instead of returning it."""
+    (outcome,) = import_files(store, [path], label, tags)
+    if isinstance(outcome, Failed):
+        raise outcome.error
+    return outcome

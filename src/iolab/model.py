@@ -304,6 +304,12 @@ def to_jsonable(obj: Any) -> Any:
     return _adapter(type(obj)).dump_python(obj, mode="json")
 
 
+def to_json_text(obj: Any) -> str:
+    """``json.dumps(to_jsonable(obj))``, serialised by pydantic-core in one pass (several times faster
+    for reports with json+ histograms)."""
+    return _adapter(type(obj)).dump_json(obj).decode()
+
+
 def from_jsonable(cls: type[T], data: Any) -> T:
     """The inverse of ``to_jsonable``. Raises ``pydantic.ValidationError`` on a shape mismatch."""
     return _adapter(cls).validate_python(data)  # type: ignore[no-any-return]

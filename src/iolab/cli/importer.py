@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from .. import importer
-from ..errors import IolabError
 from ..report import results as results_report
 from . import FORMATS, _report_error, cli, emit_tables, err, parse_tags, store_of
 
@@ -32,23 +31,20 @@ def import_(ctx: click.Context, files: Sequence[Path], label: str | None, tags: 
     A file already imported (same sha256) is refused, naming the earlier run. When some files
     fail, the others are still imported and the exit code is the highest of the failures'.
     """
-    tag_map = parse_tags(tags)
     store = store_of(ctx)
     imported, failure = [], 0
-    for path in files:
-        try:
-            done = importer.import_file(store, path, label=label, tags=tag_map)
-        except IolabError as exc:
-            _report_error(exc)
-            failure = max(failure, exc.exit_code)
+    for outcome in importer.import_files(store, files, label=label, tags=parse_tags(tags)):
+        if isinstance(outcome, importer.Failed):
+            _report_error(outcome.error)
+            failure = max(failure, outcome.error.exit_code)
             continue
-        imported.append(done)
-        detail = f"{done.source_format}, fio {done.fio_version or '?'}, {done.results} result(s)"
-        if done.warnings:
-            detail += f", {len(done.warnings)} warning(s)"
-        if done.logs:
-            detail += f", {len(done.logs)} log file(s) beside it"
-        err.print(f"Imported {path} as run [bold]{done.run_id}[/] ({detail})", highlight=False)
+        imported.append(outcome)
+        detail = f"{outcome.source_format}, fio {outcome.fio_version or '?'}, {outcome.results} result(s)"
+        if outcome.warnings:
+            detail += f", {len(outcome.warnings)} warning(s)"
+        if outcome.logs:
+            detail += f", {len(outcome.logs)} log file(s) beside it"
+        err.print(f"Imported {outcome.path} as run [bold]{outcome.run_id}[/] ({detail})", highlight=False)
     runs = [store.get_run(done.run_id) for done in imported]
     if runs:
         document = [results_report.run_document(r) for r in runs]

@@ -47,6 +47,7 @@ import math
 import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..errors import ParseError
 from ..model import DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
@@ -607,6 +608,7 @@ def _block_size(text: str, version: str | None) -> int | None:
     return max(sizes, key=lambda size: (size & -size, -size)) if sizes else None
 
 
+@lru_cache(maxsize=256)
 def _bs_option(header: _Header, version: str | None) -> str | None:
     """``bs`` as a job file spells it (``4k``, or ``4k,64k,64k`` per direction) from a header line.
 

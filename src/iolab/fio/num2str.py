@@ -69,6 +69,7 @@ def version_tuple(version: str | None) -> tuple[int, ...] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
+@lru_cache(maxsize=64)
 def eras(version: str | None) -> tuple[str, ...]:
     """The num2str generations that may have printed this output (all of them if unknown)."""
     vt = version_tuple(version)
@@ -92,9 +93,13 @@ def decode(text: str, kilo: int = 1000) -> tuple[float, float] | None:
 def reproducing_era(shown: str, num: int, pow2: bool, version: str | None) -> str | None:
     """The num2str generation (any maxlen 1-10) that prints ``num`` as ``shown``, if one does."""
     for era in eras(version):
-        if any(num2str(num, maxlen, pow2, era) == shown for maxlen in range(1, 11)):
+        if any(num2str(num, maxlen, pow2, era) == shown for maxlen in _MAXLENS):
             return era
     return None
+
+
+#: maxlen 1-10 (``significant_figures``), fio's default 4 first: the answer is the same, found sooner.
+_MAXLENS = (4, 5, 3, 6, 2, 7, 8, 9, 10, 1)
 
 
 def iops_display_warning(shown: str, total: int, runtime_ms: int, version: str | None) -> str | None:
