@@ -14,6 +14,7 @@ from scipy import stats as sps
 
 from clirun import iolab
 from iolab import compare as cmp
+from iolab import importer
 from iolab.errors import UsageError
 from iolab.model import DirectionStats, FioReport, HostFacts, JobResult, Latency
 from iolab.report.comparison import comparison_document, comparison_tables
@@ -144,6 +145,24 @@ def test_pooling_a_label_over_runs(store):
 
 
 # --- pairing and parameters ---------------------------------------------------------------------------------
+
+
+def test_sources_recording_different_options_pool_and_know_only_what_both_show(store):
+    old = [DATA / "fio-2.2.8_randrw_posixaio.json", DATA / "fio-2.2.8_randrw_posixaio.normal.txt"]
+    new = [DATA / "fio-3.33_randrw_posixaio.json"]
+    for paths, label in ((old, "old"), (new, "new")):
+        assert all(isinstance(o, importer.Imported) for o in importer.import_files(store, paths, label=label))
+    c = run_compare(store, "old", "new", metrics=["iops"])
+    pairs = c.comparisons[0].pairs
+    assert [(p.direction, p.metrics[0].a.n, p.metrics[0].b.n) for p in pairs] == [("read", 2, 1), ("write", 2, 1)]
+    # 2.2.8 JSON lists no options: the pool checks nothing, although the normal output shows rw, bs, …
+    assert pairs[0].a.options.values == {} and pairs[0].comparable
+    assert "rw" in pairs[0].unchecked and "bs" in pairs[0].unchecked
+    row = pairs[0].metrics[0]
+    assert row.a_values == (51499 * 1000 / 2001, 50071 * 1000 / 2001)
+    assert row.tested is False  # one repeat on the other side
+
+
 
 
 def test_differing_options_are_not_comparable_unless_ignored(store):

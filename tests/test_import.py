@@ -206,3 +206,13 @@ def test_latin1_text_and_pasted_crlf_import(tmp_path):
     doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
     assert doc["results"][0]["workload"] == "randrw\u00e9"
     assert doc["results"][0]["jobs"][0]["directions"]["read"]["total_ios"] == 214015
+
+
+def test_the_same_content_twice_in_one_command(tmp_path):
+    db = tmp_path / "iolab.db"
+    path = DATA / "fio-3.33_randrw_libaio.terse-v5.txt"
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(path.read_bytes())
+    proc = iolab("import", str(path), str(copy), db=db)
+    assert proc.returncode == 2
+    assert f"Imported {path} as run 1" in proc.stderr and f"{copy} is already imported as run 1" in proc.stderr

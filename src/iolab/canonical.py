@@ -210,6 +210,23 @@ def _per_direction(text: str, kb_base: int, default: str) -> str:
     return spelled[0] if len(set(spelled)) == 1 else ",".join(spelled)
 
 
+def common(a: Options, b: Options) -> Options:
+    """What ``a`` and ``b`` both say: an option is known only where both know it with one value.
+
+    For repetitions pooled from sources that record different options (a JSON and a normal
+    output of the same job), so that the pool claims nothing one of them does not show.
+    """
+    names = {*a.values, *b.values}
+    agreed = {}
+    for name in names:
+        value = a.get(name)
+        if value is not None and value == b.get(name):
+            agreed[name] = value
+    if a.unknown is ALL or b.unknown is ALL:
+        return Options(agreed, ALL)
+    return Options(agreed, frozenset(a.unknown | b.unknown | (names - agreed.keys())))
+
+
 @dataclass(frozen=True)
 class Difference:
     """One option on which two jobs disagree, with each side's value (None = unknown).

@@ -286,7 +286,27 @@ def slots(runs: Sequence[Run]) -> list[Slot]:
                         failed["failed"], tuple({**e["runs"], **failed["runs"]})))
     out += [Slot(t, j, e["workload"], "–", e["options"], (), e["failed"], tuple(e["runs"]))
             for (t, j, _), e in failures.items()]
-    return out
+    return _pool_compatible(out)
+
+
+def _pool_compatible(found: Sequence[Slot]) -> list[Slot]:
+    """Slots of one target, job and direction whose known options agree are one workload whose
+    sources record different options (JSON and normal output): their repetitions are pooled, and
+    the pool knows only what both know (``canonical.common``)."""
+    pooled: list[Slot] = []
+    for slot in found:
+        for k, other in enumerate(pooled):
+            if (other.target, other.job, other.direction) != (slot.target, slot.job, slot.direction):
+                continue
+            diffs, _ = canonical.differences(other.options, slot.options)
+            if not any(d.effect == "blocking" for d in diffs):
+                pooled[k] = Slot(other.target, other.job, other.workload, other.direction,
+                                 canonical.common(other.options, slot.options), other.values + slot.values,
+                                 other.failed + slot.failed, tuple(dict.fromkeys(other.run_ids + slot.run_ids)))
+                break
+        else:
+            pooled.append(slot)
+    return pooled
 
 
 def _entry(result: ResultRecord, job: str, options: canonical.Options) -> dict[str, Any]:
