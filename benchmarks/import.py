@@ -30,25 +30,32 @@ from iolab.store import Store
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "fio"
 
 
-def make_jsonplus(directory: Path, megabytes: float) -> list[Path]:
-    """json+ reports with 1-8 jobs, each a varied copy of a real fio 3.33 json+ job."""
-    doc = json.loads((DATA / "fio-3.33_randrw_libaio.jsonplus.json").read_text())
-    job = doc["jobs"][0]
-    paths, total, i = [], 0, 0
+def write_set(directory: Path, megabytes: float, name: str, text_for: Callable[[int], str]) -> list[Path]:
+    """Files ``00000NAME``, … holding ``text_for(0)``, … in ``directory`` until they hold ``megabytes``."""
+    paths, total = [], 0
     while total < megabytes * 1e6:
-        jobs = []
-        for k in range(1 + i % 8):
-            clone = json.loads(json.dumps(job))
-            clone["jobname"] = f"job{i}-{k}"
-            clone["read"]["total_ios"] += i + k  # distinct numbers, as in real runs
-            jobs.append(clone)
-        text = json.dumps({**doc, "timestamp": doc["timestamp"] + i, "jobs": jobs}, indent=2)
-        path = directory / f"run{i:05d}.json"
+        text = text_for(len(paths))
+        path = directory / f"{len(paths):05d}{name}"
         path.write_text(text)
         paths.append(path)
         total += len(text)
-        i += 1
     return paths
+
+
+def make_jsonplus(directory: Path, megabytes: float) -> list[Path]:
+    """json+ reports with 1-8 jobs, each a varied copy of a real fio 3.33 json+ job."""
+    doc = json.loads((DATA / "fio-3.33_randrw_libaio.jsonplus.json").read_text())
+
+    def text_for(i: int) -> str:
+        jobs = []
+        for k in range(1 + i % 8):
+            clone = json.loads(json.dumps(doc["jobs"][0]))
+            clone["jobname"] = f"job{i}-{k}"
+            clone["read"]["total_ios"] += i + k  # distinct numbers, as in real runs
+            jobs.append(clone)
+        return json.dumps({**doc, "timestamp": doc["timestamp"] + i, "jobs": jobs}, indent=2)
+
+    return write_set(directory, megabytes, ".json", text_for)
 
 
 def make_normal(directory: Path, megabytes: float) -> list[Path]:
@@ -58,19 +65,15 @@ def make_normal(directory: Path, megabytes: float) -> list[Path]:
     start = rest.index("randrw: (groupid")
     preamble, block_and_tail = rest[:start], rest[start:]
     block, tail = block_and_tail.split("\nRun status group", 1)
-    paths, total, i = [], 0, 0
-    while total < megabytes * 1e6:
+
+    def text_for(i: int) -> str:
         count = 1 + i % 32
         headers = "".join(header.replace("randrw:", f"j{k}:") + "\n" for k in range(count))
-        blocks = "".join(re.sub(r"total=(\d+)", lambda m, k=k, i=i: f"total={int(m[1]) + i + k}",
+        blocks = "".join(re.sub(r"total=(\d+)", lambda m, k=k: f"total={int(m[1]) + i + k}",
                                 block.replace("randrw:", f"j{k}:")) + "\n" for k in range(count))
-        out = headers + preamble + blocks + "Run status group" + tail
-        path = directory / f"run{i:05d}.txt"
-        path.write_text(out)
-        paths.append(path)
-        total += len(out)
-        i += 1
-    return paths
+        return headers + preamble + blocks + "Run status group" + tail
+
+    return write_set(directory, megabytes, ".normal.txt", text_for)
 
 
 def make_streams(directory: Path, megabytes: float) -> list[Path]:
@@ -78,20 +81,15 @@ def make_streams(directory: Path, megabytes: float) -> list[Path]:
     text = (DATA / "fio-3.33_status-interval-1s_normal.txt").read_text()
     first = text.index("sin: (groupid")
     head, snapshot = text[:first], text[first:text.index("sin: (groupid", first + 1)]
-    paths, total, i = [], 0, 0
-    while total < megabytes * 1e6:
-        seconds = 60 + (i * 97) % 541
+
+    def text_for(i: int) -> str:
         parts = [head]
-        for s in range(1, seconds + 1):
-            parts.append(re.sub(r"total=(\d+)", lambda m, s=s, i=i: f"total={int(m[1]) * s + i}", snapshot)
+        for s in range(1, 60 + (i * 97) % 541 + 1):
+            parts.append(re.sub(r"total=(\d+)", lambda m, s=s: f"total={int(m[1]) * s + i}", snapshot)
                          .replace("(335MiB/896msec)", f"(335MiB/{s * 1000 - 104}msec)"))
-        out = "".join(parts)
-        path = directory / f"stream{i:04d}.txt"
-        path.write_text(out)
-        paths.append(path)
-        total += len(out)
-        i += 1
-    return paths
+        return "".join(parts)
+
+    return write_set(directory, megabytes, ".stream.txt", text_for)
 
 
 def megabytes(paths: Sequence[Path]) -> float:

@@ -22,6 +22,10 @@ result's workload identity is derived from what the file tells, since there is n
 
 The file's text is stored once, zlib-compressed, with the run's first result. fio's time-series
 logs lying beside the output are found by ``find_logs`` and handed to ``attach_logs``.
+
+``import_files`` imports many files, a failing one not stopping the others, and stores them in
+batches of one transaction each (``BATCH_FILES``): a commit per file costs more than reading a
+typical output (benchmarks/import.py).
 """
 
 from __future__ import annotations
