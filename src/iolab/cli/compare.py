@@ -28,7 +28,8 @@ def parse_threshold(text: str) -> float:
 @click.option("--metric", "metrics", metavar="LIST",
               help="Comma-separated metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN} "
                    f"[default: {','.join(compare_mod.DEFAULT_METRICS)}]")
-@click.option("--threshold", default="5%", show_default=True, metavar="PCT", help="Smaller relative changes are 'unchanged'.")
+@click.option("--threshold", default="5%", show_default=True, metavar="PCT",
+              help="Smaller relative changes are 'unchanged'.")
 @click.option("--ignore", "ignore", multiple=True, metavar="OPTION",
               help="Compare results even though this fio option differs (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
