@@ -188,10 +188,14 @@ def summary_table(c: SideComparison) -> Table:
 def differences_table(c: SideComparison) -> Table | None:
     """The options on which paired jobs differ; None when there are none."""
     effects = {"blocking": "not comparable", "ignored": "ignored (--ignore)", "soft": "does not change the I/O"}
+    directions: dict[tuple[str, str, str | None, str | None, str], list[str]] = {}
+    for p in c.pairs:  # one row per difference, naming every direction it concerns
+        for d in p.differences:
+            directions.setdefault((p.label, d.option, d.a, d.b, d.effect), []).append(p.direction)
     rows = tuple(
-        (Cell(p.label), Cell(p.direction), Cell(d.option), Cell(_opt(d.a)), Cell(_opt(d.b)),
-         Cell(effects[d.effect], d.effect, "magenta" if d.effect == "blocking" else None))
-        for p in c.pairs for d in p.differences
+        (Cell(label), Cell(", ".join(dirs)), Cell(option), Cell(_opt(a)), Cell(_opt(b)),
+         Cell(effects[effect], effect, "magenta" if effect == "blocking" else None))
+        for (label, option, a, b, effect), dirs in directions.items()
     )
     if not rows:
         return None
