@@ -44,7 +44,7 @@ def to_rich(table: Table) -> RichTable:
     """A rich Table for the terminal."""
     out = RichTable(title=_escape(table.title), box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
     for col in table.columns:
-        out.add_column(col.title, justify="right" if col.numeric else "left", no_wrap=col.numeric)
+        out.add_column(_escape(col.title), justify="right" if col.numeric else "left", no_wrap=col.numeric)
     for row in table.rows:
         out.add_row(*(f"[{c.style}]{_escape(c.text)}[/]" if c.style else _escape(c.text) for c in row))
     return out
