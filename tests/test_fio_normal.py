@@ -11,7 +11,7 @@ import pytest
 
 from iolab.errors import ParseError
 from iolab.fio import clean_pasted, parse_json, parse_normal, parse_output
-from iolab.fio.normal import iops_display_warning, num2str
+from iolab.fio.num2str import iops_display_warning, num2str
 
 DATA = Path(__file__).parent / "data" / "fio"
 KIB = 1024.0
@@ -559,3 +559,59 @@ def test_unknown_text_is_a_parse_error_with_a_hint():
     with pytest.raises(ParseError, match=r"^notes\.txt: not a fio output") as info:
         parse_output("hello\nworld\n", "notes.txt")
     assert "--output-format=json" in info.value.hint
+
+
+# --- options the text shows: header line, latency depth, file layout ---------------------------
+
+
+@pytest.mark.parametrize(("name", "shown"), [
+    ("fio-3.33_randrw_libaio.normal.txt", {"rw": "randrw", "bs": "4k", "ioengine": "libaio", "iodepth": "16"}),
+    ("fio-3.16_randrw_posixaio.normal.txt", {"rw": "randrw", "bs": "4k", "ioengine": "posixaio", "iodepth": "16"}),
+    ("fio-2.2.8_randrw_posixaio.normal.txt", {"rw": "randrw", "bs": "4k", "ioengine": "posixaio", "iodepth": "16"}),
+    # no header line: iodepth from "latency : target=0, …, depth=32", size from "Laying out IO file (… / 2048MiB)"
+    ("seed001_local_ssd_fio316.txt", {"iodepth": "32", "size": "2048m"}),
+])
+def test_shown_options_of_real_outputs(name, shown):
+    (job,) = load(name).jobs
+    assert job.shown_options == shown and job.job_options == {}
+
+
+def test_shown_options_per_job_and_group(full):
+    seqw, tw, rd, mx = full.jobs
+    assert seqw.shown_options == {"rw": "write", "bs": "128k", "ioengine": "psync", "iodepth": "1"}
+    # tw and rd each have their own header (jobs=1 blocks are matched by name)
+    assert tw.shown_options == {"rw": "trimwrite", "bs": "4k", "ioengine": "psync", "iodepth": "1"}
+    assert rd.shown_options["rw"] == "randread"
+    assert mx.shown_options == {"rw": "randrw", "bs": "4k", "ioengine": "libaio", "iodepth": "4"}
+
+
+def test_shown_options_block_sizes_per_direction_ranges_and_abbreviations():
+    def shown(bs_part: str) -> dict[str, str]:
+        text = (f"j: (g=0): rw=randrw, bs={bs_part}, ioengine=libaio, iodepth=8\n"
+                "j: (groupid=0, jobs=1): err= 0: pid=1: x\n  read: IOPS=1000, BW=1 (2)(3MiB/1000msec)\n"
+                "     issued rwts: total=1000,0,0,0 short=0,0,0,0 dropped=0,0,0,0\n")
+        return dict(parse_output(text, "t").jobs[0].shown_options)
+
+    assert shown("(R) 4096B-4096B, (W) 64.0KiB-64.0KiB, (T) 64.0KiB-64.0KiB")["bs"] == "4k,64k,64k"
+    # 1024KiB is printed for 1048064 and 1048576 alike: the roundest is the job file's
+    assert shown("(R) 1024KiB-1024KiB, (W) 1024KiB-1024KiB, (T) 1024KiB-1024KiB")["bs"] == "1m"
+    # a range cannot tell bsrange from bssplit: bs stays unknown, the rest is kept
+    ranged = shown("(R) 4096B-64.0KiB, (W) 4096B-64.0KiB, (T) 4096B-64.0KiB")
+    assert "bs" not in ranged and ranged["iodepth"] == "8"
+    assert "bs" not in shown("(R) 4096B-4096B, (W) 8192B-8192B, bs_is_seq_rand")
+    assert shown("4K-4K/8K-8K/8K-8K")["bs"] == "4k,8k,8k"  # fio 2.x
+
+
+def test_shown_options_disagreeing_group_members_and_layouts():
+    text = ("a: (g=0): rw=read, bs=(R) 4096B-4096B, (W) 4096B-4096B, (T) 4096B-4096B, ioengine=libaio, iodepth=8\n"
+            "b: (g=0): rw=read, bs=(R) 8192B-8192B, (W) 8192B-8192B, (T) 8192B-8192B, ioengine=libaio, iodepth=8\n"
+            "a: Laying out IO file(s) (1 file(s) / 1024MB)\n"
+            "b: Laying out IO files (2 files / total 512MiB)\n"
+            "a: (groupid=0, jobs=2): err= 0: pid=1: x\n  read: IOPS=1000, BW=1 (2)(3MiB/1000msec)\n"
+            "     issued rwts: total=1000,0,0,0 short=0,0,0,0 dropped=0,0,0,0\n")
+    (job,) = parse_output(text, "t").jobs
+    # the group holds a (4k) and b (8k): bs is left out, what they share is kept; size is a's
+    assert job.shown_options == {"rw": "read", "ioengine": "libaio", "iodepth": "8", "size": "1024m"}
+    latency = text.replace("jobs=2", "jobs=1") + \
+        "     latency   : target=100000, window=0, percentile=100.00%, depth=3\n"
+    assert parse_output(latency, "t").jobs[0].shown_options["iodepth"] == "8"  # header wins; target != 0 ignored

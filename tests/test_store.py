@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -13,7 +14,7 @@ import pg
 from iolab.errors import StoreError, UsageError
 from iolab.fio.json import parse_json
 from iolab.model import HostFacts, TargetFacts, TimeSeries
-from iolab.store import PendingResult, Store, metadata
+from iolab.store import DuplicateSource, FinishedResult, FinishedRun, PendingResult, Store, metadata
 
 SAMPLE = "data/fio/fio-3.33_randrw_libaio.jsonplus.json"
 
@@ -95,6 +96,40 @@ def test_selectors(store):
         store.get_run(999)
 
 
+def test_finished_run_in_one_transaction_and_duplicate_source_refused(store, request):
+    text = (request.path.parent / SAMPLE).read_text()
+    report = parse_json(text)
+    now = datetime.now(UTC)
+    results = [FinishedResult(seq=0, target="local", target_path=None, workload="randrw", repeat=0, job_text="[r]\n",
+                              job_hash="h", params={"rw": "randrw"}, report=report, raw_text=text, ended_at=now,
+                              extra={"unknown_options": ["*"]}),
+               FinishedResult(seq=1, target="local", target_path=None, workload="x", repeat=0, job_text="[x]\n",
+                              job_hash="h", params={}, status="failed", error="fio error 5")]
+    source = {"name": "a.json", "sha256": "ab" * 32}
+    first = FinishedRun(suite_name="a.json", origin="imported", source=source, sha256="ab" * 32,
+                        results=tuple(results), label="imp", tags={"k": "v"}, fio_version="3.33", warnings=("w1",))
+    other = FinishedRun(suite_name="c.json", origin="imported", source={"name": "c.json"}, sha256="cd" * 32,
+                        results=tuple(results[:1]))
+    run_id, other_id = store.add_finished_runs([first, other])
+    run = store.get_run(run_id)
+    assert (run.info.origin, run.info.status, run.info.source, run.info.warnings) == (
+        "imported", "failed", source, ("w1",))
+    assert run.info.tags == {"k": "v"} and run.info.finished_at is not None
+    assert store.get_run(other_id).info.status == "complete"
+    ok, failed = run.results
+    assert ok.report == report and ok.ended_at == now and ok.extra == {"unknown_options": ["*"]}
+    assert store.raw_json(ok.id) == text and failed.error == "fio error 5"
+    assert store.find_source("ab" * 32) == run_id and store.find_source("ef" * 32) is None
+    again = FinishedRun(suite_name="b.json", origin="imported", source={"name": "b.json"}, sha256="ab" * 32,
+                        results=tuple(results))
+    new = FinishedRun(suite_name="d.json", origin="imported", source={"name": "d.json"}, sha256="ef" * 32,
+                      results=tuple(results))
+    with pytest.raises(DuplicateSource) as info:
+        store.add_finished_runs([new, again])
+    assert info.value.run_id == run_id and f"already stored as run {run_id}" in info.value.message
+    assert [r.id for r in store.list_runs()] == [other_id, run_id]  # nothing of the refused batch was stored
+
+
 def test_migrations_match_the_table_definitions(store):
     with store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), metadata)
@@ -109,13 +144,16 @@ def test_integrity_problems_reports_stuck_results(store):
     assert store.integrity_problems() == ["1 result(s) left in state 'running'"]
 
 
+HEAD = max(p.name.split("_")[0] for p in (Path(__file__).parents[1] / "src/iolab/migrations/versions").glob("0*.py"))
+
+
 def test_reopening_does_not_migrate_again(tmp_path):
     url = f"sqlite:///{tmp_path}/t.db"
     Store(url).create_run(suite_name="s", suite_text="")
     again = Store(url)
     assert len(again.list_runs()) == 1
     with again.engine.connect() as conn:
-        assert conn.execute(sa.text("select version_num from alembic_version")).scalar() == "0002"
+        assert conn.execute(sa.text("select version_num from alembic_version")).scalar() == HEAD
 
 
 def test_unusable_database_is_a_clear_error(tmp_path):

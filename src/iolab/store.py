@@ -11,10 +11,11 @@ the moment its job ends, so a killed run loses at most the job in flight.
 
 from __future__ import annotations
 
+import json
 import os
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -33,6 +34,7 @@ from .model import (
     TargetFacts,
     TimeSeries,
     from_jsonable,
+    to_json_text,
     to_jsonable,
 )
 
@@ -53,6 +55,8 @@ runs = sa.Table(
     sa.Column("warnings", sa.JSON),
     sa.Column("source", sa.JSON),
     sa.Column("options", sa.JSON),
+    sa.Column("source_sha256", sa.String(64)),  # imported runs: the file's checksum (0003_import_source)
+    sa.Index("ix_runs_source_sha256", "source_sha256", unique=True),
 )
 
 run_tags = sa.Table(
@@ -131,6 +135,63 @@ class PendingResult:
     params: Mapping[str, str]
 
 
+@dataclass(frozen=True)
+class FinishedResult(PendingResult):
+    """A result complete when stored, such as one read from an imported fio output.
+
+    ``raw_text`` is the fio output as read (stored zlib-compressed); ``ended_at`` is when fio
+    printed the report, when the output says so.
+    """
+
+    status: str = "ok"
+    report: FioReport | None = None
+    raw_text: str | None = None
+    error: str | None = None
+    ended_at: datetime | None = None
+    extra: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A run complete when stored (an imported fio output file) and its results.
+
+    ``sha256`` identifies the source: the same source is stored only once.
+    """
+
+    suite_name: str
+    origin: str
+    source: Mapping[str, str]
+    sha256: str
+    results: tuple[FinishedResult, ...]
+    label: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    fio_version: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+class JSONText(str):
+    """A JSON document already serialised (``model.to_json_text``): the store writes it as it is
+    instead of serialising it again, which for reports with json+ histograms halves the cost."""
+
+
+def _json_serializer(value: Any) -> str:
+    return str(value) if isinstance(value, JSONText) else json.dumps(value)
+
+
+class DuplicateSource(UsageError):
+    """The fio output file (same sha256) is already stored, as run ``run_id``."""
+
+    def __init__(self, message: str, run_id: int, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.run_id = run_id
+
+
+#: zlib level for the stored text of imported fio outputs. Level 1 compresses about 1.7x faster than
+#: the default 6 (120 vs 70 MB/s here) for 15-25 % more bytes on real outputs, and the parsed report
+#: stored beside it (uncompressed JSON) is larger than either; benchmarks/import.py measures both.
+RAW_ZLIB_LEVEL = 1
+
+
 def _utc(value: datetime | None) -> datetime | None:
     """SQLite hands datetimes back naive; they were stored as UTC."""
     return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
@@ -147,7 +208,7 @@ class Store:
         if self.url.startswith("sqlite:///"):
             Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.engine: Engine = sa.create_engine(self.url)
+            self.engine: Engine = sa.create_engine(self.url, json_serializer=_json_serializer)
             if self.engine.dialect.name == "sqlite":
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
             self._migrate()
@@ -187,15 +248,59 @@ class Store:
                    status: str = "running") -> int:
         """Insert a run; returns its id."""
         with self.engine.begin() as conn:
-            run_id = conn.execute(runs.insert().values(
-                created_at=datetime.now(UTC), status=status, origin=origin, suite_name=suite_name,
-                suite_text=suite_text, label=label, fio_version=fio_version,
-                host=to_jsonable(host) if host else None, warnings=list(warnings),
-                source=dict(source) if source else None, options=dict(options or {}),
-            )).inserted_primary_key[0]  # type: ignore[index]
-            for key, value in (tags or {}).items():
-                conn.execute(run_tags.insert().values(run_id=run_id, key=key, value=value))
+            return self._insert_run(
+                conn, status=status, origin=origin, suite_name=suite_name, suite_text=suite_text, label=label,
+                fio_version=fio_version, host=to_jsonable(host) if host else None, warnings=list(warnings),
+                source=dict(source) if source else None, options=dict(options or {}), tags=tags or {},
+            )
+
+    @staticmethod
+    def _insert_run(conn: Connection, tags: Mapping[str, str], **values: Any) -> int:
+        key_row = conn.execute(runs.insert().values(created_at=datetime.now(UTC), **values)).inserted_primary_key
+        assert key_row is not None
+        run_id = key_row[0]
+        for key, value in tags.items():
+            conn.execute(run_tags.insert().values(run_id=run_id, key=key, value=value))
         return int(run_id)
+
+    def add_finished_runs(self, finished: Sequence[FinishedRun]) -> list[int]:
+        """Store runs whose results are all known (imports) in one transaction; returns their ids.
+
+        A run's status is ``failed`` when one of its results failed, else ``complete``. A source
+        (sha256) already stored, or given twice, raises ``DuplicateSource`` naming the earlier run,
+        and nothing is stored; a unique index enforces it, so concurrent imports cannot both succeed.
+        """
+        try:
+            with self.engine.begin() as conn:
+                ids = []
+                for run in finished:
+                    run_id = self._insert_run(
+                        conn, status="failed" if any(r.status != "ok" for r in run.results) else "complete",
+                        origin=run.origin, suite_name=run.suite_name, suite_text="", label=run.label,
+                        fio_version=run.fio_version, warnings=list(run.warnings), source=dict(run.source),
+                        options={}, source_sha256=run.sha256, finished_at=datetime.now(UTC), tags=run.tags,
+                    )
+                    conn.execute(results.insert(), [_finished_row(run_id, r) for r in run.results])
+                    ids.append(run_id)
+            return ids
+        except sa.exc.IntegrityError:
+            earlier = self.find_sources([run.sha256 for run in finished])
+            first = next((run for run in finished if run.sha256 in earlier), None)
+            if first is None:
+                raise
+        raise DuplicateSource(f"{first.source.get('name', 'this file')} is already stored as run "
+                              f"{earlier[first.sha256]} (same sha256 {first.sha256[:12]}…)", earlier[first.sha256],
+                              hint=f"see it with: iolab show {earlier[first.sha256]}")
+
+    def find_sources(self, sha256s: Sequence[str]) -> dict[str, int]:
+        """``sha256 -> run id`` for the sources among ``sha256s`` that are stored."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(runs.c.source_sha256, runs.c.id).where(runs.c.source_sha256.in_(sha256s)))
+            return {sha: int(run_id) for sha, run_id in rows}
+
+    def find_source(self, sha256: str) -> int | None:
+        """The id of the run stored from the source with this sha256, if any."""
+        return self.find_sources([sha256]).get(sha256)
 
     def add_pending(self, run_id: int, planned: Iterable[PendingResult]) -> list[int]:
         """Store planned invocations as ``pending``; returns their result ids in order."""
@@ -370,6 +475,17 @@ class Store:
             target_facts=from_jsonable(TargetFacts, row["target_facts"]) if row["target_facts"] else None,
             extra=row["extra"] or {},
         )
+
+
+def _finished_row(run_id: int, r: FinishedResult) -> dict[str, Any]:
+    return {
+        "run_id": run_id, "seq": r.seq, "target": r.target, "target_path": r.target_path, "workload": r.workload,
+        "repeat": r.repeat, "status": r.status, "job_text": r.job_text, "job_hash": r.job_hash,
+        "params": dict(r.params), "command": None, "started_at": None, "ended_at": r.ended_at, "error": r.error,
+        "report": JSONText(to_json_text(r.report)) if r.report else None,
+        "raw_gz": zlib.compress(r.raw_text.encode(), RAW_ZLIB_LEVEL) if r.raw_text else None,
+        "target_facts": None, "extra": dict(r.extra or {}),
+    }
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -111,6 +111,8 @@ def _report_error(exc: IolabError, echo: Callable[[str], None] | None = None) ->
         echo(f"Hint: {exc.hint}")
 
 
+from . import compare as _compare  # noqa: E402,F401  (registers its commands)
+from . import importer as _importer  # noqa: E402,F401  (registers its commands)
 from . import method as _method  # noqa: E402,F401  (registers its commands)
 from . import report as _report  # noqa: E402,F401  (registers its commands)
 from . import run as _run  # noqa: E402,F401  (registers its commands)

@@ -51,6 +51,8 @@ from functools import lru_cache
 
 from ..errors import ParseError
 from ..model import DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
+from ..units import format_size_fio
+from .num2str import bs_candidates, decode, io_size_match, iops_display_warning
 
 ALL_CLIENTS = "All clients"
 
@@ -58,7 +60,13 @@ _JOB = re.compile(
     r"^(?P<name>.*?): \(groupid=(?P<g>\d+), jobs=(?P<n>\d+)\): err=\s*(?P<err>-?\d+)"
     r"(?: \((?P<verror>.*)\))?: pid=(?P<pid>\d+)"
 )
-_HEADER = re.compile(r"^(?P<name>.*?): \(g=(?P<g>\d+)\): rw=(?P<rw>\w+), (?P<bs>bs.*?), ioengine=")
+_HEADER = re.compile(
+    r"^(?P<name>.*?): \(g=(?P<g>\d+)\): rw=(?P<rw>\w+), (?P<bs>bs.*?), ioengine=(?P<engine>[^,\s]+)"
+    r"(?:, iodepth=(?P<depth>\d+))?"
+)
+_LAYOUT = re.compile(r"^(?P<name>.*?): Laying out IO files?(?:\(s\))? \((?P<n>\d+) files?(?:\(s\))? / (?:total )?"
+                     r"(?P<mib>\d+)Mi?B\)$")
+_LATENCY_DEPTH = re.compile(r"^latency\s*: target=(\d+), window=\d+, percentile=[^,]+, depth=(\d+)$")
 _BS3 = re.compile(r"bs=\(R\) (\S+)-(\S+), \(W\) (\S+)-(\S+), (?:\(T\) (\S+)-(\S+)|(bs_is_seq_rand))$")
 _BS2 = re.compile(r"bs(\(seq/rand\))?=([^-/]+)-([^/]+)/([^-/]+)-([^/,]+)(?:/([^-/]+)-([^/,]+))?$")
 _DIR3 = re.compile(
@@ -105,159 +113,6 @@ _DIR_INDEX = {"read": 0, "write": 1, "trim": 2}
 
 
 # ---------------------------------------------------------------------------------------------
-# fio's number display, num2str() (lib/num2str.c), in its four generations
-
-#: Generation of num2str() by first fio version: "2.0" (fio_uint_to_kmg era, upper-case K,
-#: decimals from ``(modulo + 9) / 10``), "2.17" (same decimals, SI/IEC prefixes, commit
-#: d694a6a7), "2.20" (``%.Nf`` decimals without carry, 9e55f2c7), "3.26" (carry fixed, c736b361).
-_ERAS = (((3, 26), "3.26"), ((2, 20), "2.20"), ((2, 17), "2.17"), ((0,), "2.0"))
-_SI = {"2.0": ("", "K", "M", "G", "P", "E"), "2.17": ("", "k", "M", "G", "T", "P"),
-       "2.20": ("", "k", "M", "G", "T", "P"), "3.26": ("", "k", "M", "G", "T", "P", "E")}
-_IEC = {"2.0": _SI["2.0"], "2.17": ("", "Ki", "Mi", "Gi", "Ti", "Pi"),
-        "2.20": ("", "Ki", "Mi", "Gi", "Ti", "Pi"), "3.26": ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")}
-_ERA_WHY = {
-    "2.20": "fio 2.20-3.25 num2str() drops the carry when the decimals round up to 1 (10999 prints "
-            "as 10.0k; fixed in fio 3.26 by commit c736b361, FIO_NOTES §2.3)",
-    "2.17": "fio 2.17-2.19 num2str() prints the leading digits of the remainder as decimals (25049 "
-            "prints as 25.5k; fixed in fio 2.20 by commit 9e55f2c7)",
-    "2.0": "fio before 2.17 num2str() prints the leading digits of the remainder as decimals "
-           "(1000050 prints as 1000.5K; fixed in fio 2.20 by commit 9e55f2c7)",
-}
-_POWER = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
-_SHOWN = re.compile(r"(\d+)(?:\.(\d+))?([kKMGTPE]?)(i?)")
-
-
-def num2str(num: int, maxlen: int, pow2: bool = False, era: str = "3.26") -> str:
-    """The number and prefix fio's ``num2str(num, maxlen, 1, pow2, N2S_NONE)`` prints.
-
-    ``era`` selects the generation (see ``_ERAS``): ``num2str(10999, 4, era="2.20")`` is
-    ``"10.0k"``, ``era="3.26"`` gives ``"11.0k"``. Units (``B``, ``/s``) are not appended.
-    """
-    prefixes = (_IEC if pow2 else _SI)[era]
-    thousand = 1024 if pow2 else 1000
-    post, modulo, carry = 0, -1, False
-    while post < len(prefixes) - 1 and len(str(num)) > maxlen:
-        modulo = num % thousand
-        num //= thousand
-        carry = modulo >= thousand // 2
-        post += 1
-    if modulo < 0:
-        return f"{num}{prefixes[post]}"
-    room = maxlen - len(str(num))
-    if room <= 1:
-        return f"{num + carry}{prefixes[post]}"
-    if era in ("2.0", "2.17"):
-        while len(str(modulo)) > room - 1:
-            modulo = (modulo + 9) // 10
-        return f"{num}.{modulo}{prefixes[post]}"
-    frac = f"{modulo / thousand:.{room - 1}f}"
-    if era == "3.26" and frac[0] == "1":
-        num += 1
-    return f"{num}.{frac[2:]}{prefixes[post]}"
-
-
-def _version_tuple(version: str | None) -> tuple[int, ...] | None:
-    match = re.match(r"(\d+)\.(\d+)", version or "")
-    return (int(match[1]), int(match[2])) if match else None
-
-
-def _eras(version: str | None) -> tuple[str, ...]:
-    """The num2str generations that may have printed this output (all of them if unknown)."""
-    vt = _version_tuple(version)
-    if vt is None:
-        return tuple(era for _, era in _ERAS)
-    return next((era,) for first, era in _ERAS if vt >= first)
-
-
-def _shown(text: str, kilo: int = 1000) -> tuple[float, float] | None:
-    """Value and last-digit step of a num2str display (``71.3k`` -> 71300, 100), units stripped."""
-    match = _SHOWN.fullmatch(text)
-    if match is None:
-        return None
-    whole, frac, prefix, iec = match.groups()
-    mult = float((1024 if iec else kilo) ** _POWER[prefix.upper()])
-    if frac:
-        return (int(whole) + int(frac) / 10 ** len(frac)) * mult, mult / 10 ** len(frac)
-    return int(whole) * mult, mult
-
-
-def _reproducing_era(shown: str, num: int, pow2: bool, version: str | None) -> str | None:
-    """The num2str generation (any maxlen 1-10) that prints ``num`` as ``shown``, if one does."""
-    for era in _eras(version):
-        if any(num2str(num, maxlen, pow2, era) == shown for maxlen in range(1, 11)):
-            return era
-    return None
-
-
-def iops_display_warning(shown: str, total: int, runtime_ms: int, version: str | None) -> str | None:
-    """A warning when fio's printed IOPS is further from the exact value than its rounding allows.
-
-    "Allows" is one unit of the last printed digit (``71.3k`` ± 100). Beyond that the message
-    names the num2str() generation whose known defect explains the display, or says that none
-    does. Returns None when the display is consistent. Source: ``lib/num2str.c`` per tag.
-    """
-    exact = 1000 * total / runtime_ms
-    decoded = _shown(shown)
-    if decoded is not None and abs(decoded[0] - exact) <= decoded[1]:
-        return None
-    head = f"printed IOPS={shown} but {total} I/Os in {runtime_ms} ms are {exact:.4f} IOPS"
-    era = _reproducing_era(shown, 1000 * total // runtime_ms, False, version)
-    if era is not None and era in _ERA_WHY:
-        return f"{head}: {_ERA_WHY[era]}; the exact value is used"
-    return f"{head}, which no fio rounding explains (edited text, or lines of different jobs?); the exact value is used"
-
-
-def _io_match(shown_io: str, nbytes: int, version: str | None) -> int:
-    """How well ``nbytes`` fits a printed io size (``836MiB``, 2.x ``200284KB``).
-
-    2: num2str() prints exactly this; 1: within one unit of the last digit (e.g. ramp_time
-    makes fio's io_bytes a few blocks larger than issued x bs); 0: it does not fit.
-    """
-    text = shown_io.removesuffix("B")
-    vt = _version_tuple(version)
-    if "i" in text:
-        bases: tuple[bool, ...] = (True,)
-    elif vt is not None and vt >= (2, 17):
-        bases = (False,)
-    else:
-        bases = (True, False)  # fio < 2.17 prints "K" for both kb_base values
-    if any(_reproducing_era(text, nbytes, pow2, version) is not None for pow2 in bases):
-        return 2
-    for pow2 in bases:
-        decoded = _shown(text, 1024 if pow2 else 1000)
-        if decoded is not None and abs(decoded[0] - nbytes) <= decoded[1]:
-            return 1
-    return 0
-
-
-@lru_cache(maxsize=512)
-def _bs_candidates(text: str, version: str | None) -> tuple[int, ...]:
-    """Block sizes (bytes) that fio prints as ``text`` in a job header line.
-
-    ``4096B`` and 2.x ``4K`` (``fio_uint_to_kmg()``, exact) give one value; an abbreviated
-    ``64.0KiB`` gives the multiples of 512 that num2str() prints that way.
-    """
-    match = re.fullmatch(r"(\d+)(?:\.(\d+))?([KMGTPE]?)(i?)(B?)", text, re.IGNORECASE)
-    if match is None:
-        return ()
-    whole, frac, prefix, iec, unit = match.groups()
-    if not prefix and not frac:
-        return (int(whole),)
-    if not unit:  # fio < 2.17: fio_uint_to_kmg() only abbreviates exact multiples of 1024
-        return () if frac else (int(whole) * 1024 ** _POWER[prefix.upper()],)
-    pow2 = bool(iec)
-    decoded = _shown(text[:-1], 1024 if pow2 else 1000)
-    if decoded is None:
-        return ()
-    value, step = decoded
-    first = math.ceil((value - step) / 512) * 512
-    return tuple(
-        size for size in range(max(first, 512), int(value + step) + 1, 512)
-        if _reproducing_era(text[:-1], size, pow2, version) is not None
-    )
-
-
-# ---------------------------------------------------------------------------------------------
 # Parsing: a scan for the structure (str.find, C speed), then a line parser for kept job blocks
 
 
@@ -300,6 +155,7 @@ class _Job:
     description: str | None = None
     steadystate: dict[str, object] | None = None
     errors: tuple[int, int, str] | None = None
+    latency_depth: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +166,9 @@ class _Header:
     groupid: int
     rw: str
     bs: tuple[tuple[str, str | None], ...]
+    ioengine: str | None = None
+    iodepth: str | None = None
+    ranges: tuple[tuple[str, str], ...] = ()  # (min, max) printed for read, write, trim
 
     def size(self, direction: str) -> str | None:
         return dict(self.bs)[direction]
@@ -425,7 +284,9 @@ class _Scan:
             sizes: dict[str, str | None] = dict.fromkeys(pairs, same)
         else:
             sizes = {d: (lo if lo is not None and lo == hi else None) for d, (lo, hi) in pairs.items()}
-        header = _Header(m["name"].strip(), int(m["g"]), m["rw"], tuple(sizes.items()))
+        ranges = () if seq_rand or None in (t1, t2) else ((r1, r2), (w1, w2), (t1, t2))
+        header = _Header(m["name"].strip(), int(m["g"]), m["rw"], tuple(sizes.items()), m["engine"], m["depth"],
+                         ranges)
         self.headers.setdefault(header.groupid, {})[header] = None
 
     def disks(self, text: str, begin: int, first_report: int, name: str) -> tuple[DiskUtil, ...]:
@@ -485,7 +346,7 @@ class _BlockParser:
             "lat ": self._latency, "sync": self._latency, "bw (": self._samples, "iops": self._samples,
             "cpu ": self._cpu, "IO d": self._depths, "issu": self._issued, "erro": self._errors,
             "fsyn": self._sync_section, "stea": self._steadystate, "Desc": self._description,
-            "bloc": self._no_rows,
+            "bloc": self._no_rows, "late": self._latency_target,
         }
 
     def error(self, message: str) -> ParseError:
@@ -628,6 +489,12 @@ class _BlockParser:
             self.job.steadystate = {"attained": int(attained == "yes"), "criterion": value.strip(),
                                     "metric": metric, "bw_display": bw, "iops_display": iops.strip()}
 
+    def _latency_target(self, s: str) -> None:
+        """``latency : target=0, window=0, percentile=100.00%, depth=16``: without a latency target,
+        depth is the job's iodepth (``td->latency_qd``, stat.c)."""
+        if (match := _LATENCY_DEPTH.match(s)) and match[1] == "0":
+            self.job.latency_depth = int(match[2])
+
     def _description(self, s: str) -> None:
         if match := _DESC.match(s):
             self.job.description = match[1]
@@ -669,7 +536,7 @@ def _display_value(text: str) -> float | None:
     """A min/max printed by num2str(…, 6, …): ``4053``, or ``1234k`` for large values."""
     if text.isdigit():
         return float(text)
-    decoded = _shown(text.strip())
+    decoded = decode(text.strip())
     return None if decoded is None else decoded[0]
 
 
@@ -696,11 +563,15 @@ def _pick(values: tuple[int, ...] | None, direction: str) -> int | None:
     return values[index] if index < len(values) else None
 
 
+def _job_headers(headers: _HeaderIndex, job: _Job) -> list[_Header]:
+    """The header lines of the jobs behind a report block: its group's, or its own name's."""
+    group = list(headers.get(job.groupid, ()))
+    return [h for h in group if h.name == job.name] if job.members == 1 else group
+
+
 def _bs_texts(headers: _HeaderIndex, job: _Job, direction: str) -> set[str | None]:
     """The printed block sizes of the jobs behind ``job`` for ``direction`` (None = not fixed)."""
-    group = list(headers.get(job.groupid, ()))
-    if job.members == 1:
-        group = [h for h in group if h.name == job.name]
+    group = _job_headers(headers, job)
     if not group:
         return {None}
     dirs = ("read", "write", "trim") if direction == "mixed" else (direction,)
@@ -719,7 +590,7 @@ def _direction_bytes(
         return None, None
     text = next(iter(texts))
     assert text is not None
-    fits = {size: _io_match(d.io_shown, size * total, version) for size in _bs_candidates(text, version)}
+    fits = {size: io_size_match(d.io_shown, size * total, version) for size in bs_candidates(text, version)}
     exact = [size for size, fit in fits.items() if fit == 2]
     near = [size for size, fit in fits.items() if fit]
     if len(exact) == 1 or len(near) == 1:
@@ -728,6 +599,62 @@ def _direction_bytes(
         return None, None  # several block sizes fit the rounded displays: unknown
     return None, (f"job {job.name!r} {d.name}: {total} I/Os of the header's bs={text} do not match "
                   f"the printed io={d.io_shown}; bytes and bandwidth are left unknown")
+
+
+def _block_size(text: str, version: str | None) -> int | None:
+    """The block size a header prints as ``text``; when an abbreviation (``1024KiB``) fits several
+    multiples of 512, the roundest (most factors of two) is taken, as job files use such sizes."""
+    sizes = bs_candidates(text, version)
+    return max(sizes, key=lambda size: (size & -size, -size)) if sizes else None
+
+
+@lru_cache(maxsize=256)
+def _bs_option(header: _Header, version: str | None) -> str | None:
+    """``bs`` as a job file spells it (``4k``, or ``4k,64k,64k`` per direction) from a header line.
+
+    None for a range (``4096B-65536B``): the header cannot tell ``bsrange`` from ``bssplit``."""
+    if not header.ranges or any(lo != hi for lo, hi in header.ranges):
+        return None
+    sizes = [_block_size(lo, version) for lo, _ in header.ranges]
+    if None in sizes:
+        return None
+    spelled = [format_size_fio(size) for size in sizes if size is not None]
+    return spelled[0] if len(set(spelled)) == 1 else ",".join(spelled)
+
+
+def _shown_options(job: _Job, headers: _HeaderIndex, layouts: dict[str, set[int]],
+                   version: str | None) -> dict[str, str]:
+    """The options the text shows for ``job`` (see ``JobResult.shown_options``); an option the
+    jobs behind a group block disagree on is left out."""
+    group = _job_headers(headers, job)
+    options: dict[str, str] = {}
+    for key, values in (("rw", {h.rw for h in group}), ("ioengine", {h.ioengine for h in group}),
+                        ("iodepth", {h.iodepth for h in group})):
+        if len(values) == 1 and None not in values:
+            options[key] = values.pop()  # type: ignore[assignment]
+    bs = {_bs_option(h, version) for h in group}
+    if len(bs) == 1 and None not in bs:
+        options["bs"] = bs.pop()  # type: ignore[assignment]
+    if "iodepth" not in options and job.latency_depth is not None:
+        options["iodepth"] = str(job.latency_depth)
+    sizes = layouts.get(job.name, set())
+    if len(sizes) == 1:
+        options["size"] = f"{sizes.pop()}m"
+    return options
+
+
+def _layouts(text: str) -> dict[str, set[int]]:
+    """MiB per job name from ``NAME: Laying out IO file (1 file / 2048MiB)`` lines (2.x: ``file(s)``,
+    ``MB``). fio prints the files it must create or extend, their total shifted right by 20 bits
+    (``filesetup.c``), so the size is known to the MiB and only when the files were laid out."""
+    found: dict[str, set[int]] = {}
+    for pos in _positions(text, ": Laying out IO file"):
+        start = text.rfind("\n", 0, pos) + 1
+        end = text.find("\n", pos)
+        match = _LAYOUT.match(_unprefixed(text[start:len(text) if end < 0 else end]))
+        if match and int(match["mib"]):
+            found.setdefault(match["name"].strip(), set()).add(int(match["mib"]))
+    return found
 
 
 def _latency(d: _Dir, kind: str) -> Latency | None:
@@ -767,7 +694,8 @@ def _finish_direction(
 
 
 def _finish_job(
-    job: _Job, index: int, headers: _HeaderIndex, version: str | None, warnings: list[str]
+    job: _Job, index: int, headers: _HeaderIndex, layouts: dict[str, set[int]], version: str | None,
+    warnings: list[str],
 ) -> JobResult:
     directions = {name: _finish_direction(job, d, headers, version, warnings) for name, d in job.dirs.items()}
     if job.error:
@@ -784,6 +712,7 @@ def _finish_job(
         iodepth_level_pct=job.depths, latency_dist_pct=job.latdist,
         job_options={"description": job.description} if job.description is not None else {},
         members=job.members, steadystate=job.steadystate,
+        shown_options=_shown_options(job, headers, layouts, version),
     )
 
 
@@ -813,7 +742,8 @@ def parse_normal(text: str, name: str = "<input>") -> FioReport:
     if scan.superseded:
         warnings.append(f"{scan.superseded} job report(s) were --status-interval snapshots superseded by a "
                         f"later report of the same job (name, group, pid); only the last is kept")
-    jobs = tuple(_finish_job(job, index, scan.headers, version, warnings) for index, job in enumerate(kept))
+    layouts = _layouts(text)
+    jobs = tuple(_finish_job(job, index, scan.headers, layouts, version, warnings) for index, job in enumerate(kept))
     first_report, begin = (min(b.report for b in kept_blocks), kept_blocks[0].start) if scan.superseded else (0, 0)
     return FioReport(source_format="normal", jobs=jobs, fio_version=version, warnings=tuple(warnings),
                      disk_util=scan.disks(text, begin, first_report, name))

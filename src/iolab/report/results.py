@@ -201,6 +201,9 @@ def results_table(run: Run) -> Table:
     info = run.info
     title = f"run {info.id}: {info.suite_name}" + (f" [{info.label}]" if info.label else "") + f" ({info.status})"
     notes = tuple(f"warning: {w}" for w in info.warnings) + method_notes(run)
+    if info.source:
+        notes = (f"imported from {info.source.get('name')} ({info.source.get('format')} output, "
+                 f"sha256 {info.source.get('sha256', '')[:16]}…)", *notes)
     if any(len(r.iops_values) > 1 for r in rows):
         notes += ("± is the repeats' sample standard deviation relative to the mean (CV)",)
     notes += tuple(f"failed: {r.target}/{r.workload} repeat {r.repeat + 1}: {(r.error or '').splitlines()[0]}"

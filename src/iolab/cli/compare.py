@@ -1,0 +1,69 @@
+"""``iolab compare``: stored runs side by side, with statistics and verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from .. import compare as compare_mod
+from ..errors import UsageError
+from ..report import comparison as comparison_report
+from . import FORMATS, cli, emit_tables, err, store_of
+
+
+def parse_threshold(text: str) -> float:
+    """``5%`` or ``5`` (percent) -> 0.05. Raises ``UsageError``."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise UsageError(f"--threshold {text!r}: expected a percentage such as 5%") from None
+    if value < 0:
+        raise UsageError(f"--threshold {text!r}: must not be negative")
+    return value / 100
+
+
+@cli.command()
+@click.argument("selectors", nargs=-1, required=True, metavar="A B [C ...]")
+@click.option("--metric", "metrics", metavar="LIST",
+              help="Comma-separated metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN} "
+                   f"[default: {','.join(compare_mod.DEFAULT_METRICS)}]")
+@click.option("--threshold", default="5%", show_default=True, metavar="PCT",
+              help="Smaller relative changes are 'unchanged'.")
+@click.option("--ignore", "ignore", multiple=True, metavar="OPTION",
+              help="Compare results even though this fio option differs (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--fail-on-regression", is_flag=True,
+              help="Exit with code 3 when a metric is significantly worse by more than the threshold.")
+@click.pass_context
+def compare(ctx: click.Context, selectors: Sequence[str], metrics: str | None, threshold: str,
+            ignore: Sequence[str], fmt: str, fail_on_regression: bool) -> None:
+    """Compare stored runs: each of B, C, … against A (the baseline).
+
+    A, B, … are run ids, `latest`, labels or tags KEY=VALUE; a selector matching several runs
+    pools them as repetitions of one side. Results pair by workload (canonical fio options and
+    direction); per metric: both means, change, ratio, Welch's t-test when both sides have
+    repeats, and a verdict.
+
+    \b
+    iolab compare baseline candidate
+    iolab compare 12 15 --metric iops,clat_p99 --threshold 3%
+    iolab compare path=virtio path=vhost --format markdown
+    iolab compare old new --fail-on-regression      # exit 3 on a significant regression
+    """
+    if len(selectors) < 2:
+        raise UsageError("compare needs at least two selectors: A B [C ...]")
+    store = store_of(ctx)
+    sides = []
+    for selector in selectors:
+        runs = [store.get_run(i) for i in store.resolve(selector)]
+        labels = tuple(dict.fromkeys(r.info.label for r in runs if r.info.label))
+        sides.append((compare_mod.Side(selector, tuple(r.info.id for r in runs), labels), runs))
+    names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    result = compare_mod.compare(sides, names, parse_threshold(threshold), tuple(ignore))
+    emit_tables(comparison_report.comparison_tables(result), fmt, comparison_report.comparison_document(result))
+    regressions = result.regressions()
+    if regressions:
+        err.print(f"[red]{len(regressions)} significant regression(s)[/] beyond the {threshold} threshold")
+        if fail_on_regression:
+            ctx.exit(3)

@@ -1,0 +1,282 @@
+"""A Comparison (``iolab.compare``) as tables and as the documented JSON document ``iolab.compare/1``.
+
+``comparison_tables`` gives, per compared side, the metric table (one row per pair × metric), a
+geometric-mean summary, the option differences and the environment differences; the terminal,
+Markdown, CSV and HTML renderers all draw these same rows.
+
+JSON document (``comparison_document``)::
+
+    {"schema": "iolab.compare/1",
+     "threshold": 0.05, "alpha": 0.05,                  # relative threshold; significance level
+     "metrics": [{"name": "iops", "title": "IOPS", "unit": "IOPS", "higher_is_better": true}, …],
+     "ignored_options": ["bs"],
+     "sides": [{"selector": "local-ssd", "run_ids": [2], "labels": ["local-ssd"]}, …],
+     "comparisons": [{
+        "baseline": 0, "side": 1,                        # indexes into "sides"
+        "pairs": [{
+           "label": "test", "target": "local", "direction": "write", "comparable": true,
+           "a": {"target", "job", "workload", "direction", "repeats", "failed", "run_ids",
+                 "options": {canonical option: value}, "unknown_options": [...] | "*"} | null,
+           "b": {…} | null,
+           "differences": [{"option", "a", "b", "effect": "blocking|ignored|soft"}],
+           "unchecked": ["bs", …],                       # key options a side does not record
+           "metrics": [{"metric": "iops", "unit": "IOPS", "higher_is_better": true,
+                        "a": {"n", "mean", "stdev", "ci95": [lo, hi] | null, "values": [...]},
+                        "b": {…}, "change": b-a, "relative_change": (b-a)/a, "ratio": b/a,
+                        "ratio_ci95": [lo, hi] | null, "p_value": p | null, "method": "…",
+                        "tested": bool, "verdict": "better|worse|unchanged|noisy|not comparable|missing|failed"}]}],
+        "geometric_means": [{"metric", "pairs", "ratio", "verdicts": {"better": 1, …}}],
+        "environment": [{"item": "kernel", "a": "6.1.0" | null, "b": …}]}]}
+
+Units: IOPS, bytes/s and ns as the metric's ``unit``; null is unknown, never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..compare import (
+    BETTER,
+    FAILED,
+    METHOD_LOG_WELCH,
+    METHOD_SINGLE,
+    METHOD_WELCH,
+    MISSING,
+    NOISY,
+    NOT_COMPARABLE,
+    UNCHANGED,
+    WORSE,
+    Comparison,
+    Metric,
+    MetricRow,
+    Pair,
+    Side,
+    SideComparison,
+    Slot,
+)
+from ..stats import Summary
+from ..units import format_ns, format_rate
+from .table import Cell, Column, Table
+
+SCHEMA = "iolab.compare/1"
+_STYLE = {BETTER: "green", WORSE: "red", NOISY: "yellow", NOT_COMPARABLE: "magenta", FAILED: "red", MISSING: "dim"}
+
+
+def format_value(unit: str, value: float | None) -> str:
+    """A metric value for people: ``1197.5`` or ``71315`` IOPS, ``18.76`` (MiB/s), ``180.0 ms``; ``–`` unknown.
+
+    IOPS have no thousands separator (the tables are pasted into wikis and spreadsheets) and one
+    decimal below 10000, where a comparison is read for small differences."""
+    if value is None:
+        return "–"
+    if unit == "B/s":
+        return format_rate(value)
+    if unit == "ns":
+        return format_ns(value)
+    return f"{value:.1f}" if abs(value) < 10_000 else f"{value:.0f}"
+
+
+def _change(unit: str, change: float | None, relative: float | None) -> str:
+    if change is None:
+        return "–"
+    sign = "+" if change > 0 else "-" if change < 0 else "±"
+    text = sign + format_value(unit, abs(change))
+    return text + (f" ({relative * 100:+.1f}%)" if relative is not None else "")
+
+
+def _side_cell(unit: str, s: Summary) -> Cell:
+    text = format_value(unit, s.mean)
+    if s.ci95 is not None and s.mean:
+        text += f" ±{(s.ci95[1] - s.ci95[0]) / 2 / abs(s.mean) * 100:.1f}%"
+    return Cell(text, s.mean)
+
+
+def _ratio(ratio: float | None, ci: tuple[float, float] | None) -> str:
+    if ratio is None:
+        return "–"
+    def num(v: float) -> str:  # intervals from 2 repeats can span many orders of magnitude
+        return f"{v:.2f}" if 0.01 <= abs(v) < 1000 else f"{v:.3g}"
+
+    return f"×{ratio:.2f}" + (f" ({num(ci[0])}–{num(ci[1])})" if ci is not None else "")
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _verdict(row: MetricRow) -> Cell:
+    untested = row.verdict in (BETTER, WORSE) and not row.tested
+    return Cell(row.verdict + (" (untested)" if untested else ""), row.verdict, _STYLE.get(row.verdict))
+
+
+def describe_side(side: Side) -> str:
+    """``local-ssd (run 2)``, ``baseline (runs 1, 3)``."""
+    ids = ", ".join(str(i) for i in side.run_ids)
+    runs = f"run{'s' if len(side.run_ids) > 1 else ''} {ids}"
+    return side.selector if side.selector == ids else f"{side.selector} ({runs})"
+
+
+def metric_table(c: SideComparison, threshold: float) -> Table:
+    """One row per pair × metric: both sides, change, ratio, its interval, p, verdict."""
+    several_targets = len({s.target for p in c.pairs for s in (p.a, p.b) if s is not None}) > 1
+    columns = (
+        *((Column("target", "target"),) if several_targets else ()),
+        Column("workload", "workload"), Column("direction", "dir"), Column("metric", "metric"),
+        Column("n", "n", True), Column("a_mean", c.baseline.selector, True), Column("b_mean", c.other.selector, True),
+        Column("change", "change", True), Column("ratio", "ratio (95% CI)", True), Column("p_value", "p", True),
+        Column("verdict", "verdict"),
+    )
+    rows = []
+    for pair in c.pairs:
+        for r in pair.metrics:
+            unit = r.metric.unit
+            rows.append((
+                *((Cell(pair.target),) if several_targets else ()),
+                Cell(pair.label), Cell(pair.direction), Cell(r.metric.title),
+                Cell(f"{r.a.n}/{r.b.n}"), _side_cell(unit, r.a), _side_cell(unit, r.b),
+                Cell(_change(unit, r.change, r.relative_change), r.change),
+                Cell(_ratio(r.ratio, r.ratio_ci95), r.ratio),
+                Cell(_p(r.p_value), r.p_value), _verdict(r),
+            ))
+    title = f"{describe_side(c.baseline)} → {describe_side(c.other)}"
+    return Table(title=title, columns=columns, rows=tuple(rows), notes=_notes(c, threshold))
+
+
+def _notes(c: SideComparison, threshold: float) -> tuple[str, ...]:
+    rows = [r for p in c.pairs for r in p.metrics]
+    notes = [f"threshold ±{threshold * 100:g}%: smaller changes are 'unchanged'; IOPS and bandwidth: higher is "
+             f"better, latency: lower is better"]
+    methods = {r.method for r in rows if r.verdict not in (NOT_COMPARABLE, MISSING, FAILED)}
+    if METHOD_SINGLE in methods:
+        notes.append("single run on a side: no significance test is possible, verdicts beyond the threshold are "
+                     "untested")
+    if METHOD_LOG_WELCH in methods or METHOD_WELCH in methods:
+        notes.append("with repeats on both sides: Welch's t-test on log values, 95% interval of the ratio of "
+                     "geometric means; 'noisy' = beyond the threshold but p >= 0.05")
+    if any(r.a.ci95 or r.b.ci95 for r in rows):
+        notes.append("± is the half-width of a side's 95% t-interval of the mean over its repeats (n = A/B)")
+    blocked = [p for p in c.pairs if p.a is not None and p.b is not None and not p.comparable]
+    paired = sum(1 for p in c.pairs if p.a is not None and p.b is not None)
+    if blocked:
+        notes.append(f"{len(blocked)} of {paired} pair(s) not comparable: job options differ (see the option "
+                     f"differences; --ignore OPTION compares them anyway)")
+    elif paired:
+        notes.append(f"job options: all {paired} pair(s) comparable, no option differs")
+    unchecked = sorted({u for p in c.pairs for u in p.unchecked})
+    if unchecked:
+        notes.append(f"not recorded by a side's fio output, so not checked: {', '.join(unchecked)}")
+    return tuple(notes)
+
+
+def summary_table(c: SideComparison) -> Table:
+    """The geometric mean of the ratios per metric, and how many pairs got each verdict."""
+    shown = (BETTER, WORSE, UNCHANGED, NOISY)
+    columns = (Column("metric", "metric"), Column("pairs", "pairs", True),
+               Column("geomean_ratio", "geo-mean ratio", True), *(Column(v, v, True) for v in shown),
+               Column("other", "other"))
+    rows = []
+    for g in c.geomeans:
+        other = ", ".join(f"{n} {v}" for v, n in g.verdicts.items() if v not in shown)
+        rows.append((Cell(g.metric.title), Cell(str(g.pairs), g.pairs),
+                     Cell("–" if g.ratio is None else f"×{g.ratio:.3f}", g.ratio),
+                     *(Cell(str(g.verdicts.get(v, 0)), g.verdicts.get(v, 0)) for v in shown), Cell(other)))
+    return Table(title=f"Summary: geometric mean of {c.other.selector} / {c.baseline.selector}",
+                 columns=columns, rows=tuple(rows))
+
+
+def differences_table(c: SideComparison) -> Table | None:
+    """The options on which paired jobs differ; None when there are none."""
+    effects = {"blocking": "not comparable", "ignored": "ignored (--ignore)", "soft": "does not change the I/O"}
+    directions: dict[tuple[str, str, str | None, str | None, str], list[str]] = {}
+    for p in c.pairs:  # one row per difference, naming every direction it concerns
+        for d in p.differences:
+            directions.setdefault((p.label, d.option, d.a, d.b, d.effect), []).append(p.direction)
+    rows = tuple(
+        (Cell(label), Cell(", ".join(dirs)), Cell(option), Cell(_opt(a)), Cell(_opt(b)),
+         Cell(effects[effect], effect, "magenta" if effect == "blocking" else None))
+        for (label, option, a, b, effect), dirs in directions.items()
+    )
+    if not rows:
+        return None
+    columns = (Column("workload", "workload"), Column("direction", "dir"), Column("option", "option"),
+               Column("a", c.baseline.selector), Column("b", c.other.selector), Column("effect", "effect"))
+    return Table(title="Option differences", columns=columns, rows=rows)
+
+
+def _opt(value: str | None) -> str:
+    return "–" if value is None else value
+
+
+def environment_table(c: SideComparison) -> Table | None:
+    """Facts about where the sides ran that differ; None when none do."""
+    if not c.environment:
+        return None
+    columns = (Column("item", "item"), Column("a", c.baseline.selector), Column("b", c.other.selector))
+    rows = tuple((Cell(e.item), Cell(_opt(e.a), e.a), Cell(_opt(e.b), e.b)) for e in c.environment)
+    return Table(title="Environment differences", columns=columns, rows=rows,
+                 notes=("– = not known for that side (imported outputs do not record their machine)",)
+                 if any(e.a is None or e.b is None for e in c.environment) else ())
+
+
+def comparison_tables(comparison: Comparison) -> list[Table]:
+    """Every table of a comparison, per compared side: metrics, summary, differences, environment."""
+    tables: list[Table] = []
+    for c in comparison.comparisons:
+        tables += [metric_table(c, comparison.threshold), summary_table(c)]
+        tables += [t for t in (differences_table(c), environment_table(c)) if t is not None]
+    return tables
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+
+
+def _summary(s: Summary, values: Sequence[float | None]) -> dict[str, Any]:
+    return {"n": s.n, "mean": s.mean, "stdev": s.stdev, "ci95": list(s.ci95) if s.ci95 else None,
+            "values": list(values)}
+
+
+def _slot(s: Slot | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    unknown: Any = "*" if s.options.unknown is None else sorted(s.options.unknown)
+    return {"target": s.target, "job": s.job, "workload": s.workload, "direction": s.direction,
+            "repeats": len(s.values), "failed": s.failed, "run_ids": list(s.run_ids),
+            "options": dict(s.options.values), "unknown_options": unknown}
+
+
+def _metric(m: Metric) -> dict[str, Any]:
+    return {"name": m.name, "title": m.title, "unit": m.unit, "higher_is_better": m.higher_is_better}
+
+
+def _row(r: MetricRow) -> dict[str, Any]:
+    return {"metric": r.metric.name, "unit": r.metric.unit, "higher_is_better": r.metric.higher_is_better,
+            "a": _summary(r.a, r.a_values), "b": _summary(r.b, r.b_values), "change": r.change,
+            "relative_change": r.relative_change, "ratio": r.ratio,
+            "ratio_ci95": list(r.ratio_ci95) if r.ratio_ci95 else None, "p_value": r.p_value, "method": r.method,
+            "tested": r.tested, "verdict": r.verdict}
+
+
+def _pair(p: Pair) -> dict[str, Any]:
+    return {"label": p.label, "target": p.target, "direction": p.direction, "comparable": p.comparable,
+            "a": _slot(p.a), "b": _slot(p.b),
+            "differences": [{"option": d.option, "a": d.a, "b": d.b, "effect": d.effect} for d in p.differences],
+            "unchecked": list(p.unchecked), "metrics": [_row(r) for r in p.metrics]}
+
+
+def comparison_document(comparison: Comparison) -> dict[str, Any]:
+    """The JSON document of a comparison (schema ``iolab.compare/1``, see the module docstring)."""
+    sides = list(comparison.sides)
+    return {
+        "schema": SCHEMA, "threshold": comparison.threshold, "alpha": comparison.alpha,
+        "metrics": [_metric(m) for m in comparison.metrics], "ignored_options": list(comparison.ignore),
+        "sides": [{"selector": s.selector, "run_ids": list(s.run_ids), "labels": list(s.labels)} for s in sides],
+        "comparisons": [{
+            "baseline": 0, "side": index,
+            "pairs": [_pair(p) for p in c.pairs],
+            "geometric_means": [{"metric": g.metric.name, "pairs": g.pairs, "ratio": g.ratio,
+                                 "verdicts": dict(g.verdicts)} for g in c.geomeans],
+            "environment": [{"item": e.item, "a": e.a, "b": e.b} for e in c.environment],
+        } for index, c in enumerate(comparison.comparisons, 1)],
+    }

@@ -1,0 +1,218 @@
+"""`iolab import`: every real fio output in tests/data/fio through the CLI, exact values, provenance,
+duplicates, per-host client results, the workload identity derived from each format, unknowns."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from clirun import iolab
+from iolab.fio import parse_output
+from iolab.importer import ALL_UNKNOWN, BARE_FLAGS, find_logs, plan_results, read_source
+from iolab.store import Store
+
+DATA = Path(__file__).parent / "data" / "fio"
+NOT_OUTPUT = DATA / "not-output"
+OUTPUTS = sorted(p for p in DATA.glob("*") if p.is_file() and p.suffix in (".json", ".txt")
+                 and p.name != "README.md" and not p.name.startswith("num2str"))
+
+#: (file, target, fio job, direction): total_ios, runtime_ms, io_bytes, clat mean ns, clat p99 ns — read from
+#: the files by hand (2.2.8 JSON: io_bytes in KiB, latencies in µs; normal: issued totals, unit per line).
+EXPECTED = {
+    ("seed001_local_ssd_fio316.txt", "local", "test", "write"): (71936, 60071, None, 106.80e6, 180e6),
+    ("seed001_ceph_rbd_fio316.txt", "local", "test", "write"): (288149, 60015, None, 26.42e6, 317e6),
+    ("fio-2.2.8_randrw_posixaio.json", "local", "randrw", "read"): (51499, 2001, 205996 * 1024, 431_140, 700_000),
+    ("fio-2.2.8_randrw_posixaio.json", "local", "randrw", "write"): (22053, 2001, 88212 * 1024, None, None),
+    ("fio-2.2.8_randrw_posixaio.normal.txt", "local", "randrw", "read"): (50071, 2001, 50071 * 4096, 445_070,
+                                                                          764_000),
+    ("fio-3.33_randrw_libaio.normal.txt", "local", "randrw", "read"): (214015, 3001, 214015 * 4096, 145_160,
+                                                                       355_000),
+    ("fio-3.33_randrw_libaio.json", "local", "randrw", "read"): (213160, 3001, 873103360, 144298.934345, 423936),
+    ("fio-3.33_randrw_libaio.terse-v5.txt", "local", "randrw", "read"): (None, 2001, 609624 * 1024, None, None),
+    ("fio-3.33_client_two_hosts.json", "127.0.0.1:8765", "cs-randread", "read"): (108877, 2001, None, None, None),
+    ("fio-3.33_client_two_hosts.json", "127.0.0.1:8766", "cs-randread", "read"): (109527, 2001, None, None, None),
+}
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """Every fio output file imported in one CLI call, then shown as JSON."""
+    db = tmp_path_factory.mktemp("import") / "iolab.db"
+    proc = iolab("import", *map(str, OUTPUTS), "--label", "samples", "--tag", "set=all", "--format", "csv", db=db)
+    assert proc.returncode == 0, proc.stderr
+    docs = json.loads(iolab("show", "samples", "--format", "json", db=db).stdout)
+    return db, proc, {Path(d["run"]["source"]["path"]).name: d for d in docs}
+
+
+def test_every_sample_imports_as_its_own_run(imported):
+    _, proc, docs = imported
+    assert sorted(docs) == sorted(p.name for p in OUTPUTS)
+    for path in OUTPUTS:
+        assert f"Imported {path} as run " in proc.stderr
+        run = docs[path.name]["run"]
+        assert (run["origin"], run["label"], run["tags"], run["suite_name"]) == ("imported", "samples", {"set": "all"},
+                                                                                 path.name)
+        assert run["source"]["sha256"] == read_source(path)[1] and run["source"]["size_bytes"] == \
+            str(path.stat().st_size)
+        report = parse_output(path.read_text(), path.name)
+        assert run["fio_version"] == report.fio_version and run["source"]["format"] == report.source_format
+        assert tuple(run["warnings"]) == report.warnings
+
+
+def test_exact_values(imported):
+    _, _, docs = imported
+    seen = set()
+    for doc in docs.values():
+        for result in doc["results"]:
+            for job in result["jobs"]:
+                for d in job["directions"].values():
+                    if d["total_ios"] and d["runtime_ms"]:  # fio's own formula, never the display
+                        assert d["iops"] == d["total_ios"] * 1000 / d["runtime_ms"]
+    for (name, target, job, direction), (total, runtime, nbytes, clat_mean, p99) in EXPECTED.items():
+        result = next(r for r in docs[name]["results"] if r["target"] == target)
+        d = next(j for j in result["jobs"] if j["name"] == job)["directions"][direction]
+        assert (d["total_ios"], d["runtime_ms"]) == (total, runtime), name
+        if nbytes is not None:
+            assert d["io_bytes"] == nbytes and d["bw_bytes_s"] == pytest.approx(nbytes * 1000 / runtime), name
+        if clat_mean is not None:
+            assert d["clat"]["mean_ns"] == pytest.approx(clat_mean) and d["clat"]["percentiles_ns"]["99"] == p99, name
+        seen.add(name)
+    terse = docs["fio-3.33_randrw_libaio.terse-v5.txt"]["results"][0]["jobs"][0]["directions"]["read"]
+    assert terse["iops"] == 76164  # terse prints no I/O count: fio's integer IOPS is all there is
+
+
+def test_client_json_gives_per_host_results(imported):
+    _, _, docs = imported
+    results = docs["fio-3.33_client_two_hosts.json"]["results"]
+    assert [(r["target"], r["workload"], r["seq"]) for r in results] == [
+        ("127.0.0.1:8765", "cs-randread", 0), ("127.0.0.1:8766", "cs-randread", 1)]
+    assert [[j["port"] for j in r["jobs"]] for r in results] == [[8765], [8766]]  # "All clients" is not a host
+    assert [r["target_path"] for r in results] == ["/data/fio/cs_file1", "/data/fio/cs_file2"]
+    assert results[0]["params"]["rw"] == "randread" and results[0]["params"]["size"] == "32m"
+
+
+def test_failed_job_makes_a_failed_result(imported):
+    _, _, docs = imported
+    doc = docs["fio-3.33_error_json_stdout_with_prefix_line.txt"]
+    assert doc["run"]["status"] == "failed"
+    assert doc["results"][0]["status"] == "failed" and doc["results"][0]["error"] == "fio error 95 in job 'h'"
+
+
+def test_stored_text_is_the_file_once_per_run(imported):
+    db, _, docs = imported
+    store = Store(f"sqlite:///{db}")
+    for path in [*OUTPUTS[:5], DATA / "fio-3.33_client_two_hosts.json"]:
+        first, *rest = docs[path.name]["results"]
+        assert store.raw_json(first["id"]) == path.read_text()
+        assert all(store.raw_json(r["id"]) is None for r in rest)
+
+
+def test_duplicate_import_is_refused_with_the_earlier_run(imported, tmp_path):
+    db, _, docs = imported
+    path = DATA / "seed001_local_ssd_fio316.txt"
+    earlier = docs[path.name]["run"]["id"]
+    copy = tmp_path / "renamed.txt"
+    copy.write_bytes(path.read_bytes())  # the checksum, not the name, identifies the file
+    proc = iolab("import", str(copy), db=db)
+    assert proc.returncode == 2
+    assert f"is already imported as run {earlier}" in proc.stderr and f"iolab show {earlier}" in proc.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("select count(*) from runs").fetchone()[0] == len(OUTPUTS)
+
+
+def test_files_that_are_not_fio_output_are_clear_errors_and_the_rest_imports(tmp_path):
+    db = tmp_path / "iolab.db"
+    bad = sorted(NOT_OUTPUT.iterdir())
+    good = DATA / "fio-3.33_randrw_libaio.json"
+    proc = iolab("import", *map(str, bad), str(good), str(tmp_path / "missing.json"), db=db)
+    assert proc.returncode == 2  # the highest failure: a missing file is a usage error (2), not-fio 1
+    assert "Traceback" not in proc.stderr
+    for path in bad:
+        assert f"Error: {path}: not a fio output" in proc.stderr
+    assert "cannot read" in proc.stderr and "missing.json" in proc.stderr
+    assert f"Imported {good} as run 1" in proc.stderr and "randrw" in proc.stdout
+
+
+def test_unknown_stays_unknown_in_every_format(tmp_path):
+    db = tmp_path / "iolab.db"
+    seed, terse = DATA / "seed001_local_ssd_fio316.txt", DATA / "fio-3.33_randrw_libaio.terse-v3.txt"
+    assert iolab("import", str(seed), str(terse), db=db).returncode == 0
+    table = iolab("show", "1", db=db).stdout
+    row = next(line for line in table.splitlines() if " write " in line).split()
+    assert row[:5] == ["local", "test", "write", "1", "1,198"] and row[5] == "–"  # MiB/s: no block size known
+    csv = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
+    assert csv[1].split(",")[5] == ""  # bw_mib_s empty, not 0
+    doc = json.loads(iolab("show", "1", "2", "--format", "json", db=db).stdout)
+    write = doc[0]["results"][0]["jobs"][0]["directions"]["write"]
+    assert write["io_bytes"] is None and write["bw_bytes_s"] is None and write["clat"]["samples"] is None
+    assert doc[0]["summary"][0]["bw_bytes_s"]["mean"] is None
+    read = doc[1]["results"][0]["jobs"][0]["directions"]["read"]
+    assert read["total_ios"] is None and read["iops"] == 75754  # terse: no I/O count
+
+
+def test_workload_identity_from_json_normal_and_terse():
+    def plan(name):
+        (planned,) = plan_results(parse_output((DATA / name).read_text(), name), name)
+        return planned
+
+    js = plan("fio-3.33_randrw_libaio.json")
+    assert js.params == {"bs": "4k", "direct": "1", "iodepth": "16", "ioengine": "libaio", "runtime": "3",
+                         "rw": "randrw", "rwmixread": "70", "size": "64m", "time_based": "1"}
+    assert js.target == "local" and js.target_path == "/data/fio/testfile" and js.workload == "randrw"
+    # fio's JSON drops options given without a value: their absence is unknown, not fio's default
+    assert set(js.unknown_options) == set(BARE_FLAGS) - {"time_based"}
+    assert js.job_text.startswith("; iolab import of fio-3.33_randrw_libaio.json (json output of fio 3.33)")
+    normal = plan("fio-3.33_randrw_libaio.normal.txt")
+    assert normal.params == {"bs": "4k", "iodepth": "16", "ioengine": "libaio", "numjobs": "1", "rw": "randrw"}
+    assert normal.unknown_options == (ALL_UNKNOWN,)
+    seed = plan("seed001_ceph_rbd_fio316.txt")  # no header line; jobs=4 is numjobs
+    assert seed.params == {"iodepth": "32", "numjobs": "4", "size": "2048m"}
+    terse = plan("fio-2.2.8_randrw_posixaio.terse-v3.txt")
+    assert terse.params == {} and terse.unknown_options == (ALL_UNKNOWN,) and terse.job_text.endswith("[randrw]\n")
+    old_json = plan("fio-2.2.8_randrw_posixaio.json")  # fio 2.2.8 JSON has no option lists
+    assert old_json.params == {} and old_json.unknown_options == (ALL_UNKNOWN,)
+    clones = plan("fio-3.33_numjobs2_no_group_reporting.json")  # two clones, one section
+    assert clones.job_text.count("[gr]") == 1 and clones.params["numjobs"] == "2"
+
+
+def test_logs_beside_the_output_are_found(tmp_path):
+    text = (DATA / "fio-3.33_randrw_libaio.json").read_text().replace(
+        '"iodepth" : "16"', '"iodepth" : "16", "write_iops_log" : "avg", "write_lat_log" : "logs/perio"')
+    out = tmp_path / "result.json"
+    out.write_text(text)
+    (tmp_path / "logs").mkdir()
+    for name in ("avg_iops.1.log", "avg_bw.1.log", "logs/perio_clat.1.log", "logs/perio_lat.1.log",
+                 "logs/perio_slat.1.log", "unrelated_iops.1.log"):
+        (tmp_path / name).write_text("1000, 5, 0, 0, 0\n")
+    logs = find_logs(out, parse_output(text, "result.json"))
+    assert [p.relative_to(tmp_path).as_posix() for p in logs] == [
+        "avg_iops.1.log", "logs/perio_lat.1.log", "logs/perio_clat.1.log", "logs/perio_slat.1.log"]
+    db = tmp_path / "iolab.db"
+    proc = iolab("import", str(out), db=db)
+    assert "4 log file(s) beside it" in proc.stderr
+    doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
+    assert len(doc["results"][0]["extra"]["log_files"]) == 4
+
+
+def test_latin1_text_and_pasted_crlf_import(tmp_path):
+    text = (DATA / "fio-3.33_randrw_libaio.normal.txt").read_text().replace("randrw:", "randrw\u00e9:")
+    path = tmp_path / "pasted.txt"
+    path.write_bytes(text.replace("\n", "\r\n").encode("latin-1"))
+    db = tmp_path / "iolab.db"
+    assert iolab("import", str(path), db=db).returncode == 0
+    doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
+    assert doc["results"][0]["workload"] == "randrw\u00e9"
+    assert doc["results"][0]["jobs"][0]["directions"]["read"]["total_ios"] == 214015
+
+
+def test_the_same_content_twice_in_one_command(tmp_path):
+    db = tmp_path / "iolab.db"
+    path = DATA / "fio-3.33_randrw_libaio.terse-v5.txt"
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(path.read_bytes())
+    proc = iolab("import", str(path), str(copy), db=db)
+    assert proc.returncode == 2
+    assert f"Imported {path} as run 1" in proc.stderr and f"{copy} is already imported as run 1" in proc.stderr
