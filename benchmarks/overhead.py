@@ -1,11 +1,11 @@
 """Does iolab cost throughput? The same fio job run by bare fio and by `iolab run`, interleaved.
 
-Job: 4k random read, QD32, libaio, direct, on a scratch file (default 10 s per run, 5 A/B rounds; the
+Job: 4k random read, QD32, libaio, direct, on a scratch file (default 10 s per run, 7 A/B rounds; the
 order inside a round alternates so drift does not favour one side). Prints each round and the median IOPS
 ratio iolab/fio; the target is >= 0.98 (iolab's live status stream and bookkeeping must not cost
 throughput).
 
-    .venv/bin/python benchmarks/overhead.py [--runtime 10] [--rounds 5] [--dir DIR]
+    .venv/bin/python benchmarks/overhead.py [--runtime 10] [--rounds 7] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def via_iolab(job: Path, db: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runtime", type=int, default=10, help="seconds per fio run")
-    parser.add_argument("--rounds", type=int, default=5, help="A/B rounds (>= 5 for the claim)")
+    parser.add_argument("--rounds", type=int, default=7, help="A/B rounds (>= 5 for the claim)")
     parser.add_argument("--dir", default=None, help="where the scratch file goes (default: a temp dir here)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir or ".", prefix="iolab-bench-") as tmp:
