@@ -200,7 +200,10 @@ def results_table(run: Run) -> Table:
         table_rows.append(tuple(cells))
     info = run.info
     title = f"run {info.id}: {info.suite_name}" + (f" [{info.label}]" if info.label else "") + f" ({info.status})"
-    notes = tuple(f"warning: {w}" for w in info.warnings) + method_notes(run)
+    # The table shows what each finding says; the remedies are in the JSON document and `iolab lint`.
+    notes = tuple(f"warning: {w.split(' Remedy: ')[0]}" for w in info.warnings) + method_notes(run)
+    if any(" Remedy: " in w for w in info.warnings):
+        notes += ("remedies for these warnings: iolab lint SUITE (or the run's JSON document: run.warnings)",)
     if info.source:
         notes = (f"imported from {info.source.get('name')} ({info.source.get('format')} output, "
                  f"sha256 {info.source.get('sha256', '')[:16]}…)", *notes)
