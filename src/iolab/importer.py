@@ -216,6 +216,8 @@ def attach_logs(logs: Sequence[Path], planned: Sequence[PlannedResult]
     averaged into 1-second windows (``fio.logs.read_logs``). A log that is not fio's
     (``ParseError``) leaves that result without series and gives a warning.
     """
+    if not logs:
+        return [() for _ in planned], []  # the usual case: no parsing of the job text either
     hosts = [{j.hostname for j in p.report.jobs} for p in planned]
     out: list[tuple[TimeSeries, ...]] = []
     warnings: list[str] = []
