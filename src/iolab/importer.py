@@ -195,8 +195,9 @@ def find_logs(path: Path, report: FioReport) -> list[Path]:
                 for log in sorted(base.parent.glob(f"{base.name}_{kind}.*log*")):
                     if log.is_file():
                         found[log] = None
-    if not found and report.source_format in ("normal", "terse"):
-        found = dict.fromkeys(fio_logs.find_logs(path.parent, path.stem))
+    if not found and report.source_format in ("normal", "terse") and any(
+            (path.parent / f"{path.stem}_{kind}{n}.log").is_file() for kind in fio_logs.METRICS for n in (".1", "")):
+        found = dict.fromkeys(fio_logs.find_logs(path.parent, path.stem))  # a directory scan: only when worth it
     return list(found)
 
 
