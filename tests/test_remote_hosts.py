@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from iolab.host import fio_version, host_facts
 from iolab.remote import hosts as host_specs
 from iolab.remote import jobs as remote_jobs
 from iolab.remote import protocol, server
+from iolab.report import document
 from iolab.report.results import run_document
 from iolab.store import Store
 from netns import Host, lab, requires_netns, wait_listening
@@ -102,6 +104,12 @@ def test_three_hosts_from_the_cli_with_per_host_and_aggregate_rows(tmp_path):
     assert sorted(first["summary_by_host"]) == sorted(labels)
     assert {d["hostname"] for d in first["disk_util"]} == {host_specs.parse(s).host for s in specs}
     check_aggregates(Store(f"sqlite:///{db}"), 1, doc)
+    # the report draws the target as its all-hosts aggregate: one bar, one point per iodepth
+    report = document.build([Store(f"sqlite:///{db}").get_run(1)])
+    data = {c.name: c.spec["data"]["values"] for c in report.charts}
+    aggregate = {r["workload"]: r["iops"]["values"][0] for r in doc["summary"] if r["host"] == "all hosts"}
+    assert {r["category"]: r["iops"] for r in data["iops-bars"]} == pytest.approx(aggregate, rel=1e-12)
+    assert sorted((r["subject"], r["x"]) for r in data["iodepth-iops"]) == [("many", 1), ("many", 4)]
 
 
 def test_two_hosts_through_the_library_with_live_progress_per_host(tmp_path):
@@ -126,6 +134,14 @@ def test_two_hosts_through_the_library_with_live_progress_per_host(tmp_path):
     assert merged.iops == pytest.approx(sum(j.directions["read"].iops for j in result.report.jobs), rel=1e-12)
     doc = json.loads(json.dumps(run_document(store.get_run(run_id))))
     check_aggregates(store, run_id, doc)
+    # each host's 1 s logs came back through its relay and are stored under the host's label
+    series = store.time_series(run_id)[result.id]
+    labels = {host_specs.parse(s).label for s in specs}
+    assert {(s.hostname, s.metric) for s in series} == {(h, m) for h in labels
+                                                      for m in ("iops", "bw_bytes_s", "clat_ns", "lat_ns", "slat_ns")}
+    report = document.build([store.get_run(run_id)], {result.id: series})
+    lines = {r["subject"] for c in report.charts if c.group == "Time series" for r in c.spec["data"]["values"]}
+    assert lines == {f"many · {h}" for h in labels}  # one line per host
 
 
 def test_killing_a_server_mid_run_gives_a_partial_run_and_exit_1(tmp_path):
@@ -160,7 +176,8 @@ def test_killing_a_server_mid_run_gives_a_partial_run_and_exit_1(tmp_path):
         assert sorted(j.hostname for j in result.report.jobs) == sorted(s.host for s in survivors)
         assert all(records[s.label].status == "ok" for s in survivors)
     first, second = run.results
-    assert "closed the connection" in first.error and "disconnected" in first.error  # iolab's and fio's words
+    # iolab's and fio's words; a killed server's kernel closes (FIN) or, with unread data, resets the connection
+    assert re.search(r"closed the connection|connection failed .*reset", first.error) and "disconnected" in first.error
     assert "not reachable when the job started" in second.error
     assert "(partial)" in stdout and f"partial: many/long repeat 1: {lost}" in stdout
     (all_hosts,) = [line for line in stdout.splitlines() if "all hosts" in line and "long" in line]

@@ -170,6 +170,17 @@ def test_client_run_on_two_servers_per_host_progress_and_results(socket_servers,
     assert "client_stats" in (outcome.raw_json or "")
     bins = [j.directions["read"].clat.bins_ns for j in outcome.report.jobs]
     assert all(bins) and percentiles_from_bins(bins[0], ["99"])  # json+ histograms came back
+    # 1 s logs, asked for in the job file fio sends, came back per host and are named after it
+    assert "write_iops_log=iolab" in (tmp_path / "w" / "job.fio").read_text()
+    series = {(s.hostname, s.metric): s for s in outcome.time_series}
+    assert sorted(series) == sorted((spec.label, m) for spec in specs
+                                    for m in ("iops", "bw_bytes_s", "clat_ns", "lat_ns", "slat_ns"))
+    for job in outcome.report.jobs:
+        iops = series[(f"sock:{job.hostname}", "iops")]
+        assert iops.job == "t" and iops.job_index == 1 and iops.interval_ms == 1000 and iops.t_ms[0] == 1000
+        assert sum(iops.values) / len(iops.values) == pytest.approx(job.directions["read"].iops, rel=0.35)
+    no_logs = client.run(_job(tmp_path, "1") + "write_iops_log=own\n", specs[:1], tmp_path / "own", timeout_s=60)
+    assert no_logs.status == "ok" and no_logs.time_series == ()  # the job logs by itself: iolab adds none
 
 
 def test_a_host_gone_before_the_start_is_lost_and_the_others_run(socket_servers, tmp_path):

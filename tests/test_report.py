@@ -15,8 +15,10 @@ import pytest
 import cgroup
 import reportrun
 from clirun import iolab
+from iolab.compare import Side, compare
 from iolab.model import TimeSeries
 from iolab.report import chartdata, charts, document, html, images, markdown
+from iolab.report.comparison import comparison_tables
 from iolab.store import Store
 from loopdev import loop_device, loop_unavailable_reason
 from reportrun import EVIL_LABEL, EVIL_TARGET, EVIL_WORKLOAD
@@ -46,9 +48,38 @@ def test_report_has_every_chart_kind_with_data(report):
     assert subjects == {f"{EVIL_LABEL} · {EVIL_TARGET}", f"{EVIL_LABEL} · fast", "other · fast"}
     scaling = report.charts[3].spec["data"]["values"]
     assert {(r["family"], r["x"]) for r in scaling} == {("rand\"read' & <b>", 1), ("rand\"read' & <b>", 4)}
-    top = report.summary[0]
-    assert top.title.startswith("Side by side") and top.rows[0][0].text == f"{EVIL_WORKLOAD}-qd1"
     assert any("P3: runtime too short" in f.text for f in report.findings)
+
+
+def test_a_comparison_report_starts_with_the_verdicts_compare_gives(hostile, report):
+    store = Store(f"sqlite:///{hostile.db}")
+    runs = [store.get_run(i) for i in hostile.run_ids]
+    expected = comparison_tables(compare([(Side(EVIL_LABEL, (runs[0].info.id,), (EVIL_LABEL,)), [runs[0]]),
+                                          (Side("other", (runs[1].info.id,), ("other",)), [runs[1]])]))
+    summary, verdicts, *rest = report.summary
+    assert (verdicts, summary, *rest) == tuple(expected)  # the geometric means come first, above the long table
+    assert summary.title == f"Summary: geometric mean of other / {EVIL_LABEL}"
+    assert verdicts.title == f"{EVIL_LABEL} (run 1) → other (run 2)" and verdicts.columns[-1].title == "verdict"
+    rows = {(r[1].text, r[2].text, r[3].text): r[-1] for r in verdicts.rows}  # target workload dir metric
+    capped = rows[(f"{EVIL_WORKLOAD}-qd4", "read", "IOPS")]  # run B capped this one at 500 IOPS per job
+    assert capped.text == "worse (untested)" and capped.style == "red"
+    assert rows[(f"{EVIL_WORKLOAD}-qd1", "read", "IOPS")].text == "unchanged"  # the same fio run in both
+    assert any(r[0].text == EVIL_TARGET and r[-1].text == "missing" for r in verdicts.rows)  # run B lacks it
+    assert rest == []  # same machine and fio, same options: no differences (the loop device test has some)
+    only = document.build(runs[:1])
+    assert [t.title for t in only.summary] == [f"run 1: hostile<suite> [{EVIL_LABEL}] (complete)"]  # one run
+
+
+def test_html_verdicts_are_coloured_and_long_tables_grouped(report):
+    text = html.render(report)
+    summary = text[text.index('<section id="summary">'):text.index("</section>")]
+    captions = re.findall(r"<caption>(.*?)</caption>", summary)
+    assert captions[0].startswith("Summary: geometric mean") and "→" in captions[1]
+    assert '<td class="style-red">worse (untested)</td>' in summary
+    assert '<td class="style-dim">missing</td>' in summary
+    view = html.table_view(report.summary[1])
+    assert "repeat" not in view[0]["cells"][1]["class"] and "repeat" in view[1]["cells"][1]["class"]
+    assert sum("group" in r["class"] for r in view) == 1  # one border: where the target changes
 
 
 def test_html_is_self_contained_and_escapes_every_user_string(report, tmp_path):
@@ -73,7 +104,7 @@ def test_markdown_references_the_pngs_and_escapes(report, tmp_path):
     for chart in report.charts:
         assert f"](charts/{chart.name}.png)" in text
     assert EVIL_TARGET not in text.split("```")[0] and "&lt;img src=x onerror=alert(1)&gt;" in text
-    assert "### Side by side" in text and "| workload |" in text
+    assert "### Summary: geometric mean" in text and "| verdict |" in text
 
 
 def read_png(data: bytes) -> np.ndarray:
@@ -137,6 +168,20 @@ def test_cli_report_writes_html_png_and_markdown(hostile, tmp_path):
     assert sorted(p.name for p in (tmp_path / "r_files").iterdir())[:2] == ["bandwidth-bars.png", "bandwidth-bars.svg"]
     assert "r_files/iops-bars.png" in (tmp_path / "r.md").read_text()
     assert f"{tmp_path / 'r.html'}  (HTML, 8 charts)" in proc.stdout
+    compared = iolab("compare", *map(str, hostile.run_ids), "--metric", "iops,clat_p99", "--threshold", "3%",
+                     "--format", "markdown", db=hostile.db, cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    chosen = iolab("report", *map(str, hostile.run_ids), "-o", str(tmp_path / "c.html"), "--markdown",
+                   str(tmp_path / "c.md"), "--metric", "iops,clat_p99", "--threshold", "3%", db=hostile.db,
+                   cwd=tmp_path)
+    assert chosen.returncode == 0, chosen.stderr
+    markdown_text = (tmp_path / "c.md").read_text()
+    tables = [t for t in compared.stdout.split("### ") if t]
+    assert len(tables) == 2 and "threshold ±3%" in compared.stdout and "| clat p99 |" in compared.stdout
+    for table in tables:  # exactly the rows compare prints, at the top of the report
+        assert "### " + table.rstrip() in markdown_text.split("## Throughput")[0]
+    bad = iolab("report", *map(str, hostile.run_ids), "--metric", "speed", db=hostile.db, cwd=tmp_path)
+    assert bad.returncode == 2 and "Error: unknown metric 'speed'" in bad.stderr
     missing = iolab("report", "999", db=hostile.db, cwd=tmp_path)
     assert missing.returncode == 2 and "Error: no run matches '999'" in missing.stderr
     (tmp_path / "file").write_text("")
@@ -193,3 +238,12 @@ def test_report_of_a_file_against_a_throttled_loop_device(tmp_path):
         runs, chartdata.subjects(runs), chartdata.Categories(runs))}
     assert rows[("slow", "randread-4k-qd8")] < 260 and rows[("fast", "randread-4k-qd8")] > 10 * 260
     assert (tmp_path / "png" / "iodepth-latency.png").exists() and (tmp_path / "png" / "timeseries-iops.png").exists()
+    page = (tmp_path / "r.html").read_text()
+    summary = unescape(page[page.index('<section id="summary">'):page.index("</section>")])
+    assert "<caption>fast (run 1) → slow (run 2)</caption>" in summary
+    iops = re.findall(r"<td>(randread-4k-qd\d)</td><td>read</td><td>IOPS</td>"
+                      r".*?<td class=\"([^\"]*)\">([^<]*)</td></tr>", summary)
+    assert iops == [("randread-4k-qd1", "style-red", "worse (untested)"),
+                    ("randread-4k-qd8", "style-red", "worse (untested)")]
+    assert "<caption>Environment differences</caption>" in summary
+    assert re.search(r"<td>device</td><td>[^<]+</td><td>loop\d+</td>", summary)

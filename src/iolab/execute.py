@@ -417,7 +417,7 @@ def _run_remote(store: Store, result: Any, index: int, total: int, options: RunO
     out = done.client
     store.save_result(result.id, status=out.status, command=shlex.join(out.command), started_at=out.started_at,
                       ended_at=out.ended_at, error=out.error, report=out.report, raw_json=out.raw_json,
-                      extra=done.extra)
+                      extra=done.extra, series=out.time_series)
     on_event(JobEvent("end", outcome=out.status, error=out.error, **event))
 
 

@@ -21,7 +21,8 @@ result's workload identity is derived from what the file tells, since there is n
   output lists them.
 
 The file's text is stored once, zlib-compressed, with the run's first result. fio's time-series
-logs lying beside the output are found by ``find_logs`` and handed to ``attach_logs``.
+logs lying beside the output (``find_logs``) are read and stored with the result they belong to
+(``attach_logs``), so reports draw them like those of iolab's own runs.
 
 ``import_files`` imports many files, a failing one not stopping the others, and stores them in
 batches of one transaction each (``BATCH_FILES``): a commit per file costs more than reading a
@@ -35,13 +36,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from . import jobfile
-from .errors import IolabError, UsageError
+from .errors import IolabError, ParseError, SuiteError, UsageError
+from .fio import logs as fio_logs
 from .fio import parse_output
 from .fio.num2str import version_tuple
-from .model import FioReport, JobResult
+from .model import FioReport, JobResult, TimeSeries
 from .store import DuplicateSource, FinishedResult, FinishedRun, Store
 
 #: fio options of type FIO_OPT_STR_SET (options.c@fio-3.33): the ones a job file may give without a
@@ -82,6 +83,7 @@ class Imported:
     results: int
     warnings: tuple[str, ...]
     logs: tuple[str, ...] = ()
+    series: int = 0
 
 
 def read_source(path: Path) -> tuple[str, str, int]:
@@ -178,6 +180,8 @@ def find_logs(path: Path, report: FioReport) -> list[Path]:
     ``per_job_logs=0``; client mode appends ``.HOST``), likewise ``_iops``, ``_lat``/``_clat``/
     ``_slat`` and ``_clat_hist`` (HOWTO "Measurements and reporting", FIO_NOTES §6). A relative
     NAME is taken relative to the output's directory, where fio's working directory usually was.
+    Normal and terse output list no options: for them the logs named after the output file are
+    taken (``ssd_iops.1.log`` beside ``ssd.txt``).
     """
     found: dict[Path, None] = {}
     for job in report.jobs:
@@ -191,14 +195,58 @@ def find_logs(path: Path, report: FioReport) -> list[Path]:
                 for log in sorted(base.parent.glob(f"{base.name}_{kind}.*log*")):
                     if log.is_file():
                         found[log] = None
+    if not found and report.source_format in ("normal", "terse") and any(
+            (path.parent / f"{path.stem}_{kind}{n}.log").is_file() for kind in fio_logs.METRICS for n in (".1", "")):
+        found = dict.fromkeys(fio_logs.find_logs(path.parent, path.stem))  # a directory scan: only when worth it
     return list(found)
 
 
-def attach_logs(logs: Sequence[Path]) -> dict[str, Any]:
-    """Hook for fio's time-series logs found beside an imported output: what goes into the
-    result's ``extra``. The log reader (issue 5) parses and attaches them here; until then the
-    files are only named, under ``extra["log_files"]``."""
-    return {"log_files": [str(p) for p in logs]} if logs else {}
+def attach_logs(logs: Sequence[Path], planned: Sequence[PlannedResult]
+                ) -> tuple[list[tuple[TimeSeries, ...]], list[str]]:
+    """The time series in ``logs`` for each planned result, and warnings about logs left out.
+
+    A log a ``fio --client`` run brought back names its host (``….log.HOST``, the connect
+    string's host as in the output's ``hostname``) and belongs to the result of that host; a log
+    without a host to the result of a local output. Two servers on one host (different ports)
+    write their logs under the same name, so theirs are left out, as are logs fio's own format
+    compressed (``.fz``) and histogram logs. Job names come from the output: its entries in
+    order when there is one per fio thread (no group_reporting), else the job sections
+    expanded by numjobs (``fio.logs.thread_names``). The averaging window is the output's
+    ``log_avg_msec`` when it lists one for every job (fio stamps windows 999, 1001 … ms apart,
+    so two or three rows are no measure of it), else it is read from the logs; per-I/O logs are
+    averaged into 1-second windows (``fio.logs.read_logs``). A log that is not fio's
+    (``ParseError``) leaves that result without series and gives a warning.
+    """
+    if not logs:
+        return [() for _ in planned], []  # the usual case: no parsing of the job text either
+    hosts = [{j.hostname for j in p.report.jobs} for p in planned]
+    out: list[tuple[TimeSeries, ...]] = []
+    warnings: list[str] = []
+    for p, mine in zip(planned, hosts, strict=True):
+        shared = {h for h in mine if h is not None and sum(h in other for other in hosts) > 1}
+        for host in sorted(shared):
+            if any(fio_logs.host_of(log) == host for log in logs):
+                warnings.append(f"time series of {p.target} not stored: servers sharing the host {host} write "
+                                f"their logs under the same names")
+        paths = [log for log in logs if fio_logs.host_of(log) in mine - shared and not log.name.endswith(".fz")]
+        try:
+            threads = fio_logs.thread_names(p.job_text)
+        except SuiteError:
+            threads = []
+        names = [j.name for j in p.report.jobs] if len(p.report.jobs) >= len(threads) else threads
+        try:
+            out.append(fio_logs.read_logs(paths, names, _log_interval_ms(p.report)))
+        except ParseError as exc:
+            out.append(())
+            warnings.append(f"time series of {p.target} not stored: {exc.message}")
+    return out, warnings
+
+
+def _log_interval_ms(report: FioReport) -> int | None:
+    """The ``log_avg_msec`` all jobs of ``report`` list, if they do and it is one number."""
+    values = {({**report.global_options, **j.job_options}).get("log_avg_msec") for j in report.jobs}
+    value = values.pop() if len(values) == 1 else None
+    return int(value) if value and value.isdigit() and int(value) > 0 else None
 
 
 @dataclass(frozen=True)
@@ -222,19 +270,23 @@ def _prepare(path: Path, label: str | None, tags: Mapping[str, str]) -> tuple[Fi
     report = parse_output(text, str(path))
     planned = plan_results(report, path.name)
     logs = find_logs(path, report)
+    series, log_warnings = attach_logs(logs, planned)
     ended_at = datetime.fromtimestamp(report.timestamp_ms / 1000, UTC) if report.timestamp_ms else None
+    log_files = {"log_files": [str(p) for p in logs]} if logs else {}
     results = tuple(FinishedResult(
         seq=seq, target=p.target, target_path=p.target_path, workload=p.workload, repeat=0, job_text=p.job_text,
         job_hash=jobfile.params_hash(p.params), params=p.params, status=p.status, report=p.report,
         raw_text=text if seq == 0 else None, error=p.error, ended_at=ended_at,
-        extra={"unknown_options": list(p.unknown_options), **attach_logs(logs)},
+        extra={"unknown_options": list(p.unknown_options), **log_files}, series=series[seq],
     ) for seq, p in enumerate(planned))
     source = {"path": str(path.resolve()), "name": path.name, "sha256": sha256, "format": report.source_format,
               "size_bytes": str(size)}
+    warnings = (*report.warnings, *log_warnings)
     run = FinishedRun(suite_name=path.name, origin="imported", source=source, sha256=sha256, results=results,
-                      label=label, tags=dict(tags), fio_version=report.fio_version, warnings=report.warnings)
+                      label=label, tags=dict(tags), fio_version=report.fio_version, warnings=warnings)
     done = Imported(path=str(path), run_id=0, source_format=report.source_format, fio_version=report.fio_version,
-                    results=len(results), warnings=report.warnings, logs=tuple(str(p) for p in logs))
+                    results=len(results), warnings=warnings, logs=tuple(str(p) for p in logs),
+                    series=sum(len(s) for s in series))
     return run, done
 
 

@@ -294,7 +294,8 @@ class TimeSeries:
     phase began (fio's ``epoch``, after ``ramp_time``); ``values`` the window averages, one per
     time. ``job_index`` is fio's thread number (1-based, numjobs clones counted) or 0 when the
     log names none (``per_job_logs=0``); ``interval_ms`` is the averaging window
-    (``log_avg_msec``); ``hostname`` is set for logs a ``fio --client`` run brought back.
+    (``log_avg_msec``); ``hostname`` is set for logs a ``fio --client`` run brought back: the
+    host's label (``10.0.0.11:8765``) in iolab's multi-host runs, fio's name for it in imports.
     """
 
     job: str

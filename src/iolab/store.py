@@ -140,7 +140,7 @@ class FinishedResult(PendingResult):
     """A result complete when stored, such as one read from an imported fio output.
 
     ``raw_text`` is the fio output as read (stored zlib-compressed); ``ended_at`` is when fio
-    printed the report, when the output says so.
+    printed the report, when the output says so; ``series`` are fio's logs found with it.
     """
 
     status: str = "ok"
@@ -149,6 +149,7 @@ class FinishedResult(PendingResult):
     error: str | None = None
     ended_at: datetime | None = None
     extra: Mapping[str, Any] | None = None
+    series: Sequence[TimeSeries] = ()
 
 
 @dataclass(frozen=True)
@@ -281,6 +282,11 @@ class Store:
                         options={}, source_sha256=run.sha256, finished_at=datetime.now(UTC), tags=run.tags,
                     )
                     conn.execute(results.insert(), [_finished_row(run_id, r) for r in run.results])
+                    if any(r.series for r in run.results):
+                        result_ids = {seq: rid for seq, rid in conn.execute(
+                            sa.select(results.c.seq, results.c.id).where(results.c.run_id == run_id))}
+                        for r in run.results:
+                            self._replace_series(conn, result_ids[r.seq], r.series)
                     ids.append(run_id)
             return ids
         except sa.exc.IntegrityError:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 
 from .. import compare as compare_mod
 from ..errors import UsageError
+from ..model import Run
 from ..report import comparison as comparison_report
+from ..store import Store
 from . import FORMATS, cli, emit_tables, err, store_of
 
 
@@ -23,15 +26,40 @@ def parse_threshold(text: str) -> float:
     return value / 100
 
 
+def comparison_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--metric``, ``--threshold`` and ``--ignore``, shared by ``compare`` and ``report``."""
+    for option in reversed((
+        click.option("--metric", "metrics", metavar="LIST",
+                     help="Comma-separated metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN} "
+                          f"[default: {','.join(compare_mod.DEFAULT_METRICS)}]"),
+        click.option("--threshold", default="5%", show_default=True, metavar="PCT",
+                     help="Smaller relative changes are 'unchanged'."),
+        click.option("--ignore", "ignore", multiple=True, metavar="OPTION",
+                     help="Compare results even though this fio option differs (repeatable)."),
+    )):
+        command = option(command)
+    return command
+
+
+def metric_names(metrics: str | None) -> list[str] | None:
+    """``--metric iops,clat_p99`` -> ``["iops", "clat_p99"]``; None for the defaults."""
+    return [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+
+
+def sides_of(store: Store, selectors: Sequence[str]) -> list[tuple[compare_mod.Side, list[Run]]]:
+    """One side per selector, with every run it matches (pooled as repetitions). Raises
+    ``UsageError`` for a selector that matches nothing."""
+    sides = []
+    for selector in selectors:
+        runs = [store.get_run(i) for i in store.resolve(selector)]
+        labels = tuple(dict.fromkeys(r.info.label for r in runs if r.info.label))
+        sides.append((compare_mod.Side(selector, tuple(r.info.id for r in runs), labels), runs))
+    return sides
+
+
 @cli.command()
 @click.argument("selectors", nargs=-1, required=True, metavar="A B [C ...]")
-@click.option("--metric", "metrics", metavar="LIST",
-              help="Comma-separated metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN} "
-                   f"[default: {','.join(compare_mod.DEFAULT_METRICS)}]")
-@click.option("--threshold", default="5%", show_default=True, metavar="PCT",
-              help="Smaller relative changes are 'unchanged'.")
-@click.option("--ignore", "ignore", multiple=True, metavar="OPTION",
-              help="Compare results even though this fio option differs (repeatable).")
+@comparison_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit with code 3 when a metric is significantly worse by more than the threshold.")
@@ -53,14 +81,8 @@ def compare(ctx: click.Context, selectors: Sequence[str], metrics: str | None, t
     """
     if len(selectors) < 2:
         raise UsageError("compare needs at least two selectors: A B [C ...]")
-    store = store_of(ctx)
-    sides = []
-    for selector in selectors:
-        runs = [store.get_run(i) for i in store.resolve(selector)]
-        labels = tuple(dict.fromkeys(r.info.label for r in runs if r.info.label))
-        sides.append((compare_mod.Side(selector, tuple(r.info.id for r in runs), labels), runs))
-    names = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
-    result = compare_mod.compare(sides, names, parse_threshold(threshold), tuple(ignore))
+    result = compare_mod.compare(sides_of(store_of(ctx), selectors), metric_names(metrics), parse_threshold(threshold),
+                                 tuple(ignore))
     emit_tables(comparison_report.comparison_tables(result), fmt, comparison_report.comparison_document(result))
     regressions = result.regressions()
     if regressions:

@@ -43,7 +43,7 @@ def import_(ctx: click.Context, files: Sequence[Path], label: str | None, tags: 
         if outcome.warnings:
             detail += f", {len(outcome.warnings)} warning(s)"
         if outcome.logs:
-            detail += f", {len(outcome.logs)} log file(s) beside it"
+            detail += f", {len(outcome.logs)} log file(s) beside it: {outcome.series} time series stored"
         err.print(f"Imported {outcome.path} as run [bold]{outcome.run_id}[/] ({detail})", highlight=False)
     runs = [store.get_run(done.run_id) for done in imported]
     if runs:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
+from .. import compare as compare_mod
 from ..errors import UsageError
 from . import cli, err, store_of
+from .compare import comparison_options, metric_names, parse_threshold, sides_of
 
 
 def _write(path: Path, text: str) -> None:
@@ -29,28 +31,45 @@ def _write(path: Path, text: str) -> None:
               help="Also write a Markdown report that shows the PNG charts (from --png DIR, else FILE's "
                    "directory/<name>_files).")
 @click.option("--title", help="The report's title [default: the run, or the runs compared].")
+@comparison_options
 @click.pass_context
 def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, png_dir: Path | None,
-           markdown_path: Path | None, title: str | None) -> None:
+           markdown_path: Path | None, title: str | None, metrics: str | None, threshold: str,
+           ignore: Sequence[str]) -> None:
     """Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE.
 
-    One run gives its results; several give them side by side, with the same charts: IOPS and
+    One run gives its results table. Several start with the comparison `iolab compare` prints
+    for the same selectors (the first is the baseline; a selector matching several runs pools
+    them as repetitions; a single selector matching several runs compares each with the
+    first), with --metric, --threshold and --ignore as there. Then the charts: IOPS and
     bandwidth per workload, latency percentiles, scaling with iodepth/numjobs when the suite
-    varies them, per-second time series, findings, host and device facts, the job files.
-    The HTML file is self-contained: it opens from disk with no network.
+    varies them, per-second time series (per host for multi-host targets), findings, host and
+    device facts, the job files. The HTML file is self-contained: it opens from disk with no
+    network.
 
     \b
     iolab report latest
     iolab report baseline candidate -o compare.html --png charts/ --markdown compare.md
+    iolab report old new --metric iops,clat_p99 --threshold 3%
     """
     from ..report import document, html, images, markdown  # Altair and Jinja2: only when reporting
 
     store = store_of(ctx)
-    ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
-    runs = [store.get_run(i) for i in ids]
+    sides = sides_of(store, selectors)
+    runs = list({r.info.id: r for _, side_runs in sides for r in side_runs}.values())
+    ids = [r.info.id for r in runs]
+    names, fraction = metric_names(metrics), parse_threshold(threshold)
+    comparison = None
+    if len(sides) > 1:
+        comparison = compare_mod.compare(sides, names, fraction, tuple(ignore))
+    elif len(runs) > 1:
+        comparison = document.compare_runs(runs, names, fraction, tuple(ignore))
+    else:
+        for name in names or ():
+            compare_mod.metric(name)  # one run compares nothing, but a typo is still an error
     series = {rid: s for i in ids for rid, s in store.time_series(i).items()}
     err.print(f"Building the report of run{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}…")
-    doc = document.build(runs, series, title)
+    doc = document.build(runs, series, title, comparison)
     output = output or Path(f"iolab-report-{'-'.join(map(str, ids))}.html")
     _write(output, html.render(doc))
     click.echo(f"{output}  (HTML, {len(doc.charts)} charts)")

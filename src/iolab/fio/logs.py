@@ -56,6 +56,28 @@ def command_options(prefix: Path, interval_ms: int = INTERVAL_MS) -> tuple[str, 
             f"--log_avg_msec={interval_ms}")
 
 
+def global_section(prefix: str, interval_ms: int = INTERVAL_MS) -> str:
+    """A ``[global]`` section asking for the logs of ``command_options``, to put before a job
+    file that fio's client sends to its servers.
+
+    In client/server mode job options on fio's command line stay with the client (``parse_cmd_line``
+    in init.c applies them to local jobs only), so they must travel in the job file. A global
+    section at the top is a default every job may override, like the command-line options. The
+    logs come back to the client's working directory as ``prefix_iops.N.log.HOST`` (HOST: the
+    connect string's host, FIO_NOTES §4.1); use a relative ``prefix`` (the servers never write it).
+    """
+    return (f"; added by iolab: 1-second logs (fio's command-line options do not reach its servers)\n"
+            f"[global]\nwrite_bw_log={prefix}\nwrite_iops_log={prefix}\nwrite_lat_log={prefix}\n"
+            f"log_avg_msec={interval_ms}\n\n")
+
+
+def host_of(path: Path) -> str | None:
+    """The host a ``fio --client`` run named a log it brought back after (``P_iops.1.log.HOST``),
+    or None for a log written locally."""
+    match = _NAME_RE.match(path.name)
+    return match.group("host") if match else None
+
+
 def sets_own_logging(job_text: str) -> bool:
     """Whether any job of ``job_text`` sets its own logs or averaging (see ``OWN_LOGGING``)."""
     return any(OWN_LOGGING & set(options) for _, options in jobfile.effective_jobs(jobfile.parse(job_text)))
@@ -82,7 +104,8 @@ def find_logs(directory: Path, prefix: str | None = None) -> list[Path]:
     found = []
     for path in sorted(directory.iterdir()) if directory.is_dir() else []:
         match = _NAME_RE.match(path.name)
-        if match and path.is_file() and (prefix is None or match.group("prefix") == prefix):
+        if match and path.is_file() and (prefix is None or match.group("prefix") == prefix) \
+                and not path.name.endswith(".fz"):  # log_store_compressed: fio's own format
             found.append(path)
     return found
 

@@ -8,6 +8,10 @@ hosts are summed (IOPS, bandwidth) and latency is merged over all I/Os; repetiti
 separate rows (bars show their mean, points each one) except for latency percentiles, which
 are computed from the repetitions' pooled json+ histograms (never by averaging percentiles).
 
+A multi-host target (fio's client/server mode) is drawn as its ``all hosts`` aggregate, like
+its row in the results table, except in the time series: there each host is a subject of its
+own (``many · 10.0.0.11:8765``), since what one host did over time is what they are for.
+
 Units in the rows are for people: IOPS, MiB/s, µs, seconds.
 """
 
@@ -19,7 +23,7 @@ from typing import Any
 
 from ..fio.merge import merge_latency
 from ..model import DirectionStats, Latency, Run, TimeSeries
-from .results import per_repeat, result_rows
+from .results import ALL_HOSTS, ResultRow, per_repeat, result_rows
 
 Row = dict[str, Any]
 
@@ -95,11 +99,17 @@ class Categories:
         return [self.name(w, j, d) for (w, j), dirs in self._dirs.items() for d in dirs]
 
 
+def aggregate_rows(run: Run) -> list[ResultRow]:
+    """``result_rows`` without the per-host rows of multi-host targets (their ``all hosts``
+    row is the target's figure)."""
+    return [r for r in result_rows(run) if r.host in (None, ALL_HOSTS)]
+
+
 def repeat_rows(runs: Sequence[Run], subj: Subjects, cats: Categories) -> list[Row]:
     """One row per subject × category × successful repetition: IOPS and MiB/s."""
     rows = []
     for run in runs:
-        for r in result_rows(run):
+        for r in aggregate_rows(run):
             for i, (iops, bw) in enumerate(zip(r.iops_values, r.bw_values, strict=True)):
                 if iops is None:
                     continue
@@ -153,7 +163,7 @@ def scaling_rows(runs: Sequence[Run], subj: Subjects, axis: str) -> list[Row]:
     families: dict[tuple[Any, ...], set[tuple[int, str, str]]] = {}
     for key, params in params_of.items():
         families.setdefault(tuple(sorted((k, v) for k, v in params.items() if k != axis)), set()).add(key)
-    all_rows = [(run, r) for run in runs for r in result_rows(run) if r.iops.mean is not None and r.direction != "–"]
+    all_rows = [(run, r) for run in runs for r in aggregate_rows(run) if r.iops.mean is not None and r.direction != "–"]
     rows: list[Row] = []
     for members in families.values():
         values = {params_of[k].get(axis, "1") for k in members}
@@ -176,20 +186,31 @@ def scaling_rows(runs: Sequence[Run], subj: Subjects, axis: str) -> list[Row]:
 
 def time_rows(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]], subj: Subjects,
               cats: Categories) -> list[Row]:
-    """Per second of each repetition: IOPS and MiB/s summed over numjobs clones and hosts,
-    completion latency (µs) averaged over them weighted by each one's IOPS in that window."""
+    """Per second of each repetition: IOPS and MiB/s summed over numjobs clones, completion
+    latency (µs) averaged over them weighted by each one's IOPS in that window.
+
+    A multi-host result (``extra["hosts"]``) gives rows per host, subject ``target · host``
+    (also of a ``partial`` repetition: the hosts that reported), since hosts' logs start with
+    their own jobs; an imported client output is already one result per host.
+    """
     rows: list[Row] = []
     for run in runs:
         for result in run.results:
             mine = series.get(result.id, ())
-            if result.status != "ok" or not mine:
+            per_host = bool((result.extra or {}).get("hosts"))
+            if not mine or not (result.status == "ok" or (per_host and result.status == "partial")):
                 continue
             subject = subj.names[(run.info.id, result.target)]
-            for (job, direction), points in _per_second(mine).items():
-                category = cats.name(result.workload, job, direction)
-                for t_s, p in sorted(points.items()):
-                    rows.append({"subject": subject, "category": category, "repeat": result.repeat + 1,
-                                 "t_s": t_s, **p})
+            groups: dict[str | None, list[TimeSeries]] = {}
+            for s in mine:
+                groups.setdefault(s.hostname if per_host else None, []).append(s)
+            for host, host_series in groups.items():
+                name = subject if host is None else f"{subject} · {host}"
+                for (job, direction), points in _per_second(host_series).items():
+                    category = cats.name(result.workload, job, direction)
+                    for t_s, p in sorted(points.items()):
+                        rows.append({"subject": name, "host": host, "category": category,
+                                     "repeat": result.repeat + 1, "t_s": t_s, **p})
     return rows
 
 

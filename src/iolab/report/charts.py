@@ -38,9 +38,12 @@ class Chart:
     spec: Mapping[str, Any]
 
 
-def _color(subjects: Sequence[str]) -> alt.Color:
-    colours = [PALETTE[i % len(PALETTE)] for i in range(len(subjects))]
-    return alt.Color("subject:N", title=None, scale=alt.Scale(domain=list(subjects), range=colours),
+def _color(subjects: Sequence[str], shown: Sequence[str] | None = None) -> alt.Color:
+    """Colour by subject, the i-th of ``subjects`` in the i-th colour; the legend lists
+    ``shown`` (default: all), the subjects the chart has data for."""
+    domain = list(subjects if shown is None else shown)
+    colours = [PALETTE[list(subjects).index(s) % len(PALETTE)] for s in domain]
+    return alt.Color("subject:N", title=None, scale=alt.Scale(domain=domain, range=colours),
                      legend=alt.Legend(orient="top", labelLimit=400))
 
 
@@ -166,15 +169,16 @@ def timeseries(rows: list[Row], subjects: Sequence[str], categories: Sequence[st
     ).encode(
         x=alt.X("t_s:Q", title="time (s)"),
         y=alt.Y(f"{field}:Q", title=unit, scale=_log_if(log)),
-        color=_color(subjects), detail="repeat:N",
+        color=_color(subjects, [s for s in subjects if any(r["subject"] == s for r in rows)]), detail="repeat:N",
         tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("category:N", title="workload"),
                  alt.Tooltip("repeat:O"), alt.Tooltip("t_s:Q", title="time (s)"),
                  alt.Tooltip(f"{field}:Q", title=unit, format=fmt)],
     )
     shown = [c for c in categories if any(r["category"] == c and r[field] is not None for r in rows)]
     what = {"iops": "IOPS", "mib_s": "Bandwidth", "lat_us": "Completion latency"}[field]
+    hosts = "; a line per host of multi-host targets" if any(r.get("host") for r in rows) else ""
     return _finish(line, rows, "category", shown, f"{what} over time",
-                   "1 s averages from fio's logs; repetitions overlaid" + ("; log scale" if log else ""))
+                   "1 s averages from fio's logs; repetitions overlaid" + hosts + ("; log scale" if log else ""))
 
 
 def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]]) -> list[Chart]:
@@ -207,13 +211,15 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]]) -> li
             ]
     ts = chartdata.time_rows(runs, series, subj, cats)
     if ts:
+        # hosts of multi-host targets come after every subject, which keep their colours
+        lines = subjects + [s for s in dict.fromkeys(r["subject"] for r in ts) if s not in subjects]
         charts += [
             Chart("timeseries-iops", "IOPS over time", "Time series", "Per-second IOPS of each job.",
-                  timeseries(ts, subjects, categories, "iops", "IOPS", ",.0f")),
+                  timeseries(ts, lines, categories, "iops", "IOPS", ",.0f")),
             Chart("timeseries-bandwidth", "Bandwidth over time", "Time series", "Per-second MiB/s of each job.",
-                  timeseries(ts, subjects, categories, "mib_s", "MiB/s", ",.1f")),
+                  timeseries(ts, lines, categories, "mib_s", "MiB/s", ",.1f")),
             Chart("timeseries-latency", "Completion latency over time", "Time series",
                   "Per-second mean completion latency of each job, log scale.",
-                  timeseries(ts, subjects, categories, "lat_us", "clat (µs)", ",.1f", log=True)),
+                  timeseries(ts, lines, categories, "lat_us", "clat (µs)", ",.1f", log=True)),
         ]
     return charts

@@ -219,11 +219,13 @@ def environment_table(c: SideComparison) -> Table | None:
                  if any(e.a is None or e.b is None for e in c.environment) else ())
 
 
-def comparison_tables(comparison: Comparison) -> list[Table]:
-    """Every table of a comparison, per compared side: metrics, summary, differences, environment."""
+def comparison_tables(comparison: Comparison, summary_first: bool = False) -> list[Table]:
+    """Every table of a comparison, per compared side: metrics, summary, differences, environment
+    (the geometric-mean summary before the metrics with ``summary_first``, as reports show it)."""
     tables: list[Table] = []
     for c in comparison.comparisons:
-        tables += [metric_table(c, comparison.threshold), summary_table(c)]
+        pair = [metric_table(c, comparison.threshold), summary_table(c)]
+        tables += pair[::-1] if summary_first else pair
         tables += [t for t in (differences_table(c), environment_table(c)) if t is not None]
     return tables
 

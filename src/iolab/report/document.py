@@ -1,7 +1,8 @@
-"""A report as data: the summary table, charts, findings, facts and job files of one run or of
+"""A report as data: the summary tables, charts, findings, facts and job files of one run or of
 several runs side by side. ``html.render`` and ``markdown.render`` turn it into files.
 
-The summary at the top is where the comparison verdicts belong: see ``summary_tables``.
+At the top: the run's results table, or for several runs the comparison ``iolab compare``
+prints (verdicts, geometric means, option and environment differences): see ``summary_tables``.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
 
+from .. import compare as compare_mod
+from ..compare import Comparison
 from ..model import Run, RunInfo, TimeSeries
-from ..units import format_iops, format_ns, format_rate
 from . import charts as charts_mod
 from . import facts
-from .chartdata import Categories, run_name, subjects
-from .results import _spread, result_rows, results_table
-from .table import Cell, Column, Table
+from .chartdata import run_name, subjects
+from .comparison import comparison_tables
+from .results import results_table
+from .table import Table
 
 
 @dataclass(frozen=True)
@@ -53,50 +56,30 @@ class Report:
     iolab_version: str
 
 
-def summary_tables(runs: Sequence[Run]) -> tuple[Table, ...]:
-    """The table at the top of the report.
+def compare_runs(runs: Sequence[Run], metrics: Sequence[str] | None = None, threshold: float = 0.05,
+                 ignore: Sequence[str] = ()) -> Comparison:
+    """``compare`` with each run as a side: the first run is the baseline, every other run is
+    compared with it. Sides are named like the charts' subjects (``run_name``). Raises
+    ``UsageError`` as ``compare.compare`` does (fewer than two runs, unknown metric)."""
+    sides = [(compare_mod.Side(run_name(r, runs), (r.info.id,), (r.info.label,) if r.info.label else ()), [r])
+             for r in runs]
+    return compare_mod.compare(sides, metrics, threshold, ignore)
 
-    One run: its results table (``report.results.results_table``). Several runs: a
-    side-by-side table of the same numbers, no verdicts.
 
-    COMPARE HOOK: when ``compare`` (issue 3) lands, the several-runs branch returns its verdict
-    table (better/worse/unchanged/noisy per metric, with the statistic used) here, optionally
-    followed by the side-by-side table. Nothing else in the report needs to change: HTML and
-    Markdown render whatever Tables this returns, in order, under "Summary".
+def summary_tables(runs: Sequence[Run], comparison: Comparison | None = None) -> tuple[Table, ...]:
+    """The tables at the top of the report, in order.
+
+    With a ``comparison``: exactly the tables ``iolab compare`` prints
+    (``report.comparison.comparison_tables``: per compared side the geometric-mean summary, put
+    first so that it is not below a long table, the verdict table, option and environment
+    differences). Without one, one run gives its results table (``report.results.
+    results_table``) and several runs are compared with ``compare_runs`` and its defaults.
     """
-    if len(runs) == 1:
-        return (results_table(runs[0]),)
-    return (side_by_side_table(runs),)
-
-
-def side_by_side_table(runs: Sequence[Run]) -> Table:
-    """Per workload and direction, IOPS, MiB/s and p99 clat of each subject next to each other
-    (``mean ±CV%`` over repetitions). Describes; does not judge (that is ``compare``'s job)."""
-    subj = subjects(runs)
-    cats = Categories(runs)
-    names = subj.order
-    cells: dict[str, dict[str, tuple[Cell, Cell, Cell]]] = {}
-    for run in runs:
-        for r in result_rows(run):
-            if r.direction == "–":
-                continue
-            cells.setdefault(cats.name(r.workload, r.job, r.direction), {})[subj.names[(run.info.id, r.target)]] = (
-                Cell(_spread(r.iops, format_iops), r.iops.mean),
-                Cell(_spread(r.bw, format_rate), None if r.bw.mean is None else r.bw.mean / 1048576),
-                Cell(_spread(r.clat_p99, format_ns), r.clat_p99.mean),
-            )
-    columns = [Column("workload", "workload")]
-    for metric, title in (("iops", "IOPS"), ("bw_mib_s", "MiB/s"), ("clat_p99_ns", "clat p99")):
-        columns += [Column(f"{metric}:{n}", f"{title} {n}", True) for n in names]
-    missing = (Cell("–"),) * 3
-    rows = []
-    for category in cats.order:
-        by_subject = cells.get(category, {})
-        per = [by_subject.get(n, missing) for n in names]
-        rows.append((Cell(category), *(p[k] for k in range(3) for p in per)))
-    notes = ("each cell: mean ±CV% of the repetitions; no verdicts (see `iolab compare`)",)
-    title = "Side by side: " + " · ".join(run_name(r, runs) for r in runs)
-    return Table(title=title, columns=tuple(columns), rows=tuple(rows), notes=notes)
+    if comparison is None:
+        if len(runs) == 1:
+            return (results_table(runs[0]),)
+        comparison = compare_runs(runs)
+    return tuple(comparison_tables(comparison, summary_first=True))
 
 
 def findings(runs: Sequence[Run]) -> tuple[Finding, ...]:
@@ -129,9 +112,10 @@ def job_files(runs: Sequence[Run]) -> tuple[JobFile, ...]:
 
 
 def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]] | None = None,
-          title: str | None = None) -> Report:
+          title: str | None = None, comparison: Comparison | None = None) -> Report:
     """The report of ``runs`` (one, or several side by side); ``series`` maps result ids to
-    their time series (``Store.time_series``)."""
+    their time series (``Store.time_series``); ``comparison`` is the comparison of the runs to
+    show at the top (default: see ``summary_tables``)."""
     if not runs:
         raise ValueError("a report needs at least one run")
     if title is None:
@@ -139,7 +123,7 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]] | None
         title = (f"run {first.id}: {first.suite_name}" + (f" [{first.label}]" if first.label else "")
                  if len(runs) == 1 else " vs ".join(run_name(r, runs) for r in runs))
     return Report(
-        title=title, runs=tuple(r.info for r in runs), summary=summary_tables(runs),
+        title=title, runs=tuple(r.info for r in runs), summary=summary_tables(runs, comparison),
         charts=tuple(charts_mod.build(runs, series or {})), findings=findings(runs),
         facts=tuple(t for t in (facts.host_table(runs), facts.target_table(runs)) if t.rows), job_files=job_files(runs),
         generated_at=datetime.now(UTC), iolab_version=version("iolab"),

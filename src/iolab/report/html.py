@@ -30,6 +30,7 @@ import jinja2
 from markupsafe import Markup
 
 from .document import Report
+from .table import Table
 
 GROUP_IDS = {"Throughput": "throughput", "Latency": "latency", "Scaling": "scaling", "Time series": "timeseries"}
 
@@ -81,6 +82,37 @@ def _template(name: str) -> str:
     return (resources.files("iolab") / "report" / "templates" / name).read_text(encoding="utf-8")
 
 
+def table_view(table: Table) -> list[dict[str, Any]]:
+    """A table's rows for the template: per cell its text and CSS classes, per row its class.
+
+    Cells: ``num`` (right-aligned), ``style-<style>`` (verdict colours, ``diff`` ...), and
+    ``repeat`` for a leading key cell (the text columns before the first number) equal to the
+    one above while every key cell left of it is too: a long comparison then reads as one block
+    per workload, every cell still holding its text for copying. A row is ``diff`` when a cell
+    is styled so, ``total`` when one is ``bold`` (a multi-host target's ``all hosts`` row, which
+    ends its group), and ``group`` when its first key cell differs from the row above.
+    """
+    numeric = [c.numeric for c in table.columns]
+    keys = numeric.index(True) if True in numeric else 0
+    grouped = keys > 0 and len({row[0].text for row in table.rows}) < len(table.rows)
+    out = []
+    previous: tuple[Any, ...] = ()
+    for row in table.rows:
+        cells = []
+        same = bool(previous)
+        for i, cell in enumerate(row):
+            same = same and i < keys and previous[i].text == cell.text
+            classes = [name for name, on in (("num", numeric[i]), (f"style-{cell.style}", cell.style),
+                                             ("repeat", same)) if on]
+            cells.append({"text": cell.text, "class": " ".join(classes)})
+        styles = {c.style for c in row}
+        row_class = [name for name, on in (("diff", "diff" in styles), ("total", "bold" in styles),
+                                           ("group", grouped and previous and previous[0].text != row[0].text)) if on]
+        out.append({"cells": cells, "class": " ".join(row_class)})
+        previous = row
+    return out
+
+
 def render(report: Report) -> str:
     """The report as HTML text (UTF-8). Raises nothing for any report content."""
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
@@ -96,4 +128,4 @@ def render(report: Report) -> str:
             groups.append({"id": GROUP_IDS.get(chart.group, "charts"), "title": chart.group, "charts": []})
         groups[-1]["charts"].append(chart)
     return template.render(report=report, groups=groups, csp=csp, css=Markup(_template("report.css")),
-                           vega_js=Markup(vega_js), init_js=Markup(init_js))
+                           vega_js=Markup(vega_js), init_js=Markup(init_js), table_view=table_view)

@@ -13,6 +13,12 @@ A host that cannot be reached when the job starts, that disconnects, or whose se
 mid-run is *lost*: the job goes on with the other hosts, whose results are kept, and the
 outcome is ``partial``. Every job has a time bound; past it fio is stopped (it tells every
 server to quit and writes what it has).
+
+Time series: as for local runs (``runner.local``), fio is asked for 1-second averaged IOPS,
+bandwidth and latency logs of every job, in a ``[global]`` section put before the job file
+it sends (``fio.logs.global_section``: command-line job options do not reach the servers).
+The servers send the logs back and fio's client writes them into ``workdir`` named after the
+relay's address (``iolab_iops.1.log.127.0.0.3``); each is read and named after its real host.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import FioError, ParseError
+from ..errors import FioError, ParseError, SuiteError
+from ..fio import logs
 from ..fio.json import parse_json
-from ..model import DiskUtil, FioReport, JobResult
+from ..model import DiskUtil, FioReport, JobResult, TimeSeries
 from ..remote.hosts import HostSpec
 from ..remote.protocol import ProbeReply
 from ..remote.relay import Relay, open_relays
-from .local import _die_with_parent, _error_text, _stop, find_fio
+from .local import LOG_PREFIX, _die_with_parent, _error_text, _stop, find_fio
 from .status import Status
 
 OUTPUT_NAME = "fio-output.json"
@@ -69,7 +76,8 @@ class ClientOutcome:
     """The whole job: ``status`` is ``ok`` (every host ok), ``partial`` (some hosts ok),
     ``failed`` (none) or ``interrupted``. ``report`` holds the jobs of every host that reported,
     each with the host's own ``hostname``/``port`` (as fio would print them without the relay).
-    ``raw_json`` is fio's output file as written (text lines included)."""
+    ``raw_json`` is fio's output file as written (text lines included). ``time_series`` are
+    fio's logs of every host that sent them, ``TimeSeries.hostname`` the host's label."""
 
     status: str
     command: tuple[str, ...]
@@ -79,21 +87,28 @@ class ClientOutcome:
     report: FioReport | None = None
     raw_json: str | None = None
     error: str | None = None
+    time_series: tuple[TimeSeries, ...] = ()
 
 
 def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable[[HostStatus], None] | None = None,
-        fio: str = "fio", timeout_s: float | None = None, connect_timeout_s: float = 5.0) -> ClientOutcome:
+        fio: str = "fio", timeout_s: float | None = None, connect_timeout_s: float = 5.0,
+        time_series: bool = True) -> ClientOutcome:
     """Run ``job_text`` on every host of ``hosts`` at once and return the ClientOutcome.
 
     ``workdir`` (created) holds the job file, fio's output and messages; fio's client runs there
     (so a file named like a host spec cannot be mistaken for a hosts list, init.c). Log files
-    fio brings back from the servers land there too. ``on_status`` is called from this thread
-    about once a second per host. On ``KeyboardInterrupt`` fio is stopped with SIGINT and the
-    interrupt is re-raised. Raises ``FioNotFound``; ``FioError`` when fio cannot be started.
+    fio brings back from the servers land there too: with ``time_series`` (and a job file that
+    does no logging of its own) they are iolab's 1-second logs, read into
+    ``ClientOutcome.time_series``. ``on_status`` is called from this thread about once a second
+    per host. On ``KeyboardInterrupt`` fio is stopped with SIGINT and the interrupt is
+    re-raised. Raises ``FioNotFound``; ``FioError`` when fio cannot be started.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     workdir = workdir.resolve()
-    (workdir / "job.fio").write_text(job_text)
+    for old in logs.find_logs(workdir, LOG_PREFIX):
+        old.unlink()
+    with_logs = time_series and _wants_logs(job_text)
+    (workdir / "job.fio").write_text((logs.global_section(LOG_PREFIX) if with_logs else "") + job_text)
     output = workdir / OUTPUT_NAME
     output.unlink(missing_ok=True)
     started = datetime.now(UTC)
@@ -115,10 +130,43 @@ def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable
             except OSError as exc:
                 raise FioError(f"cannot start fio: {exc}") from exc
             unfinished = _follow(proc, live, on_status, timeout_s)
-        return _finish(relays, command, started, proc.returncode, workdir, unfinished)
+        outcome = _finish(relays, command, started, proc.returncode, workdir, unfinished)
+        return _with_logs(outcome, relays, job_text, workdir) if with_logs else outcome
     finally:
         for r in relays:
             r.close()
+
+
+def _wants_logs(job_text: str) -> bool:
+    """Whether iolab asks for its logs: not when the job logs by itself or cannot be read here
+    (fio will say what is wrong with it)."""
+    try:
+        return not logs.sets_own_logging(job_text)
+    except SuiteError:
+        return False
+
+
+def _with_logs(outcome: ClientOutcome, relays: list[Relay], job_text: str, workdir: Path) -> ClientOutcome:
+    """The outcome with the hosts' logs read and named after each host's label.
+
+    A log names the relay's address; when relays had to share one address (a loopback without
+    127/8 routes) their hosts' logs overwrote each other and none of theirs is kept. A log fio
+    wrote badly drops the series and becomes a report warning, as for local runs.
+    """
+    addresses = [r.address for r in relays]
+    label = {r.address: r.host.label for r in relays if addresses.count(r.address) == 1}
+    try:
+        series = logs.read_logs(logs.find_logs(workdir, LOG_PREFIX), logs.thread_names(job_text), logs.INTERVAL_MS)
+    except ParseError as exc:
+        problem = f"time series not stored: {exc.message}"
+        series = ()
+    else:
+        problem = "" if len(label) == len(relays) else \
+            "time series of hosts sharing the relay address 127.0.0.1 not stored (their logs have one name)"
+    series = tuple(replace(s, hostname=label[s.hostname]) for s in series if s.hostname in label)
+    if problem and outcome.report is not None:
+        outcome = replace(outcome, report=replace(outcome.report, warnings=(*outcome.report.warnings, problem)))
+    return replace(outcome, time_series=series)
 
 
 def _follow(proc: subprocess.Popen[bytes], relays: list[Relay], on_status: Callable[[HostStatus], None] | None,

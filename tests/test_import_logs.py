@@ -1,0 +1,123 @@
+"""`iolab import` with fio's time-series logs beside the output: real fio runs (local and through a
+loopback fio server) and the sample logs in tests/data/fio, stored and drawn by `iolab report`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from clirun import iolab
+from iolab.store import Store
+from netns import wait_listening
+
+DATA = Path(__file__).parent / "data" / "fio"
+LOGS = "write_bw_log=tl\nwrite_iops_log=tl\nwrite_lat_log=tl\nlog_avg_msec=1000\n"
+
+
+def job_text(data: Path) -> str:
+    return (f"[global]\nfilename={data}\nsize=16m\nioengine=libaio\ndirect=1\nbs=4k\ntime_based=1\nruntime=2\n"
+            f"{LOGS}\n[rr]\nrw=randread\niodepth=4\nnumjobs=2\n\n[rw]\nrw=randwrite\niodepth=1\n")
+
+
+def said(proc: subprocess.CompletedProcess[str]) -> str:
+    """stderr on one line (rich wraps long lines)."""
+    return " ".join(proc.stderr.split())
+
+
+def series_of(db: Path, run_id: int = 1) -> dict[tuple[str, int, str | None, str, str], tuple[float, ...]]:
+    store = Store(f"sqlite:///{db}")
+    return {(s.job, s.job_index, s.hostname, s.direction, s.metric): s.values
+            for ss in store.time_series(run_id).values() for s in ss}
+
+
+def test_logs_of_a_real_fio_run_are_stored_and_drawn(tmp_path):
+    (tmp_path / "job.fio").write_text(job_text(tmp_path / "data"))
+    fio = subprocess.run(["fio", "job.fio", "--output-format=json", "--output=out.json"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert fio.returncode == 0, fio.stderr
+    db = tmp_path / "iolab.db"
+    proc = iolab("import", str(tmp_path / "out.json"), db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert "15 log file(s) beside it: 15 time series stored" in said(proc)  # 3 threads x 5 logs
+    series = series_of(db)
+    assert {(job, index) for job, index, *_ in series} == {("rr", 1), ("rr", 2), ("rw", 3)}  # numjobs clones
+    assert {m for *_, m in series} == {"iops", "bw_bytes_s", "clat_ns", "lat_ns", "slat_ns"}
+    report = json.loads((tmp_path / "out.json").read_text())
+    for index, job in enumerate(report["jobs"], 1):  # fio's own IOPS, per thread, against its 1 s windows
+        direction = "read" if job["jobname"] == "rr" else "write"
+        windows = series[(job["jobname"], index, None, direction, "iops")]
+        assert sum(windows) / len(windows) == pytest.approx(job[direction]["iops"], rel=0.35)
+    drawn = iolab("report", "1", "-o", str(tmp_path / "r.html"), db=db)
+    assert drawn.returncode == 0, drawn.stderr
+    html = (tmp_path / "r.html").read_text()
+    for chart in ("timeseries-iops", "timeseries-bandwidth", "timeseries-latency"):
+        assert f'data-chart="{chart}"' in html
+
+
+def test_the_sample_logs_named_by_json_options_or_by_the_file_name(tmp_path):
+    for log in DATA.glob("avg_*.1.log"):
+        shutil.copy(log, tmp_path)
+    text = (DATA / "fio-3.33_randrw_libaio.json").read_text().replace(  # as if the job had asked for them
+        '"iodepth" : "16"', '"iodepth" : "16", "write_bw_log" : "avg", "write_iops_log" : "avg", '
+        '"write_lat_log" : "avg", "log_avg_msec" : "1000"')
+    (tmp_path / "named.json").write_text(text)
+    shutil.copy(DATA / "fio-3.33_randrw_libaio.normal.txt", tmp_path / "avg.txt")  # normal output names no logs
+    db = tmp_path / "iolab.db"
+    proc = iolab("import", str(tmp_path / "named.json"), str(tmp_path / "avg.txt"), db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert said(proc).count("5 log file(s) beside it: 10 time series stored") == 2  # 5 logs x read, write
+    for run_id in (1, 2):
+        series = series_of(db, run_id)
+        # two read rows at 3000 in the clat log: the window and the remnant fio flushes; the window stays
+        assert series[("randrw", 1, None, "read", "clat_ns")] == (71565, 69598, 67256)
+        assert series[("randrw", 1, None, "write", "iops")] == (49136, 51018)
+    drawn = iolab("report", "1", "-o", str(tmp_path / "r.html"), db=db)
+    assert drawn.returncode == 0 and 'data-chart="timeseries-iops"' in (tmp_path / "r.html").read_text()
+
+
+def test_a_log_that_is_not_fios_is_a_warning_not_a_failure(tmp_path):
+    shutil.copy(DATA / "fio-3.33_randrw_libaio.normal.txt", tmp_path / "run.txt")
+    (tmp_path / "run_iops.1.log").write_text("1000, 5, 0, 0, 0\nnot, a, log\n")
+    db = tmp_path / "iolab.db"
+    proc = iolab("import", str(tmp_path / "run.txt"), db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 log file(s) beside it: 0 time series stored" in said(proc)
+    doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
+    (warning,) = doc["run"]["warnings"]
+    assert warning.startswith("time series of local not stored: ") and "run_iops.1.log:2: expected" in warning
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_client_output_logs_go_to_the_result_of_their_host(tmp_path):
+    """fio's client writes the logs a server sends back as `tl_iops.1.log.127.0.0.1` (FIO_NOTES §4.1)."""
+    port = free_port()
+    server = subprocess.Popen(["fio", f"--server=ip:127.0.0.1,{port}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_listening("127.0.0.1", port, server)
+        (tmp_path / "job.fio").write_text(job_text(tmp_path / "data").replace("numjobs=2", "numjobs=1"))
+        fio = subprocess.run(["fio", "--output-format=json", "--output=out.json", f"--client=ip:127.0.0.1,{port}",
+                              "job.fio"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert fio.returncode == 0, fio.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert (tmp_path / "tl_iops.1.log.127.0.0.1").exists()
+    db = tmp_path / "iolab.db"
+    proc = iolab("import", str(tmp_path / "out.json"), db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert "10 log file(s) beside it: 10 time series stored" in said(proc)
+    (result,) = Store(f"sqlite:///{db}").get_run(1).results
+    assert result.target == f"127.0.0.1:{port}"
+    series = series_of(db)
+    assert {(job, index, host) for job, index, host, *_ in series} == {("rr", 1, "127.0.0.1"), ("rw", 2, "127.0.0.1")}
