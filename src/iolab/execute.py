@@ -457,6 +457,8 @@ def _run_one(store: Store, result: Any, index: int, total: int, options: RunOpti
                           error=exc.message, extra=extra)
         on_event(JobEvent("end", outcome="failed", error=exc.message, **event))
         return
+    if facts is not None and facts.kind == "missing":  # fio has laid the scratch file out: describe it
+        facts = targets.inspect(facts.path)
     store.save_result(
         result.id, status=outcome.status, command=shlex.join(outcome.command), started_at=outcome.started_at,
         ended_at=outcome.ended_at, error=outcome.error, report=outcome.report, raw_json=outcome.raw_json,

@@ -98,7 +98,7 @@ def _ratio(ratio: float | None, ci: tuple[float, float] | None) -> str:
     def num(v: float) -> str:  # intervals from 2 repeats can span many orders of magnitude
         return f"{v:.2f}" if 0.01 <= abs(v) < 1000 else f"{v:.3g}"
 
-    return f"×{ratio:.2f}" + (f" ({num(ci[0])}–{num(ci[1])})" if ci is not None else "")
+    return f"×{num(ratio)}" + (f" ({num(ci[0])}–{num(ci[1])})" if ci is not None else "")
 
 
 def _p(p: float | None) -> str:
