@@ -161,3 +161,13 @@ def test_unusable_database_is_a_clear_error(tmp_path):
     with pytest.raises(StoreError) as info:
         Store(f"sqlite:///{tmp_path}/dir.db")
     assert "cannot open the results database" in info.value.message
+
+
+def test_a_database_claiming_a_schema_it_lacks_is_refused(tmp_path):
+    url = f"sqlite:///{tmp_path}/t.db"
+    Store(url).close()
+    with sa.create_engine(url).begin() as conn:  # what a development build's renumbered migration left behind
+        conn.exec_driver_sql("DROP TABLE time_series")
+    with pytest.raises(StoreError) as info:
+        Store(url)
+    assert "lacks the table(s) time_series" in info.value.message

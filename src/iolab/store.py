@@ -232,10 +232,15 @@ class Store:
         config.set_main_option("script_location", str(resources.files("iolab") / "migrations"))
         head = ScriptDirectory.from_config(config).get_current_head()
         with self.engine.begin() as conn:
-            if MigrationContext.configure(conn).get_current_revision() == head:
-                return
-            config.attributes["connection"] = conn
-            command.upgrade(config, "head")
+            if MigrationContext.configure(conn).get_current_revision() != head:
+                config.attributes["connection"] = conn
+                command.upgrade(config, "head")
+            # A database stamped by a development build can claim a revision whose tables it lacks.
+            missing = set(metadata.tables) - set(sa.inspect(conn).get_table_names())
+        if missing:
+            raise StoreError(f"the results database {self.display_url} says it is at schema {head} but lacks the "
+                             f"table(s) {', '.join(sorted(missing))}",
+                             hint="it was written by a development build of iolab; use another --db")
 
     def close(self) -> None:
         self.engine.dispose()
