@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 import pg
+from iolab import store as store_mod
 from iolab.errors import StoreError, UsageError
 from iolab.fio.json import parse_json
 from iolab.model import HostFacts, TargetFacts, TimeSeries
@@ -171,3 +173,24 @@ def test_a_database_claiming_a_schema_it_lacks_is_refused(tmp_path):
     with pytest.raises(StoreError) as info:
         Store(url)
     assert "lacks the table(s) time_series" in info.value.message
+
+
+@pytest.mark.parametrize("codec", ["in use", "zlib"])
+def test_stored_text_is_a_zlib_stream_whatever_the_codec(codec, monkeypatch, tmp_path):
+    """ISA-L (when installed) and zlib write the same format; raw_json reads either with zlib."""
+    if codec == "zlib":
+        monkeypatch.setattr(store_mod, "raw_codec", zlib)
+    text = (Path(__file__).parent / SAMPLE).read_text()
+    assert zlib.decompress(store_mod.compress_raw(text.encode())) == text.encode()
+    store = Store(f"sqlite:///{tmp_path}/t.db")
+    result = FinishedResult(seq=0, target="local", target_path=None, workload="w", repeat=0, job_text="[w]\n",
+                            job_hash="h", params={}, raw_text=text)
+    given = FinishedResult(seq=0, target="local", target_path=None, workload="w", repeat=0, job_text="[w]\n",
+                           job_hash="h", params={}, raw_gz=store_mod.compress_raw(text.encode()))
+    ids = store.add_finished_runs([FinishedRun(suite_name="a", origin="imported", source={}, sha256="a" * 64,
+                                               results=(result,)),
+                                   FinishedRun(suite_name="b", origin="imported", source={}, sha256="b" * 64,
+                                               results=(given,), tags={"k": "v"})])
+    assert [store.raw_json(store.get_run(i).results[0].id) for i in ids] == [text, text]
+    assert [store.get_run(i).info.tags for i in ids] == [{}, {"k": "v"}]
+    store.close()
