@@ -36,7 +36,17 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import ParseError
-from ..model import DIRECTIONS, DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
+from ..model import (
+    DIRECTIONS,
+    DirectionStats,
+    DiskUtil,
+    FioReport,
+    Histogram,
+    JobResult,
+    Latency,
+    SampleStats,
+    pct_key,
+)
 
 #: The aggregate entry of client/server output; iolab computes its own aggregate instead,
 #: because fio's carries the host label of whichever server reported last (FIO_NOTES §1.7).
@@ -361,23 +371,25 @@ def _latency(d: Mapping[str, Any], kind: str) -> Latency | None:
     )
 
 
-def _bins(bins: Any, scale: float) -> dict[int, int] | None:
+def _bins(bins: Any, scale: float) -> Histogram | None:
     if not isinstance(bins, Mapping):
         return None
+    if scale == 1 and (histogram := Histogram.from_text_keys(bins)) is not None:  # type: ignore[arg-type]
+        return histogram  # fio 3.x: ns keys, kept as fio wrote them (see Histogram); no conversion per bucket
     if "FIO_IO_U_PLAT_BITS" in bins:  # fio 2.2.12-2.19: bucket indexes, zeros included
         bits, val = int(bins["FIO_IO_U_PLAT_BITS"]), int(bins["FIO_IO_U_PLAT_VAL"])
-        return {
+        return Histogram({
             int(plat_idx_to_val(int(k), bits, val) * scale): int(v)
             for k, v in bins.items()
             if k.isdigit() and int(v) > 0
-        }
-    try:  # keys are integers (ns in 3.x, us in 2.20-2.99): map(int, …) runs in C, float() per key does not
+        })
+    try:  # keys are integers (us in 2.20-2.99): map(int, …) runs in C, float() per key does not
         keys = map(int, bins) if scale == 1 else (int(k) * int(scale) for k in bins)
         out = dict(zip(keys, bins.values(), strict=True))
     except ValueError:
         out = {int(float(k) * scale): v for k, v in bins.items()}
-    # min() also rejects a count that is not a number (TypeError, reported as a ParseError)
-    return out if min(out.values(), default=1) > 0 else {k: int(v) for k, v in out.items() if v > 0}
+    # a count that is not an int raises TypeError (reported as a ParseError); zero counts are left out
+    return Histogram({k: v for k, v in out.items() if v > 0})
 
 
 def plat_idx_to_val(idx: int, bits: int = 6, val: int = 64) -> int:
