@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -110,14 +111,16 @@ def test_finished_run_in_one_transaction_and_duplicate_source_refused(store, req
     source = {"name": "a.json", "sha256": "ab" * 32}
     first = FinishedRun(suite_name="a.json", origin="imported", source=source, sha256="ab" * 32,
                         results=tuple(results), label="imp", tags={"k": "v"}, fio_version="3.33", warnings=("w1",))
+    series = (TimeSeries("randrw", 1, "read", "iops", (1000, 2000), (5.0, 7.5), 1000),)
     other = FinishedRun(suite_name="c.json", origin="imported", source={"name": "c.json"}, sha256="cd" * 32,
-                        results=tuple(results[:1]))
+                        results=(replace(results[0], series=series),))
     run_id, other_id = store.add_finished_runs([first, other])
     run = store.get_run(run_id)
     assert (run.info.origin, run.info.status, run.info.source, run.info.warnings) == (
         "imported", "failed", source, ("w1",))
     assert run.info.tags == {"k": "v"} and run.info.finished_at is not None
     assert store.get_run(other_id).info.status == "complete"
+    assert list(store.time_series(other_id).values()) == [list(series)] and store.time_series(run_id) == {}
     ok, failed = run.results
     assert ok.report == report and ok.ended_at == now and ok.extra == {"unknown_options": ["*"]}
     assert store.raw_json(ok.id) == text and failed.error == "fio error 5"
