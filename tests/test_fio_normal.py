@@ -8,10 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from iolab.errors import ParseError
 from iolab.fio import clean_pasted, parse_json, parse_normal, parse_output
-from iolab.fio.num2str import iops_display_warning, num2str
+from iolab.fio.num2str import io_size_fits, io_size_match, iops_display_warning, num2str
 
 DATA = Path(__file__).parent / "data" / "fio"
 KIB = 1024.0
@@ -240,6 +242,13 @@ def test_fio217_decimals_bug_is_explained():
                                                          ("1197", 71936, 60071), ("123k", 123456, 1000)])
 def test_consistent_displays_give_no_warning(shown, total, runtime):
     assert iops_display_warning(shown, total, runtime, "3.33") is None
+
+
+@given(st.sampled_from(["836MiB", "360MiB", "1126MiB", "40.0KiB", "2000KiB", "256MiB", "200284KB", "1000.5K",
+                        "11.7MiB", "1024KiB", "878MB"]),
+       st.integers(0, 2 << 30), st.sampled_from([None, "2.2.8", "2.17", "3.16", "3.33"]))
+def test_io_size_fits_is_io_size_match_above_zero(shown, nbytes, version):
+    assert io_size_fits(shown, nbytes, version) == (io_size_match(shown, nbytes, version) > 0)
 
 
 def test_num2str_matches_fio_compiled_from_its_own_source():

@@ -12,6 +12,7 @@ import pytest
 from clirun import iolab
 from iolab.fio import parse_output
 from iolab.importer import ALL_UNKNOWN, BARE_FLAGS, find_logs, plan_results, read_source
+from iolab.model import FioReport, from_jsonable, to_json_text, to_jsonable
 from iolab.store import Store
 
 DATA = Path(__file__).parent / "data" / "fio"
@@ -216,3 +217,12 @@ def test_the_same_content_twice_in_one_command(tmp_path):
     proc = iolab("import", str(path), str(copy), db=db)
     assert proc.returncode == 2
     assert f"Imported {path} as run 1" in proc.stderr and f"{copy} is already imported as run 1" in proc.stderr
+
+
+@pytest.mark.parametrize("path", OUTPUTS, ids=lambda p: p.name)
+def test_stored_report_text_is_pydantics_json_and_reads_back(path):
+    """``to_json_text`` (orjson) writes what pydantic's ``to_jsonable`` gives, and reads back unchanged."""
+    report = parse_output(path.read_text(errors="replace"), path.name)
+    text = to_json_text(report)
+    assert json.loads(text) == to_jsonable(report)
+    assert from_jsonable(FioReport, json.loads(text)) == report

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 import pg
+from iolab import store as store_mod
 from iolab.errors import StoreError, UsageError
 from iolab.fio.json import parse_json
 from iolab.model import HostFacts, TargetFacts, TimeSeries
@@ -108,14 +111,16 @@ def test_finished_run_in_one_transaction_and_duplicate_source_refused(store, req
     source = {"name": "a.json", "sha256": "ab" * 32}
     first = FinishedRun(suite_name="a.json", origin="imported", source=source, sha256="ab" * 32,
                         results=tuple(results), label="imp", tags={"k": "v"}, fio_version="3.33", warnings=("w1",))
+    series = (TimeSeries("randrw", 1, "read", "iops", (1000, 2000), (5.0, 7.5), 1000),)
     other = FinishedRun(suite_name="c.json", origin="imported", source={"name": "c.json"}, sha256="cd" * 32,
-                        results=tuple(results[:1]))
+                        results=(replace(results[0], series=series),))
     run_id, other_id = store.add_finished_runs([first, other])
     run = store.get_run(run_id)
     assert (run.info.origin, run.info.status, run.info.source, run.info.warnings) == (
         "imported", "failed", source, ("w1",))
     assert run.info.tags == {"k": "v"} and run.info.finished_at is not None
     assert store.get_run(other_id).info.status == "complete"
+    assert list(store.time_series(other_id).values()) == [list(series)] and store.time_series(run_id) == {}
     ok, failed = run.results
     assert ok.report == report and ok.ended_at == now and ok.extra == {"unknown_options": ["*"]}
     assert store.raw_json(ok.id) == text and failed.error == "fio error 5"
@@ -171,3 +176,24 @@ def test_a_database_claiming_a_schema_it_lacks_is_refused(tmp_path):
     with pytest.raises(StoreError) as info:
         Store(url)
     assert "lacks the table(s) time_series" in info.value.message
+
+
+@pytest.mark.parametrize("codec", ["in use", "zlib"])
+def test_stored_text_is_a_zlib_stream_whatever_the_codec(codec, monkeypatch, tmp_path):
+    """ISA-L (when installed) and zlib write the same format; raw_json reads either with zlib."""
+    if codec == "zlib":
+        monkeypatch.setattr(store_mod, "raw_codec", zlib)
+    text = (Path(__file__).parent / SAMPLE).read_text()
+    assert zlib.decompress(store_mod.compress_raw(text.encode())) == text.encode()
+    store = Store(f"sqlite:///{tmp_path}/t.db")
+    result = FinishedResult(seq=0, target="local", target_path=None, workload="w", repeat=0, job_text="[w]\n",
+                            job_hash="h", params={}, raw_text=text)
+    given = FinishedResult(seq=0, target="local", target_path=None, workload="w", repeat=0, job_text="[w]\n",
+                           job_hash="h", params={}, raw_gz=store_mod.compress_raw(text.encode()))
+    ids = store.add_finished_runs([FinishedRun(suite_name="a", origin="imported", source={}, sha256="a" * 64,
+                                               results=(result,)),
+                                   FinishedRun(suite_name="b", origin="imported", source={}, sha256="b" * 64,
+                                               results=(given,), tags={"k": "v"})])
+    assert [store.raw_json(store.get_run(i).results[0].id) for i in ids] == [text, text]
+    assert [store.get_run(i).info.tags for i in ids] == [{}, {"k": "v"}]
+    store.close()

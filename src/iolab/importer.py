@@ -43,7 +43,7 @@ from .fio import logs as fio_logs
 from .fio import parse_output
 from .fio.num2str import version_tuple
 from .model import FioReport, JobResult, TimeSeries
-from .store import DuplicateSource, FinishedResult, FinishedRun, Store
+from .store import DuplicateSource, FinishedResult, FinishedRun, Store, compress_raw
 
 #: fio options of type FIO_OPT_STR_SET (options.c@fio-3.33): the ones a job file may give without a
 #: value. fio's JSON omits options given that way (json.c drops empty values), so their absence from
@@ -92,15 +92,22 @@ def read_source(path: Path) -> tuple[str, str, int]:
     Text that is not UTF-8 is read as Latin-1 (every byte is a character), so no file is refused
     for its encoding. Raises ``UsageError`` when the file cannot be read.
     """
+    text, data, _ = _read(path)
+    return text, hashlib.sha256(data).hexdigest(), len(data)
+
+
+def _read(path: Path) -> tuple[str, bytes, bytes]:
+    """The text of a file, its bytes, and the UTF-8 bytes of the text (the same object when the file
+    is UTF-8), which are what the store keeps."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
-        text = data.decode()
+        return data.decode(), data, data
     except UnicodeDecodeError:
         text = data.decode("latin-1")
-    return text, hashlib.sha256(data).hexdigest(), len(data)
+        return text, data, text.encode()
 
 
 def plan_results(report: FioReport, name: str) -> list[PlannedResult]:
@@ -266,7 +273,8 @@ BATCH_BYTES = 32 << 20
 
 def _prepare(path: Path, label: str | None, tags: Mapping[str, str]) -> tuple[FinishedRun, Imported]:
     """Read, checksum, parse and plan one file (nothing is stored)."""
-    text, sha256, size = read_source(path)
+    text, data, utf8 = _read(path)
+    sha256, size = hashlib.sha256(data).hexdigest(), len(data)
     report = parse_output(text, str(path))
     planned = plan_results(report, path.name)
     logs = find_logs(path, report)
@@ -276,7 +284,7 @@ def _prepare(path: Path, label: str | None, tags: Mapping[str, str]) -> tuple[Fi
     results = tuple(FinishedResult(
         seq=seq, target=p.target, target_path=p.target_path, workload=p.workload, repeat=0, job_text=p.job_text,
         job_hash=jobfile.params_hash(p.params), params=p.params, status=p.status, report=p.report,
-        raw_text=text if seq == 0 else None, error=p.error, ended_at=ended_at,
+        raw_gz=compress_raw(utf8) if seq == 0 else None, error=p.error, ended_at=ended_at,
         extra={"unknown_options": list(p.unknown_options), **log_files}, series=series[seq],
     ) for seq, p in enumerate(planned))
     source = {"path": str(path.resolve()), "name": path.name, "sha256": sha256, "format": report.source_format,
@@ -307,7 +315,7 @@ def import_files(store: Store, paths: Sequence[Path], label: str | None = None,
         except IolabError as exc:
             prepared = exc
         batch.append((path, prepared))
-        size += 0 if isinstance(prepared, IolabError) else len(prepared[0].results[0].raw_text or "")
+        size += 0 if isinstance(prepared, IolabError) else int(prepared[0].source["size_bytes"])
         if len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
             yield from _store_batch(store, batch)
             batch, size = [], 0

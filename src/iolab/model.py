@@ -10,12 +10,15 @@ does the work); the store and the JSON report use them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import operator
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+import orjson
 from pydantic import TypeAdapter
+from pydantic_core import core_schema
 
 #: Directions as fio names them; ``sync`` is fsync/fdatasync latency (fio 3.4+), ``mixed`` is
 #: ``unified_rw_reporting``.
@@ -27,13 +30,130 @@ def pct_key(percentile: float | str) -> str:
     return f"{float(percentile):g}"
 
 
+class Histogram(Mapping[int, int]):
+    """A latency histogram, immutable: bucket value (a midpoint, in ns) -> I/O count.
+
+    json+ reports hold hundreds of buckets per direction, as JSON objects with decimal keys.
+    Converting every key to an int and back to a string for the store cost as much as decoding
+    the JSON again (benchmarks/import.py), so ``from_text_keys`` keeps such an object as it is
+    once its keys are known to be canonical decimal integers (so each int has one spelling), and
+    the int-keyed dict is built on first use as a mapping. Either way the histogram is stored as
+    the same JSON object (``jsonable``). ``Histogram(mapping)`` takes int keys and counts
+    (``operator.index``: TypeError for anything else).
+    """
+
+    __slots__ = ("_ints", "_text")
+
+    def __init__(self, counts: Mapping[int, int] | None = None) -> None:
+        self._ints: dict[int, int] | None = {
+            operator.index(k): operator.index(v) for k, v in (counts or {}).items()}
+        self._text: dict[str, int] | None = None
+
+    @classmethod
+    def from_text_keys(cls, obj: dict[str, Any]) -> Histogram | None:
+        """``obj`` (decoded JSON, not to be changed afterwards) as a histogram, or None when a key is
+        not a canonical decimal integer (``"0"``, ``"1234"``: no sign, space or leading zero) or a
+        count is not an int > 0 (a JSON ``true`` counts as 1, as in Python). Checked with a few
+        passes in C rather than a Python step per bucket."""
+        if obj:
+            try:
+                keys, counts = ",".join(obj), obj.values()
+                if not keys.isascii() or type(sum(counts)) is not int or min(counts) <= 0:
+                    return None
+            except TypeError:  # a key that is not a string, a count that is not a number
+                return None
+            # ASCII: bytes.isdigit() is a table lookup per byte, str.isdigit() a Unicode lookup
+            if "" in obj or keys.count(",") != len(obj) - 1 or not keys.encode().replace(b",", b"").isdigit():
+                return None  # an empty key, or one that is not digits only
+            if (keys[0] == "0" or ",0" in keys) and any(len(k) > 1 and k[0] == "0" for k in obj):
+                return None  # a leading zero
+        histogram = cls.__new__(cls)
+        histogram._ints, histogram._text = None, obj
+        return histogram
+
+    def _counts(self) -> dict[int, int]:
+        if self._ints is None:
+            assert self._text is not None
+            self._ints = dict(zip(map(int, self._text), self._text.values(), strict=True))
+        return self._ints
+
+    def jsonable(self) -> dict[str, int]:
+        """The histogram as a JSON object: ``{"1234": 5, …}`` (the store's form)."""
+        if self._text is not None:
+            return self._text
+        return {str(k): v for k, v in self._counts().items()}
+
+    def __getitem__(self, key: int) -> int:
+        return self._counts()[key]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._counts())
+
+    def __len__(self) -> int:
+        return len(self._text if self._text is not None else self._counts())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._counts()
+
+    def keys(self) -> KeysView[int]:
+        return self._counts().keys()
+
+    def values(self) -> ValuesView[int]:
+        return (self._text if self._text is not None else self._counts()).values()
+
+    def items(self) -> ItemsView[int, int]:
+        return self._counts().items()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Histogram) and self._text is not None and other._text is not None:
+            return self._text == other._text  # canonical keys: equal text, equal numbers
+        if isinstance(other, Mapping):
+            return self._counts() == (other._counts() if isinstance(other, Histogram) else dict(other.items()))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Histogram({self._counts()!r})"
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> core_schema.CoreSchema:
+        as_json = core_schema.plain_serializer_function_ser_schema(
+            _histogram_jsonable, when_used="json",
+            return_schema=core_schema.dict_schema(core_schema.str_schema(), core_schema.int_schema()))
+        return core_schema.no_info_plain_validator_function(cls._validate, serialization=as_json)
+
+    @classmethod
+    def _validate(cls, value: Any) -> Histogram:
+        """Pydantic's validator: a Histogram, or a mapping with int or decimal string keys."""
+        if isinstance(value, Histogram):
+            return value
+        if not isinstance(value, Mapping):
+            raise ValueError("a histogram is a mapping of bucket values to counts")
+        if isinstance(value, dict) and (fast := cls.from_text_keys(value)) is not None:
+            return fast
+        try:
+            return cls({int(k): v for k, v in value.items()})
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"not a histogram of int bucket values to int counts: {exc}") from exc
+
+
+def _histogram_jsonable(value: Any) -> dict[str, int]:
+    """A Histogram (or another int-keyed mapping) as its JSON object; TypeError for anything else."""
+    if isinstance(value, Histogram):
+        return value.jsonable()
+    if isinstance(value, Mapping):
+        return {str(k): v for k, v in value.items()}
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
 @dataclass(frozen=True)
 class Latency:
     """One of fio's slat/clat/lat objects (or the sync latency), in nanoseconds.
 
     ``percentiles_ns`` maps a ``pct_key`` ("99.9") to fio's value, which is the midpoint of a
     histogram bucket (error <= 1/128, ``stat.h``). ``bins_ns`` is json+'s histogram: bucket
-    midpoint in ns -> I/O count; ``None`` when the output carries no histogram.
+    midpoint in ns -> I/O count (a ``Histogram``); ``None`` when the output carries no histogram.
     """
 
     min_ns: float | None = None
@@ -42,7 +162,7 @@ class Latency:
     stddev_ns: float | None = None
     samples: int | None = None
     percentiles_ns: Mapping[str, float] = field(default_factory=dict)
-    bins_ns: Mapping[int, int] | None = None
+    bins_ns: Histogram | None = None
 
     def percentile(self, pct: float | str) -> float | None:
         return self.percentiles_ns.get(pct_key(pct))
@@ -331,13 +451,19 @@ def _adapter(cls: Any) -> TypeAdapter[Any]:
 
 def to_jsonable(obj: Any) -> Any:
     """A dataclass (or list of them) as plain JSON values; datetimes as ISO 8601 strings."""
+    if isinstance(obj, list | tuple):  # each by its own type: a bare list's adapter would guess types
+        return [to_jsonable(item) for item in obj]
     return _adapter(type(obj)).dump_python(obj, mode="json")
 
 
 def to_json_text(obj: Any) -> str:
-    """``json.dumps(to_jsonable(obj))``, serialised by pydantic-core in one pass (several times faster
-    for reports with json+ histograms)."""
-    return _adapter(type(obj)).dump_json(obj).decode()
+    """``json.dumps(to_jsonable(obj))`` in one pass: by orjson, which writes dataclasses, int keys (as
+    decimal strings), datetimes and (through ``Histogram.jsonable``) histograms as pydantic does, and
+    several times as fast; by pydantic-core for what orjson does not know (an int beyond 64 bits)."""
+    try:
+        return orjson.dumps(obj, default=_histogram_jsonable, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return _adapter(type(obj)).dump_json(obj).decode()
 
 
 def from_jsonable(cls: type[T], data: Any) -> T:

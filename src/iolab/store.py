@@ -139,8 +139,9 @@ class PendingResult:
 class FinishedResult(PendingResult):
     """A result complete when stored, such as one read from an imported fio output.
 
-    ``raw_text`` is the fio output as read (stored zlib-compressed); ``ended_at`` is when fio
-    printed the report, when the output says so; ``series`` are fio's logs found with it.
+    ``raw_text`` is the fio output as read (stored zlib-compressed), or ``raw_gz`` the same already
+    compressed by ``compress_raw`` (from the bytes read, without encoding the text again);
+    ``ended_at`` is when fio printed the report, when the output says so; ``series`` are fio's logs found with it.
     """
 
     status: str = "ok"
@@ -150,6 +151,7 @@ class FinishedResult(PendingResult):
     ended_at: datetime | None = None
     extra: Mapping[str, Any] | None = None
     series: Sequence[TimeSeries] = ()
+    raw_gz: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -187,10 +189,21 @@ class DuplicateSource(UsageError):
         self.run_id = run_id
 
 
-#: zlib level for the stored text of imported fio outputs. Level 1 compresses about 1.7x faster than
-#: the default 6 (120 vs 70 MB/s here) for 15-25 % more bytes on real outputs, and the parsed report
-#: stored beside it (uncompressed JSON) is larger than either; benchmarks/import.py measures both.
+#: Compression level for the stored text of imported fio outputs. With zlib, level 1 compresses about
+#: 1.7x faster than the default 6 for 15-25 % more bytes; ISA-L's level 1 (of 0-3) is about 5x faster
+#: than zlib's level 1 and a little smaller. The parsed report stored beside it (uncompressed JSON) is
+#: larger than either; benchmarks/import.py measures them.
 RAW_ZLIB_LEVEL = 1
+
+try:  # ISA-L's deflate writes the same zlib stream as zlib (zlib.decompress reads it), several times faster
+    from isal import isal_zlib as raw_codec
+except ImportError:  # pragma: no cover - isal is installed where it has wheels (pyproject.toml)
+    raw_codec = zlib  # type: ignore[misc]
+
+
+def compress_raw(data: bytes) -> bytes:
+    """Imported fio output as stored: a zlib stream (``zlib.decompress`` reads it) at ``RAW_ZLIB_LEVEL``."""
+    return raw_codec.compress(data, RAW_ZLIB_LEVEL)
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -276,23 +289,34 @@ class Store:
         (sha256) already stored, or given twice, raises ``DuplicateSource`` naming the earlier run,
         and nothing is stored; a unique index enforces it, so concurrent imports cannot both succeed.
         """
+        if not finished:
+            return []
+        # One statement per table for the whole batch: a statement per run costs SQLAlchemy about
+        # a millisecond, more than parsing a typical fio output (benchmarks/import.py).
+        rows = [{
+            "created_at": datetime.now(UTC), "finished_at": datetime.now(UTC), "suite_text": "", "options": {},
+            "status": "failed" if any(r.status != "ok" for r in run.results) else "complete", "origin": run.origin,
+            "suite_name": run.suite_name, "label": run.label, "fio_version": run.fio_version,
+            "warnings": list(run.warnings), "source": dict(run.source), "source_sha256": run.sha256,
+        } for run in finished]
         try:
             with self.engine.begin() as conn:
-                ids = []
-                for run in finished:
-                    run_id = self._insert_run(
-                        conn, status="failed" if any(r.status != "ok" for r in run.results) else "complete",
-                        origin=run.origin, suite_name=run.suite_name, suite_text="", label=run.label,
-                        fio_version=run.fio_version, warnings=list(run.warnings), source=dict(run.source),
-                        options={}, source_sha256=run.sha256, finished_at=datetime.now(UTC), tags=run.tags,
-                    )
-                    conn.execute(results.insert(), [_finished_row(run_id, r) for r in run.results])
-                    if any(r.series for r in run.results):
-                        result_ids = {seq: rid for seq, rid in conn.execute(
-                            sa.select(results.c.seq, results.c.id).where(results.c.run_id == run_id))}
-                        for r in run.results:
-                            self._replace_series(conn, result_ids[r.seq], r.series)
-                    ids.append(run_id)
+                inserted = conn.execute(runs.insert().returning(runs.c.id, sort_by_parameter_order=True), rows)
+                ids = [int(run_id) for run_id in inserted.scalars()]
+                tags = [{"run_id": run_id, "key": k, "value": v} for run_id, run in zip(ids, finished, strict=True)
+                        for k, v in run.tags.items()]
+                if tags:
+                    conn.execute(run_tags.insert(), tags)
+                conn.execute(results.insert(), [
+                    _finished_row(run_id, r) for run_id, run in zip(ids, finished, strict=True) for r in run.results])
+                with_series = {(run_id, r.seq): r.series for run_id, run in zip(ids, finished, strict=True)
+                               for r in run.results if r.series}
+                if with_series:
+                    for result_id, run_id, seq in conn.execute(
+                            sa.select(results.c.id, results.c.run_id, results.c.seq)
+                            .where(results.c.run_id.in_({run_id for run_id, _ in with_series}))):
+                        if (run_id, seq) in with_series:
+                            self._replace_series(conn, result_id, with_series[(run_id, seq)])
             return ids
         except sa.exc.IntegrityError:
             earlier = self.find_sources([run.sha256 for run in finished])
@@ -494,7 +518,7 @@ def _finished_row(run_id: int, r: FinishedResult) -> dict[str, Any]:
         "repeat": r.repeat, "status": r.status, "job_text": r.job_text, "job_hash": r.job_hash,
         "params": dict(r.params), "command": None, "started_at": None, "ended_at": r.ended_at, "error": r.error,
         "report": JSONText(to_json_text(r.report)) if r.report else None,
-        "raw_gz": zlib.compress(r.raw_text.encode(), RAW_ZLIB_LEVEL) if r.raw_text else None,
+        "raw_gz": r.raw_gz if r.raw_gz is not None else compress_raw(r.raw_text.encode()) if r.raw_text else None,
         "target_facts": None, "extra": dict(r.extra or {}),
     }
 

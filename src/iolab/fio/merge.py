@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ..model import DIRECTIONS, DirectionStats, JobResult, Latency, pct_key
+from ..model import DIRECTIONS, DirectionStats, Histogram, JobResult, Latency, pct_key
 
 
 def percentiles_from_bins(bins: Mapping[int, int], percentiles: Iterable[str | float]) -> dict[str, float]:
@@ -60,13 +60,13 @@ def merge_latency(parts: Sequence[Latency | None]) -> Latency | None:
             ss = sum((c - 1) * sd**2 + c * (m - mean) ** 2
                      for c, m, sd in moments if c is not None and m is not None and sd is not None)
             stddev = math.sqrt(ss / (n_total - 1))
-    bins = None
+    bins: Histogram | None = None
     percentiles: dict[str, float] = {}
     if all(p.bins_ns is not None for p in lats):
         merged: Counter[int] = Counter()
         for p in lats:
             merged.update(p.bins_ns or {})
-        bins = dict(merged)
+        bins = Histogram(merged)
         wanted = {k for p in lats for k in p.percentiles_ns}
         percentiles = percentiles_from_bins(bins, wanted)
     return Latency(

@@ -52,7 +52,7 @@ from functools import lru_cache
 from ..errors import ParseError
 from ..model import DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
 from ..units import format_size_fio
-from .num2str import bs_candidates, decode, io_size_match, iops_display_warning
+from .num2str import bs_candidates, decode, io_size_fits, io_size_match, iops_display_warning
 
 ALL_CLIENTS = "All clients"
 
@@ -271,22 +271,11 @@ class _Scan:
         self.blocks.append(block)
 
     def _header(self, m: re.Match[str]) -> None:
-        bs3 = _BS3.match(m["bs"])
-        if bs3:
-            r1, r2, w1, w2, t1, t2, seq_rand = bs3.groups()
-        elif bs2 := _BS2.match(m["bs"]):
-            seq_rand, r1, r2, w1, w2, t1, t2 = bs2.groups()
-        else:
+        block_sizes = _block_sizes(m["bs"])
+        if block_sizes is None:
             return
-        pairs = {"read": (r1, r2), "write": (w1, w2), "trim": (t1, t2)}
-        if seq_rand:  # the two pairs are sequential/random sizes, not read/write
-            same = r1 if len({r1, r2, w1, w2}) == 1 else None
-            sizes: dict[str, str | None] = dict.fromkeys(pairs, same)
-        else:
-            sizes = {d: (lo if lo is not None and lo == hi else None) for d, (lo, hi) in pairs.items()}
-        ranges = () if seq_rand or None in (t1, t2) else ((r1, r2), (w1, w2), (t1, t2))
-        header = _Header(m["name"].strip(), int(m["g"]), m["rw"], tuple(sizes.items()), m["engine"], m["depth"],
-                         ranges)
+        sizes, ranges = block_sizes
+        header = _Header(m["name"].strip(), int(m["g"]), m["rw"], sizes, m["engine"], m["depth"], ranges)
         self.headers.setdefault(header.groupid, {})[header] = None
 
     def disks(self, text: str, begin: int, first_report: int, name: str) -> tuple[DiskUtil, ...]:
@@ -302,6 +291,26 @@ class _Scan:
                 out += _disk_lines(text[body:self.marks[nxt] if nxt < len(self.marks) else len(text)], line, name)
             pos = text.find("Disk stats (read/write)", body)
         return tuple(out)
+
+
+@lru_cache(maxsize=256)  # the jobs of one output usually print the same block sizes
+def _block_sizes(bs: str) -> tuple[tuple[tuple[str, str | None], ...], tuple[tuple[str, str], ...]] | None:
+    """``_Header.bs`` and ``_Header.ranges`` from a header's ``bs=(R) 4096B-4096B, …`` (2.x ``bs=4K-4K/…``)."""
+    bs3 = _BS3.match(bs)
+    if bs3:
+        r1, r2, w1, w2, t1, t2, seq_rand = bs3.groups()
+    elif bs2 := _BS2.match(bs):
+        seq_rand, r1, r2, w1, w2, t1, t2 = bs2.groups()
+    else:
+        return None
+    pairs = {"read": (r1, r2), "write": (w1, w2), "trim": (t1, t2)}
+    if seq_rand:  # the two pairs are sequential/random sizes, not read/write
+        same = r1 if len({r1, r2, w1, w2}) == 1 else None
+        sizes: dict[str, str | None] = dict.fromkeys(pairs, same)
+    else:
+        sizes = {d: (lo if lo is not None and lo == hi else None) for d, (lo, hi) in pairs.items()}
+    ranges = () if seq_rand or None in (t1, t2) else ((r1, r2), (w1, w2), (t1, t2))
+    return tuple(sizes.items()), ranges
 
 
 def _unprefixed(line: str) -> str:
@@ -569,9 +578,9 @@ def _job_headers(headers: _HeaderIndex, job: _Job) -> list[_Header]:
     return [h for h in group if h.name == job.name] if job.members == 1 else group
 
 
-def _bs_texts(headers: _HeaderIndex, job: _Job, direction: str) -> set[str | None]:
-    """The printed block sizes of the jobs behind ``job`` for ``direction`` (None = not fixed)."""
-    group = _job_headers(headers, job)
+def _bs_texts(group: list[_Header], direction: str) -> set[str | None]:
+    """The printed block sizes of the jobs behind a report block (``group``, their header lines) for
+    ``direction`` (None = not fixed)."""
     if not group:
         return {None}
     dirs = ("read", "write", "trim") if direction == "mixed" else (direction,)
@@ -580,17 +589,20 @@ def _bs_texts(headers: _HeaderIndex, job: _Job, direction: str) -> set[str | Non
 
 
 def _direction_bytes(
-    headers: _HeaderIndex, job: _Job, d: _Dir, total: int | None, short: int | None, version: str | None
+    group: list[_Header], job: _Job, d: _Dir, total: int | None, short: int | None, version: str | None
 ) -> tuple[int | None, str | None]:
     """Exact bytes (``total × bs``) and a warning when the header and the printed size disagree."""
     if total is None or short or d.io_shown is None:
         return None, None
-    texts = _bs_texts(headers, job, d.name)
+    texts = _bs_texts(group, d.name)
     if len(texts) != 1 or None in texts:
         return None, None
     text = next(iter(texts))
     assert text is not None
-    fits = {size: io_size_match(d.io_shown, size * total, version) for size in bs_candidates(text, version)}
+    sizes = bs_candidates(text, version)
+    if len(sizes) == 1 and io_size_fits(d.io_shown, sizes[0] * total, version):
+        return sizes[0] * total, None  # the one candidate fits (exactly or near): as below, sooner
+    fits = {size: io_size_match(d.io_shown, size * total, version) for size in sizes}
     exact = [size for size, fit in fits.items() if fit == 2]
     near = [size for size, fit in fits.items() if fit]
     if len(exact) == 1 or len(near) == 1:
@@ -622,11 +634,10 @@ def _bs_option(header: _Header, version: str | None) -> str | None:
     return spelled[0] if len(set(spelled)) == 1 else ",".join(spelled)
 
 
-def _shown_options(job: _Job, headers: _HeaderIndex, layouts: dict[str, set[int]],
+def _shown_options(job: _Job, group: list[_Header], layouts: dict[str, set[int]],
                    version: str | None) -> dict[str, str]:
     """The options the text shows for ``job`` (see ``JobResult.shown_options``); an option the
     jobs behind a group block disagree on is left out."""
-    group = _job_headers(headers, job)
     options: dict[str, str] = {}
     for key, values in (("rw", {h.rw for h in group}), ("ioengine", {h.ioengine for h in group}),
                         ("iodepth", {h.iodepth for h in group})):
@@ -666,7 +677,7 @@ def _latency(d: _Dir, kind: str) -> Latency | None:
 
 
 def _finish_direction(
-    job: _Job, d: _Dir, headers: _HeaderIndex, version: str | None, warnings: list[str]
+    job: _Job, d: _Dir, group: list[_Header], version: str | None, warnings: list[str]
 ) -> DirectionStats:
     if d.name == "sync":
         total_sync = job.issued[3] if job.issued is not None and len(job.issued) > 3 else None
@@ -682,7 +693,7 @@ def _finish_direction(
         warnings.append(f"job {job.name!r} {d.name}: no 'issued' totals in the text (truncated?); the "
                         f"printed IOPS={d.iops_shown} is rounded, so IOPS is left unknown")
     short = _pick(job.short, d.name)
-    nbytes, warning = _direction_bytes(headers, job, d, total, short, version)
+    nbytes, warning = _direction_bytes(group, job, d, total, short, version)
     if warning:
         warnings.append(warning)
     return DirectionStats(
@@ -697,7 +708,8 @@ def _finish_job(
     job: _Job, index: int, headers: _HeaderIndex, layouts: dict[str, set[int]], version: str | None,
     warnings: list[str],
 ) -> JobResult:
-    directions = {name: _finish_direction(job, d, headers, version, warnings) for name, d in job.dirs.items()}
+    group = _job_headers(headers, job)
+    directions = {name: _finish_direction(job, d, group, version, warnings) for name, d in job.dirs.items()}
     if job.error:
         detail = f" ({job.verror})" if job.verror else ""
         warnings.append(f"job {job.name!r} (group {job.groupid}) ended with fio error {job.error}{detail}")
@@ -712,7 +724,7 @@ def _finish_job(
         iodepth_level_pct=job.depths, latency_dist_pct=job.latdist,
         job_options={"description": job.description} if job.description is not None else {},
         members=job.members, steadystate=job.steadystate,
-        shown_options=_shown_options(job, headers, layouts, version),
+        shown_options=_shown_options(job, group, layouts, version),
     )
 
 

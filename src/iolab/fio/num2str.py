@@ -64,6 +64,7 @@ def num2str(num: int, maxlen: int, pow2: bool = False, era: str = "3.26") -> str
     return f"{num}.{frac[2:]}{prefixes[post]}"
 
 
+@lru_cache(maxsize=64)
 def version_tuple(version: str | None) -> tuple[int, ...] | None:
     match = re.match(r"(\d+)\.(\d+)", version or "")
     return (int(match[1]), int(match[2])) if match else None
@@ -126,21 +127,36 @@ def io_size_match(shown_io: str, nbytes: int, version: str | None) -> int:
     2: num2str() prints exactly this; 1: within one unit of the last digit (e.g. ramp_time
     makes fio's io_bytes a few blocks larger than issued x bs); 0: it does not fit.
     """
+    text, bases = _io_size_text(shown_io, version)
+    if any(reproducing_era(text, nbytes, pow2, version) is not None for pow2 in bases):
+        return 2
+    return 1 if _near(text, nbytes, bases) else 0
+
+
+def io_size_fits(shown_io: str, nbytes: int, version: str | None) -> bool:
+    """``io_size_match(…) > 0``, the cheap test (within one unit) first."""
+    text, bases = _io_size_text(shown_io, version)
+    return _near(text, nbytes, bases) or any(
+        reproducing_era(text, nbytes, pow2, version) is not None for pow2 in bases)
+
+
+def _io_size_text(shown_io: str, version: str | None) -> tuple[str, tuple[bool, ...]]:
+    """A printed io size without its ``B``, and whether its prefixes may be powers of 2 (each base)."""
     text = shown_io.removesuffix("B")
     vt = version_tuple(version)
     if "i" in text:
-        bases: tuple[bool, ...] = (True,)
-    elif vt is not None and vt >= (2, 17):
-        bases = (False,)
-    else:
-        bases = (True, False)  # fio < 2.17 prints "K" for both kb_base values
-    if any(reproducing_era(text, nbytes, pow2, version) is not None for pow2 in bases):
-        return 2
+        return text, (True,)
+    if vt is not None and vt >= (2, 17):
+        return text, (False,)
+    return text, (True, False)  # fio < 2.17 prints "K" for both kb_base values
+
+
+def _near(text: str, nbytes: int, bases: tuple[bool, ...]) -> bool:
     for pow2 in bases:
         decoded = decode(text, 1024 if pow2 else 1000)
         if decoded is not None and abs(decoded[0] - nbytes) <= decoded[1]:
-            return 1
-    return 0
+            return True
+    return False
 
 
 @lru_cache(maxsize=512)
