@@ -93,7 +93,7 @@ def test_runner_asks_fio_for_logs_without_touching_the_job_file(tmp_path):
     assert {(j, i) for j, i, _, _ in series} == {("mix", 1), ("mix", 2), ("seq", 3)}
     assert ("seq", 3, "write", "iops") not in series and ("mix", 2, "write", "clat_ns") in series
     iops = series[("mix", 1, "read", "iops")]
-    assert 2 <= len(iops.t_ms) <= 3 and max(iops.t_ms) <= 3100  # the 1 s ramp is not logged
+    assert 2 <= len(iops.t_ms) <= 3 and max(iops.t_ms) < 3500  # the 1 s ramp is not logged
     assert all(v > 0 for v in iops.values)
     assert not list(Path.cwd().glob("iolab_*.log"))  # logs stay in the work directory
 

@@ -13,6 +13,7 @@ from iolab.errors import ParseError
 from iolab.fio import parse_json, parse_output
 from iolab.fio.merge import merge_latency, percentiles_from_bins
 from iolab.model import FioReport, Histogram, Latency, from_jsonable, to_json_text, to_jsonable
+from test_fio_parse_properties import mutate
 
 DATA = Path(__file__).parent / "data" / "fio"
 JSONPLUS = (DATA / "fio-3.33_randrw_libaio.jsonplus.json").read_text()
@@ -91,17 +92,9 @@ JSONPLUS_ALPHABET = st.sampled_from([*'0123456789,:{}"-. \n', "true", "1.5", "-1
 def test_damaged_jsonplus_histograms_are_valid_or_a_parse_error(edits):
     """Whatever a damaged json+ output holds, an imported histogram reads and stores without surprise."""
     start = JSONPLUS.index('"bins"')
-    chars = list(JSONPLUS[start:start + 3000])
-    for where, op, text in edits:
-        i = min(int(where * len(chars)), len(chars) - 1)
-        if op == 0:
-            chars[i] = text
-        elif op == 1:
-            chars.insert(i, text)
-        else:
-            del chars[i]
+    damaged = mutate(JSONPLUS[start:start + 3000], edits)
     try:
-        report = parse_output(JSONPLUS[:start] + "".join(chars) + JSONPLUS[start + 3000:], "prop")
+        report = parse_output(JSONPLUS[:start] + damaged + JSONPLUS[start + 3000:], "prop")
     except ParseError:
         return
     for job in report.jobs:

@@ -178,7 +178,7 @@ def test_client_run_on_two_servers_per_host_progress_and_results(socket_servers,
     for job in outcome.report.jobs:
         iops = series[(f"sock:{job.hostname}", "iops")]
         assert iops.job == "t" and iops.job_index == 1 and iops.interval_ms == 1000
-        assert abs(iops.t_ms[0] - 1000) <= 50  # fio stamps a window when its timer fires: 1000 or 1001 ms
+        assert abs(iops.t_ms[0] - 1000) < 500  # 1 s windows, stamped when fio's timer fires (late under load)
         assert sum(iops.values) / len(iops.values) == pytest.approx(job.directions["read"].iops, rel=0.35)
     no_logs = client.run(_job(tmp_path, "1") + "write_iops_log=own\n", specs[:1], tmp_path / "own", timeout_s=60)
     assert no_logs.status == "ok" and no_logs.time_series == ()  # the job logs by itself: iolab adds none
