@@ -360,6 +360,7 @@ def execute(store: Store, run_id: int, options: RunOptions,
         raise HostError(exc.message, hint=f"{hint}finish the run with: iolab run --resume {run_id}") from None
     store.update_run(run_id, status="running", finished_at=None)
     method = _JobMethod(run.info.options.get("method") or {}, options)
+    keep_files = options.keep_files or run.info.options.get("keep_files", False)  # as asked at the start too
     try:
         with _sigterm_as_interrupt():
             for index, result in enumerate(todo):
@@ -372,10 +373,10 @@ def execute(store: Store, run_id: int, options: RunOptions,
         raise
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
-        _cleanup(run.info.options, run.results, options.keep_files)
+        _cleanup(run.info.options, run.results, keep_files)
         raise Interrupted(f"run {run_id} interrupted; finished results are stored",
                           hint=f"finish it with: iolab run --resume {run_id}") from None
-    _cleanup(run.info.options, run.results, options.keep_files or run.info.options.get("keep_files", False))
+    _cleanup(run.info.options, run.results, keep_files)
     final = store.get_run(run_id)
     statuses = {r.status for r in final.results}
     status = "complete" if statuses <= {"ok"} else ("partial" if statuses <= {"ok", "partial"} else "failed")

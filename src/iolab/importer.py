@@ -74,7 +74,7 @@ class PlannedResult:
 
 @dataclass(frozen=True)
 class Imported:
-    """What ``import_file`` stored: the run id and what the file turned out to be."""
+    """What ``import_files`` stored for one file: the run id and what the file turned out to be."""
 
     path: str
     run_id: int
@@ -190,18 +190,19 @@ def find_logs(path: Path, report: FioReport) -> list[Path]:
     Normal and terse output list no options: for them the logs named after the output file are
     taken (``ssd_iops.1.log`` beside ``ssd.txt``).
     """
-    found: dict[Path, None] = {}
+    patterns: dict[tuple[Path, str], None] = {}  # numjobs clones name the same logs: one glob each
     for job in report.jobs:
         options = {**report.global_options, **job.job_options}
         for option, kinds in _LOG_OPTIONS.items():
-            if option not in options:
-                continue
-            base = Path(options[option] or job.name)
-            base = base if base.is_absolute() else path.parent / base
-            for kind in kinds:
-                for log in sorted(base.parent.glob(f"{base.name}_{kind}.*log*")):
-                    if log.is_file():
-                        found[log] = None
+            if option in options:
+                base = Path(options[option] or job.name)
+                base = base if base.is_absolute() else path.parent / base
+                patterns.update(((base, kind), None) for kind in kinds)
+    found: dict[Path, None] = {}
+    for base, kind in patterns:
+        for log in sorted(base.parent.glob(f"{base.name}_{kind}.*log*")):
+            if log.is_file():
+                found[log] = None
     if not found and report.source_format in ("normal", "terse") and any(
             (path.parent / f"{path.stem}_{kind}{n}.log").is_file() for kind in fio_logs.METRICS for n in (".1", "")):
         found = dict.fromkeys(fio_logs.find_logs(path.parent, path.stem))  # a directory scan: only when worth it
@@ -356,10 +357,3 @@ def _store_batch(store: Store, batch: Sequence[tuple[Path, tuple[FinishedRun, Im
         else:
             yield replace(done, run_id=run_ids[i])  # type: ignore[arg-type]
 
-
-def import_file(store: Store, path: Path, label: str | None = None, tags: Mapping[str, str] | None = None) -> Imported:
-    """Import one fio output file (see ``import_files``); raises its error instead of returning it."""
-    (outcome,) = import_files(store, [path], label, tags)
-    if isinstance(outcome, Failed):
-        raise outcome.error
-    return outcome

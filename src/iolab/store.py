@@ -307,16 +307,13 @@ class Store:
                         for k, v in run.tags.items()]
                 if tags:
                     conn.execute(run_tags.insert(), tags)
-                conn.execute(results.insert(), [
-                    _finished_row(run_id, r) for run_id, run in zip(ids, finished, strict=True) for r in run.results])
-                with_series = {(run_id, r.seq): r.series for run_id, run in zip(ids, finished, strict=True)
-                               for r in run.results if r.series}
-                if with_series:
-                    for result_id, run_id, seq in conn.execute(
-                            sa.select(results.c.id, results.c.run_id, results.c.seq)
-                            .where(results.c.run_id.in_({run_id for run_id, _ in with_series}))):
-                        if (run_id, seq) in with_series:
-                            self._replace_series(conn, result_id, with_series[(run_id, seq)])
+                stored = [(run_id, r) for run_id, run in zip(ids, finished, strict=True) for r in run.results]
+                result_ids = conn.execute(results.insert().returning(results.c.id, sort_by_parameter_order=True),
+                                          [_finished_row(run_id, r) for run_id, r in stored]).scalars()
+                series_rows = [row for result_id, (_, r) in zip(result_ids, stored, strict=True)
+                               for row in _series_rows(result_id, r.series)]
+                if series_rows:
+                    conn.execute(time_series.insert(), series_rows)
             return ids
         except sa.exc.IntegrityError:
             earlier = self.find_sources([run.sha256 for run in finished])
@@ -378,11 +375,7 @@ class Store:
     def _replace_series(conn: Connection, result_id: int, series: Sequence[TimeSeries]) -> None:
         conn.execute(time_series.delete().where(time_series.c.result_id == result_id))
         if series:
-            conn.execute(time_series.insert(), [{
-                "result_id": result_id, "job": s.job, "job_index": s.job_index, "hostname": s.hostname,
-                "direction": s.direction, "metric": s.metric, "interval_ms": s.interval_ms,
-                "points": [[t, v] for t, v in zip(s.t_ms, s.values, strict=True)],
-            } for s in series])
+            conn.execute(time_series.insert(), _series_rows(result_id, series))
 
     def update_run(self, run_id: int, **values: Any) -> None:
         """Set columns of a run (``status``, ``finished_at``, ``warnings`` ...)."""
@@ -510,6 +503,14 @@ class Store:
             target_facts=from_jsonable(TargetFacts, row["target_facts"]) if row["target_facts"] else None,
             extra=row["extra"] or {},
         )
+
+
+def _series_rows(result_id: int, series: Sequence[TimeSeries]) -> list[dict[str, Any]]:
+    return [{
+        "result_id": result_id, "job": s.job, "job_index": s.job_index, "hostname": s.hostname,
+        "direction": s.direction, "metric": s.metric, "interval_ms": s.interval_ms,
+        "points": [[t, v] for t, v in zip(s.t_ms, s.values, strict=True)],
+    } for s in series]
 
 
 def _finished_row(run_id: int, r: FinishedResult) -> dict[str, Any]:

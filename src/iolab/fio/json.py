@@ -126,11 +126,12 @@ def parse_json(text: str, name: str = "<input>") -> FioReport:
     ``name`` labels the input in error messages. Raises ``ParseError`` when there is no fio JSON
     document or it lacks the expected shape.
     """
-    last = _single_document(text)
+    client = '"client_stats"' in text
+    last = None if client else _single_document(text)
     truncated = None
     if last is None:
         try:
-            for doc in iter_documents(text, name, _DECODER if '"client_stats"' in text else _PLAIN):
+            for doc in iter_documents(text, name, _DECODER if client else _PLAIN):
                 if isinstance(doc, dict) and ("jobs" in doc or "client_stats" in doc):
                     last = doc
         except ParseError as exc:
@@ -150,8 +151,8 @@ def parse_json(text: str, name: str = "<input>") -> FioReport:
 
 
 def _single_document(text: str) -> dict[str, Any] | None:
-    """The report when ``text`` is one strict-JSON document, maybe after lines of other text, and not
-    client output; else None (the caller reads it with ``iter_documents``).
+    """The report when ``text`` (not client output) is one strict-JSON document, maybe after lines of
+    other text; else None (the caller reads it with ``iter_documents``).
 
     orjson decodes about three times as fast as the standard library, so the common case of one
     report per file costs little more than reading it (benchmarks/import.py). It refuses what the
@@ -159,7 +160,7 @@ def _single_document(text: str) -> dict[str, Any] | None:
     a key printed twice keeps its last value, as with ``_PLAIN``.
     """
     start = 0 if text.startswith("{") else text.find("\n{") + 1
-    if (start == 0 and not text.startswith("{")) or '"client_stats"' in text:
+    if start == 0 and not text.startswith("{"):
         return None
     try:
         doc = orjson.loads(text[start:])

@@ -52,9 +52,8 @@ from functools import lru_cache
 from ..errors import ParseError
 from ..model import DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
 from ..units import format_size_fio
+from .json import ALL_CLIENTS
 from .num2str import bs_candidates, decode, io_size_fits, io_size_match, iops_display_warning
-
-ALL_CLIENTS = "All clients"
 
 _JOB = re.compile(
     r"^(?P<name>.*?): \(groupid=(?P<g>\d+), jobs=(?P<n>\d+)\): err=\s*(?P<err>-?\d+)"

@@ -178,7 +178,7 @@ def _disks(rest: list[str]) -> tuple[list[DiskUtil], list[str]]:
         if name == "slaves" and disks:
             aggregate = {k: _float(v) for k, v in zip(_AGGR_KEYS, values, strict=True)}
             last = disks[-1]
-            disks[-1] = DiskUtil(**{**last.__dict__, "aggregate": aggregate})
+            disks[-1] = replace(last, aggregate=aggregate)
             continue
         rio, wio, rm, wm, rt, wt, queue = (int(v) for v in values[:7])
         disks.append(DiskUtil(name=name, read_ios=rio, write_ios=wio, read_merges=rm, write_merges=wm,

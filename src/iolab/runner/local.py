@@ -231,9 +231,13 @@ def _outcome(returncode: int | None, command: tuple[str, ...], started: datetime
         (workdir / "fio.stdout").read_text(errors="replace")
     report = raw = None
     try:
-        report = parse_json(text)
         raw = text[text.rfind("\n{\n") + 1:] if "\n{\n" in text else text
+        try:  # the final report alone: decoding every --status-interval report before it is wasted
+            report = parse_json(raw)
+        except ParseError:
+            report = parse_json(text)  # e.g. a last report cut short: the one before it stands
     except ParseError as exc:
+        raw = None
         parse_problem = str(exc)
     base = {"command": command, "started_at": started, "ended_at": ended, "report": report, "raw_json": raw}
     if timed_out:
