@@ -12,7 +12,7 @@ import pytest
 
 from clirun import iolab
 from iolab.store import Store
-from loopdev import MiB, loop_device, requires_loop
+from loopdev import MiB, loop_device, requires_loop, tmpfs
 
 pytestmark = requires_loop
 
@@ -70,3 +70,27 @@ def test_reads_of_a_device_with_data_are_allowed(tmp_path):
         proc = iolab("run", str(suite), db=tmp_path / "db.sqlite")
         assert proc.returncode == 0, proc.stderr
         assert loop.sha256() == before
+
+
+SPACE_SUITE = """\
+targets: {{scratch: {dir}}}
+repeat: 3
+defaults: {{ioengine: psync, size: 20m, time_based: 1, runtime: 1s}}
+workloads:
+  - {{name: one, rw: randwrite, bs: 4k{numjobs}}}
+"""
+
+
+@pytest.mark.parametrize(("numjobs", "fits"), [("", True), (", numjobs: 3", False)])
+def test_directory_space_counts_each_job_once_not_each_repeat(tmp_path, numjobs, fits):
+    """64 MiB tmpfs, 16 MiB kept free: 3 repeats of a 20 MiB job reuse one 20 MiB file and fit;
+    numjobs=3 lays out 3 files (60 MiB) and is refused."""
+    with tmpfs(tmp_path / "mnt", "64m") as mnt:
+        suite = tmp_path / "s.yaml"
+        suite.write_text(SPACE_SUITE.format(dir=mnt, numjobs=numjobs))
+        proc = iolab("run", str(suite), "--dry-run", db=tmp_path / "db.sqlite")
+        if fits:
+            assert proc.returncode == 0, proc.stderr
+        else:
+            assert proc.returncode != 0
+            assert "refusing to lay out 60.00 MiB" in proc.stderr, proc.stderr

@@ -156,21 +156,23 @@ def _resolve(suite: Suite) -> Suite:
     return replace(suite, targets=resolved)
 
 
-def _needed_bytes(specs: list[tuple[JobSpec, jobfile.Section]], kind: str) -> int:
+def _needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
     """Space a target needs: a file target's size (the largest job's), a directory's files
-    (``size × numjobs × nrfiles`` per distinct job, as fio lays them out)."""
-    needed = 0
-    for _spec, section in specs:
+    (``size × numjobs × nrfiles`` per distinct job name, as fio lays them out as
+    ``name.jobnum.filenum``: repeats of a job reuse its files)."""
+    per_job: dict[str, int] = {}
+    for section in sections:
         opts = dict(section.options)
         size_text = opts.get("size") or "0"
         if size_text.endswith("%"):
             continue
         size = units.parse_size(size_text)
         if kind == "directory":
-            needed += size * int(opts.get("numjobs") or 1) * int(opts.get("nrfiles") or 1)
-        else:
-            needed = max(needed, size)
-    return needed
+            size *= int(opts.get("numjobs") or 1) * int(opts.get("nrfiles") or 1)
+        per_job[section.name] = max(per_job.get(section.name, 0), size)
+    if kind == "directory":
+        return sum(per_job.values())
+    return max(per_job.values(), default=0)
 
 
 def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, workdir: Path | None = None,
@@ -284,7 +286,7 @@ def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targ
         f = facts.get(target.name)
         if f is None or f.kind == "block":
             continue
-        sections = [(i.job.spec, s) for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
+        sections = [s for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
         safety.check_free_space(f, _needed_bytes(sections, f.kind))
         if f.kind == "missing" and target.path:
             scratch.append(target.path)
@@ -295,7 +297,7 @@ def _check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items:
                           options: RunOptions) -> None:
     for name, rt in remote.items():
         mine = [i for i in items if i.job.spec.target.name == name]
-        sections = [(i.job.spec, s) for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
+        sections = [s for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
         remote_jobs.check_safety(rt.target, rt.target_facts, any(i.writes for i in mine), options.destroy,
                                  _needed_bytes(sections, rt.kind))
 
