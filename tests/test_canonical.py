@@ -41,6 +41,7 @@ def test_defaults_fill_a_complete_source_only():
     assert complete.get("size") is None  # fio's default size is the file's or the device's: unknown
     assert complete.get("randrepeat") == "1" and complete.get("verify_backlog") == NOT_SET
     assert canonical({}, (), "2.2.8").values["ioengine"] == "sync" and default_ioengine(None) is None
+    assert default_ioengine("3.35-18-g1c2d3e4") == "psync" and default_ioengine("2.9-dirty") == "sync"
     partial = canonical({"rw": "randread"}, ("time_based",), "3.33")
     assert partial.get("time_based") is None and partial.get("iodepth") == "1"
     everything = canonical({"iodepth": "32"}, None)

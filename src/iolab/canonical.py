@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from . import units
+from .fio.num2str import version_tuple
 from .jobfile import NOT_WORKLOAD
 
 ALIASES = {
@@ -123,13 +124,11 @@ NOT_SET = "(default)"
 
 def default_ioengine(fio_version: str | None) -> str | None:
     """fio's default engine on Linux: psync from fio 2.10 (commit df96a39e), sync before; None when
-    the version is unknown."""
-    parts = (fio_version or "").split(".")
-    try:
-        major, minor = int(parts[0]), int(parts[1])
-    except (ValueError, IndexError):
+    the version is unknown. Git builds (``3.35-18-gabc``) count as their release."""
+    version = version_tuple(fio_version)
+    if version is None:
         return None
-    return "psync" if (major, minor) >= (2, 10) else "sync"
+    return "psync" if version >= (2, 10) else "sync"
 
 
 def canonical(options: Mapping[str, str | None], unknown: Iterable[str] | None = (),
