@@ -14,7 +14,9 @@ Then each stage of the import is timed alone over the same files, so that where 
 checked: read (bytes and decoding), sha256, compress (the stored text), parse (for JSON: of which
 ``json.loads``), plan (job text, workload parameters), serialise (the report as stored JSON), SQL (storing
 prepared runs, less serialising), and for normal text the construction of the parsed model's frozen
-dataclasses alone (rebuilding them from their fields). The codecs for the stored text are compared too.
+dataclasses alone (rebuilding them from their fields). For normal final reports it also prints a floor for
+an exact parser in CPython: converting each number a job block prints, one regular-expression match per line, and
+building the block's model objects. The codecs for the stored text are compared too.
 
     .venv/bin/python benchmarks/import.py [--mb 100] [--rounds 3] [--dir DIR]
 
@@ -185,6 +187,31 @@ def stages(paths: Sequence[Path], root: Path, name: str, repeat: int) -> dict[st
     return out
 
 
+_JOB_LINE = re.compile(r"\n(?=\S[^\n]*: \(groupid=)|\nRun status group")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_ANY_LINE = re.compile(r"(\w+) \((\w+)\): min=\s*([^,]+), max=\s*([^,]+)")
+
+
+def parse_floor(paths: Sequence[Path], repeat: int) -> str:
+    """The least work an exact parser of normal final reports does in CPython, per job block: convert
+    every number the block prints, match each of its lines once against one regular expression, and
+    build the block's model objects (as parsed). Said as µs per block and the MB/s it allows."""
+    texts = [p.read_text() for p in paths]
+    blocks = [b for t in texts for b in _JOB_LINE.split(t)[1:-1]]
+    numbers = [_NUMBER.findall(b) for b in blocks]
+    lines = [[line.strip() for line in b.split("\n") if line.strip()] for b in blocks]
+    made = [c for t, p in zip(texts, paths, strict=True) for c in constructions(parse_output(t, str(p)).jobs, [])]
+    per_block = 1e6 / len(blocks)
+    convert = timed(lambda: [[float(x) for x in n] for n in numbers], repeat) * per_block
+    match = timed(lambda: [[_ANY_LINE.match(line) for line in b] for b in lines], repeat) * per_block
+    build = timed(lambda: [cls(**fields) for cls, fields in made], repeat) * per_block
+    chars = sum(map(len, blocks)) / len(blocks)
+    return (f"{chars:.0f} chars, {sum(map(len, numbers)) / len(blocks):.0f} numbers, "
+            f"{sum(map(len, lines)) / len(blocks):.0f} lines: converting the numbers {convert:.0f} us + one match "
+            f"per line {match:.0f} us + {len(made) / len(blocks):.0f} model objects {build:.0f} us = "
+            f"{convert + match + build:.0f} us, at most {chars / (convert + match + build):.1f} MB/s before storing")
+
+
 def rate(mb: float, seconds: float) -> str:
     return f"{mb / seconds:7.1f} MB/s ({seconds:5.2f} s)"
 
@@ -246,6 +273,8 @@ def main() -> None:
             found = stages(paths, root, name.replace(" ", "-"), args.rounds)
             json_only = name == "json+ reports"
             print_stages(found, timed(lambda: [json.loads(t) for t in js_texts], args.rounds) if json_only else None)
+            if name == "normal reports":
+                print(f"    floor of an exact parser in CPython, per job block of {parse_floor(paths, args.rounds)}")
         print("stored text codecs (json+ set):")
         compare_codecs(sets["json+ reports"])
         ratio = bare / imported["json+ reports"]

@@ -15,9 +15,10 @@ from scipy import stats as sps
 from clirun import iolab
 from iolab import compare as cmp
 from iolab import importer
+from iolab.cli.compare import sides_of
 from iolab.errors import UsageError
 from iolab.model import DirectionStats, FioReport, HostFacts, JobResult, Latency
-from iolab.report.comparison import comparison_document, comparison_tables
+from iolab.report.comparison import comparison_document, comparison_tables, environment_table
 from iolab.report.table import to_markdown
 from iolab.store import PendingResult, Store
 
@@ -36,7 +37,8 @@ def report(name: str, iops: float, clat_ns: float, direction: str = "read", erro
 
 
 def store_run(store: Store, label: str, workloads: dict[str, Sequence[tuple[float, float]]], *, bs: str = "4k",
-              rw: str = "randread", runtime: str = "2", kernel: str = "6.1.0", failed: Sequence[str] = ()) -> int:
+              rw: str = "randread", runtime: str = "2", kernel: str | None = "6.1.0",
+              failed: Sequence[str] = ()) -> int:
     """A run with one result per (workload, repeat): each repeat is (iops, clat mean ns)."""
     run_id = store.create_run(suite_name="t", suite_text="", label=label, fio_version="3.33",
                               host=HostFacts(hostname="lab", kernel=kernel, cpu_count=2))
@@ -64,11 +66,7 @@ def store(tmp_path):
 
 
 def run_compare(store: Store, *selectors: str, **kwargs) -> cmp.Comparison:
-    sides = []
-    for selector in selectors:
-        runs = [store.get_run(i) for i in store.resolve(selector)]
-        sides.append((cmp.Side(selector, tuple(r.info.id for r in runs)), runs))
-    return cmp.compare(sides, **kwargs)
+    return cmp.compare(sides_of(store, selectors), **kwargs)
 
 
 def rows(c: cmp.Comparison, side: int = 0) -> dict[tuple[str, str], cmp.MetricRow]:
@@ -204,6 +202,18 @@ def test_three_sides_each_against_the_baseline_and_geomean(store):
     doc = comparison_document(c)
     assert doc["schema"] == "iolab.compare/1" and [x["side"] for x in doc["comparisons"]] == [1, 2]
     assert doc["comparisons"][0]["geometric_means"][0]["ratio"] == pytest.approx(1.0)
+
+
+def test_unknown_environment_blames_imported_outputs_only_when_a_side_is_imported(store):
+    store_run(store, "mine", {"w": [(1000, 1e5)]}, kernel=None, rw="write")  # e.g. not readable on that host
+    store_run(store, "theirs", {"w": [(1000, 1e5)]}, rw="write")
+    [seed] = importer.import_files(store, [DATA / "seed001_local_ssd_fio316.txt"], label="pasted")
+    assert isinstance(seed, importer.Imported)
+    own = environment_table(run_compare(store, "mine", "theirs").comparisons[0])
+    assert own is not None and own.notes == ("– = not known for that side",)
+    mixed = environment_table(run_compare(store, "pasted", "theirs").comparisons[0])
+    assert mixed is not None and mixed.notes == ("– = not known for that side (imported outputs do not record "
+                                                 "their machine)",)
 
 
 def test_metrics_catalogue():

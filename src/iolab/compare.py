@@ -105,11 +105,13 @@ DEFAULT_METRICS = ("iops", "bw", "clat_mean", "clat_p50", "clat_p99", "clat_p99.
 
 @dataclass(frozen=True)
 class Side:
-    """A selector and the runs it matched (``labels`` are theirs, for display)."""
+    """A selector and the runs it matched (``labels`` are theirs, for display; ``imported``: one of
+    them was read from a fio output, which does not record its machine)."""
 
     selector: str
     run_ids: tuple[int, ...]
     labels: tuple[str, ...] = ()
+    imported: bool = False
 
 
 @dataclass(frozen=True)

@@ -214,9 +214,11 @@ def environment_table(c: SideComparison) -> Table | None:
         return None
     columns = (Column("item", "item"), Column("a", c.baseline.selector), Column("b", c.other.selector))
     rows = tuple((Cell(e.item), Cell(_opt(e.a), e.a), Cell(_opt(e.b), e.b)) for e in c.environment)
+    unknown = {side.imported for e in c.environment for side, value in ((c.baseline, e.a), (c.other, e.b))
+               if value is None}
+    why = " (imported outputs do not record their machine)" if True in unknown else ""
     return Table(title="Environment differences", columns=columns, rows=rows,
-                 notes=("– = not known for that side (imported outputs do not record their machine)",)
-                 if any(e.a is None or e.b is None for e in c.environment) else ())
+                 notes=(f"– = not known for that side{why}",) if unknown else ())
 
 
 def comparison_tables(comparison: Comparison, summary_first: bool = False) -> list[Table]:
