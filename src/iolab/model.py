@@ -244,9 +244,16 @@ class JobResult:
     shown_options: Mapping[str, str] = field(default_factory=dict)
 
 
+#: The keys of ``DiskUtil.aggregate``, in the order terse and normal output print them: fio's JSON
+#: names for a device-mapper/md device's members (``stat.c``, ``write_merge`` sic).
+DISK_AGGREGATE_KEYS = ("aggr_read_ios", "aggr_write_ios", "aggr_read_merges", "aggr_write_merge",
+                       "aggr_read_ticks", "aggr_write_ticks", "aggr_in_queue", "aggr_util")
+
+
 @dataclass(frozen=True)
 class DiskUtil:
-    """fio's disk statistics for one block device (Linux), ``ticks`` and ``in_queue`` in ms."""
+    """fio's disk statistics for one block device (Linux), ``ticks`` and ``in_queue`` in ms;
+    ``aggregate`` holds its members' sums by ``DISK_AGGREGATE_KEYS``."""
 
     name: str
     read_ios: int | None = None

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..errors import ParseError
-from ..model import DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
+from ..model import DISK_AGGREGATE_KEYS, DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
 from ..units import format_size_fio
 from .json import ALL_CLIENTS
 from .num2str import bs_candidates, decode, io_size_fits, io_size_match, iops_display_warning
@@ -103,8 +103,6 @@ _AGGR = re.compile(
     r"^, aggrios=(\d+)/(\d+), (?:aggsectors=\d+/\d+, )?aggrmerge=(\d+)/(\d+), aggrticks=(\d+)/(\d+), "
     r"aggrin_queue=(\d+), aggrutil=(\d+(?:\.\d+)?)%$"
 )
-_AGGR_KEYS = ("aggr_read_ios", "aggr_write_ios", "aggr_read_merges", "aggr_write_merge",
-              "aggr_read_ticks", "aggr_write_ticks", "aggr_in_queue", "aggr_util")
 _PROBE_VERSION = re.compile(r"\bfio=fio-([^,\s]+)")
 _UNIT_NS = {"nsec": 1.0, "usec": 1e3, "msec": 1e6}
 _UNIT_KEY = {"nsec": "ns", "usec": "us", "msec": "ms"}
@@ -525,7 +523,7 @@ def _disk_lines(section: str, lineno: int, name: str) -> list[DiskUtil]:
             if aggr is None:
                 raise ParseError(f"{name}, line {number}: cannot read the aggregate part of this disk "
                                  f"line: {rest[:100]!r}")
-            aggregate = {k: float(v) for k, v in zip(_AGGR_KEYS, aggr.groups(), strict=True)}
+            aggregate = {k: float(v) for k, v in zip(DISK_AGGREGATE_KEYS, aggr.groups(), strict=True)}
         disks.append(DiskUtil(name=dname, read_ios=int(rio), write_ios=int(wio), read_merges=int(rm),
                               write_merges=int(wm), read_ticks_ms=int(rt), write_ticks_ms=int(wt),
                               in_queue_ms=int(queue), util_pct=float(util), aggregate=aggregate))

@@ -43,14 +43,12 @@ import math
 from dataclasses import dataclass, replace
 
 from ..errors import ParseError
-from ..model import DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
+from ..model import DISK_AGGREGATE_KEYS, DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
 
 _DEPTH_KEYS = ("1", "2", "4", "8", "16", "32", ">=64")
 _LAT_KEYS = tuple(f"{b}us" for b in (2, 4, 10, 20, 50, 100, 250, 500, 750, 1000)) + tuple(
     f"{b}ms" for b in ("2", "4", "10", "20", "50", "100", "250", "500", "750", "1000", "2000", ">=2000")
 )
-_AGGR_KEYS = ("aggr_read_ios", "aggr_write_ios", "aggr_read_merges", "aggr_write_merge",
-              "aggr_read_ticks", "aggr_write_ticks", "aggr_in_queue", "aggr_util")
 #: Direction blocks per line: version -> (normal, mixed, both, [fio < 2.0.10 v2]).
 _BLOCK_COUNTS = {2: (3, 1, 4, 2), 3: (2, 1, 3), 4: (3, 1, 4), 5: (3, 1, 4)}
 _CPU_FIELDS = 34
@@ -176,7 +174,7 @@ def _disks(rest: list[str]) -> tuple[list[DiskUtil], list[str]]:
         name, values = rest[0], rest[1:9]
         rest = rest[9:]
         if name == "slaves" and disks:
-            aggregate = {k: _float(v) for k, v in zip(_AGGR_KEYS, values, strict=True)}
+            aggregate = {k: _float(v) for k, v in zip(DISK_AGGREGATE_KEYS, values, strict=True)}
             last = disks[-1]
             disks[-1] = replace(last, aggregate=aggregate)
             continue
