@@ -27,6 +27,8 @@ from ..errors import HostError
 from ..model import HostFacts, TargetFacts, from_jsonable
 from .hosts import HostSpec, on_each
 
+#: Seconds gathering one host's facts over ssh may take (connect, run, answer).
+GATHER_TIMEOUT_S = 60.0
 _MODULES = ("iolab", "iolab.errors", "iolab.model", "iolab.host", "iolab.targets")
 
 _BOOTSTRAP = r'''
@@ -85,7 +87,7 @@ def program(path: str | None) -> str:
     return f"SOURCES = {json.dumps(sources)}\nPATH = {json.dumps(path)}\n{_BOOTSTRAP}"
 
 
-def gather(host: HostSpec, path: str | None, timeout_s: float = 60.0) -> RemoteFacts:
+def gather(host: HostSpec, path: str | None, timeout_s: float = GATHER_TIMEOUT_S) -> RemoteFacts:
     """Facts of ``host`` and of ``path`` on it. Raises ``HostError`` naming the host and why
     (ssh cannot connect or log in, no python3, the program failed, no answer in time)."""
     if host.kind == "sock":
@@ -112,7 +114,7 @@ def gather(host: HostSpec, path: str | None, timeout_s: float = 60.0) -> RemoteF
     return RemoteFacts(from_jsonable(HostFacts, data["host"]), target)
 
 
-def gather_all(hosts: list[HostSpec], path: str | None, timeout_s: float = 60.0) -> list[RemoteFacts]:
+def gather_all(hosts: list[HostSpec], path: str | None, timeout_s: float = GATHER_TIMEOUT_S) -> list[RemoteFacts]:
     """``gather`` on every host at once. Raises ``HostError`` naming every host that failed."""
     results = on_each(hosts, lambda h: gather(h, path, timeout_s), timeout_s + 10, "gathering facts")
     errors = [r for r in results.values() if isinstance(r, HostError)]

@@ -177,12 +177,10 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
     failure is in its record.
     """
     found: dict[HostSpec, RemoteFacts | str] = {}
-    if target.ssh:
-        for spec in target.hosts:
-            try:
-                found[spec] = remote_facts.gather(spec, target.path)
-            except HostError as exc:
-                found[spec] = exc.message
+    if target.ssh:  # on every host at once, as preflight does
+        gathered = host_specs.on_each(target.hosts, lambda spec: remote_facts.gather(spec, target.path),
+                                      remote_facts.GATHER_TIMEOUT_S + 10, "gathering facts")
+        found = {spec: f.message if isinstance(f, HostError) else f for spec, f in gathered.items()}
     sections = jobfile.parse(job_text)
     if target.ssh and any(safety.writes(o) for _, o in jobfile.effective_jobs(sections)):
         fresh = {s: f.target if isinstance(f, RemoteFacts) else None for s, f in found.items()}
