@@ -73,6 +73,23 @@ def test_run_show_json_csv_markdown(tmp_path, db):
     assert "first" in listing and "complete" in listing and "path=local" in listing
 
 
+def test_lint_error_stops_the_run_until_forced(tmp_path, db):
+    """P6 on any machine: two jobs pinned to one CPU. Refused before fio starts; --force runs it
+    and stores the finding with the run."""
+    jobfile = tmp_path / "pinned.fio"
+    jobfile.write_text("[pinned]\nioengine=psync\nrw=randread\nbs=4k\nsize=4m\nnumjobs=2\ncpus_allowed=0\n"
+                       "time_based\nruntime=1\n")
+    target = f"data={tmp_path / 'data.bin'}"
+    refused = iolab("run", str(jobfile), "--target", target, db=db, cwd=tmp_path)
+    assert refused.returncode == 2 and "P6 error" in refused.stderr and "--force" in refused.stderr
+    assert not (tmp_path / "data.bin").exists()  # nothing was laid out
+    forced = iolab("run", str(jobfile), "--target", target, "--force", db=db, cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    run = Store(f"sqlite:///{db}").get_run(1)  # the refused attempt stored nothing
+    assert any(w.startswith("P6 ") and w.endswith("(error, run with --force)") for w in run.info.warnings)
+    assert run.results[0].status == "ok"
+
+
 def test_issue_job_file_runs_unchanged_with_target(tmp_path, db):
     jobfile = tmp_path / "fio_test_config.fio"
     jobfile.write_text("[global]\nioengine=libaio\ndirect=1\nthread=1\nrw=randrw\nbs=4k\nnumjobs=4\nsize=256M\n"
