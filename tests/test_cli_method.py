@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import time
@@ -16,6 +17,7 @@ import pytest
 
 from clirun import iolab, popen
 from iolab import tuning
+from iolab.host import parse_cpu_list
 from iolab.store import Store
 from iolab.targets import block_device_facts
 from loopdev import MiB, loop_device, requires_loop
@@ -138,10 +140,11 @@ def test_tune_and_pin_on_the_command_line(tmp_path: Path) -> None:
                      db=db, env=_env(tmp_path))
         assert proc.returncode == 0, proc.stderr
         (result,) = Store(f"sqlite:///{db}").get_run(1).results
-        cpus = ",".join(sorted(dev.queues.values()))
+        queue_cpus = set().union(*(parse_cpu_list(c) for c in dev.queues.values())) & os.sched_getaffinity(0)
         assert result.extra["tuning"]["in_force"]["rq_affinity"] == rqa and result.params["tune.rq_affinity"] == rqa
         assert result.extra["pin"]["mode"] == "mq" and "cpus_allowed_policy=split" in result.job_text
-        assert f"cpus_allowed={result.extra['pin']['cpus']}" in result.job_text and cpus
+        assert f"cpus_allowed={result.extra['pin']['cpus']}" in result.job_text
+        assert set(parse_cpu_list(result.extra["pin"]["cpus"])) == queue_cpus and queue_cpus  # the queues' CPUs
         assert tuning.snapshot(dev) == original
         bad = iolab("run", str(job), "--target", f"dev={loop.path}", "--tune", "scheduler=nonesuch", db=db,
                     env=_env(tmp_path))
