@@ -111,7 +111,6 @@ class RunOptions:
     destroy: Collection[str] = ()
     keep_files: bool = False
     fio: str = "fio"
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 def expected_seconds(options: Mapping[str, str | None]) -> float | None:
@@ -175,8 +174,7 @@ def _needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
     return max(per_job.values(), default=0)
 
 
-def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, workdir: Path | None = None,
-            strict: bool = True) -> Plan:
+def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict: bool = True) -> Plan:
     """Inspect targets, render and check every job, apply safety rules, lint; nothing is written.
 
     Remote targets (with hosts) pass their preflight first (``remote.jobs.preflight``).
@@ -318,8 +316,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
                  "targets": {t.name: t.path for t in plan_.suite.targets},
                  "remote": remote_jobs.stored_options(plan_.suite.targets),
                  "preexisting": {t.path: sorted(_fio_files(t.path)) for t in plan_.suite.targets
-                                 if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"},
-                 **options.extra},
+                                 if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"}},
     )
     store.add_pending(run_id, (
         PendingResult(seq=i.job.seq, target=i.job.spec.target.name, target_path=i.job.spec.target.path,

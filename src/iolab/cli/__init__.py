@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -104,11 +104,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(code)
 
 
-def _report_error(exc: IolabError, echo: Callable[[str], None] | None = None) -> None:
-    echo = echo or (lambda text: click.echo(text, err=True))
-    echo(f"Error: {exc.message}")
+def _report_error(exc: IolabError) -> None:
+    click.echo(f"Error: {exc.message}", err=True)
     if exc.hint:
-        echo(f"Hint: {exc.hint}")
+        click.echo(f"Hint: {exc.hint}", err=True)
 
 
 from . import compare as _compare  # noqa: E402,F401  (registers its commands)

@@ -136,8 +136,6 @@ class _Job:
     members: int
     error: int
     verror: str | None
-    pid: int
-    report: int
     body: int  # offset of the line after the job line
     end: int  # offset where the block ends
     lineno: int  # line number of the job line
@@ -761,8 +759,7 @@ def parse_normal(text: str, name: str = "<input>") -> FioReport:
 def _job_of(block: _Block, lineno: int) -> _Job:
     m = block.match
     return _Job(name=m["name"].strip(), groupid=int(m["g"]), members=int(m["n"]), error=int(m["err"]),
-                verror=m["verror"], pid=int(m["pid"]), report=block.report, body=block.body, end=block.end,
-                lineno=lineno)
+                verror=m["verror"], body=block.body, end=block.end, lineno=lineno)
 
 
 def _line_numbers(text: str, offsets: list[int]) -> dict[int, int]:

@@ -91,14 +91,13 @@ class ClientOutcome:
 
 
 def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable[[HostStatus], None] | None = None,
-        fio: str = "fio", timeout_s: float | None = None, connect_timeout_s: float = 5.0,
-        time_series: bool = True) -> ClientOutcome:
+        fio: str = "fio", timeout_s: float | None = None, connect_timeout_s: float = 5.0) -> ClientOutcome:
     """Run ``job_text`` on every host of ``hosts`` at once and return the ClientOutcome.
 
     ``workdir`` (created) holds the job file, fio's output and messages; fio's client runs there
     (so a file named like a host spec cannot be mistaken for a hosts list, init.c). Log files
-    fio brings back from the servers land there too: with ``time_series`` (and a job file that
-    does no logging of its own) they are iolab's 1-second logs, read into
+    fio brings back from the servers land there too: unless the job file does its own logging,
+    they are iolab's 1-second logs, read into
     ``ClientOutcome.time_series``. ``on_status`` is called from this thread about once a second
     per host. On ``KeyboardInterrupt`` fio is stopped with SIGINT and the interrupt is
     re-raised. Raises ``FioNotFound``; ``FioError`` when fio cannot be started.
@@ -107,7 +106,7 @@ def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable
     workdir = workdir.resolve()
     for old in logs.find_logs(workdir, LOG_PREFIX):
         old.unlink()
-    with_logs = time_series and _wants_logs(job_text)
+    with_logs = _wants_logs(job_text)
     (workdir / "job.fio").write_text((logs.global_section(LOG_PREFIX) if with_logs else "") + job_text)
     output = workdir / OUTPUT_NAME
     output.unlink(missing_ok=True)

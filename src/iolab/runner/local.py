@@ -117,16 +117,15 @@ def run(
     extra_args: Sequence[str] = (),
     timeout_s: float | None = None,
     cwd: Path | None = None,
-    time_series: bool = True,
 ) -> Outcome:
     """Run ``job_text`` with fio and return its Outcome.
 
     The job file, fio's output and its messages live in ``workdir`` (created); fio itself runs
     in ``cwd`` (default ``workdir``), where relative file names in the job resolve.
 
-    With ``time_series`` fio also writes 1-second averaged IOPS, bandwidth and latency logs
-    into ``workdir`` (command-line options, so the job file stays as given; none when the job
-    file does its own logging), and they come back read in ``Outcome.time_series``.
+    fio also writes 1-second averaged IOPS, bandwidth and latency logs into ``workdir``
+    (command-line options, so the job file stays as given; none when the job file does its own
+    logging), and they come back read in ``Outcome.time_series``.
 
     ``on_status`` is called from this thread about once a second while fio runs. On
     ``KeyboardInterrupt`` fio is stopped with SIGINT (then SIGKILL after 15 s) and the
@@ -140,7 +139,7 @@ def run(
     output.unlink(missing_ok=True)
     for old in logs.find_logs(workdir, LOG_PREFIX):
         old.unlink()
-    log_args = _log_args(job_text, workdir) if time_series else ()
+    log_args = _log_args(job_text, workdir)
     command = (
         find_fio(fio), "--output-format=json+", f"--output={output}", "--status-interval=1",
         *log_args, *extra_args, str(workdir / "job.fio"),
