@@ -105,13 +105,11 @@ DEFAULT_METRICS = ("iops", "bw", "clat_mean", "clat_p50", "clat_p99", "clat_p99.
 
 @dataclass(frozen=True)
 class Side:
-    """A selector and the runs it matched (``labels`` are theirs, for display; ``imported``: one of
-    them was read from a fio output, which does not record its machine)."""
+    """A selector and the runs it matched (``labels`` are theirs, for display)."""
 
     selector: str
     run_ids: tuple[int, ...]
     labels: tuple[str, ...] = ()
-    imported: bool = False
 
 
 @dataclass(frozen=True)
@@ -208,13 +206,15 @@ class EnvDifference:
 
 @dataclass(frozen=True)
 class SideComparison:
-    """The baseline (``sides[0]``) against one other side."""
+    """The baseline (``sides[0]``) against one other side. ``unknown_imported``: a fact is unknown
+    (None) for a side holding an imported run, whose fio output does not record its machine."""
 
     baseline: Side
     other: Side
     pairs: tuple[Pair, ...]
     geomeans: tuple[GeoMean, ...]
     environment: tuple[EnvDifference, ...]
+    unknown_imported: bool = False
 
 
 @dataclass(frozen=True)
@@ -500,6 +500,10 @@ def environment(a_runs: Sequence[Run], b_runs: Sequence[Run]) -> tuple[EnvDiffer
     return tuple(out)
 
 
+def _imported(runs: Sequence[Run]) -> bool:
+    return any(r.info.origin == "imported" for r in runs)
+
+
 # ---------------------------------------------------------------------------------------------
 # Entry point
 
@@ -525,5 +529,7 @@ def compare(sides: Sequence[tuple[Side, Sequence[Run]]], metrics: Sequence[str] 
     for side, runs in sides[1:]:
         pairs = tuple(_pair(a, b, chosen, threshold, ignore, alpha, explicit=bool(metrics))
                       for a, b in pair_slots(base_slots, slots(runs), ignore))
-        results.append(SideComparison(base_side, side, pairs, _geomeans(pairs, chosen), environment(base_runs, runs)))
+        env = environment(base_runs, runs)
+        unknown_imported = any((e.a is None and _imported(base_runs)) or (e.b is None and _imported(runs)) for e in env)
+        results.append(SideComparison(base_side, side, pairs, _geomeans(pairs, chosen), env, unknown_imported))
     return Comparison(tuple(s for s, _ in sides), tuple(results), tuple(chosen), threshold, tuple(ignore), alpha)

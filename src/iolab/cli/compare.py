@@ -53,8 +53,7 @@ def sides_of(store: Store, selectors: Sequence[str]) -> list[tuple[compare_mod.S
     for selector in selectors:
         runs = [store.get_run(i) for i in store.resolve(selector)]
         labels = tuple(dict.fromkeys(r.info.label for r in runs if r.info.label))
-        imported = any(r.info.origin == "imported" for r in runs)
-        sides.append((compare_mod.Side(selector, tuple(r.info.id for r in runs), labels, imported), runs))
+        sides.append((compare_mod.Side(selector, tuple(r.info.id for r in runs), labels), runs))
     return sides
 
 

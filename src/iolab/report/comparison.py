@@ -214,9 +214,8 @@ def environment_table(c: SideComparison) -> Table | None:
         return None
     columns = (Column("item", "item"), Column("a", c.baseline.selector), Column("b", c.other.selector))
     rows = tuple((Cell(e.item), Cell(_opt(e.a), e.a), Cell(_opt(e.b), e.b)) for e in c.environment)
-    unknown = {side.imported for e in c.environment for side, value in ((c.baseline, e.a), (c.other, e.b))
-               if value is None}
-    why = " (imported outputs do not record their machine)" if True in unknown else ""
+    why = " (imported outputs do not record their machine)" if c.unknown_imported else ""
+    unknown = any(e.a is None or e.b is None for e in c.environment)
     return Table(title="Environment differences", columns=columns, rows=rows,
                  notes=(f"– = not known for that side{why}",) if unknown else ())
 
