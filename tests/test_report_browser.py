@@ -77,9 +77,9 @@ def test_report_loads_offline_and_draws_every_chart(page_of):
     figures = page.eval_on_selector_all("figure[data-chart]", """figures => figures.map(f => ({
         name: f.dataset.chart, rendered: f.dataset.rendered,
         marks: f.querySelectorAll('svg g.mark-rect path, svg g.mark-line path, svg g.mark-symbol path').length}))""")
-    assert [f["name"] for f in figures] == ["iops-bars", "bandwidth-bars", "latency-percentiles", "iodepth-iops",
-                                            "iodepth-latency", "timeseries-iops", "timeseries-bandwidth",
-                                            "timeseries-latency"]
+    assert [f["name"] for f in figures] == ["iops-bars", "bandwidth-bars", "latency-percentiles", "sweep-iops-iodepth",
+                                            "sweep-p99-iodepth", "sweep-saturation", "timeseries-iops",
+                                            "timeseries-bandwidth", "timeseries-latency"]
     for figure in figures:
         assert figure["rendered"] == "yes" and figure["marks"] >= 3, figure
     page.screenshot(path=str(SCREENSHOT), full_page=True)
