@@ -27,13 +27,6 @@ def said(proc) -> str:
     return " ".join(proc.stderr.split())
 
 
-@pytest.fixture(scope="module")
-def sweep_dir(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("sweep")
-    benchfio.sweep(root / "ssd", root / "data.bin")
-    return root / "ssd"
-
-
 def attached(db: Path, run_id: int = 1) -> dict[str, list[str]]:
     """Per result (its JSON file's name): the names of the log files stored with it."""
     run = Store(f"sqlite:///{db}").get_run(run_id)
