@@ -64,12 +64,13 @@ BATCH_BYTES = 32 << 20
 @dataclass(frozen=True)
 class Source:
     """What one command-line argument names: a file, or a directory and the candidate fio outputs
-    below it (sorted; ``passed_over`` are files that cannot be fio outputs: fio logs, job files,
-    images …)."""
+    below it (sorted), the number of fio log files in it, and of files passed over (job files,
+    images, fio's histogram logs …)."""
 
     path: Path
     directory: bool
     outputs: tuple[Path, ...]
+    logs: int = 0
     passed_over: int = 0
 
 
@@ -81,17 +82,18 @@ def discover(paths: Sequence[Path]) -> list[Source]:
         if not path.is_dir():
             sources.append(Source(path, False, (path,)))
             continue
-        outputs, passed = [], 0
+        outputs, logs, passed = [], 0, 0
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for name in sorted(files):
                 candidate = Path(root) / name
-                if name.startswith(".") or candidate.suffix.lower() in NOT_OUTPUTS \
-                        or fio_logs.log_name(candidate) is not None or "_clat_hist." in name:
+                if fio_logs.log_name(candidate) is not None:
+                    logs += 1
+                elif name.startswith(".") or candidate.suffix.lower() in NOT_OUTPUTS or "_clat_hist." in name:
                     passed += 1
                 else:
                     outputs.append(candidate)
-        sources.append(Source(path, True, tuple(outputs), passed))
+        sources.append(Source(path, True, tuple(outputs), logs, passed))
     return sources
 
 
@@ -113,8 +115,9 @@ class Outcome:
     """What importing one source did. ``run_id`` is None when nothing new was stored.
 
     ``files`` counts the stored files; ``logs_attached``/``logs_skipped`` the log files stored and
-    those named by a result's options but stored with none (``log_notes``: one line per result
-    that did not get logs named like its own, and why).
+    those not stored (in a directory: every other fio log in it; else those named by a result's
+    options); ``log_notes`` has one line per result that did not get logs named like its own, and
+    why.
     """
 
     path: str
@@ -297,7 +300,8 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
     outcome = Outcome(
         str(source.path), source.directory, files=len(files), results=len(results), formats=formats,
         fio_versions=versions, series=sum(len(s) for s in logs.series), logs_attached=logs.attached,
-        logs_skipped=logs.skipped, log_notes=tuple(n for n in logs.notes if n), warnings=warnings)
+        logs_skipped=source.logs - logs.attached if source.directory else logs.skipped,
+        log_notes=tuple(n for n in logs.notes if n), warnings=warnings)
     return run, outcome
 
 
