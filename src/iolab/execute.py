@@ -318,13 +318,26 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
                  "preexisting": {t.path: sorted(_fio_files(t.path)) for t in plan_.suite.targets
                                  if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"}},
     )
-    store.add_pending(run_id, (
-        PendingResult(seq=i.job.seq, target=i.job.spec.target.name, target_path=i.job.spec.target.path,
-                      workload=i.job.spec.workload.name, repeat=i.job.repeat, job_text=i.job_text,
-                      job_hash=i.job_hash, params=i.params)
-        for i in plan_.items
-    ))
+    store.add_pending(run_id, _pending(plan_, 0))
     return run_id
+
+
+def extend(store: Store, run_id: int, plan_: Plan) -> None:
+    """Add a plan's invocations to the stored run ``run_id`` as pending, after its last, for a
+    workflow that decides what to run next from what it has measured (``iolab.workflow``); the next
+    ``execute`` runs them. The plan's tuning joins the run's stored method settings."""
+    run = store.get_run(run_id)
+    method = dict(run.info.options.get("method") or {})
+    method["tune"] = {**(method.get("tune") or {}), **method_options(plan_)["tune"]}
+    store.update_run(run_id, options={**run.info.options, "method": method})
+    store.add_pending(run_id, _pending(plan_, max((r.seq for r in run.results), default=-1) + 1))
+
+
+def _pending(plan_: Plan, first_seq: int) -> list[PendingResult]:
+    return [PendingResult(seq=first_seq + i.job.seq, target=i.job.spec.target.name,
+                          target_path=i.job.spec.target.path, workload=i.job.spec.workload.name,
+                          repeat=i.job.repeat, job_text=i.job_text, job_hash=i.job_hash, params=i.params)
+            for i in plan_.items]
 
 
 @contextmanager
@@ -544,6 +557,13 @@ def _fio_files(directory: str) -> set[str]:
     except OSError:
         return set()
     return {n for n in names if re.fullmatch(r".+\.\d+\.\d+", n)}
+
+
+def remove_scratch(store: Store, run_id: int) -> None:
+    """Remove the scratch files of a run whose jobs ran with ``keep_files`` (a workflow's probes
+    reuse the laid-out file; it goes when the workflow ends)."""
+    run = store.get_run(run_id)
+    _cleanup(run.info.options, run.results, keep=False)
 
 
 def _cleanup(run_options: Mapping[str, Any], results: Any, keep: bool) -> None:

@@ -11,6 +11,7 @@ from .. import compare as compare_mod
 from ..errors import UsageError
 from ..model import Run
 from ..report import comparison as comparison_report
+from ..report.saturation import comparison_table
 from ..store import Store
 from . import FORMATS, cli, emit_tables, err, store_of
 
@@ -81,9 +82,13 @@ def compare(ctx: click.Context, selectors: Sequence[str], metrics: str | None, t
     """
     if len(selectors) < 2:
         raise UsageError("compare needs at least two selectors: A B [C ...]")
-    result = compare_mod.compare(sides_of(store_of(ctx), selectors), metric_names(metrics), parse_threshold(threshold),
-                                 tuple(ignore))
-    emit_tables(comparison_report.comparison_tables(result), fmt, comparison_report.comparison_document(result))
+    sides = sides_of(store_of(ctx), selectors)
+    result = compare_mod.compare(sides, metric_names(metrics), parse_threshold(threshold), tuple(ignore))
+    tables = comparison_report.comparison_tables(result)
+    if all(len(runs) == 1 for _, runs in sides):  # iolab saturate runs: the answer in one line
+        saturated = comparison_table([(side.selector, runs[0]) for side, runs in sides])
+        tables += [saturated] if saturated else []
+    emit_tables(tables, fmt, comparison_report.comparison_document(result))
     regressions = result.regressions()
     if regressions:
         err.print(f"[red]{len(regressions)} significant regression(s)[/] beyond the {threshold} threshold")

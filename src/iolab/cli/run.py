@@ -14,6 +14,7 @@ from ..errors import Interrupted, UsageError
 from ..model import to_jsonable
 from ..remote.jobs import RemoteTarget
 from ..report import results as results_report
+from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
 from ..report.table import Cell, Column, Table
 from ..runner.status import Status
@@ -250,8 +251,8 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
     stored = [store.get_run(i) for i in ids]
     document: Any = [results_report.run_document(r) for r in stored]
-    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r))], fmt,
-                document[0] if len(document) == 1 else document)
+    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), saturation_table(r))
+                 if t is not None], fmt, document[0] if len(document) == 1 else document)
 
 
 # ---------------------------------------------------------------------------------------------

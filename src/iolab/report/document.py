@@ -16,10 +16,11 @@ from .. import compare as compare_mod
 from ..compare import Comparison
 from ..model import Run, RunInfo, TimeSeries
 from . import charts as charts_mod
-from . import facts
+from . import facts, saturation
 from .chartdata import run_name, subjects
 from .comparison import comparison_tables
 from .results import results_table
+from .saturation import saturation_table
 from .table import Table
 
 
@@ -77,9 +78,10 @@ def summary_tables(runs: Sequence[Run], comparison: Comparison | None = None) ->
     """
     if comparison is None:
         if len(runs) == 1:
-            return (results_table(runs[0]),)
+            return tuple(t for t in (results_table(runs[0]), saturation_table(runs[0])) if t is not None)
         comparison = compare_runs(runs)
-    return tuple(comparison_tables(comparison, summary_first=True))
+    saturated = saturation.comparison_table([(run_name(r, runs), r) for r in runs])
+    return (*comparison_tables(comparison, summary_first=True), *([saturated] if saturated else []))
 
 
 def findings(runs: Sequence[Run]) -> tuple[Finding, ...]:
