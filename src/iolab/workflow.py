@@ -11,6 +11,7 @@ Scratch files are laid out once and kept until ``Prober.finish``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -108,6 +109,7 @@ class Saturation:
     knee: Point | None
     chosen: Point | None
     finals: tuple[ResultRecord, ...]
+    fio_target: Mapping[str, Any] | None = None
 
     def record(self, slo: Slo | None, settings: Mapping[str, Any]) -> dict[str, Any]:
         """What the run stores under ``options["saturation"]`` (read back by the report)."""
@@ -118,7 +120,8 @@ class Saturation:
         return {"saturation": {
             "slo": None if slo is None else {"metric": slo.metric.name, "limit_ns": slo.limit_ns, "text": str(slo)},
             "settings": dict(settings), "probes": [point(p) for p in self.points], "knee": point(self.knee),
-            "chosen": point(self.chosen), "final_results": [r.id for r in self.finals]}}
+            "chosen": point(self.chosen), "final_results": [r.id for r in self.finals],
+            "fio_latency_target": self.fio_target}}
 
 
 def probe_name(options: Mapping[str, str], iodepth: int, numjobs: int, final: bool = False) -> str:
@@ -147,3 +150,27 @@ def saturate(prober: Prober, base: Mapping[str, str], search: Search, probe_runt
         options = {**base, "iodepth": str(chosen.iodepth), "numjobs": str(chosen.numjobs), "runtime": runtime}
         finals = prober.run(probe_name(base, chosen.iodepth, chosen.numjobs, final=True), options, repeat)
     return Saturation(tuple(found), knee(found), chosen, tuple(finals))
+
+
+def fio_latency_target(prober: Prober, base: Mapping[str, str], slo: Slo, max_iodepth: int,
+                       runtime: str) -> dict[str, Any] | None:
+    """fio's own search for the same SLO, to set beside iolab's: one job starting at ``max_iodepth``
+    whose depth fio halves whenever more than the SLO's share of a 1 s window is slower than the
+    target (``latency_target``, ``latency_window``, ``latency_percentile``; ``latency_run`` keeps it
+    adjusting for the whole run; ``lat_target_check`` in io_u.c). fio judges total latency
+    (submission + completion) and a percentile only, so a mean or max SLO gives None. Returns the
+    depth fio settled on (JSON ``latency_depth``), its IOPS over the whole run and the SLO metric
+    as measured over it, searching included."""
+    percentile = slo.metric.name.partition("_p")[2]
+    if not percentile:
+        return None
+    options = {**base, "iodepth": str(max_iodepth), "numjobs": "1", "runtime": runtime,
+               "latency_target": f"{int(slo.limit_ns // 1000)}us", "latency_window": "1s",
+               "latency_percentile": percentile, "latency_run": "1"}
+    (result,) = prober.run(f"{base.get('rw', 'read')}-{base.get('bs', '4k')}-fio-latency-target", options)
+    point = point_of(result, max_iodepth, 1, slo)
+    raw = prober.store.raw_json(result.id) if point is not None else None
+    if point is None or raw is None:
+        return None
+    depth = json.loads(raw[raw.index("{"):])["jobs"][0].get("latency_depth")
+    return {"depth": depth, "iops": point.iops, "slo_ns": point.slo_ns, "result": result.id}

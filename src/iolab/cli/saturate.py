@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 
 import click
 
@@ -44,6 +45,8 @@ def fio_options(args: Sequence[str]) -> dict[str, str]:
 @click.option("--probe-runtime", default="3s", show_default=True, help="How long each probe runs.")
 @click.option("--runtime", default="10s", show_default=True, help="How long each repetition of the chosen point runs.")
 @click.option("--repeat", type=int, default=3, show_default=True, help="Repetitions of the chosen point.")
+@click.option("--fio-latency-target", "fio_target", is_flag=True,
+              help="Also run fio's own latency_target search (one job, a percentile --slo) to compare with.")
 @click.option("--label", help="A name for the run.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE")
 @click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device.")
@@ -51,8 +54,8 @@ def fio_options(args: Sequence[str]) -> dict[str, str]:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.pass_context
 def saturate(ctx: click.Context, options: Sequence[str], target_arg: str, slo: str | None, max_iodepth: int,
-             max_numjobs: int | None, probe_runtime: str, runtime: str, repeat: int, label: str | None,
-             tags: Sequence[str], destroy: Sequence[str], keep_files: bool, fmt: str) -> None:
+             max_numjobs: int | None, probe_runtime: str, runtime: str, repeat: int, fio_target: bool,
+             label: str | None, tags: Sequence[str], destroy: Sequence[str], keep_files: bool, fmt: str) -> None:
     """Find where a target saturates: the knee of its latency–IOPS curve and, with --slo, the most
     IOPS whose latency stays under the objective. Short probes walk iodepth ×4 from 1 at one job
     until IOPS stops growing by 10 % or the SLO breaks, refine ×2, then double numjobs while that
@@ -67,6 +70,8 @@ def saturate(ctx: click.Context, options: Sequence[str], target_arg: str, slo: s
     (name, path), = suite.parse_target_args([target_arg]).items()
     user = fio_options(options)
     objective = saturation.parse_slo(slo) if slo else None
+    if fio_target and (objective is None or "_p" not in objective.metric.name):
+        raise UsageError("--fio-latency-target needs a percentile --slo such as p99<=2ms: fio's search judges one")
     cpus = os.cpu_count() or 1
     jobs = max_numjobs or cpus
     if jobs > cpus:
@@ -83,6 +88,9 @@ def saturate(ctx: click.Context, options: Sequence[str], target_arg: str, slo: s
             store, suite.Target(name, path, size), RunOptions(destroy=tuple(destroy), keep_files=keep_files),
             "saturate", workflow.describe("iolab saturate", settings), label, parse_tags(tags), progress) as prober:
         found = workflow.saturate(prober, base, search, probe_runtime, runtime, repeat)
+        if fio_target and objective is not None:
+            own = workflow.fio_latency_target(prober, base, objective, max_iodepth, runtime)
+            found = replace(found, fio_target=own)
         prober.finish(found.record(objective, settings))
     assert prober.run_id is not None
     run = store.get_run(prober.run_id)

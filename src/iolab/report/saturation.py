@@ -8,6 +8,7 @@ the chosen point's repetitions are results of the run, summarised here with ``st
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,6 +44,15 @@ def chosen_iops(run: Run) -> stats.Summary:
     return stats.describe([p.iops for p in final_points(run)])
 
 
+def geometric_ci(values: Sequence[float]) -> tuple[float, float] | None:
+    """The 95 % t-interval of the mean of ``log(values)``, back on the values' scale: for IOPS, which
+    are positive and vary by ratios, an interval that cannot go below zero with two repetitions."""
+    if len(values) < 2 or min(values) <= 0:
+        return None
+    logs = stats.describe([math.log(v) for v in values])
+    return (math.exp(logs.ci95[0]), math.exp(logs.ci95[1])) if logs.ci95 else None
+
+
 def _cells(points: Sequence[saturation.Point]) -> tuple[Cell, ...]:
     """A point (or the mean of its repetitions): where, IOPS, mean latency, SLO metric."""
     if not points:
@@ -72,16 +82,25 @@ def saturation_table(run: Run) -> Table | None:
     label = f"most IOPS with {what}" if slo else "chosen (the knee)"
     finals = final_points(run)
     rows.append((Cell(label, style="bold"), *_cells(finals or _point(chosen))))
+    fio = found.get("fio_latency_target")
+    if fio:
+        rows.append((Cell("fio's latency_target search (one job)"), Cell(f"QD{fio['depth']} ×1", fio["depth"]),
+                     Cell(format_iops(fio["iops"]), fio["iops"]), Cell("–"), Cell(format_ns(fio["slo_ns"]),
+                                                                                  fio["slo_ns"])))
     summary = chosen_iops(run)
     settings = found.get("settings", {})
     notes = [f"{len(found.get('probes', ()))} probes of {settings.get('probe_runtime')} each; the chosen point "
              f"repeated {summary.n}× at {settings.get('runtime')}"]
+    ci = geometric_ci([p.iops for p in finals])
     if summary.mean is not None:
-        interval = f", 95% CI {format_iops(summary.ci95[0])}–{format_iops(summary.ci95[1])}" if summary.ci95 else ""
+        interval = f", 95% CI {format_iops(ci[0])}–{format_iops(ci[1])} (t on log IOPS)" if ci else ""
         notes.append(f"the chosen point's row is the mean of its repetitions: {format_iops(summary.mean)} IOPS"
                      f"{interval}; the knee's is its probe")
     if chosen is None and slo:
         notes.append(f"no probe met {what}: even the lightest load is slower than the SLO")
+    if fio:
+        notes.append("fio's latency_target row: the depth fio settled on, and IOPS and latency over its whole run, "
+                     "its search included; fio judges total latency (slat + clat)")
     notes.append("knee: the probe of highest power, IOPS / mean latency (Kleinrock 1979); see `iolab saturate --help`")
     return Table(title=f"saturation: {what}", columns=columns, rows=tuple(rows), notes=tuple(notes))
 
