@@ -322,21 +322,23 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
     return run_id
 
 
-def extend(store: Store, run_id: int, plan_: Plan) -> None:
+def extend(store: Store, run_id: int, plan_: Plan, first_repeat: int = 0) -> None:
     """Add a plan's invocations to the stored run ``run_id`` as pending, after its last, for a
     workflow that decides what to run next from what it has measured (``iolab.workflow``); the next
-    ``execute`` runs them. The plan's tuning joins the run's stored method settings."""
+    ``execute`` runs them. Their repetitions count from ``first_repeat`` (a workflow that repeats
+    workloads in rounds of its own). The plan's tuning joins the run's stored method settings."""
     run = store.get_run(run_id)
     method = dict(run.info.options.get("method") or {})
     method["tune"] = {**(method.get("tune") or {}), **method_options(plan_)["tune"]}
     store.update_run(run_id, options={**run.info.options, "method": method})
-    store.add_pending(run_id, _pending(plan_, max((r.seq for r in run.results), default=-1) + 1))
+    store.add_pending(run_id, _pending(plan_, max((r.seq for r in run.results), default=-1) + 1, first_repeat))
 
 
-def _pending(plan_: Plan, first_seq: int) -> list[PendingResult]:
+def _pending(plan_: Plan, first_seq: int, first_repeat: int = 0) -> list[PendingResult]:
     return [PendingResult(seq=first_seq + i.job.seq, target=i.job.spec.target.name,
                           target_path=i.job.spec.target.path, workload=i.job.spec.workload.name,
-                          repeat=i.job.repeat, job_text=i.job_text, job_hash=i.job_hash, params=i.params)
+                          repeat=first_repeat + i.job.repeat, job_text=i.job_text, job_hash=i.job_hash,
+                          params=i.params)
             for i in plan_.items]
 
 

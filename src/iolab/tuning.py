@@ -212,6 +212,11 @@ def _choices(path: str, key: str) -> tuple[str, ...] | None:
     return None
 
 
+def scheduler_choices(device: BlockDeviceFacts, sysfs: str = SYSFS) -> tuple[str, ...]:
+    """The I/O schedulers the kernel offers for ``device`` (its queue's ``scheduler`` list)."""
+    return _choices(os.path.join(_queue_dir(device, sysfs), "scheduler"), "scheduler") or ()
+
+
 def knobs(tune: Mapping[str, str], device: BlockDeviceFacts | None, *, sysfs: str = SYSFS) -> list[tuple[Knob, str]]:
     """The sysfs files and values that apply ``tune`` to ``device``, in application order.
 
