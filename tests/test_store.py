@@ -38,7 +38,7 @@ def store(request, tmp_path):
     yield s
     if request.param == "postgresql":
         with s.engine.begin() as conn:  # each test starts from an empty schema
-            for table in ("time_series", "results", "run_tags", "runs", "alembic_version"):
+            for table in (*(t.name for t in reversed(metadata.sorted_tables)), "alembic_version"):
                 conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
     s.close()
 

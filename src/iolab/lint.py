@@ -3,7 +3,7 @@
 Each rule is a pure function of one fio job's effective options (``jobfile.effective_jobs``,
 ``[global]`` applied) and the facts of the target and host it will run on (``JobContext``), so
 it can be tested without running anything. ``lint_plan`` builds the contexts of a rendered plan
-(``execute.Plan``) and runs every rule; ``unlike_runs`` (P11) compares two stored runs.
+(the items of ``execute.Plan``) and runs every rule; ``unlike_runs`` (P11) compares two stored runs.
 
 Severities: ``error`` stops ``iolab run`` unless ``--force``; ``warning`` is stored with the
 run and shown with its results. Findings with the same id and text are merged, their places
@@ -20,15 +20,14 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from . import jobfile, safety, targets, units
 from .errors import IolabError
 from .host import parse_cpu_list
+from .method import Precondition
 from .model import HostFacts, Run, TargetFacts
-
-if TYPE_CHECKING:
-    from .execute import Plan
+from .suite import PlannedJob
 
 ERROR = "error"
 WARNING = "warning"
@@ -518,20 +517,33 @@ def _allocated(facts: TargetFacts | None) -> int | None:
         return None
 
 
-def lint_plan(plan: Plan, host: HostFacts) -> list[Finding]:
-    """Every rule on every distinct (target, workload) of a rendered plan (``execute.Plan``).
+class RenderedJob(Protocol):
+    """A planned job with the job file fio will run (``execute.PlanItem``)."""
+
+    @property
+    def job(self) -> PlannedJob: ...
+
+    @property
+    def job_text(self) -> str: ...
+
+    @property
+    def params(self) -> Mapping[str, str]: ...
+
+
+def lint_plan(items: Sequence[RenderedJob], facts_of: Mapping[str, TargetFacts], precondition: Precondition | None,
+              host: HostFacts) -> list[Finding]:
+    """Every rule on every distinct (target, workload) of a rendered plan (``execute.Plan.items``).
 
     Reads the rendered job text (what fio will run, pinning included), the targets' facts
-    (a job file without a target: the first file it names), the suite's method settings
-    (preconditioning, tuning). Touches nothing; may ``stat`` target files.
+    (``facts_of`` by target name; a job file without a target: the first file it names), the
+    suite's preconditioning and each job's tuning. Touches nothing; may ``stat`` target files.
     """
-    precondition = plan.suite.method.precondition
-    reps = max((i.job.repeat + 1 for i in plan.items), default=1)
+    reps = max((i.job.repeat + 1 for i in items), default=1)
     written: set[str] = set()
     contexts: list[JobContext] = []
     params: dict[str, dict[str, Mapping[str, str]]] = {}
     seen: set[tuple[str, str]] = set()
-    for item in sorted(plan.items, key=lambda i: i.job.seq):
+    for item in sorted(items, key=lambda i: i.job.seq):
         spec = item.job.spec
         key = (spec.target.name, spec.workload.name)
         if key in seen:
@@ -539,7 +551,7 @@ def lint_plan(plan: Plan, host: HostFacts) -> list[Finding]:
         seen.add(key)
         params.setdefault(spec.workload.name, {})[spec.target.name] = item.params
         jobs = jobfile.effective_jobs(jobfile.parse(item.job_text))
-        facts = plan.facts.get(spec.target.name)
+        facts = facts_of.get(spec.target.name)
         concurrent = _concurrency(jobs)
         for index, (name, opts) in enumerate(jobs):
             own = facts if facts is not None else _own_target(opts)
