@@ -451,6 +451,7 @@ class _Done:
     error: str | None = None
     series: tuple[TimeSeries, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    measured_start_ms: int | None = None
 
 
 def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOptions, method: _JobMethod,
@@ -476,7 +477,7 @@ def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOp
             extra.update(method.before(result, facts, lambda text: events("note", detail=text)))
             with observers.watch(result.target) as watch:
                 done = _run_fio_job(result, options, target, events)
-                samples, usage = watch.finish(done.report, done.started_at, done.ended_at)
+                samples, usage = watch.finish(done.report, done.started_at, done.ended_at, done.measured_start_ms)
     except KeyboardInterrupt:
         store.save_result(result.id, status="interrupted", error="interrupted by the user",
                           ended_at=datetime.now(UTC), **failed)
@@ -520,7 +521,7 @@ def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | Non
             out = local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
                             cwd=Path.cwd(), timeout_s=_timeout(events.expected_s))
             return _Done(out.status, out.command, out.started_at, out.ended_at, out.report, out.raw_json, out.error,
-                         out.time_series)
+                         out.time_series, measured_start_ms=out.measured_start_ms)
         done = remote_jobs.run_job(
             result.job_text, target, workdir, options.fio, options.destroy,
             timeout_s=remote_jobs.time_bound_s(jobfile.parse(result.job_text), TIMEOUT_SLACK_S),

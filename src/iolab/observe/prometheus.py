@@ -3,7 +3,7 @@
 For fleets whose Prometheus already scrapes every host's exporter, iolab does not scrape them
 itself: after each job it asks Prometheus for the raw samples of the job's time span with a
 range-vector selector evaluated at the job's end (an instant query, ``/api/v1/query`` with
-``{__name__=~"…", instance="HOST:PORT"}[Ns]``). That returns every sample with the time
+``{__name__=~"…", instance="HOST:PORT"}[Ns]``, reaching back to the scrape before the job). That returns every sample with the time
 Prometheus scraped it, which the counter interpolation needs; a ``query_range`` with a step
 would resample them onto the step grid and blur the window edges by up to a scrape interval.
 The series are those ``exporter`` keeps, and they are reduced the same way (CPU summed per mode).
@@ -33,6 +33,9 @@ from .sampler import Endpoint, samples
 
 #: Seconds to wait for Prometheus to hold a sample after the job's end.
 WAIT_S = 30.0
+#: Seconds looked back before the job's start for the scrape just before it (scrape intervals are
+#: rarely longer).
+LOOKBACK_S = 60
 _NAMES = "|".join([exporter.CPU, *exporter.PER_DEVICE, exporter.BCACHE_PREFIX + ".+"])
 
 
@@ -70,7 +73,7 @@ def read(url: str, endpoint: Endpoint, started_at: datetime, ended_at: datetime,
     source = f"{url} instance={endpoint.address}"
     while True:
         now = time.time()
-        seconds = math.ceil(now - t0) + 1
+        seconds = math.ceil(now - t0) + LOOKBACK_S
         try:
             result = query(url, selector(endpoint.address, seconds), now)
         except HostError as exc:
@@ -88,7 +91,9 @@ def read(url: str, endpoint: Endpoint, started_at: datetime, ended_at: datetime,
         for t, value in series.get("values", ()):
             t_ms = round((float(t) - t0) * 1000)
             by_time.setdefault(t_ms, []).append((series["metric"]["__name__"], labels, float(value)))
-    scrapes = [(t, exporter.reduce(values)) for t, values in sorted(by_time.items())]
+    before = [t for t in by_time if t < 0]
+    scrapes = [(t, exporter.reduce(values)) for t, values in sorted(by_time.items())
+               if t >= 0 or t == max(before)]  # of the lookback, only the scrape just before the start
     return samples(endpoint, started_at, scrapes, (), window_ms, source)
 
 

@@ -50,18 +50,22 @@ class Observers:
         return Watch(self.for_target(target), self.prometheus)
 
 
-def measured_window(report: FioReport | None, started_at: datetime,
-                    ended_at: datetime) -> tuple[datetime, datetime] | None:
-    """When fio measured (after ``ramp_time``): the longest ``job_runtime`` of the report's jobs,
-    ending when fio wrote the report (``timestamp_ms``; the process's end when the report gives
-    whole seconds only, as client/server output does), within the process's lifetime. None
-    without a report or runtimes. fio does not report per-job end times, so with ``stonewall``
-    groups this is the last group's span."""
+def measured_window(report: FioReport | None, started_at: datetime, ended_at: datetime,
+                    measured_start_ms: int | None = None) -> tuple[datetime, datetime] | None:
+    """When fio measured (after ``ramp_time``), lasting the longest ``job_runtime`` of the
+    report's jobs: from ``measured_start_ms`` when the runner knows it (``runner.local.
+    measured_start_ms``, exact), else ending when fio wrote the report (``timestamp_ms``, up to
+    ~0.1 s late; the process's end when the report gives whole seconds only, as client/server
+    output does). Within the process's lifetime; None without a report or runtimes. fio does not
+    report per-job end times, so with ``stonewall`` groups this is the last group's span."""
     if report is None:
         return None
     runtimes = [j.job_runtime_ms for j in report.jobs if j.job_runtime_ms]
     if not runtimes:
         return None
+    if measured_start_ms is not None:
+        start = datetime.fromtimestamp(measured_start_ms / 1000, UTC)
+        return max(started_at, start), min(ended_at, start + timedelta(milliseconds=max(runtimes)))
     end = ended_at
     if report.timestamp_ms and report.timestamp_ms % 1000:
         end = min(end, datetime.fromtimestamp(report.timestamp_ms / 1000, UTC))
@@ -85,11 +89,12 @@ class Watch:
         self._observation.__exit__(None, None, None)
 
     def finish(self, report: FioReport | None, started_at: datetime, ended_at: datetime,
-               ) -> tuple[tuple[HostSamples, ...], tuple[HostUsage, ...]]:
-        """Each observed host's samples and usage over the job's measured window."""
+               measured_start_ms: int | None = None) -> tuple[tuple[HostSamples, ...], tuple[HostUsage, ...]]:
+        """Each observed host's samples and usage over the job's measured window
+        (``measured_window``)."""
         if not self.probed:
             return (), ()
-        window = measured_window(report, started_at, ended_at)
+        window = measured_window(report, started_at, ended_at, measured_start_ms)
         if self.prometheus is None:
             found = self._observation.finish(window)
         else:
