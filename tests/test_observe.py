@@ -34,13 +34,13 @@ node_bcache_dirty_data_bytes{backing_device="sdb",uuid="ab12"} 4096
 # TYPE node_load1 gauge
 node_load1 0.5
 # TYPE node_uname_info gauge
-node_uname_info{domainname="(none)",machine="x86_64",nodename="stor1",release="6.1.0-13-amd64",sysname="Linux",version="#1 SMP Debian 6.1.55-1"} 1
+node_uname_info{machine="x86_64",nodename="stor1",release="6.1.0-13-amd64",version="#1 SMP Debian 6.1.55-1"} 1
 # TYPE node_os_info gauge
 node_os_info{id="debian",pretty_name="Debian GNU/Linux 12 (bookworm)"} 1
 # TYPE node_memory_MemTotal_bytes gauge
 node_memory_MemTotal_bytes 6.8719476736e+10
 # TYPE node_cpu_info gauge
-node_cpu_info{cachesize="16384 KB",core="0",cpu="0",family="6",microcode="0x1",model="85",model_name="Intel(R) Xeon(R)  Gold 6230",package="0",stepping="7",vendor="GenuineIntel"} 1
+node_cpu_info{core="0",cpu="0",family="6",model="85",model_name="Intel(R) Xeon(R)  Gold 6230",vendor="GenuineIntel"} 1
 # TYPE node_disk_info gauge
 node_disk_info{device="nvme0n1",major="259",minor="0",model="SAMSUNG MZQL2",path="",revision="",serial="S64",wwn=""} 1
 """

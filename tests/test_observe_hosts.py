@@ -44,7 +44,8 @@ def test_cpu_per_io_tells_a_cpu_heavy_job_from_a_cpu_light_one(tmp_path):
         store, run_id = run_suite(
             f"name: cost\ntargets: {{dev: {loop.path}}}\nobserve: {{local: '{address}'}}\n"
             "defaults: {rw: randread, bs: 4k, time_based: 1, runtime: 2s, ramp_time: 1s}\n"
-            "workloads:\n  - {name: heavy, ioengine: psync, direct: 1}\n  - {name: light, ioengine: 'null', size: 32m}\n",
+            "workloads:\n  - {name: heavy, ioengine: psync, direct: 1}\n"
+            "  - {name: light, ioengine: 'null', size: 32m}\n",
             tmp_path)
         run = store.get_run(run_id)
         assert run.info.status == "complete"
