@@ -4,8 +4,9 @@ For fleets whose Prometheus already scrapes every host's exporter, iolab does no
 itself: after each job it asks Prometheus for the raw samples of the job's time span with a
 range-vector selector evaluated at the job's end (an instant query, ``/api/v1/query`` with
 ``{__name__=~"…", instance="HOST:PORT"}[Ns]``, reaching back to the scrape before the job).
-That returns every sample with the time Prometheus scraped it, which the counter interpolation needs; a ``query_range`` with a step
-would resample them onto the step grid and blur the window edges by up to a scrape interval.
+That returns every sample with the time Prometheus scraped it, which the counter interpolation
+needs; a ``query_range`` with a step would resample them onto the step grid and blur the window
+edges by up to a scrape interval.
 The series are those ``exporter`` keeps, and they are reduced the same way (CPU summed per mode).
 
 The exporter is found by Prometheus's ``instance`` label, which is ``HOST:PORT`` of the scraped
