@@ -69,7 +69,8 @@ print("IOLAB-FACTS " + json.dumps(result))
 '''
 
 #: Removes scratch files: ``files`` by path, and in each directory of ``dirs`` (path -> names
-#: there before the run) the files fio names ``JOB.N.M`` for one of ``jobs``. Runs on the remote
+#: there before the run) the files fio names ``JOB.N.M`` for one of ``jobs`` (a fio server
+#: prefixes its host name: ``10.0.0.11.JOB.N.M``, HOWTO ``filename_format``). Runs on the remote
 #: host (sent over ssh like ``_BOOTSTRAP``) or here for a ``sock:`` host.
 _REMOVE = r'''
 def remove(files, dirs, jobs):
@@ -87,7 +88,9 @@ def remove(files, dirs, jobs):
         except OSError:
             continue
         for name in sorted(set(names) - set(before)):
-            if re.fullmatch(r".+\.\d+\.\d+", name) and name.rsplit(".", 2)[0] in jobs:
+            match = re.fullmatch(r"(.+)\.\d+\.\d+", name)
+            stem = match.group(1) if match else ""
+            if stem in jobs or any(stem.endswith("." + job) for job in jobs):
                 os.unlink(os.path.join(directory, name))
                 removed.append(os.path.join(directory, name))
     return removed

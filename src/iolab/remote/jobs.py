@@ -206,7 +206,7 @@ def scratch(remote: RemoteTarget) -> dict[str, dict[str, Any]]:
     ``{"host": fio's host spec, "files": [path], "dirs": {path: names there before}}``. Known only
     from ssh facts (without them iolab cannot tell a file it creates from one that was there):
     a path that does not exist yet is a scratch file; in a directory, the files fio names
-    ``JOB.N.M`` that were not there before."""
+    ``[HOST.]JOB.N.M`` that were not there before."""
     out = {}
     for h in remote.hosts:
         t = h.facts.target if h.facts is not None else None
