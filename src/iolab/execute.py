@@ -25,7 +25,6 @@ from typing import Any
 from . import host, jobfile, lint, pinning, safety, targets, tuning, units
 from . import method as method_mod
 from .errors import HostError, Interrupted, IolabError, SafetyError, SuiteError
-from .host import format_cpu_list as format_cpus
 from .model import (
     BlockDeviceFacts,
     FioReport,
@@ -43,6 +42,7 @@ from .runner import local
 from .runner.status import Status
 from .store import PendingResult, Store
 from .suite import JobSpec, PlannedJob, Suite, Target, plan, render_job
+from .sysfs import format_cpu_list as format_cpus
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
 TIMEOUT_SLACK_S = 300.0

@@ -24,10 +24,10 @@ from typing import Protocol
 
 from . import jobfile, safety, targets, units
 from .errors import IolabError
-from .host import parse_cpu_list
 from .method import Precondition
 from .model import HostFacts, Run, TargetFacts
 from .suite import PlannedJob
+from .sysfs import parse_cpu_list
 
 ERROR = "error"
 WARNING = "warning"

@@ -31,7 +31,7 @@ from .hosts import HostSpec, on_each
 
 #: Seconds gathering one host's facts over ssh may take (connect, run, answer).
 GATHER_TIMEOUT_S = 60.0
-_MODULES = ("iolab", "iolab.errors", "iolab.model", "iolab.host", "iolab.targets")
+_MODULES = ("iolab", "iolab.errors", "iolab.model", "iolab.sysfs", "iolab.host", "iolab.targets")
 
 _BOOTSTRAP = r'''
 import dataclasses, importlib.abc, importlib.util, json, sys, types
