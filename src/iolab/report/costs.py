@@ -42,24 +42,26 @@ def _network(costs: Sequence[usage.HostCost]) -> Cell:
         return Cell("–")
     name, nic = max(rates.items(), key=lambda kv: _mean([r for r, _ in kv[1]]) or 0.0)
     rate, use = _mean([r for r, _ in nic]), _mean([u for _, u in nic])
-    text = f"{name} {format_rate(rate)} MiB/s" + (f" ({use * 100:.1f}% of link)" if use is not None else "")
+    text = f"{name} {format_rate(rate)} MiB/s" + (f" {use * 100:.1f}%" if use is not None else "")
     flagged = use is not None and use >= usage.NIC_FLAG
     return Cell(text + (" ≥90%!" if flagged else ""), rate, "red" if flagged else None)
 
 
 def _devices(costs: Sequence[usage.HostCost], limit: int = 3) -> str:
-    """Devices with I/O: ``vda ×0.98 busy 64%`` (device I/Os per fio I/O, busy share), busiest first."""
+    """Devices that took part: ``vda ×0.98 64%`` (device I/Os per fio I/O, busy share), busiest
+    first; a device with fewer than 1 I/O per 100 fio I/Os and under 1 % busy is left out."""
     found: dict[str, list[tuple[float | None, float]]] = {}
     for c in costs:
         for name, figures in c.disks.items():
             found.setdefault(name, []).append(figures)
-    ranked = sorted(found.items(), key=lambda kv: -(_mean([b for _, b in kv[1]]) or 0.0))[:limit]
+    ranked = sorted(found.items(), key=lambda kv: -(_mean([b for _, b in kv[1]]) or 0.0))
     parts = []
     for name, disk in ranked:
         ratio, busy = _mean([r for r, _ in disk]), _mean([b for _, b in disk]) or 0.0
-        parts.append(f"{name} ×{ratio:.2f} busy {busy * 100:.0f}%" if ratio is not None else
-                     f"{name} busy {busy * 100:.0f}%")
-    return ", ".join(parts) or "–"
+        if (ratio or 0.0) < 0.01 and busy < 0.01:
+            continue
+        parts.append(f"{name} ×{ratio:.2f} {busy * 100:.0f}%" if ratio is not None else f"{name} {busy * 100:.0f}%")
+    return ", ".join(parts[:limit]) or "–"
 
 
 def cost_rows(run: Run) -> list[tuple[str, str, str, list[usage.HostCost], list[float | None]]]:
@@ -91,35 +93,38 @@ def cost_table(run: Run) -> Table | None:
     rows = cost_rows(run)
     if not rows:
         return None
+    used = [c for _, _, _, costs, _ in rows for c in costs]
+    modes = [(m, short) for m, short in _SHOWN_MODES  # irq and steal are often zero throughout
+             if m not in ("irq", "steal") or any(c.cpu_by_mode.get(m) for c in used)]
     columns = (Column("target", "target"), Column("workload", "workload"), Column("host", "host"),
                Column("repeats", "n", True), Column("cpu_us_per_io", "CPU µs/IO", True),
                Column("cpu_busy_pct", "CPU busy", True),
-               *(Column(f"cpu_{mode}_pct", short, True) for mode, short in _SHOWN_MODES),
-               Column("network", "network (busiest NIC)"), Column("devices", "devices: I/Os per fio I/O"),
+               *(Column(f"cpu_{mode}_pct", short, True) for mode, short in modes),
+               Column("network", "busiest NIC, % of link"), Column("devices", "devices: I/Os per fio I/O, busy"),
                Column("gaps", "gaps", True))
     table_rows = []
     for target, workload, host, costs, whole in rows:
         if host == ALL_OBSERVED:
             mean = _mean(whole)
-            blank = [Cell("") for _ in range(len(_SHOWN_MODES) + 4)]
+            blank = [Cell("") for _ in range(len(modes) + 4)]
             table_rows.append((Cell(target), Cell(workload), Cell(host, style="bold"),
                                Cell(str(len(whole)), len(whole)),
                                Cell("–" if mean is None else f"{mean:.2f}", mean, "bold"), *blank))
             continue
         per_io = _mean([c.cpu_us_per_io for c in costs])
         busy = _mean([c.cpu_util for c in costs])
-        modes = [_mean([c.cpu_by_mode.get(m) for c in costs]) for m, _ in _SHOWN_MODES]
+        by_mode = [_mean([c.cpu_by_mode.get(m) for c in costs]) for m, _ in modes]
         gaps = sum(c.gaps for c in costs)
         table_rows.append((
             Cell(target), Cell(workload), Cell(host), Cell(str(len(costs)), len(costs)),
             Cell("–" if per_io is None else f"{per_io:.2f}", per_io), Cell(_pct(busy), busy),
-            *(Cell(_pct(v), v) for v in modes), _network(costs), Cell(_devices(costs)),
+            *(Cell(_pct(v), v) for v in by_mode), _network(costs), Cell(_devices(costs)),
             Cell(str(gaps) if gaps else "", gaps, "red" if gaps else None),
         ))
     notes = ["CPU µs/IO: busy CPU time of the host (user+nice+system+irq+softirq, all CPUs) per I/O fio completed "
              "in the measured phase; CPU columns: share of all the host's CPUs (node_exporter node_cpu_seconds_total)",
              "devices: I/Os the device completed per I/O fio completed (node_disk_*_completed_total), and its busy "
-             "time share (node_disk_io_time_seconds_total)"]
+             "time share (node_disk_io_time_seconds_total); a NIC at 90 % of its link speed or more is marked ≥90%!"]
     notes += _gap_notes(run)
     return Table(title=f"run {run.info.id}: every host's cost", columns=columns, rows=tuple(table_rows),
                  notes=tuple(notes))
