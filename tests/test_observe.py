@@ -80,7 +80,7 @@ def test_value_at_interpolates_between_known_samples_and_bridges_gaps():
     assert usage.value_at(t, (None, 10.0, 20.0, 30.0), 500) is None
 
 
-def samples(window_ms=(1500, 4500), gaps=()) -> HostSamples:
+def samples(window_ms=(1400, 4400), gaps=()) -> HostSamples:
     """Four scrapes 1 s apart of a host with 2 CPUs: 1.2 CPU-s of user and 0.3 of softirq per
     second, 1 s idle; 900 MB/s received on a 1 GB/s link; 10000 reads/s on loop3, busy 0.8 s/s."""
     t = (0, 1000, 2000, 3000, 4000, 5000)
@@ -125,6 +125,18 @@ def test_host_usage_and_the_figures_over_the_measured_window():
     assert cost.disks["loop3"] == (pytest.approx(1.0), pytest.approx(0.8))
     assert cost.nics["eth0"][1] >= usage.NIC_FLAG
     assert cost.cpu_by_mode["softirq"] == pytest.approx(0.15)
+
+
+def test_at_the_edges_a_scrape_just_outside_the_window_stands_for_it():
+    """A job without ramp (nothing before its start, the first scrape 100 ms before it) and whose
+    I/O stops at its end (the last scrape 200 ms after it): both edges exact, no interpolation."""
+    t = (0, 1100, 2100, 2300)
+    reads = (0.0, 1000.0, 2000.0, 2000.0)
+    found = usage.host_usage(HostSamples("h", "local", "x", datetime.now(UTC), t, (
+        Series("node_cpu_seconds_total", {"mode": "user"}, (0.0, 1.0, 2.0, 2.0)),
+        Series("node_disk_reads_completed_total", {"device": "sda"}, reads)), (100, 2100), (), 1))
+    assert found.disks["sda"].reads == 2000.0 and found.cpu_seconds["user"] == 2.0
+    assert usage.value_at(t, reads, 100) == pytest.approx(1000 / 11)  # what interpolation would have said
 
 
 def test_no_figures_when_the_samples_do_not_reach_both_ends_of_the_window():
@@ -206,3 +218,16 @@ def test_a_prometheus_server_that_does_not_answer_is_one_gap():
     (gap,) = found.gaps
     assert gap.error.startswith("Prometheus at http://127.0.0.1:9:") and not found.t_ms
     assert usage.host_usage(found).window_s is None
+
+
+def test_a_fio_servers_facts_are_compared_like_this_hosts():
+    from iolab.model import HostFacts, Run, RunInfo
+
+    def run(run_id, kernel):
+        facts = to_jsonable(HostFacts(hostname="s1", kernel=kernel))
+        record = {"host": "10.0.0.2:8765", "status": "ok", "facts": facts}
+        result = ResultRecord(run_id, run_id, 0, "many", "w", 0, "ok", "", "", extra={"hosts": [record]})
+        return Run(RunInfo(run_id, datetime.now(UTC), "complete", "run", "s"), (result,))
+
+    found = {e.item: (e.a, e.b) for e in compare_mod.environment([run(1, "6.1.0-13")], [run(2, "6.1.0-18")])}
+    assert found == {"kernel (10.0.0.2:8765)": ("6.1.0-13", "6.1.0-18")}

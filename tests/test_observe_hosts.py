@@ -134,6 +134,7 @@ def test_every_host_observed_an_observer_killed_mid_run_and_remote_facts(tmp_pat
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "r.html").read_text()
     assert "host-cost-over-time" in html and "every host&#39;s cost" in html
+    assert "Fio servers and observed hosts" in html and "iolab-obs-h1" in html and "iolab-obs-stor" in html
 
 
 def _status(db: Path) -> str | None:

@@ -503,6 +503,11 @@ def _geomeans(pairs: Sequence[Pair], metrics: Sequence[Metric]) -> tuple[GeoMean
 # Environment
 
 
+_HOST_FACTS = (("host", "hostname"), ("kernel", "kernel"), ("distribution", "distribution"), ("CPU", "cpu_model"),
+               ("CPUs", "cpu_count"), ("memory bytes", "memory_bytes"), ("virtualization", "virtualization"),
+               ("CPU governor", "cpu_governor"))
+
+
 def _facts(runs: Sequence[Run]) -> dict[str, set[str]]:
     """Facts about where a side's runs ran, each as the set of values seen."""
     facts: dict[str, set[str]] = {}
@@ -516,11 +521,12 @@ def _facts(runs: Sequence[Run]) -> dict[str, set[str]]:
         info, host = run.info, run.info.host
         add("fio version", info.fio_version)
         add("source", f"imported {info.source.get('format')} output" if info.source else "iolab run")
-        for item, attr in (("host", "hostname"), ("kernel", "kernel"), ("distribution", "distribution"),
-                           ("CPU", "cpu_model"), ("CPUs", "cpu_count"), ("memory bytes", "memory_bytes"),
-                           ("virtualization", "virtualization"), ("CPU governor", "cpu_governor")):
+        for item, attr in _HOST_FACTS:
             add(item, getattr(host, attr) if host else None)
         for result in run.results:
+            for label, other in usage.other_hosts_facts(result).items():  # fio servers, watched hosts
+                for item, attr in _HOST_FACTS:
+                    add(f"{item} ({label})", getattr(other, attr))
             t = result.target_facts
             d = t.device if t else None
             add("target kind", t.kind if t else None)

@@ -6,8 +6,13 @@ computed from those and the job's fio report whenever they are shown or compared
 
 Formulas (node_exporter metric names; seconds and bytes as node_exporter reports them):
 
-* A counter at an instant: linear interpolation between the scrapes just before and just after
-  it (scrapes are about 1 s apart; a gap in between does not matter, the counter bridges it).
+* A counter at the window's start: linear interpolation between the scrapes just before and just
+  after it (during ``ramp_time`` the job runs as in the window), unless a scrape lies at most
+  ``NEAR_START_MS`` before it (a job without ramp: the observers' first scrape, just before fio
+  started, sees the counters as the job found them). At the window's end the job's I/O stops, so
+  the first scrape at most ``NEAR_END_MS`` after it is taken (the observers scrape once more when
+  fio exits), else interpolation. Scrapes are about 1 s apart; a gap in between does not matter,
+  the counter bridges it.
 * **busy CPU seconds** = Σ over CPUs and modes of ``node_cpu_seconds_total`` increases, less the
   ``idle``, ``iowait`` and ``steal`` modes (iowait is idle time with I/O outstanding; steal is time
   the hypervisor gave to others) — i.e. user + nice + system + irq + softirq.
@@ -30,7 +35,7 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..model import DiskUsage, FioReport, HostSamples, HostUsage, NicUsage, ResultRecord, from_jsonable
+from ..model import DiskUsage, FioReport, HostFacts, HostSamples, HostUsage, NicUsage, ResultRecord, from_jsonable
 from .exporter import NodeFacts
 
 #: Modes that are not work done by the host (see the module docstring).
@@ -41,6 +46,9 @@ MODES = ("user", "nice", "system", "irq", "softirq", "iowait", "steal", "idle")
 IO_DIRECTIONS = ("read", "write", "trim", "mixed")
 #: A link at or above this share of its speed is flagged.
 NIC_FLAG = 0.9
+#: How far outside the measured window a scrape may lie to stand for its edge (see the docstring).
+NEAR_START_MS = 250
+NEAR_END_MS = 500
 
 
 def value_at(t_ms: Sequence[int], values: Sequence[float | None], at: float) -> float | None:
@@ -55,6 +63,17 @@ def value_at(t_ms: Sequence[int], values: Sequence[float | None], at: float) -> 
         return None
     (t0, v0), (t1, v1) = known[i - 1], known[i]
     return v0 + (v1 - v0) * (at - t0) / (t1 - t0)
+
+
+def value_at_edge(t_ms: Sequence[int], values: Sequence[float | None], at: float, end: bool) -> float | None:
+    """A counter at the window's start (``end`` False) or end: a known sample just outside the
+    window when there is one near enough, else ``value_at`` (see the module docstring)."""
+    known = [(t, v) for t, v in zip(t_ms, values, strict=True) if v is not None]
+    if end:
+        near = [v for t, v in known if at <= t <= at + NEAR_END_MS]
+        return near[0] if near else value_at(t_ms, values, at)
+    near = [v for t, v in known if at - NEAR_START_MS <= t <= at]
+    return near[-1] if near else value_at(t_ms, values, at)
 
 
 def _last(values: Sequence[float | None]) -> float | None:
@@ -81,7 +100,8 @@ def host_usage(samples: HostSamples, facts: NodeFacts | None = None, error: str 
         if s.metric == "node_network_speed_bytes":
             gauges[key] = _last(s.values)
             continue
-        a, b = value_at(samples.t_ms, s.values, start), value_at(samples.t_ms, s.values, end)
+        a = value_at_edge(samples.t_ms, s.values, start, end=False)
+        b = value_at_edge(samples.t_ms, s.values, end, end=True)
         if a is not None and b is not None:
             deltas[key] = b - a
     cpu = {dict(labels)["mode"]: v for (name, labels), v in deltas.items() if name == "node_cpu_seconds_total"}
@@ -216,6 +236,19 @@ def host_costs(result: ResultRecord) -> tuple[HostCost, ...]:
         out.append(HostCost(u.host, u.role, w, cpu_util(u), cpu_us_per_io([u], ios), modes, nics, disks,
                             sum(g.attempts for g in u.gaps), u.error))
     return tuple(out)
+
+
+def other_hosts_facts(result: ResultRecord) -> dict[str, HostFacts]:
+    """Facts of the result's other hosts by name: each fio server's (``extra["hosts"]``, from ssh
+    or its exporter) and each observed host's other than this one (from its exporter)."""
+    out: dict[str, HostFacts] = {}
+    for record in (result.extra or {}).get("hosts", ()):
+        if record.get("facts"):
+            out[record["host"]] = from_jsonable(HostFacts, record["facts"])
+    for u in usages(result):
+        if u.role != "local" and u.facts is not None:
+            out.setdefault(u.host, u.facts)
+    return out
 
 
 def select(result: ResultRecord, host: str | None, target_hosts: Sequence[str] = ()) -> tuple[HostUsage, ...] | None:

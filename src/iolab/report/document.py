@@ -141,7 +141,8 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]] | None
         title=title, runs=tuple(r.info for r in runs), summary=summary_tables(runs, comparison),
         charts=(*charts_mod.build(runs, series or {}), *cost_charts(runs, samples or {}, series or {})),
         findings=findings(runs),
-        facts=tuple(t for t in (facts.host_table(runs), facts.target_table(runs)) if t.rows), job_files=job_files(runs),
+        facts=tuple(t for t in (facts.host_table(runs), facts.target_table(runs), facts.other_hosts_table(runs))
+                    if t.rows), job_files=job_files(runs),
         generated_at=datetime.now(UTC), iolab_version=version("iolab"),
         costs=tuple(t for t in (costs_mod.cost_table(r) for r in runs) if t is not None),
     )
