@@ -26,20 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-JOB = """\
-[randread-4k-qd32]
-filename={path}
-size=256m
-rw=randread
-bs=4k
-iodepth=32
-ioengine=libaio
-direct=1
-time_based=1
-runtime={runtime}
-ramp_time=1
-randrepeat=0
-"""
+from overhead import JOB  # the same job as benchmarks/overhead.py (this script's folder is on sys.path)
+
 TARGET = 0.99
 
 

@@ -7,13 +7,14 @@ import json
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from clirun import iolab, popen
+from clirun import iolab, popen, wait_for
 from iolab import execute
 from iolab.errors import HostError
 from iolab.observe import prometheus, usage
@@ -77,13 +78,6 @@ def mem_total() -> int:
     return int(line.split()[1]) * 1024
 
 
-def wait_for(condition, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 @requires_netns
 def test_every_host_observed_an_observer_killed_mid_run_and_remote_facts(tmp_path):
     """Two fio servers and a host only watched, each with its own node_exporter in its own
@@ -104,7 +98,7 @@ def test_every_host_observed_an_observer_killed_mid_run_and_remote_facts(tmp_pat
             "defaults: {ioengine: libaio, direct: 1, time_based: 1, runtime: 4s, ramp_time: 1s}\n"
             "workloads:\n  - {rw: randread, bs: 4k, iodepth: 4}\n")
         proc = popen("run", str(suite), db=db, cwd=tmp_path)
-        wait_for(lambda: db.exists() and _status(db) == "running")
+        wait_for(lambda: _status(db) == "running")
         time.sleep(2.0)
         watched.kill()
         out, err = proc.communicate(timeout=120)
@@ -138,9 +132,14 @@ def test_every_host_observed_an_observer_killed_mid_run_and_remote_facts(tmp_pat
 
 
 def _status(db: Path) -> str | None:
-    import sqlite3
-    with sqlite3.connect(db) as conn:
-        row = conn.execute("SELECT status FROM results ORDER BY id LIMIT 1").fetchone()
+    """The first result's status; None before iolab has made the database."""
+    if not db.exists():
+        return None
+    try:
+        with sqlite3.connect(db) as conn:
+            row = conn.execute("SELECT status FROM results ORDER BY id LIMIT 1").fetchone()
+    except sqlite3.OperationalError:  # the tables are not there yet
+        return None
     return row[0] if row else None
 
 

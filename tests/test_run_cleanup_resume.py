@@ -14,25 +14,22 @@ from pathlib import Path
 
 import pytest
 
-from clirun import iolab, popen
+from clirun import iolab, popen, wait_for
 from iolab.store import Store
 from netns import lab, requires_netns
 from test_remote_hosts import SSHD, start_sshd
 
 
 def run_options(db: Path) -> dict:
+    """Run 1's stored options; empty before iolab has made the database and stored the run."""
     if not db.exists():
         return {}
-    with sqlite3.connect(db) as conn:
-        row = conn.execute("SELECT options FROM runs WHERE id = 1").fetchone()
+    try:
+        with sqlite3.connect(db) as conn:
+            row = conn.execute("SELECT options FROM runs WHERE id = 1").fetchone()
+    except sqlite3.OperationalError:  # the tables are not there yet
+        return {}
     return json.loads(row[0]) if row and row[0] else {}
-
-
-def wait_for(condition, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 @requires_netns

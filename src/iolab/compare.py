@@ -120,7 +120,7 @@ def cost_metric(name: str) -> Metric:
     title, unit = COST_METRICS[base]
 
     def of_result(result: ResultRecord) -> float | None:
-        found = usage.select(result, host or None, (result.extra or {}).get("hosts", ()))
+        found = usage.select(result, host or None)
         if found is None:
             return None
         if base == "cpu_us_per_io":

@@ -31,7 +31,6 @@ from .model import (
     HostFacts,
     ResultRecord,
     TargetFacts,
-    TimeSeries,
     to_jsonable,
 )
 from .observe import config as observe_config
@@ -437,23 +436,6 @@ class _Events:
                                self.result.repeat, self.expected_s, **fields))
 
 
-@dataclass(frozen=True)
-class _Done:
-    """How fio ran one invocation, locally (``runner.local``) or on a remote target's hosts
-    (``runner.client``); ``extra`` holds a remote target's per-host records."""
-
-    status: str
-    command: tuple[str, ...]
-    started_at: datetime
-    ended_at: datetime
-    report: FioReport | None = None
-    raw_json: str | None = None
-    error: str | None = None
-    series: tuple[TimeSeries, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    measured_start_ms: int | None = None
-
-
 def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOptions, method: _JobMethod,
              observers: Observers, target: Target | None) -> None:
     """One invocation, on a local target or on every host of a remote one (``target``), observed
@@ -476,7 +458,7 @@ def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOp
             extra.update(method.record(result, in_force))
             extra.update(method.before(result, facts, lambda text: events("note", detail=text)))
             with observers.watch(result.target) as watch:
-                done = _run_fio_job(result, options, target, events)
+                done, hosts = _run_fio_job(result, options, target, events)
                 samples, usage = watch.finish(done.report, done.started_at, done.ended_at, done.measured_start_ms)
     except KeyboardInterrupt:
         store.save_result(result.id, status="interrupted", error="interrupted by the user",
@@ -491,13 +473,13 @@ def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOp
         return
     if facts is not None and facts.kind == "missing":  # fio has laid the scratch file out: describe it
         facts = targets.inspect(facts.path)
-    extra.update(_with_exporter_facts(done.extra, observers))
+    extra.update(_with_exporter_facts(hosts, observers))
     if usage:
         extra["observed"] = to_jsonable(list(usage))
     store.save_result(
         result.id, status=done.status, command=shlex.join(done.command), started_at=done.started_at,
         ended_at=done.ended_at, error=done.error, report=done.report, raw_json=done.raw_json,
-        target_facts=facts, extra=extra, series=done.series, observations=samples,
+        target_facts=facts, extra=extra, series=done.time_series, observations=samples,
     )
     events("end", outcome=done.status, error=done.error)
 
@@ -513,23 +495,23 @@ def _checked_facts(result: ResultRecord, options: RunOptions, method: _JobMethod
     return facts
 
 
-def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | None, events: _Events) -> _Done:
-    """fio on this machine, or fio's client driving every host of ``target``."""
+def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | None,
+                 events: _Events) -> tuple[local.Outcome, dict[str, Any]]:
+    """fio on this machine, or fio's client driving every host of ``target``: how it ran, and a
+    remote target's per-host records for ``extra`` (``remote.jobs.RemoteOutcome.extra``)."""
     workdir = Path(tempfile.mkdtemp(prefix="iolab-job-"))
     try:
         if target is None:
-            out = local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
-                            cwd=Path.cwd(), timeout_s=_timeout(events.expected_s))
-            return _Done(out.status, out.command, out.started_at, out.ended_at, out.report, out.raw_json, out.error,
-                         out.time_series, measured_start_ms=out.measured_start_ms)
+            return local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
+                             cwd=Path.cwd(), timeout_s=_timeout(events.expected_s)), {}
         done = remote_jobs.run_job(
             result.job_text, target, workdir, options.fio, options.destroy,
             timeout_s=remote_jobs.time_bound_s(jobfile.parse(result.job_text), TIMEOUT_SLACK_S),
             on_status=lambda h: events("status", status=h.status, host=h.host, note=h.message),
         )
         c = done.client
-        return _Done(c.status, c.command, c.started_at, c.ended_at, c.report, c.raw_json, c.error, c.time_series,
-                     done.extra)
+        return local.Outcome(c.status, c.command, c.started_at, c.ended_at, c.report, c.raw_json, c.error,
+                             c.time_series), done.extra
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -251,7 +251,7 @@ def other_hosts_facts(result: ResultRecord) -> dict[str, HostFacts]:
     return out
 
 
-def select(result: ResultRecord, host: str | None, target_hosts: Sequence[str] = ()) -> tuple[HostUsage, ...] | None:
+def select(result: ResultRecord, host: str | None) -> tuple[HostUsage, ...] | None:
     """The observed hosts a metric ``…@host`` means for ``result``: None/empty ``host`` every
     observed host (the whole run); ``local``, a fio server's label or a watched host's name that
     host; the name of the result's own target its hosts (a remote target's fio servers, the
@@ -260,7 +260,8 @@ def select(result: ResultRecord, host: str | None, target_hosts: Sequence[str] =
     if not host:
         return found or None
     if host == result.target:
-        wanted = [u for u in found if u.role == "server"] if target_hosts else [u for u in found if u.role == "local"]
+        role = "server" if (result.extra or {}).get("hosts") else "local"
+        wanted = [u for u in found if u.role == role]
     else:
         wanted = [u for u in found if u.host == host]
     return tuple(wanted) or None
