@@ -4,7 +4,7 @@ The files are real samples from tests/data/fio, varied so that every file is dis
 timestamps, I/O counts) and of realistic sizes: json+ reports with 1-8 jobs (28-220 kB), normal final
 reports with 1-32 jobs (3-85 kB) and normal ``--status-interval=1`` streams of 60-600 s runs
 (0.2-2 MB, where only the last snapshot is the result). Each set is imported into a fresh SQLite database with
-``importer.import_files`` (one run per file, batched transactions, as the CLI does), and timed against
+``importer.import_sources`` (one run per file, batched transactions, as the CLI does), and timed against
 bare ``json.load`` of the same JSON files in the same run. Baseline and imports alternate for ``--rounds``
 rounds and the best of each counts: this machine's speed varies from second to second (other jobs, CPU
 steal), which only ever slows a measurement down. Targets: JSON import throughput >= 0.5 x json.load;
@@ -133,9 +133,10 @@ def import_all(paths: Sequence[Path], db: Path) -> float:
     """Seconds to import ``paths`` into a fresh database ``db``, as the CLI does."""
     store = Store(f"sqlite:///{db}")
     try:
-        outcomes: list[object] = []
-        seconds = timed(lambda: outcomes.extend(importer.import_files(store, paths)), paths=paths)
-        failed = [o for o in outcomes if isinstance(o, importer.Failed)]
+        outcomes: list[importer.Outcome] = []
+        sources = importer.discover(paths)
+        seconds = timed(lambda: outcomes.extend(importer.import_sources(store, sources)), paths=paths)
+        failed = [n for o in outcomes for n in o.notes]
         assert not failed, failed[0]
         return seconds
     finally:
@@ -165,7 +166,8 @@ def stages(paths: Sequence[Path], root: Path, name: str, repeat: int) -> dict[st
     datas = [p.read_bytes() for p in paths]
     texts = [d.decode() for d in datas]
     reports: list[FioReport] = [parse_output(t, str(p)) for t, p in zip(texts, paths, strict=True)]
-    runs = [importer._prepare(p, None, {})[0] for p in paths]  # what import_files stores
+    runs = [importer._run(source, [importer._parse(p, False)], None, {})[0]  # type: ignore[list-item]
+            for source, p in zip(importer.discover(paths), paths, strict=True)]  # what import_sources stores
     out = {
         "read": timed(lambda: [p.read_bytes().decode() for p in paths], repeat, paths),
         "sha256": timed(lambda: [hashlib.sha256(d).hexdigest() for d in datas], repeat),

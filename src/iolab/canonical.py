@@ -28,9 +28,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from . import units
+from . import jobfile, units
+from .errors import SuiteError
 from .fio.num2str import version_tuple
 from .jobfile import NOT_WORKLOAD
+from .model import ResultRecord
 
 ALIASES = {
     "readwrite": "rw", "blocksize": "bs", "blockalign": "ba", "blocksize_range": "bsrange",
@@ -260,3 +262,25 @@ def differences(a: Options, b: Options, ignore: Iterable[str] = ()) -> tuple[lis
             effect = "soft" if option in SOFT else "ignored" if option in ignored else "blocking"
             found.append(Difference(option, va, vb, effect))
     return found, unchecked
+
+
+def job_options(result: ResultRecord, fio_version: str | None) -> dict[str, Options]:
+    """Canonical options per fio job name of a result, from its job text.
+
+    iolab's own runs store the job file fio ran: complete, and a size left out is the target's.
+    Imported results carry ``extra["unknown_options"]`` (see ``importer``).
+    """
+    try:
+        jobs = jobfile.effective_jobs(jobfile.parse(result.job_text))
+    except SuiteError:
+        return {}
+    spec = result.extra.get("unknown_options")
+    unknown = None if spec is not None and "*" in spec else tuple(spec or ())
+    facts = result.target_facts
+    out: dict[str, Options] = {}
+    for name, options in jobs:
+        if spec is None and "size" not in options and facts is not None and facts.kind in ("block", "file") \
+                and facts.size_bytes:
+            options = {**options, "size": str(facts.size_bytes)}
+        out.setdefault(name, canonical(options, unknown, fio_version))
+    return out

@@ -17,12 +17,13 @@ from ..observe.config import with_args
 from ..remote.jobs import RemoteTarget
 from ..report import results as results_report
 from ..report.costs import cost_table
+from ..report.sweeps import run_grids
 from ..report.table import Cell, Column, Table
 from ..runner.status import Status
 from ..store import Store
 from ..units import format_bytes, format_duration, format_iops, format_rate
 from . import FORMATS, cli, emit_tables, err, out, parse_tags, store_of
-from .method import LintFailed, describe_method, load_planned, print_findings
+from .method import describe_method, load_planned, print_findings
 
 
 def _describe_plan(plan: execute.Plan) -> None:
@@ -190,14 +191,13 @@ def _status_text(s: Status) -> str:
 @click.option("--no-observe", is_flag=True, help="Observe no host (no node_exporter sampling).")
 @click.option("--prometheus", metavar="URL",
               help="Read the observers' series from this Prometheus server after each job instead of scraping.")
-@click.option("--force", is_flag=True, help="Run although lint found errors (they are stored with the run).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results at the end.")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
         tags: Sequence[str], destroy: Sequence[str], keep_files: bool, dry_run: bool, resume: int | None,
         tune: Sequence[str], pin: str | None, observe: Sequence[str], no_observe: bool, prometheus: str | None,
-        force: bool, fmt: str) -> None:
+        fmt: str) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
 
     \b
@@ -230,9 +230,6 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         if dry_run:
             _dry_run(plan)
             return
-        if plan.errors and not force:
-            raise LintFailed(f"lint found {len(plan.errors)} error(s) ({', '.join(f.id for f in plan.errors)}); "
-                             "nothing was run", hint="fix them (see `iolab lint`), or run anyway with --force")
         run_id = execute.start(store_of(ctx), plan, options, label=label, tags=parse_tags(tags))
         err.print(f"Run [bold]{run_id}[/] stored in {store_of(ctx).display_url}")
     store = store_of(ctx)
@@ -252,15 +249,15 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         ctx.exit(1)
 
 
-def _tables(run: Run) -> list[Table]:
-    """The results table, then every host's cost when the run was observed."""
+def _costs(run: Run) -> list[Table]:
+    """Every host's cost when the run was observed (``report.costs``)."""
     costs = cost_table(run)
-    return [results_report.results_table(run)] + ([costs] if costs is not None else [])
+    return [costs] if costs is not None else []
 
 
 def _print_run(store: Store, run_id: int, fmt: str) -> None:
     stored = store.get_run(run_id)
-    emit_tables(_tables(stored), fmt, results_report.run_document(stored))
+    emit_tables([results_report.results_table(stored), *_costs(stored)], fmt, results_report.run_document(stored))
 
 
 # runs, show
@@ -298,7 +295,8 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
     stored = [store.get_run(i) for i in ids]
     document: Any = [results_report.run_document(r) for r in stored]
-    emit_tables([t for r in stored for t in _tables(r)], fmt, document[0] if len(document) == 1 else document)
+    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_costs(r))], fmt,
+                document[0] if len(document) == 1 else document)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,14 +4,14 @@ One row per result × host; ``samples`` is the JSON of ``model.HostSamples`` (sc
 one array of values per series, so a series' name and labels are stored once).
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
