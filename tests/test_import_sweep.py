@@ -147,7 +147,8 @@ def test_importing_again_skips_what_is_stored_and_a_bad_file_is_named(sweep_dir,
     doc = json.loads(proc.stdout)
     (source,) = doc["sources"]
     assert (source["run_id"], source["files"], source["results"]) == (2, 1, 1)
-    assert source["passed_over"] >= 2  # README.md, bench.fio (and the logs, which are accounted as logs)
+    assert source["passed_over"] == 2  # README.md, bench.fio (its logs are counted as logs)
+    assert source["logs_attached"] == 0 and source["logs_not_attached"] == 30
     statuses = sorted({n["status"] for n in source["files_not_stored"]})
     assert statuses == ["failed", "skipped"]
 
@@ -198,3 +199,35 @@ def test_comparing_two_sweeps_prints_ratio_grids(sweep_dir, tmp_path):
     assert min(ratios) <= geomean <= max(ratios)
     assert re.search(r"best QD\d+ ×\d \(×[\d.]+\), worst QD\d+ ×\d \(×[\d.]+\)", grid)
     assert "randwrite" not in grid  # only the randread family is in both sweeps
+
+
+def test_a_suite_sweep_shows_and_draws_as_an_imported_one(tmp_path):
+    """The same iodepth x numjobs grid run by an iolab suite and by a bench-fio style script and
+    imported: the same option columns, grids and sweep charts."""
+    suite = tmp_path / "grid.yaml"
+    suite.write_text("name: grid\ndefaults: {ioengine: libaio, direct: 1, size: 16m, time_based: 1, runtime: 1s}\n"
+                     "workloads:\n  - {rw: randread, bs: 4k, iodepth: [1, 4, 16], numjobs: [1, 2]}\n")
+    db = tmp_path / "iolab.db"
+    ran = iolab("run", str(suite), "--target", f"file={tmp_path / 'data.bin'}", db=db, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    benchfio.sweep(tmp_path / "script", tmp_path / "data2.bin", rws=("randread",))
+    assert iolab("import", str(tmp_path / "script"), db=db).returncode == 0
+
+    def shown(run: str) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+        text = iolab("show", run, db=db).stdout
+        header = next(line for line in text.splitlines() if "IOPS" in line and "dir" in line).split()[1:]
+        titles = [line.strip() for line in text.splitlines() if line.startswith(("IOPS ·", "clat p99 ·"))]
+        rows = [tuple(line.split()[1:3]) for line in text.splitlines() if line.strip().startswith(("file", "local"))]
+        return header, titles, rows
+
+    assert shown("1") == shown("2")
+    header, titles, rows = shown("1")
+    assert header[:3] == ["iodepth", "numjobs", "dir"] and titles == ["IOPS · randread 4k", "clat p99 · randread 4k"]
+    assert rows == [("1", "1"), ("1", "2"), ("4", "1"), ("4", "2"), ("16", "1"), ("16", "2")]
+    for run in ("1", "2"):
+        out = tmp_path / f"r{run}.html"
+        assert iolab("report", run, "-o", str(out), db=db).returncode == 0
+        charts = re.findall(r'data-chart="([^"]+)"', out.read_text())
+        assert [c for c in charts if c.startswith("sweep-")] == [
+            "sweep-iops-iodepth", "sweep-iops-numjobs", "sweep-p99-iodepth", "sweep-p99-numjobs", "sweep-heatmap",
+            "sweep-saturation"], charts

@@ -25,7 +25,7 @@ time-based run never pairs with a size-bound one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from . import jobfile, units
@@ -265,22 +265,29 @@ def differences(a: Options, b: Options, ignore: Iterable[str] = ()) -> tuple[lis
 
 
 def job_options(result: ResultRecord, fio_version: str | None) -> dict[str, Options]:
-    """Canonical options per fio job name of a result, from its job text.
+    """Canonical options per fio job name of a stored result, from its job text.
 
     iolab's own runs store the job file fio ran: complete, and a size left out is the target's.
     Imported results carry ``extra["unknown_options"]`` (see ``importer``).
     """
+    facts = result.target_facts
+    size = facts.size_bytes if facts is not None and facts.kind in ("block", "file") else None
+    return job_text_options(result.job_text, result.extra.get("unknown_options"), fio_version, size)
+
+
+def job_text_options(job_text: str, unknown_options: Sequence[str] | None, fio_version: str | None,
+                     size_bytes: int | None = None) -> dict[str, Options]:
+    """Canonical options per fio job name of a job file. ``unknown_options`` is what an import says
+    is unknown (``["*"]``: every absent option; None: nothing, the job file is complete, and a job
+    without ``size`` uses ``size_bytes``, its target's). Unreadable job text gives ``{}``."""
     try:
-        jobs = jobfile.effective_jobs(jobfile.parse(result.job_text))
+        jobs = jobfile.effective_jobs(jobfile.parse(job_text))
     except SuiteError:
         return {}
-    spec = result.extra.get("unknown_options")
-    unknown = None if spec is not None and "*" in spec else tuple(spec or ())
-    facts = result.target_facts
+    unknown = None if unknown_options is not None and "*" in unknown_options else tuple(unknown_options or ())
     out: dict[str, Options] = {}
     for name, options in jobs:
-        if spec is None and "size" not in options and facts is not None and facts.kind in ("block", "file") \
-                and facts.size_bytes:
-            options = {**options, "size": str(facts.size_bytes)}
+        if unknown_options is None and "size" not in options and size_bytes:
+            options = {**options, "size": str(size_bytes)}
         out.setdefault(name, canonical(options, unknown, fio_version))
     return out

@@ -98,7 +98,8 @@ def _summary(outcomes: Sequence[importer.Outcome]) -> Table:
     stored = sum(o.run_id is not None for o in outcomes)
     return Table(title=f"import: {sum(o.files for o in outcomes)} file(s) stored as {stored} run(s)",
                  columns=columns, rows=tuple(rows),
-                 notes=("other files: in a directory, files that are not fio outputs (job files, logs, images)",))
+                 notes=("other files: in a directory, files that are not fio outputs (job files, images …); its fio "
+                        "logs are counted as logs",))
 
 
 def _count(o: importer.Outcome, status: str) -> int:

@@ -159,7 +159,7 @@ class Log:
     @cached_property
     def directions(self) -> frozenset[str]:
         """The data directions its rows hold (``read``, ``write``, ``trim``)."""
-        return frozenset(DDIR.get(int(d), str(int(d))) for d in np.unique(self.ddir))
+        return frozenset(DDIR[int(d)] for d in np.flatnonzero(np.bincount(self.ddir, minlength=len(DDIR))))
 
     @property
     def per_io(self) -> bool:
@@ -248,7 +248,10 @@ def read_log(path: Path) -> Log:
 
 def _fast_columns(data: bytes) -> np.ndarray | None:
     """The first four columns of a log whose rows all have the same number of fields, parsed in C;
-    None when the fast path cannot read it whole (then ``parse_log`` reads it)."""
+    None when the fast path cannot read it whole (then ``parse_log`` reads it).
+
+    fio writes integers (``iolog.c``: ``%lu``/``%llu``), which numpy parses several times as fast as
+    floats; a value that is not one (or overflows, which numpy clamps silently) is read as a float."""
     data = data.strip()
     if not data:
         return np.zeros((4, 0))
@@ -257,18 +260,25 @@ def _fast_columns(data: bytes) -> np.ndarray | None:
     rows = data.count(b"\n") + 1
     if width < 3:
         return None
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # numpy < 2.3 warns on a bad number instead
-        try:
-            flat = np.fromstring(data.replace(b"\n", b","), dtype=np.float64, sep=",")
-        except (ValueError, DeprecationWarning):
-            return None
-    if flat.size != rows * width:
+    flat = data.replace(b"\n", b",")
+    values = _parse(flat, np.int64)
+    if values is None or values.size != rows * width or (values == np.iinfo(np.int64).max).any():
+        values = _parse(flat, np.float64)
+    if values is None or values.size != rows * width:
         return None
-    table = flat.reshape(rows, width)
+    table = values.reshape(rows, width).astype(np.float64)
     if width == 3:
         table = np.hstack([table, np.zeros((rows, 1))])
     return table[:, :4].T
+
+
+def _parse(text: bytes, dtype: type) -> np.ndarray | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # numpy < 2.3 warns on a bad number instead
+        try:
+            return np.fromstring(text, dtype=dtype, sep=",")
+        except (ValueError, DeprecationWarning):
+            return None
 
 
 def to_series(log: Log, job: str, interval_ms: int | None = None, latency_scale: float = 1.0) -> list[TimeSeries]:
@@ -326,7 +336,7 @@ def read_logs(paths: Iterable[Path], job_names: Sequence[str] = (),
 
 def infer_interval(t: np.ndarray) -> int:
     """The averaging window of a log from its time stamps (ms): the median step between them."""
-    steps = np.diff(np.unique(t))
+    steps = np.diff(np.sort(t))
     steps = steps[steps > 0]
     if steps.size:
         return max(1, round(float(np.median(steps))))

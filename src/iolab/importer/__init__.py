@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -64,12 +64,13 @@ BATCH_BYTES = 32 << 20
 @dataclass(frozen=True)
 class Source:
     """What one command-line argument names: a file, or a directory and the candidate fio outputs
-    below it (sorted; ``passed_over`` are files that cannot be fio outputs: fio logs, job files,
-    images …)."""
+    below it (sorted), the number of fio log files in it, and of files passed over (job files,
+    images, fio's histogram logs …)."""
 
     path: Path
     directory: bool
     outputs: tuple[Path, ...]
+    logs: int = 0
     passed_over: int = 0
 
 
@@ -81,17 +82,18 @@ def discover(paths: Sequence[Path]) -> list[Source]:
         if not path.is_dir():
             sources.append(Source(path, False, (path,)))
             continue
-        outputs, passed = [], 0
+        outputs, logs, passed = [], 0, 0
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for name in sorted(files):
                 candidate = Path(root) / name
-                if name.startswith(".") or candidate.suffix.lower() in NOT_OUTPUTS \
-                        or fio_logs.log_name(candidate) is not None or "_clat_hist." in name:
+                if fio_logs.log_name(candidate) is not None:
+                    logs += 1
+                elif name.startswith(".") or candidate.suffix.lower() in NOT_OUTPUTS or "_clat_hist." in name:
                     passed += 1
                 else:
                     outputs.append(candidate)
-        sources.append(Source(path, True, tuple(outputs), passed))
+        sources.append(Source(path, True, tuple(outputs), logs, passed))
     return sources
 
 
@@ -113,8 +115,9 @@ class Outcome:
     """What importing one source did. ``run_id`` is None when nothing new was stored.
 
     ``files`` counts the stored files; ``logs_attached``/``logs_skipped`` the log files stored and
-    those named by a result's options but stored with none (``log_notes``: one line per result
-    that did not get logs named like its own, and why).
+    those not stored (in a directory: every other fio log in it; else those named by a result's
+    options); ``log_notes`` has one line per result that did not get logs named like its own, and
+    why.
     """
 
     path: str
@@ -205,17 +208,20 @@ def import_sources(store: Store, sources: Sequence[Source], label: str | None = 
     or malformed, naming the line) and the ones skipped (already stored). Raises nothing else of
     its own; a store error (``StoreError``) ends the import, with the batches before it committed.
     """
-    batch: list[tuple[Source, _Prepared]] = []
+    batch: list[tuple[Source, list[_File], list[FileNote]]] = []
     size = 0
     for source in sources:
         files: list[_File] = []
         notes: list[FileNote] = []
         for path in source.outputs:
             parsed = _parse(path, source.directory)
-            (files if isinstance(parsed, _File) else notes).append(parsed)  # type: ignore[arg-type]
+            if isinstance(parsed, _File):
+                files.append(parsed)
+            else:
+                notes.append(parsed)
             if progress is not None:
                 progress(path)
-        batch.append((source, _Prepared(files, notes)))
+        batch.append((source, files, notes))
         size += sum(f.size for f in files)
         if source.directory or len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
             yield from _store(store, batch, label, dict(tags or {}))
@@ -223,40 +229,29 @@ def import_sources(store: Store, sources: Sequence[Source], label: str | None = 
     yield from _store(store, batch, label, dict(tags or {}))
 
 
-@dataclass
-class _Prepared:
-    files: list[_File]
-    notes: list[FileNote]
-    run: FinishedRun | None = None
-    outcome: Outcome | None = field(default=None)
-
-
-def _store(store: Store, batch: list[tuple[Source, _Prepared]], label: str | None,
+def _store(store: Store, batch: Sequence[tuple[Source, list[_File], list[FileNote]]], label: str | None,
            tags: dict[str, str]) -> Iterator[Outcome]:
     """Skip what is stored already (or twice in the batch), then store each source's new files as
     its run, the whole batch in one transaction."""
-    stored = store.find_sources([f.sha256 for _, p in batch for f in p.files])
+    stored = store.find_sources([f.sha256 for _, files, _ in batch for f in files])
     first: dict[str, str] = {}
-    for source, prepared in batch:
+    made: list[tuple[Source, list[FileNote], tuple[FinishedRun, Outcome] | None]] = []
+    for source, files, notes in batch:
         new = []
-        for f in prepared.files:
+        for f in files:
             if f.sha256 in stored:
-                prepared.notes.append(FileNote(str(f.path), "skipped", stored[f.sha256]))
+                notes.append(FileNote(str(f.path), "skipped", stored[f.sha256]))
             elif f.sha256 in first:
-                prepared.notes.append(FileNote(str(f.path), "skipped", same_as=first[f.sha256]))
+                notes.append(FileNote(str(f.path), "skipped", same_as=first[f.sha256]))
             else:
                 first[f.sha256] = str(f.path)
                 new.append(f)
-        prepared.files = new
-        if new:
-            prepared.run, prepared.outcome = _run(source, new, label, tags)
-    ready = [p for _, p in batch if p.run is not None]
-    ids = store.add_finished_runs([p.run for p in ready if p.run is not None])
-    run_ids = {id(p): run_id for p, run_id in zip(ready, ids, strict=True)}
-    for source, prepared in batch:
-        done = prepared.outcome or Outcome(str(source.path), source.directory)
-        yield Outcome(**{**done.__dict__, "run_id": run_ids.get(id(prepared)), "notes": tuple(prepared.notes),
-                         "passed_over": source.passed_over + sum(n.status == "not fio" for n in prepared.notes)})
+        made.append((source, notes, _run(source, new, label, tags) if new else None))
+    ids = iter(store.add_finished_runs([run for _, _, done in made if done is not None for run in done[:1]]))
+    for source, notes, done in made:
+        outcome = done[1] if done is not None else Outcome(str(source.path), source.directory)
+        yield replace(outcome, run_id=next(ids) if done is not None else None, notes=tuple(notes),
+                      passed_over=source.passed_over + sum(n.status == "not fio" for n in notes))
 
 
 def _run(source: Source, files: Sequence[_File], label: str | None,
@@ -264,13 +259,14 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
     """The run a source's new files make, and what to say about it."""
     planned = [(f, p) for f in files for p in f.planned]
     placed = assemble([p for _, p in planned])
-    requests = [_request(f, p, placed_.workload, shared=_shared_hosts(f))
-                for (f, p), placed_ in zip(planned, placed, strict=True)]
+    requests = [attribution.request(_name(f, p, place.workload), f.path, p.report, p.job_text, _shared_hosts(f))
+                for (f, p), place in zip(planned, placed, strict=True)]
     logs = attribution.attach(requests)
     results, seen = [], set()
     for seq, ((f, p), place) in enumerate(zip(planned, placed, strict=True)):
-        extra: dict[str, Any] = {"unknown_options": list(p.unknown_options),
-                 "source": {"path": os.path.abspath(f.path), "sha256": f.sha256, "format": f.report.source_format}}
+        extra: dict[str, Any] = {
+            "unknown_options": list(p.unknown_options),
+            "source": {"path": os.path.abspath(f.path), "sha256": f.sha256, "format": f.report.source_format}}
         if logs.files[seq]:
             extra["log_files"] = [str(path) for path in logs.files[seq]]
         if logs.notes[seq]:
@@ -282,8 +278,8 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
             ended_at=datetime.fromtimestamp(p.report.timestamp_ms / 1000, UTC) if p.report.timestamp_ms else None,
             extra=extra, series=logs.series[seq]))
         seen.add(f.path)
-    prefix = (lambda f: f"{f.path.relative_to(source.path)}: ") if source.directory else (lambda f: "")
-    warnings = tuple(f"{prefix(f)}{w}" for f in files for w in f.report.warnings)
+    warnings = tuple(f"{f.path.relative_to(source.path)}: {w}" if source.directory else w
+                     for f in files for w in f.report.warnings)
     versions = tuple(dict.fromkeys(f.report.fio_version for f in files if f.report.fio_version))
     formats = tuple(dict.fromkeys(f.report.source_format for f in files))
     where = Path(os.path.abspath(source.path))  # not resolve(): a system call per path component, per file
@@ -297,14 +293,15 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
     outcome = Outcome(
         str(source.path), source.directory, files=len(files), results=len(results), formats=formats,
         fio_versions=versions, series=sum(len(s) for s in logs.series), logs_attached=logs.attached,
-        logs_skipped=logs.skipped, log_notes=tuple(n for n in logs.notes if n), warnings=warnings)
+        logs_skipped=source.logs - logs.attached if source.directory else logs.skipped,
+        log_notes=tuple(n for n in logs.notes if n), warnings=warnings)
     return run, outcome
 
 
-def _request(f: _File, p: PlannedResult, workload: str, shared: frozenset[str]) -> attribution.Request:
-    base = attribution.request(f"{f.path.name} ({workload})" if workload != p.workload or len(f.planned) > 1
-                               else f.path.name, f.path, p.report, p.job_text)
-    return attribution.Request(**{**base.__dict__, "shared_hosts": shared})
+def _name(f: _File, p: PlannedResult, workload: str) -> str:
+    """A result as the import's notes name it: its file, and its workload when the file's job name
+    does not tell it (a sweep's) or the file holds several results."""
+    return f"{f.path.name} ({workload})" if workload != p.workload or len(f.planned) > 1 else f.path.name
 
 
 def _shared_hosts(f: _File) -> frozenset[str]:

@@ -105,9 +105,11 @@ class Attached:
         return sum(len(f) for f in self.files)
 
 
-def request(name: str, output: Path, report: FioReport, job_text: str) -> Request:
+def request(name: str, output: Path, report: FioReport, job_text: str,
+            shared_hosts: frozenset[str] = frozenset()) -> Request:
     """What the result ``name`` (a report read from ``output``, ``job_text`` rebuilt from it) asks
-    for: see the module docstring."""
+    for: see the module docstring. ``shared_hosts`` are hosts of a client output that ran several fio
+    servers, whose logs have the same names."""
     version = version_tuple(report.fio_version)
     scale = 1000.0 if version is not None and version < (2, 99) else 1.0
     if not _may_have_logs(output, report):  # the usual case, decided without parsing the job text
@@ -134,7 +136,7 @@ def request(name: str, output: Path, report: FioReport, job_text: str) -> Reques
             runtime_ms=max(runtimes) if runtimes else None, ramp_ms=_ms(opts.get("ramp_time")),
             interval_ms=_interval(opts.get("log_avg_msec")), expected=_expected(directions, share)))
     hosts = [j.hostname for j in report.jobs]
-    return Request(name, tuple(threads), frozenset(hosts), report.timestamp_ms, scale)
+    return Request(name, tuple(threads), frozenset(hosts), report.timestamp_ms, scale, shared_hosts)
 
 
 def _may_have_logs(output: Path, report: FioReport) -> bool:

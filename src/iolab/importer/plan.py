@@ -136,11 +136,8 @@ def _unknown(report: FioReport, sections: Sequence[jobfile.Section]) -> tuple[st
 def options_of(planned: PlannedResult) -> canonical.Options:
     """The canonical options of a result's workload: its one job's, or for several jobs the
     ``job.option`` parameters (``jobfile.workload_params``) as they are."""
-    jobs = jobfile.effective_jobs(jobfile.parse(planned.job_text))
-    unknown = None if ALL_UNKNOWN in planned.unknown_options else planned.unknown_options
-    if len(jobs) == 1:
-        return canonical.canonical(jobs[0][1], unknown, planned.report.fio_version)
-    return canonical.Options(dict(planned.params), None)
+    jobs = canonical.job_text_options(planned.job_text, planned.unknown_options, planned.report.fio_version)
+    return next(iter(jobs.values())) if len(jobs) == 1 else canonical.Options(dict(planned.params), None)
 
 
 @dataclass(frozen=True)
