@@ -8,8 +8,7 @@ median IOPS ratio observed/unobserved; the target is >= 0.99.
 
     .venv/bin/python benchmarks/observe_overhead.py [--runtime 10] [--rounds 7] [--dir DIR] [--json]
 
-With --json it prints exactly one JSON object:
-``{"benchmark": "observe_overhead", "ratios": [{"name", "value", "target", "better"}]}``.
+With --json it prints exactly one JSON object (``ratios.py``); progress then goes to stderr.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 
 from overhead import JOB  # the same job as benchmarks/overhead.py (this script's folder is on sys.path)
+from ratios import Ratio, add_json_option, emit, say
 
 TARGET = 0.99
 
@@ -70,9 +70,8 @@ def main() -> None:
     parser.add_argument("--runtime", type=int, default=10, help="seconds per fio run")
     parser.add_argument("--rounds", type=int, default=7, help="rounds (>= 5 for the claim)")
     parser.add_argument("--dir", default=None, help="where the scratch file goes (default: a temp dir here)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    add_json_option(parser)
     args = parser.parse_args()
-    say = (lambda *a, **k: None) if args.json else print
     proc, address = start_exporter()
     try:
         with tempfile.TemporaryDirectory(dir=args.dir or ".", prefix="iolab-bench-") as tmp:
@@ -89,17 +88,12 @@ def main() -> None:
                     watched, plain = via_iolab(job, db, observed), via_iolab(job, db, unobserved)
                 ratios.append(watched / plain)
                 say(f"round {i + 1}: unobserved {plain:,.0f} IOPS, observed {watched:,.0f} IOPS, "
-                    f"ratio {ratios[-1]:.3f}", flush=True)
+                    f"ratio {ratios[-1]:.3f}", args.json)
     finally:
         proc.kill()
         proc.wait()
-    median = statistics.median(ratios)
-    if args.json:
-        print(json.dumps({"benchmark": "observe_overhead", "ratios": [
-            {"name": "IOPS observed / unobserved (median)", "value": round(median, 4), "target": TARGET,
-             "better": "higher"}]}))
-    else:
-        print(f"median IOPS ratio observed/unobserved over {args.rounds} rounds: {median:.3f} (target >= {TARGET})")
+    emit("observe_overhead", [Ratio(f"median IOPS ratio observed/unobserved over {args.rounds} rounds",
+                                    statistics.median(ratios), TARGET, "higher")], args.json)
 
 
 if __name__ == "__main__":
