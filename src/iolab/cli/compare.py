@@ -31,7 +31,8 @@ def comparison_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """``--metric``, ``--threshold`` and ``--ignore``, shared by ``compare`` and ``report``."""
     for option in reversed((
         click.option("--metric", "metrics", metavar="LIST",
-                     help="Comma-separated metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN} "
+                     help="Comma-separated metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN}, and the observers' "
+                          "cpu_us_per_io[@HOST], cpu_util[@HOST] (HOST: local, a fio server, a watched host, a target) "
                           f"[default: {','.join(compare_mod.DEFAULT_METRICS)}]"),
         click.option("--threshold", default="5%", show_default=True, metavar="PCT",
                      help="Smaller relative changes are 'unchanged'."),
