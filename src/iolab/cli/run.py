@@ -21,6 +21,7 @@ from ..report.costs import cost_table
 from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
 from ..report.table import Cell, Column, Table
+from ..report.warmup import cache_table, warmup_table
 from ..runner.status import Status
 from ..store import Store
 from ..units import format_bytes, format_duration, format_iops, format_rate
@@ -251,15 +252,17 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         ctx.exit(1)
 
 
-def _costs(run: Run) -> list[Table]:
-    """Every host's cost when the run was observed (``report.costs``)."""
-    costs = cost_table(run)
-    return [costs] if costs is not None else []
+def _extra_tables(run: Run) -> list[Table]:
+    """The tables that follow the results when the run has them: every host's cost when it was
+    observed (``report.costs``), the warm-up curve of a run with passes and its cache counters
+    (``report.warmup``)."""
+    return [t for t in (cost_table(run), warmup_table(run), cache_table(run)) if t is not None]
 
 
 def _print_run(store: Store, run_id: int, fmt: str) -> None:
     stored = store.get_run(run_id)
-    emit_tables([results_report.results_table(stored), *_costs(stored)], fmt, results_report.run_document(stored))
+    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt,
+                results_report.run_document(stored))
 
 
 # runs, show
@@ -297,7 +300,7 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
     stored = [store.get_run(i) for i in ids]
     document: Any = [results_report.run_document(r) for r in stored]
-    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), cost_table(r),
+    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_extra_tables(r),
                                              saturation_table(r), ranking_table(r)) if t is not None], fmt,
                 document[0] if len(document) == 1 else document)
 
