@@ -24,7 +24,7 @@ import base64
 import errno
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +129,20 @@ class Ended:
     hosts: Sequence[str]
 
 
-def judge(phase: Phase, ended: Ended) -> tuple[str, str | None, dict[str, Any]]:
-    """The result's status and error, and the record stored under ``extra["crash"]`` (see the
-    module docstring)."""
+@dataclass(frozen=True)
+class Judged:
+    """What is stored for a phase: status, error, fio's report and the record (``extra["crash"]``)."""
+
+    status: str
+    error: str | None
+    report: FioReport | None
+    record: Mapping[str, Any]
+
+
+def judge(phase: Phase, ended: Ended) -> Judged:
+    """The result's status, error and report, and the record stored under ``extra["crash"]`` (see
+    the module docstring). A verify phase's report leaves out the writes fio's verify-only mode
+    lists without doing them (FIO_NOTES §5.3: the whole planned region, runtime 0)."""
     record: dict[str, Any] = {"cut": phase.cut, "phase": phase.phase, "trigger_args": list(phase.trigger_args),
                               "trigger": phase.trigger, "fio_status": ended.status, "fio_error": ended.error}
     status, error = ended.status, ended.error
@@ -155,7 +166,20 @@ def judge(phase: Phase, ended: Ended) -> tuple[str, str | None, dict[str, Any]]:
         errors = {e for e in record["errors_by_job"].values() if e}
         if ended.status == "failed" and failures and errors == {errno.EILSEQ}:
             status, error = "ok", None
-    return status, error, record
+        return Judged(status, error, _without_phantom_writes(ended.report), record)
+    return Judged(status, error, ended.report, record)
+
+
+def _without_phantom_writes(report: FioReport | None) -> FioReport | None:
+    """A verify-only report without its ``write`` directions of runtime 0 (see ``judge``)."""
+    if report is None:
+        return None
+    jobs = tuple(replace(j, directions={k: d for k, d in j.directions.items()
+                                        if not (k == "write" and not d.runtime_ms)}) for j in report.jobs)
+    if jobs == report.jobs:
+        return report
+    note = "the verify-only phase's planned writes (fio reports the region with runtime 0) are left out"
+    return replace(report, jobs=jobs, warnings=(*report.warnings, note))
 
 
 def _job_errors(report: FioReport | None) -> dict[str, int]:

@@ -558,8 +558,9 @@ def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | Non
         ended = crashphase.Ended(done.status, done.error, done.report, messages,
                                  crashphase.collect_states(workdir, prefixes), (workdir / crashphase.MARKER).exists(),
                                  hosts)
-        status, error, record = crashphase.judge(phase, ended)
-        return replace(done, status=status, error=error), {**extra, "crash": record}
+        judged = crashphase.judge(phase, ended)
+        return replace(done, status=judged.status, error=judged.error, report=judged.report), \
+            {**extra, "crash": judged.record}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

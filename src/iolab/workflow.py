@@ -57,13 +57,14 @@ class Prober:
 
     def run(self, workload: str, fio_options: Mapping[str, str], repeat: int = 1,
             tune: Mapping[str, str] | None = None, pin: str | None = None, first_repeat: int = 0,
-            planned: Mapping[str, Any] | None = None) -> list[ResultRecord]:
+            planned: Mapping[str, Any] | None = None, job: str | None = None) -> list[ResultRecord]:
         """Run ``fio_options`` as the workload ``workload``, ``repeat`` times (numbered from
         ``first_repeat``), under host ``tune`` settings and CPU ``pin`` mode; returns its results in
         order (``ok`` or ``failed``). ``planned`` is stored with each (``execute.PLANNED``: a crash
-        test's phase). Raises what ``execute.prepare`` and ``execute.execute`` raise
-        (``SafetyError``, ``SuiteError``, ``TuningError``, ``Interrupted`` …)."""
-        section = Section(workload, tuple((k, v) for k, v in fio_options.items()))
+        test's phase); ``job`` names fio's job when it is not the workload's name. Raises what
+        ``execute.prepare`` and ``execute.execute`` raise (``SafetyError``, ``SuiteError``,
+        ``TuningError``, ``Interrupted`` …)."""
+        section = Section(job or workload, tuple((k, v) for k, v in fio_options.items()))
         suite = Suite(name=self.name, source=f"<{self.name}>", text=self.description, targets=(self.target,),
                       workloads=(Workload(workload, (section,), workload),), repeat=repeat,
                       tune={k: (v,) for k, v in (tune or {}).items()}, method=Method(pin=pin))

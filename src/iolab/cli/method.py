@@ -61,7 +61,11 @@ def describe_method(plan: execute.Plan) -> list[str]:
             parts.append(f"up to {pre.rounds} rounds of {pre.round_time} per job until steady state ({pre.track})")
         lines.append("precondition (not in the estimate): " + "; ".join(parts))
     if suite.method.drop_caches:
-        lines.append("drop_caches before every job")
+        lines.append("drop_caches before every job" + (" (before the first pass)" if suite.passes > 1 else ""))
+    if suite.passes > 1:
+        lines.append(f"warm-up: {suite.passes} passes of every job over the same region, back to back")
+    if suite.tiers:
+        lines.append("tiers (I/Os counted per job): " + ", ".join(f"{t.name}={t.spec()}" for t in suite.tiers))
     return lines
 
 

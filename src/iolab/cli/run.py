@@ -24,6 +24,8 @@ from ..report.table import Cell, Column, Table
 from ..report.warmup import cache_table, warmup_table
 from ..runner.status import Status
 from ..store import Store
+from ..suite import with_passes
+from ..tiers import Tier, parse_tier
 from ..units import format_bytes, format_duration, format_iops, format_rate
 from . import FORMATS, cli, emit_tables, err, out, parse_tags, store_of
 from .method import describe_method, load_planned, print_findings
@@ -194,13 +196,18 @@ def _status_text(s: Status) -> str:
 @click.option("--no-observe", is_flag=True, help="Observe no host (no node_exporter sampling).")
 @click.option("--prometheus", metavar="URL",
               help="Read the observers' series from this Prometheus server after each job instead of scraping.")
+@click.option("--passes", type=int, metavar="N", help="Run every job N times back to back over the same region: a "
+              "cache's warm-up curve (default: the suite's passes).")
+@click.option("--tier", "tier_args", multiple=True, metavar="NAME=DEVICE[@HOST]",
+              help="Count the I/Os reaching this device under the cache per job (repeatable); origin=DEVICE gives "
+                   "the hit ratio.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results at the end.")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
         tags: Sequence[str], destroy: Sequence[str], keep_files: bool, dry_run: bool, resume: int | None,
         tune: Sequence[str], pin: str | None, observe: Sequence[str], no_observe: bool, prometheus: str | None,
-        fmt: str) -> None:
+        passes: int | None, tier_args: Sequence[str], fmt: str) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
 
     \b
@@ -211,12 +218,13 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     iolab run --resume 12                            # finish an interrupted run
     iolab run my-suite.yaml --tune scheduler=none --tune scheduler=mq-deadline --pin mq
     iolab run my-suite.yaml --observe nvmet=10.0.0.5:9100   # also watch a storage target's node_exporter
+    iolab run job.fio --target hdd=/dev/sdb --passes 5 --tier origin=/dev/sdb   # a cache's warm-up curve
     """
     options = execute.RunOptions(destroy=tuple(destroy), keep_files=keep_files)
     if resume is not None:
-        if suite or targets or dry_run or tune or pin or observe or no_observe or prometheus:
-            raise UsageError("--resume takes no suite, --target, --tune, --pin, --observe or --dry-run: the run's "
-                             "plan is stored")
+        if suite or targets or dry_run or tune or pin or observe or no_observe or prometheus or passes or tier_args:
+            raise UsageError("--resume takes no suite, --target, --tune, --pin, --observe, --passes, --tier or "
+                             "--dry-run: the run's plan is stored")
         run_id = resume
         err.print(f"Resuming run {run_id}")
     else:
@@ -227,6 +235,7 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
             loaded = replace(loaded, observe=with_args(loaded.observe, observe, no_observe, prometheus))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        loaded = with_passes(loaded, passes, _tiers(tier_args))
         plan = execute.prepare(loaded, options, repeat=repeat)
         _describe_plan(plan)
         print_findings(plan.findings)
@@ -250,6 +259,20 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     if status != "complete":
         err.print(f"[red]Some jobs failed[/]; their fio messages are stored (iolab show {run_id}).")
         ctx.exit(1)
+
+
+def _tiers(args: Sequence[str]) -> list[Tier]:
+    """``--tier NAME=DEVICE[@HOST]`` values as tiers. Raises ``UsageError``."""
+    out = []
+    for arg in args:
+        name, sep, device = arg.partition("=")
+        try:
+            if not sep:
+                raise ValueError("expected NAME=DEVICE such as origin=/dev/sdb")
+            out.append(parse_tier(name, device))
+        except ValueError as exc:
+            raise UsageError(f"--tier {arg!r}: {exc}") from None
+    return out
 
 
 def _extra_tables(run: Run) -> list[Table]:

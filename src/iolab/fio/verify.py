@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import ParseError
@@ -169,12 +168,3 @@ def parse_failures(text: str) -> list[VerifyFailure]:
         failure = VerifyFailure(int(m["offset"]), int(m["length"]), reason, m["server"])
         seen.setdefault((failure.server, failure.offset), failure)
     return list(seen.values())
-
-
-def offsets_by_reason(failures: Iterable[VerifyFailure]) -> dict[str, list[int]]:
-    """Offsets grouped by fio's reason with the numbers that vary (header values) left out."""
-    out: dict[str, list[int]] = {}
-    for f in failures:
-        key = re.sub(r"(?<=header) [0-9a-f]+(?=,)", " X", f.reason) if not f.zeros else "verify: bad magic header 0"
-        out.setdefault(re.sub(r", (wanted|calculated) \S+", "", key), []).append(f.offset)
-    return out
