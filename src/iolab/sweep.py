@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import canonical
+from . import canonical, units
 
 #: Options that name a workload, in this order; other varying options follow alphabetically.
 AXES = ("rw", "rwmixread", "bs", "iodepth", "numjobs")
@@ -171,10 +171,16 @@ class Grid:
 
 
 def _number(text: str | None) -> float:
-    try:
-        return float(text) if text is not None else math.inf
-    except ValueError:
+    """An option's value as a number to sort by: a count, a size in bytes (``64k``) or a duration in µs
+    (``10s``); infinity for anything else (it sorts last, by its text)."""
+    if text is None:
         return math.inf
+    for read in (float, units.parse_size, units.parse_duration_us):
+        try:
+            return float(read(text))
+        except ValueError:
+            continue
+    return math.inf
 
 
 def families(workloads: Sequence[Options]) -> list[str]:
