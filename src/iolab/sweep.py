@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import canonical
+from . import canonical, units
 
 #: Options that name a workload, in this order; other varying options follow alphabetically.
 AXES = ("rw", "rwmixread", "bs", "iodepth", "numjobs")
@@ -32,11 +32,12 @@ Options = Mapping[str, str | None]
 def option_table(workloads: Sequence[canonical.Options]) -> list[dict[str, str | None]]:
     """Each workload's value of the naming axes and of every option any of them sets: its own, fio's
     default (``canonical.Options.get``), or None when unknown (an imported normal report) or not
-    applicable (``rwmixread`` of a workload that does not mix reads and writes)."""
+    applicable (``rwmixread`` of a workload that does not mix reads and writes; a host setting,
+    ``tune.*``, the workload did not change)."""
     keys = [*AXES, *sorted({k for w in workloads for k in w.values} - set(AXES))]
     table = []
     for w in workloads:
-        row = {k: w.get(k) for k in keys}
+        row = {k: w.values.get(k) if k.startswith("tune.") else w.get(k) for k in keys}
         if row.get("rw") not in ("rw", "randrw"):
             row["rwmixread"] = None
         table.append(row)
@@ -170,10 +171,16 @@ class Grid:
 
 
 def _number(text: str | None) -> float:
-    try:
-        return float(text) if text is not None else math.inf
-    except ValueError:
+    """An option's value as a number to sort by: a count, a size in bytes (``64k``) or a duration in µs
+    (``10s``); infinity for anything else (it sorts last, by its text)."""
+    if text is None:
         return math.inf
+    for read in (float, units.parse_size, units.parse_duration_us):
+        try:
+            return float(read(text))
+        except ValueError:
+            continue
+    return math.inf
 
 
 def families(workloads: Sequence[Options]) -> list[str]:

@@ -246,7 +246,9 @@ def autotune_run(prober: Prober, base: Mapping[str, str], search: Search, axes: 
     point = operating.chosen
     if point is None:
         return Tuned(operating, (), (), False)
-    descent = autotune.Descent(tuple(axes), search.slo)
+    at_point = [replace(a, values=tuple(v for v in a.values if (a.name, v) != ("numjobs", str(point.numjobs))))
+                for a in axes]  # the point's own numjobs is "as it is"
+    descent = autotune.Descent(tuple(a for a in at_point if a.values), search.slo)
     measured: list[autotune.Measured] = []
     spent: list[float] = []
     extra_s = (units.parse_duration_us(runtime) - units.parse_duration_us(probe_runtime)) / 1e6

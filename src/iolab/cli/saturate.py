@@ -190,5 +190,6 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
-        err.print(f"Best configuration ({autotune.describe(best.config)}) written to {path}; run it again with: "
-                  f"iolab run {path}")
+        edge = "" if best.feasible else f" (it did not meet {setup.slo} over its repetitions)"
+        err.print(f"Best configuration ({autotune.describe(best.config)}){edge} written to {path}; run it again "
+                  f"with: iolab run {path}")

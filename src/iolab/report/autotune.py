@@ -32,6 +32,9 @@ def ranking_table(run: Run) -> Table | None:
     point = found.get("operating_point") or {}
     notes = [f"{len(found.get('probes', ()))} configurations probed at QD{point.get('iodepth')} ×"
              f"{point.get('numjobs')} (the saturation search's point); the best {len(rows)} repeated"]
+    if slo and rows and not any(r["feasible"] for r in found.get("ranking", ())):
+        notes.append(f"none met {slo['text']} over its full-length repetitions, though their probes did: the point "
+                     "is at the SLO's edge; a lower iodepth (iolab saturate) or a looser SLO gives room")
     if found.get("cut_by_budget"):
         notes.append(f"the time budget ({found['settings'].get('budget')}) ended the search before every axis "
                      "was tried")
