@@ -4,6 +4,7 @@ of a loop device throttled like an HDD (cgroup v1 blkio), counted from the loop 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -48,34 +49,37 @@ def test_a_page_cache_in_front_of_a_throttled_device_warms_up(tmp_path):
     diskstats count every I/O fio issued: hit ratio 0), later passes from memory (hit ratio 1). A
     block device's page cache lives while the device is open, so the first configuration holds it
     open, as a mounted filesystem would; the second does not, and its cache never warms. fio's
-    rate_iops keeps a pass from memory long enough (tens of ms) for fio's millisecond runtime to
-    measure it."""
+    rate_iops (2000, 8× the device's cap) makes a pass from memory last a quarter of a second, long
+    enough for fio's millisecond runtime and a busy machine to measure it steadily (fio catches up
+    with its rate after a hiccup)."""
     db = tmp_path / "db.sqlite"
     with loop_device(tmp_path, 64 * MiB) as loop, cgroup.throttled(loop.path, iops=250) as group:
         suite = tmp_path / "page-cache.yaml"
         suite.write_text(
             f"name: page-cache\ntargets: {{hdd: {loop.path}}}\npasses: 4\ndrop_caches: true\n"
             f"tiers: {{origin: {loop.path}}}\n"
-            "defaults: {ioengine: psync, direct: 0, invalidate: 0, size: 2m, rate_iops: 20000}\n"
+            "defaults: {ioengine: psync, direct: 0, invalidate: 0, size: 2m, rate_iops: 2000}\n"
             "workloads:\n  - {name: reread, rw: randread, bs: 4k}\n")
         with open(loop.path, "rb"):
             cached = iolab("run", str(suite), "--label", "cached", db=db, wrapper=group.wrapper())
         uncached = iolab("run", str(suite), "--label", "uncached", db=db, wrapper=group.wrapper())
     assert cached.returncode == 0 and uncached.returncode == 0, cached.stderr + uncached.stderr
-    assert "warm-up: 4 passes" in cached.stdout and "warm at pass 4 (within the noise of passes 2–3)" in cached.stdout
+    text = " ".join(cached.stdout.split())
+    assert "warm-up: 4 passes" in text and "warm at pass 4 (within the noise of passes 2–3)" in text, cached.stdout
     store = Store(f"sqlite:///{db}")
     (curve,) = warmup.curves([store.get_run(1)])
     first, *later = curve.points
     assert first.iops == pytest.approx(250, rel=0.2) and first.hit_ratio is not None and first.hit_ratio <= 0.02
     assert first.origin_values == first.issued_values == (512,)  # every read reached the throttled device
-    assert all(p.hit_ratio is not None and p.hit_ratio >= 0.98 and p.iops > 20 * first.iops for p in later)
+    assert all(p.hit_ratio is not None and p.hit_ratio >= 0.98 and p.iops > 5 * first.iops for p in later)
     assert curve.warm is not None and curve.warm.pass_index == 4 and curve.warm.hit_ratio >= 0.98
     (cold,) = warmup.curves([store.get_run(2)])
     assert all(p.hit_ratio is not None and p.hit_ratio <= 0.02 for p in cold.points)
     compared = iolab("compare", "cached", "uncached", "--metric", "iops", db=db)
     assert compared.returncode == 0, compared.stderr
     text = " ".join(compared.stdout.split())
-    assert "Warm-up curves" in text and "warm at pass 4" in text and "warm IOPS uncached/cached ×0.0" in text
+    assert "Warm-up curves" in text and "cached warm at pass 4" in text and "uncached warm at pass 3" in text
+    assert re.search(r"warm IOPS uncached/cached ×0\.1[23]\d", text), text  # 250 / 2000
     document = json.loads(iolab("show", "cached", "--format", "json", db=db).stdout)
     assert [row["pass"] for row in document["summary"]] == [1, 2, 3, 4]
     report = tmp_path / "report.html"
