@@ -87,6 +87,9 @@ def test_a_killed_fio_server_loses_nothing_acknowledged(tmp_path):
     writes = [r for r in run.results if r.workload == "crash-write"]
     assert all(r.status == "ok" and r.extra["crash"]["fired"] for r in writes)
     assert all(r.extra["crash"]["fio_status"] != "ok" for r in writes)  # fio lost its server at the cut
+    document = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)["crash_test"]
+    assert [c["verdict"] for c in document["cuts"]] == ["intact", "intact"]
+    assert document["loss_rate"]["ci95"] == pytest.approx([0.0, 0.658], abs=1e-3)
 
 
 @requires_sshd

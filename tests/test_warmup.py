@@ -82,6 +82,8 @@ def test_a_page_cache_in_front_of_a_throttled_device_warms_up(tmp_path):
     assert re.search(r"warm IOPS uncached/cached ×0\.1[23]\d", text), text  # 250 / 2000
     document = json.loads(iolab("show", "cached", "--format", "json", db=db).stdout)
     assert [row["pass"] for row in document["summary"]] == [1, 2, 3, 4]
+    (doc_curve,) = document["warmup"]
+    assert doc_curve["warm"]["pass"] == 4 and doc_curve["passes"][0]["origin_ios"] == [512]
     report = tmp_path / "report.html"
     assert iolab("report", "cached", "uncached", "-o", str(report), db=db).returncode == 0
     html = report.read_text()

@@ -29,7 +29,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import stats
+from . import jobfile, stats
 from . import tiers as tiers_mod
 from .model import DirectionStats, Run
 from .report.results import per_repeat
@@ -123,6 +123,16 @@ def warm_pass(points: Sequence[PassPoint], threshold: float = THRESHOLD) -> Warm
             means = (stats.describe([getattr(p, f) for p in plateau]).mean for f in ("iops", "p99_ns", "hit_ratio"))
             return Warm(points[k].pass_index, plateau[0].pass_index, *means)
     return None
+
+
+def drops_page_cache(job_text: str) -> bool:
+    """Whether fio drops the page cache of its files before each pass: a buffered job (``direct``
+    unset or 0) with ``invalidate`` at its default 1 (HOWTO ``invalidate``: "Invalidate the buffer/page
+    cache parts of the files to be used prior to starting I/O"), so a warm-up of the page cache
+    starts cold every pass."""
+    jobs = jobfile.effective_jobs(jobfile.parse(job_text))
+    return any((o.get("direct") or "0") in ("0", "false") and (o.get("invalidate") or "1") not in ("0", "false")
+               for _, o in jobs)
 
 
 def _p99(d: DirectionStats) -> float | None:

@@ -14,7 +14,7 @@ from ..remote import hosts as host_specs
 from ..report import results as results_report
 from ..report.crashtest import crash_table
 from . import FORMATS, cli, emit_tables, err, parse_tags, store_of
-from .run import _LiveProgress
+from .run import _LiveProgress, run_document
 from .saturate import fio_options
 
 
@@ -109,7 +109,7 @@ def crash_test(ctx: click.Context, options: Sequence[str], target_arg: str, host
     run = store_of(ctx).get_run(prober.run_id)
     err.print(f"Run [bold]{run.info.id}[/] stored in {store_of(ctx).display_url}")
     tables = [results_report.results_table(run), crash_table(run)]
-    emit_tables([t for t in tables if t is not None], fmt, results_report.run_document(run))
+    emit_tables([t for t in tables if t is not None], fmt, run_document(run))
     outcomes = crashtest.cut_outcomes(run)
     if any(o.verdict == crashtest.FAILED for o in outcomes):
         ctx.exit(1)

@@ -18,10 +18,11 @@ from ..remote.jobs import RemoteTarget
 from ..report import results as results_report
 from ..report.autotune import ranking_table
 from ..report.costs import cost_table
+from ..report.crashtest import crash_document, crash_table
 from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
 from ..report.table import Cell, Column, Table
-from ..report.warmup import cache_table, warmup_table
+from ..report.warmup import cache_table, warmup_document, warmup_table
 from ..runner.status import Status
 from ..store import Store
 from ..suite import with_passes
@@ -278,14 +279,21 @@ def _tiers(args: Sequence[str]) -> list[Tier]:
 def _extra_tables(run: Run) -> list[Table]:
     """The tables that follow the results when the run has them: every host's cost when it was
     observed (``report.costs``), the warm-up curve of a run with passes and its cache counters
-    (``report.warmup``)."""
-    return [t for t in (cost_table(run), warmup_table(run), cache_table(run)) if t is not None]
+    (``report.warmup``), the cuts of a crash test (``report.crashtest``)."""
+    return [t for t in (cost_table(run), warmup_table(run), cache_table(run), crash_table(run)) if t is not None]
+
+
+def run_document(run: Run) -> dict[str, Any]:
+    """The run's JSON document (``report.results.run_document``) with its warm-up curves and crash-test
+    cuts when it has them (``"warmup"``, ``"crash_test"``)."""
+    document = results_report.run_document(run)
+    curves, crashes = warmup_document(run), crash_document(run)
+    return {**document, **({"warmup": curves} if curves else {}), **({"crash_test": crashes} if crashes else {})}
 
 
 def _print_run(store: Store, run_id: int, fmt: str) -> None:
     stored = store.get_run(run_id)
-    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt,
-                results_report.run_document(stored))
+    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt, run_document(stored))
 
 
 # runs, show
@@ -322,7 +330,7 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     store = store_of(ctx)
     ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
     stored = [store.get_run(i) for i in ids]
-    document: Any = [results_report.run_document(r) for r in stored]
+    document: Any = [run_document(r) for r in stored]
     emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_extra_tables(r),
                                              saturation_table(r), ranking_table(r)) if t is not None], fmt,
                 document[0] if len(document) == 1 else document)

@@ -3,6 +3,8 @@ or corrupt (with offsets) and its verdict, and the loss rate over the cuts (``cr
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import crashtest
 from ..model import Run
 from .table import Cell, Column, Table
@@ -61,3 +63,19 @@ def _notes(run: Run, outcomes: list[crashtest.CutOutcome]) -> tuple[str, ...]:
         notes.append("--no-wipe: a block left at the same offset by an earlier write verifies as intact in fio 3.33's "
                      "verify-only mode, so losses can go unseen")
     return tuple(notes)
+
+
+def crash_document(run: Run) -> dict[str, Any] | None:
+    """A crash-test run's cuts and loss rate for its JSON document (``"crash_test"``); every bad
+    block as ``{"offset", "reason", "server"}``. None for other runs."""
+    outcomes = crashtest.cut_outcomes(run)
+    if not outcomes:
+        return None
+    rate = crashtest.loss_rate(outcomes)
+    return {"cuts": [{"cut": o.cut, "verdict": o.verdict, "detail": o.detail, "issued": o.issued,
+                      "checked": o.checked, "intact": o.intact, "lost": o.lost, "corrupt": o.corrupt,
+                      "waited_s": o.waited_s, "hosts": list(o.hosts),
+                      "bad": [{"offset": b[0], "reason": b[1], "server": b[2]} for b in o.bad]} for o in outcomes],
+            "loss_rate": {"verified_cuts": rate.verified, "cuts_with_loss": rate.with_loss, "rate": rate.rate,
+                          "ci95": list(rate.ci95) if rate.ci95 else None, "method": "Wilson score interval",
+                          "blocks_bad": rate.blocks_bad, "blocks_checked": rate.blocks_checked}}

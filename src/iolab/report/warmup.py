@@ -139,6 +139,24 @@ def _warm_note(name_a: str, a: warmup.Curve, name_b: str, b: warmup.Curve) -> st
     return text
 
 
+def warmup_document(run: Run) -> list[dict[str, Any]]:
+    """The run's warm-up curves for its JSON document (``"warmup"``): per curve its passes (IOPS,
+    p99 in ns, hit ratio 0..1, origin and fio I/Os, one value per repetition and the mean) and where
+    it became warm (null when it did not)."""
+    out = []
+    for c in warmup.curves([run]):
+        w = c.warm
+        out.append({"target": c.target, "workload": c.workload, "job": c.job, "direction": c.direction,
+                    "passes": [{"pass": p.pass_index, "iops": p.iops, "iops_values": list(p.iops_values),
+                                "clat_p99_ns": p.p99_ns, "hit_ratio": p.hit_ratio,
+                                "origin_ios": list(p.origin_values), "fio_ios": list(p.issued_values)}
+                               for p in c.points],
+                    "warm": None if w is None else {"pass": w.pass_index, "plateau_from": w.plateau_from,
+                                                    "iops": w.iops, "clat_p99_ns": w.p99_ns,
+                                                    "hit_ratio": w.hit_ratio}})
+    return out
+
+
 # --- charts --------------------------------------------------------------------------------------
 
 
