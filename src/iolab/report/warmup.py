@@ -192,7 +192,8 @@ def _curve(rows: list[Row], field: str, unit: str, fmt: str, log: bool, title: s
     label = base.transform_filter("datum.warm == 'warm'").mark_text(dy=-10, fontSize=11).encode(
         x="pass:O", y=y, text="warm:N", color=charts._color(subjects))
     return charts._finish(alt.layer(line, label), rows, "category", categories, title,
-                          "a point per pass, 'warm' where the plateau begins" + ("; log scale" if log else ""))
+                          "a point per pass; 'warm' marks the first pass within the noise of the two before it"
+                          + ("; log scale" if log else ""))
 
 
 def warmup_charts(runs: Sequence[Run]) -> list[Chart]:
