@@ -107,8 +107,9 @@ def iops_display_warning(shown: str, total: int, runtime_ms: int, version: str |
     """A warning when fio's printed IOPS is further from the exact value than its rounding allows.
 
     "Allows" is one unit of the last printed digit (``71.3k`` ± 100). Beyond that the message
-    names the num2str() generation whose known defect explains the display, or says that none
-    does. Returns None when the display is consistent. Source: ``lib/num2str.c`` per tag.
+    names the num2str() generation whose known defect explains the display. Returns None when the
+    display is consistent. Raises ``ValueError`` (with the reason) when no generation prints the
+    exact value that way: the text's numbers contradict each other. Source: ``lib/num2str.c`` per tag.
     """
     exact = 1000 * total / runtime_ms
     decoded = decode(shown)
@@ -118,7 +119,7 @@ def iops_display_warning(shown: str, total: int, runtime_ms: int, version: str |
     era = reproducing_era(shown, 1000 * total // runtime_ms, False, version)
     if era is not None and era in _ERA_WHY:
         return f"{head}: {_ERA_WHY[era]}; the exact value is used"
-    return f"{head}, which no fio rounding explains (edited text, or lines of different jobs?); the exact value is used"
+    raise ValueError(f"{head}, which no fio rounding explains (a damaged count or runtime, or an edited line)")
 
 
 def io_size_match(shown_io: str, nbytes: int, version: str | None) -> int:
