@@ -32,6 +32,7 @@ typical output (benchmarks/import.py).
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -102,12 +103,18 @@ def _read(path: Path) -> tuple[str, bytes, bytes]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise UsageError(f"cannot read {printable(path)}: {exc.strerror or exc}") from exc
     try:
         return data.decode(), data, data
     except UnicodeDecodeError:
         text = data.decode("latin-1")
         return text, data, text.encode()
+
+
+def printable(path: Path) -> str:
+    """``path`` as text that can be stored and printed: the bytes of a file name that are not UTF-8
+    (which Python keeps as lone surrogates) become ``\\xff`` escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def plan_results(report: FioReport, name: str) -> list[PlannedResult]:
@@ -276,8 +283,9 @@ def _prepare(path: Path, label: str | None, tags: Mapping[str, str]) -> tuple[Fi
     """Read, checksum, parse and plan one file (nothing is stored)."""
     text, data, utf8 = _read(path)
     sha256, size = hashlib.sha256(data).hexdigest(), len(data)
-    report = parse_output(text, str(path))
-    planned = plan_results(report, path.name)
+    shown = Path(printable(path))  # the name stored and printed
+    report = parse_output(text, str(shown))
+    planned = plan_results(report, shown.name)
     logs = find_logs(path, report)
     series, log_warnings = attach_logs(logs, planned)
     ended_at = datetime.fromtimestamp(report.timestamp_ms / 1000, UTC) if report.timestamp_ms else None
@@ -288,12 +296,12 @@ def _prepare(path: Path, label: str | None, tags: Mapping[str, str]) -> tuple[Fi
         raw_gz=compress_raw(utf8) if seq == 0 else None, error=p.error, ended_at=ended_at,
         extra={"unknown_options": list(p.unknown_options), **log_files}, series=series[seq],
     ) for seq, p in enumerate(planned))
-    source = {"path": str(path.resolve()), "name": path.name, "sha256": sha256, "format": report.source_format,
+    source = {"path": printable(path.resolve()), "name": shown.name, "sha256": sha256, "format": report.source_format,
               "size_bytes": str(size)}
     warnings = (*report.warnings, *log_warnings)
-    run = FinishedRun(suite_name=path.name, origin="imported", source=source, sha256=sha256, results=results,
+    run = FinishedRun(suite_name=shown.name, origin="imported", source=source, sha256=sha256, results=results,
                       label=label, tags=dict(tags), fio_version=report.fio_version, warnings=warnings)
-    done = Imported(path=str(path), run_id=0, source_format=report.source_format, fio_version=report.fio_version,
+    done = Imported(path=str(shown), run_id=0, source_format=report.source_format, fio_version=report.fio_version,
                     results=len(results), warnings=warnings, logs=tuple(str(p) for p in logs),
                     series=sum(len(s) for s in series))
     return run, done
@@ -343,16 +351,16 @@ def _store_batch(store: Store, batch: Sequence[tuple[Path, tuple[FinishedRun, Im
                 run_ids[i] = exc
     for i, (path, prepared) in enumerate(batch):
         if isinstance(prepared, IolabError):
-            yield Failed(str(path), prepared)
+            yield Failed(printable(path), prepared)
             continue
         run, done = prepared
         earlier = stored.get(run.sha256, run_ids.get(first.get(run.sha256, -1)))
         if isinstance(earlier, DuplicateSource):
-            yield Failed(str(path), earlier)
+            yield Failed(printable(path), earlier)
         elif run.sha256 in stored or first[run.sha256] != i:
             assert earlier is not None
-            yield Failed(str(path), DuplicateSource(
-                f"{path} is already imported as run {earlier} (same sha256 {run.sha256[:12]}…)", earlier,
+            yield Failed(printable(path), DuplicateSource(
+                f"{printable(path)} is already imported as run {earlier} (same sha256 {run.sha256[:12]}…)", earlier,
                 hint=f"see it with: iolab show {earlier}"))
         else:
             yield replace(done, run_id=run_ids[i])  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import click
 
 from .. import importer
 from ..report import results as results_report
-from . import FORMATS, _report_error, cli, emit_tables, err, parse_tags, store_of
+from . import FORMATS, _report_error, cli, emit_tables, err, load_runs, parse_tags, store_of
 
 
 @cli.command("import")
@@ -45,7 +45,7 @@ def import_(ctx: click.Context, files: Sequence[Path], label: str | None, tags: 
         if outcome.logs:
             detail += f", {len(outcome.logs)} log file(s) beside it: {outcome.series} time series stored"
         err.print(f"Imported {outcome.path} as run [bold]{outcome.run_id}[/] ({detail})", highlight=False)
-    runs = [store.get_run(done.run_id) for done in imported]
+    runs = load_runs(ctx, [done.run_id for done in imported])
     if runs:
         document = [results_report.run_document(r) for r in runs]
         emit_tables([results_report.results_table(r) for r in runs], fmt,

@@ -9,7 +9,8 @@ input, the place (a line, or fio's JSON key), the value and the rule; nothing is
 The rules, in model terms (``model.py``; fio's own formulas from ``stat.c@fio-3.33``, FIO_NOTES §1-2):
 
 * **Finite, typed.** Every number is an ``int`` or ``float`` (never ``bool``), not NaN nor infinite;
-  counts are ints that fit fio's unsigned 64-bit counters.
+  counts are ints that fit fio's unsigned 64-bit counters; an int where the model has a float is at
+  most 2^53 (the store reads such a field back as a float, exactly).
 * **Ranges.** Counts, bytes, runtimes, rates, latencies, sample statistics and shares (CPU, IO
   depths, latency buckets) are >= 0. Shares have no upper bound: fio counts fsyncs in the IO depths
   but divides by reads and writes only (106.25 % in ``fio-3.33_psync_fsync_all_percentiles.json``),
@@ -377,12 +378,14 @@ def _int(value: Any, at: Place, low: int, high: int, what: str) -> None:
 
 
 def _number(value: Any, at: Place) -> float:
-    """A finite number >= 0."""
+    """A finite number >= 0 (an int only where a float holds it exactly, as the store reads it back)."""
     if type(value) is float:
         if not math.isfinite(value):
             raise Violation(at, value, "must be a finite number")
     elif type(value) is not int:
         raise Violation(at, value, "must be a number")
+    elif abs(value) > 2**53:
+        raise Violation(at, value, "must be a float: an int this large does not survive the store (2^53)")
     if value < 0:
         raise Violation(at, value, "cannot be negative")
     return value
