@@ -201,6 +201,8 @@ def _report(doc: Mapping[str, Any]) -> FioReport:
     warnings: list[str] = []
     try:
         kept = _final_client_entries(entries, disks, warnings) if client else entries
+    except Violation:
+        raise
     except _SHAPE_ERRORS as exc:
         raise _Shape("client_stats: ", exc) from exc
     raw = _raw_indexes(entries, kept)
@@ -225,6 +227,8 @@ def _report(doc: Mapping[str, Any]) -> FioReport:
                         "(fio issue 516); the first copy is kept")
     try:
         disk_util = _last_disks(disks)
+    except Violation:
+        raise
     except _SHAPE_ERRORS as exc:
         raise _Shape("disk_util: ", exc) from exc
     return FioReport(
@@ -246,8 +250,8 @@ def _raw_indexes(entries: list[Any], kept: list[Any]) -> list[int]:
     return [positions[id(entry)] for entry in kept]
 
 
-def _host(entry: Mapping[str, Any]) -> tuple[Any, Any]:
-    return entry.get("hostname"), entry.get("port")
+def _host(entry: Mapping[str, Any], *outer: str | int) -> tuple[str | None, int | None]:
+    return _text(entry, "hostname", *outer), _int(entry, "port", *outer)
 
 
 def _copies(options: Any) -> int:
@@ -261,10 +265,11 @@ def _final_client_entries(entries: list[Any], disks: list[Any], warnings: list[s
     by_host: dict[tuple[Any, Any], list[int]] = {}
     for i, entry in enumerate(entries):
         if not isinstance(entry, Mapping):
-            raise TypeError(f"client_stats[{i}] is not an object")
+            raise Violation(("client_stats", i), entry, "must be a job object")
         if entry.get("jobname") != ALL_CLIENTS:
-            by_host.setdefault(_host(entry), []).append(i)
-    disk_counts = Counter((_host(d), d.get("name")) for d in disks if isinstance(d, Mapping))
+            by_host.setdefault(_host(entry, "client_stats", i), []).append(i)
+    disk_counts = Counter((_host(d, "disk_util", j), _text(d, "name", "disk_util", j))
+                          for j, d in enumerate(disks) if isinstance(d, Mapping))
     keep: list[int] = []
     for host, idxs in by_host.items():
         copies = [_copies(entries[i].get("job options")) for i in idxs]
@@ -301,21 +306,29 @@ def _last_report(entries: Sequence[Any], idxs: list[int], reports: int) -> list[
             return None
         for ddir in ("read", "write", "trim"):
             b, a = before.get(ddir) or {}, after.get(ddir) or {}
-            if any(int(a.get(key) or 0) < int(b.get(key) or 0) for key in ("runtime", "total_ios")):
-                return None
+            for key in ("runtime", "total_ios"):
+                now = _int(a, key, "client_stats", idxs[k], ddir) or 0
+                if now < (_int(b, key, "client_stats", idxs[k - size], ddir) or 0):
+                    return None
     return idxs[-size:]
 
 
 def _last_disks(disks: list[Any]) -> tuple[DiskUtil, ...]:
     """One entry per (host, port, disk): the last, since status reports repeat them."""
-    last: dict[tuple[Any, Any, Any], Mapping[str, Any]] = {}
-    for d in disks:
+    last: dict[tuple[Any, Any, Any], tuple[int, Mapping[str, Any]]] = {}
+    for i, d in enumerate(disks):
         if not isinstance(d, Mapping):
-            raise TypeError("a disk_util entry is not an object")
-        key = (*_host(d), d.get("name"))
+            raise Violation(("disk_util", i), d, "must be a disk object")
+        key = (*_host(d, "disk_util", i), _text(d, "name", "disk_util", i))
         last.pop(key, None)
-        last[key] = d
-    return tuple(_disk(d) for d in last.values())
+        last[key] = (i, d)
+    out = []
+    for i, d in last.values():
+        try:
+            out.append(_disk(d))
+        except Violation as violation:
+            raise violation.inside("disk_util", i) from None
+    return tuple(out)
 
 
 def _version(value: Any) -> str | None:
@@ -329,7 +342,12 @@ def _options(obj: Mapping[str, Any], key: str) -> dict[str, str]:
                  if k not in ("hostname", "port")}
     if value is not None and not isinstance(value, Mapping):
         raise Violation((key,), value, "must be an object of option names and values")
-    return {str(k): str(v) for k, v in (value or {}).items()}
+    options = {}
+    for name, text in (value or {}).items():
+        if type(text) not in (str, int, float):
+            raise Violation((key, name), text, "an option's value is text")
+        options[name] = str(text)
+    return options
 
 
 def _job(entry: Mapping[str, Any], index: int) -> JobResult:
@@ -485,10 +503,18 @@ def _latency_object(obj: Mapping[str, Any], scale: float) -> Latency:
 
 
 def _bins(bins: Any, scale: float) -> Histogram | None:
+    """json+ ``bins`` as a histogram of ns bucket midpoints; ``Violation`` when it is not one."""
     if not isinstance(bins, Mapping):
         return None
     if scale == 1 and (histogram := Histogram.from_text_keys(bins)) is not None:  # type: ignore[arg-type]
         return histogram  # fio 3.x: ns keys, kept as fio wrote them (see Histogram); no conversion per bucket
+    try:
+        return _converted_bins(bins, scale)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise Violation(("bins",), bins, f"must map bucket values to whole counts ({exc})") from None
+
+
+def _converted_bins(bins: Mapping[str, Any], scale: float) -> Histogram:
     if "FIO_IO_U_PLAT_BITS" in bins:  # fio 2.2.12-2.19: bucket indexes, zeros included
         bits, val = int(bins["FIO_IO_U_PLAT_BITS"]), int(bins["FIO_IO_U_PLAT_VAL"])
         return Histogram({
@@ -501,7 +527,7 @@ def _bins(bins: Any, scale: float) -> Histogram | None:
         out = dict(zip(keys, bins.values(), strict=True))
     except ValueError:
         out = {int(float(k) * scale): v for k, v in bins.items()}
-    # a count that is not an int raises TypeError (reported as a ParseError); zero counts are left out
+    # a count that is not an int raises TypeError; zero counts are left out
     return Histogram({k: v for k, v in out.items() if v > 0})
 
 
@@ -535,7 +561,7 @@ def _samples(d: Mapping[str, Any], keys: tuple[str, ...], scale: float) -> Sampl
 def _disk(d: Mapping[str, Any]) -> DiskUtil:
     aggregate = {k: _float(d, k) for k in d if k.startswith("aggr_")} or None
     return DiskUtil(
-        name=str(d.get("name", "")),
+        name=_text(d, "name") or "",
         read_ios=_int(d, "read_ios"),
         write_ios=_int(d, "write_ios"),
         read_merges=_int(d, "read_merges"),
@@ -552,7 +578,7 @@ def _disk(d: Mapping[str, Any]) -> DiskUtil:
 # -- values, each named by its key when it is not what fio prints there -------------------------------------
 
 
-def _int(obj: Mapping[str, Any], key: str, *outer: str) -> int | None:
+def _int(obj: Mapping[str, Any], key: str, *outer: str | int) -> int | None:
     """``obj[key]`` as an int (None when absent): a JSON integer, a float or text that is one (fio's
     counters); anything else raises ``Violation`` naming ``(*outer, key)``."""
     value = obj.get(key)
@@ -573,7 +599,7 @@ def _int(obj: Mapping[str, Any], key: str, *outer: str) -> int | None:
     return value
 
 
-def _float(obj: Mapping[str, Any], key: str, *outer: str) -> float | None:
+def _float(obj: Mapping[str, Any], key: str, *outer: str | int) -> float | None:
     """``obj[key]`` as a float (None when absent): a JSON number, or text that is one; anything else
     raises ``Violation``. NaN and infinities pass here and are refused by ``validate``."""
     value = obj.get(key)
@@ -589,7 +615,7 @@ def _float(obj: Mapping[str, Any], key: str, *outer: str) -> float | None:
     raise Violation((*outer, key), value, "must be a number")
 
 
-def _scaled(obj: Mapping[str, Any], key: str, scale: float, *outer: str) -> float | None:
+def _scaled(obj: Mapping[str, Any], key: str, scale: float, *outer: str | int) -> float | None:
     value = _float(obj, key, *outer)
     return None if value is None else value * scale
 
@@ -598,11 +624,11 @@ def _kib(obj: Mapping[str, Any], key: str) -> float | None:
     return _scaled(obj, key, 1024.0)
 
 
-def _text(obj: Mapping[str, Any], key: str) -> str | None:
+def _text(obj: Mapping[str, Any], key: str, *outer: str | int) -> str | None:
     value = obj.get(key)
     if value is None or type(value) is str:
         return value
-    raise Violation((key,), value, "must be text")
+    raise Violation((*outer, key), value, "must be text")
 
 
 def _object(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -375,7 +375,7 @@ class _BlockParser:
                 elif "percentiles" in s:
                     self.pct = None  # e.g. "high prio (12.34%) clat percentiles": its rows are skipped
         except (ValueError, ArithmeticError) as exc:  # e.g. a number too long for int()
-            raise self.error(f"cannot read this line: {exc}") from exc
+            raise self.error(f"cannot read this line ({exc}): {s[:100]!r}") from exc
 
     def _bad(self, s: str, what: str) -> ParseError:
         return self.error(f"cannot read this as fio's {what}: {s[:100]!r}")
@@ -395,7 +395,7 @@ class _BlockParser:
             raise self._bad(s, "direction line (read/write/trim/mixed)")
         if name in job.dirs:
             raise self.error(f"job {job.name!r} prints direction {name!r} twice")
-        self.dir = job.dirs[name] = _Dir(name, iops.strip(), io.strip(), int(runt))
+        self.dir = job.dirs[name] = _Dir(name, iops.strip(), io.strip(), _count(runt))
         self.pct = None
 
     def _latency(self, s: str) -> None:
@@ -476,7 +476,7 @@ class _BlockParser:
         if total is None:
             raise self._bad(s, "issued line")
         job = self.job
-        job.issued = tuple(int(v) for v in total.groups() if v is not None)
+        job.issued = tuple(_count(v) for v in total.groups() if v is not None)
         short, dropped = _SHORT.search(s), _DROPPED.search(s)
         job.short = tuple(int(v) for v in short.groups()) if short else None
         job.dropped = tuple(int(v) for v in dropped.groups()) if dropped else None
@@ -528,6 +528,14 @@ def _disk_lines(section: str, lineno: int, name: str) -> list[DiskUtil]:
                               write_merges=int(wm), read_ticks_ms=int(rt), write_ticks_ms=int(wt),
                               in_queue_ms=int(queue), util_pct=float(util), aggregate=aggregate))
     return disks
+
+
+def _count(text: str) -> int:
+    """A count as fio prints it (a 64-bit counter); ValueError beyond (a line reader reports it)."""
+    value = int(text)
+    if value > validate.MAX_COUNT:
+        raise ValueError(f"{validate.short_repr(value)} is beyond fio's 64-bit counters")
+    return value
 
 
 def _float(text: str) -> float | None:

@@ -86,6 +86,8 @@ def decode(text: str, kilo: int = 1000) -> tuple[float, float] | None:
         return None
     whole, frac, prefix, iec = match.groups()
     mult = float((1024 if iec else kilo) ** POWER[prefix.upper()])
+    if len(whole) > 20 or len(frac or "") > 20:
+        return None  # no display of fio's 64-bit numbers is that long
     if frac:
         return (int(whole) + int(frac) / 10 ** len(frac)) * mult, mult / 10 ** len(frac)
     return int(whole) * mult, mult

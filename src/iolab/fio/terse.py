@@ -72,18 +72,21 @@ class _TerseError(Exception):
 
 def _int(text: str) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise _TerseError(f"expected an integer, got {text!r}") from None
+        raise _TerseError(f"expected an integer, got {validate.short_repr(text)}") from None
+    if abs(value) > validate.MAX_COUNT:
+        raise _TerseError(f"{validate.short_repr(value)} is beyond fio's 64-bit counters")
+    return value
 
 
 def _float(text: str) -> float:
     try:
         value = float(text.removesuffix("%"))
     except ValueError:
-        raise _TerseError(f"expected a number, got {text!r}") from None
+        raise _TerseError(f"expected a number, got {validate.short_repr(text)}") from None
     if math.isnan(value) or math.isinf(value):
-        raise _TerseError(f"expected a finite number, got {text!r}")
+        raise _TerseError(f"expected a finite number, got {validate.short_repr(text)}")
     return value
 
 
@@ -280,9 +283,13 @@ def parse_terse(text: str, name: str = "<input>") -> FioReport:
     for lineno, raw in enumerate(text.split("\n"), 1):
         s = raw.strip()
         if len(s) > 2 and s[0] in "2345" and s[1] == ";":
+            fields = s.split(";")
             try:
-                line, line_version = _job_line(s.split(";"), lineno, len(lines))
-            except (_TerseError, IndexError, ValueError, ArithmeticError) as exc:
+                line, line_version = _job_line(fields, lineno, len(lines))
+            except IndexError as exc:
+                raise ParseError(f"{name}, line {lineno}: cannot read this terse line: it ends after "
+                                 f"{len(fields)} fields") from exc
+            except (_TerseError, ValueError, ArithmeticError) as exc:
                 raise ParseError(f"{name}, line {lineno}: cannot read this terse line: {exc}") from exc
             lines.append(line)
             version = version or line_version

@@ -19,7 +19,8 @@ The rules, in model terms (``model.py``; fio's own formulas from ``stat.c@fio-3.
 * **Order.** Latency ``min <= mean <= max`` and sample ``min <= mean <= max``, within the rounding of
   the source format (normal output truncates min/max to the line's unit, at most a tenth of max);
   percentiles never decrease as the percentile grows; percentile keys lie in (0, 100].
-* **Rates need time.** IOPS or bandwidth known means ``runtime_ms > 0``; a runtime of 0 with I/O
+* **Rates need time.** IOPS or bandwidth known means ``runtime_ms > 0`` (every format prints the
+  runtime beside the rates, so a rate without one comes from a damaged file); a runtime of 0 with I/O
   counted is possible (a failed job; a ``verify_only`` phase reports its planned writes, FIO_NOTES
   §5.3) and then the rates are unknown (None).
 * **Totals.** ``iops == 1000 * total_ios / runtime_ms`` and ``bw_bytes_s == 1000 * io_bytes /
@@ -105,7 +106,10 @@ def short_repr(value: object, limit: int = 40) -> str:
     if type(value) is int and value.bit_length() > 128:
         digits = str(abs(value))
         return f"{'-' if value < 0 else ''}{digits[:12]}…({len(digits)} digits)"
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deeply to show>"
     return text if len(text) <= limit else f"{text[:limit // 2]}…{text[-limit // 2:]}"
 
 
@@ -205,8 +209,9 @@ def _direction(d: DirectionStats, at: Place, source_format: str) -> None:
         value = getattr(d, key)
         if value is not None:
             _number(value, (*at, key))
-            if d.runtime_ms == 0:
-                raise Violation((*at, key), value, "a rate needs a runtime > 0, and runtime_ms is 0")
+            if not d.runtime_ms:
+                why = "is missing" if d.runtime_ms is None else "is 0"
+                raise Violation((*at, key), value, f"a rate needs a runtime > 0, and the runtime {why}")
     runtime = d.runtime_ms
     if runtime:
         for rate, amount, what in (("iops", d.total_ios, "total_ios"), ("bw_bytes_s", d.io_bytes, "io_bytes")):
@@ -333,9 +338,9 @@ def fixed_block_size(options: Mapping[str, str]) -> int | None:
         return None
     try:
         sizes = {parse_size(part) for part in text.split(",")}  # read,write,trim; an empty part raises
-    except ValueError:
+    except (ValueError, ArithmeticError):
         return None
-    return sizes.pop() if len(sizes) == 1 else None
+    return sizes.pop() if len(sizes) == 1 and min(sizes) > 0 else None
 
 
 def _single_job(job: JobResult) -> bool:
