@@ -18,6 +18,7 @@ import json
 import math
 import random
 import re
+import subprocess
 import time
 import traceback
 from collections import Counter
@@ -54,6 +55,21 @@ def seeds(extra: Mapping[str, str] | None = None) -> dict[str, bytes]:
     for name, data in found.items():
         unique.setdefault(data, name)
     return {name: data for data, name in unique.items()}
+
+
+def fio_outputs(workdir: Path, fio: str = "fio") -> dict[str, str]:
+    """Outputs fio writes here and now, to fuzz beside the samples: json+ of two clones, normal,
+    terse v5 (a 4 MiB file, 300 ms each). Raises ``OSError``/``CalledProcessError`` without fio."""
+    out = {}
+    for name, extra in (("gen.jsonplus.json", ["--output-format=json+", "--numjobs=2"]),
+                        ("gen.normal.txt", ["--output-format=normal", "--rw=randread"]),
+                        ("gen.terse-v5.txt", ["--output-format=terse", "--terse-version=5"])):
+        subprocess.run([fio, "--name=gen", f"--filename={workdir / 'data'}", "--size=4m", "--bs=4k", "--rw=randrw",
+                        "--ioengine=psync", "--runtime=300ms", "--time_based", f"--output={workdir / name}", *extra],
+                       check=True, capture_output=True, timeout=60)
+        out[name] = (workdir / name).read_text()
+    (workdir / "data").unlink()
+    return out
 
 
 # -- mutations: text -> text (bytes for the binary ones) --------------------------------------------------------

@@ -80,14 +80,15 @@ CASES = {
     "a count beyond 64 bits": (lambda r: changed(r, short_ios=2**64), "jobs[0].read.short_ios", "2^64-1"),
     "a bool as a count": (lambda r: changed(r, drop_ios=True), "jobs[0].read.drop_ios", "whole number"),
     "text as a number": (lambda r: changed_job(r, usr_cpu_pct="5"), "jobs[0].usr_cpu_pct", "must be a number"),
+    "a share unknown": (lambda r: changed_job(r, iodepth_level_pct={"1": None}), "jobs[0].iodepth_level_pct.1",
+                        "must be a number"),
+    "a percentile unknown": (lambda r: changed_clat(r, percentiles_ns={"50": None}),
+                             "jobs[0].read.clat.percentiles_ns.50", "must be a number"),
     "timestamp": (lambda r: replace(r, timestamp_ms=10**17), "timestamp_ms", "1970-9999"),
     "NUL in a name": (lambda r: changed_job(r, name="a\x00b"), "jobs[0].name", "NUL"),
     "lone surrogate": (lambda r: replace(r, global_options={"bs": "\udcff"}), "global_options.bs", "surrogate"),
     "port": (lambda r: changed_job(r, port=70000), "jobs[0].port", "0-65535"),
-    "negative bucket": (lambda r: changed_clat(r, bins_ns=Histogram({-5: 1})), "jobs[0].read.clat.bins_ns.-5",
-                        "whole number >= 0"),
-    "huge bucket": (lambda r: changed_clat(r, bins_ns=Histogram({10**30: 1})), "jobs[0].read.clat.bins_ns.1000",
-                    "64-bit"),
+    "not a histogram": (lambda r: changed_clat(r, bins_ns={1: 2}), "jobs[0].read.clat.bins_ns", "a histogram"),
     "steadystate not an object": (lambda r: changed_job(r, steadystate=[1]), "jobs[0].steadystate", "JSON object"),
     "steadystate too deep": (lambda r: changed_job(r, steadystate={"a": {"b": {"c": {"d": {"e": [1]}}}}}),
                              "jobs[0].steadystate.a.b.c.d", "nested more than 4"),
@@ -106,6 +107,13 @@ def test_each_rule_refuses_what_breaks_it(base, case):
     with pytest.raises(Violation) as caught:
         check_report(breaking(base))
     assert validate.format_place(caught.value.place).startswith(place) and rule in caught.value.rule, caught.value
+
+
+@pytest.mark.parametrize("counts", [{-5: 1}, {10**19: 1}, {5: 0}, {5: 2**63, 6: 2**63}])
+def test_a_histogram_holds_only_what_fio_prints(counts):
+    with pytest.raises(ValueError, match="not a histogram of fio's"):
+        Histogram(counts)
+    assert Histogram.from_text_keys({str(k): v for k, v in counts.items()}) is None
 
 
 def test_io_with_runtime_0_has_no_rate_and_passes():
@@ -157,6 +165,7 @@ def test_json_client_entries_are_named_by_their_place_in_the_file():
      "jobs[0].read.total_ios = inf: must be a whole number"),
     (lambda t: t.replace('"usr_cpu" : 10.366667', '"usr_cpu" : NaN'), "jobs[0].usr_cpu = nan: must be a finite number"),
     (lambda t: t.replace('"usr_cpu" : 10.366667', '"usr_cpu" : Infinity'), "jobs[0].usr_cpu = inf"),
+    (lambda t: t.replace('"16" : 99.995079', '"16" : null'), "jobs[0].iodepth_level.16 = None: must be a number"),
     (lambda t: t.replace('"usr_cpu" : 10.366667', '"usr_cpu" : "a lot"'),
      "jobs[0].usr_cpu = 'a lot': must be a number"),
     (lambda t: t.replace('"usr_cpu" : 10.366667', '"usr_cpu" : 10.366667, "usr_cpu" : -1'),

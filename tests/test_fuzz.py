@@ -11,7 +11,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
 
 import pytest
 import yaml
@@ -27,20 +26,11 @@ SEED = int(os.environ.get("IOLAB_FUZZ_SEED", "15"))
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory) -> dict[str, str]:
-    """Outputs fio writes here and now (json+ of two clones, normal, terse v5), to fuzz beside the samples."""
+    """Outputs fio writes here and now, to fuzz beside the samples."""
     fio = shutil.which("fio")
     if fio is None:
         pytest.skip("fio is not installed (Debian package fio)")
-    work = tmp_path_factory.mktemp("fio")
-    out = {}
-    for name, extra in (("gen.jsonplus.json", ["--output-format=json+", "--numjobs=2"]),
-                        ("gen.normal.txt", ["--output-format=normal", "--rw=randread"]),
-                        ("gen.terse-v5.txt", ["--output-format=terse", "--terse-version=5"])):
-        subprocess.run([fio, "--name=gen", f"--filename={work / 'data'}", "--size=4m", "--bs=4k", "--rw=randrw",
-                        "--ioengine=psync", "--runtime=300ms", "--time_based", f"--output={work / name}", *extra],
-                       check=True, capture_output=True, timeout=60)
-        out[name] = (work / name).read_text()
-    return out
+    return fuzzing.fio_outputs(tmp_path_factory.mktemp("fio"), fio)
 
 
 def test_fuzzed_fio_outputs_import_or_are_refused_and_every_stored_run_reads_back(tmp_path, generated):

@@ -29,7 +29,7 @@ ANY_TEXT = TEXT | st.sampled_from(["a\x00b", "\ud800"])  # used in a few places:
 INTS = st.one_of(st.integers(0, 10**6), st.integers(-(2**70), 2**70), st.sampled_from([2**64 - 1, 2**64, -1]))
 FLOATS = st.one_of(st.floats(0, 1e9), st.floats(allow_nan=True, allow_infinity=True), st.integers(0, 10**6),
                    st.sampled_from([2**53 + 1, -0.0, 1e308]))
-NUMBER = st.one_of(FLOATS, INTS, st.booleans(), TEXT)
+NUMBER = st.one_of(FLOATS, INTS, st.booleans(), TEXT, st.none())
 MAYBE_INT = st.one_of(st.none(), INTS, st.booleans())
 MAYBE_FLOAT = st.one_of(st.none(), FLOATS, st.booleans())
 PCT_KEYS = st.one_of(st.sampled_from(["1", "50", "99", "99.9", "100"]), st.sampled_from(["0", "150", "nan", "x"]),
@@ -40,9 +40,9 @@ JSON = st.recursive(st.one_of(st.none(), st.booleans(), INTS, st.floats(), TEXT)
 
 latencies = st.builds(
     Latency, min_ns=MAYBE_FLOAT, max_ns=MAYBE_FLOAT, mean_ns=MAYBE_FLOAT, stddev_ns=MAYBE_FLOAT, samples=MAYBE_INT,
-    percentiles_ns=st.dictionaries(PCT_KEYS, FLOATS, max_size=4),
-    bins_ns=st.one_of(st.none(), st.dictionaries(st.integers(-2, 2**65), st.integers(-1, 2**65), max_size=4)
-                      .map(Histogram)),
+    percentiles_ns=st.dictionaries(PCT_KEYS, FLOATS | st.none(), max_size=4),
+    bins_ns=st.one_of(st.none(), st.dictionaries(st.integers(0, 10**19 - 1), st.integers(1, 2**62), max_size=4)
+                      .map(Histogram)),  # a Histogram refuses anything else (tests/test_fio_validate.py)
 )
 samples = st.builds(SampleStats, min=MAYBE_FLOAT, max=MAYBE_FLOAT, mean=MAYBE_FLOAT, stddev=MAYBE_FLOAT,
                     samples=MAYBE_INT)

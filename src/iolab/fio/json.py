@@ -360,12 +360,11 @@ def _job(entry: Mapping[str, Any], index: int) -> JobResult:
                 raise violation.inside(name) from None
             if stats is not None:
                 directions[name] = stats
-    dist = {}
+    dist: dict[str, float] = {}
     for unit in ("ns", "us", "ms"):
-        buckets = _object(entry, f"latency_{unit}")
-        for key in buckets:
-            dist[f"{key}{unit}"] = _float(buckets, key, f"latency_{unit}")
-    levels = _object(entry, "iodepth_level")
+        buckets = _floats(entry, f"latency_{unit}")
+        dist.update(zip([f"{key}{unit}" for key in buckets], buckets.values(), strict=True))
+    levels = _floats(entry, "iodepth_level")
     return JobResult(
         name=str(entry.get("jobname", "")),
         index=index,
@@ -378,8 +377,8 @@ def _job(entry: Mapping[str, Any], index: int) -> JobResult:
         majf=_int(entry, "majf"),
         minf=_int(entry, "minf"),
         job_runtime_ms=_int(entry, "job_runtime"),
-        iodepth_level_pct={str(k): _float(levels, k, "iodepth_level") for k in levels},  # type: ignore[misc]
-        latency_dist_pct=dist,  # type: ignore[arg-type]
+        iodepth_level_pct=levels,
+        latency_dist_pct=dist,
         job_options=_options(entry, "job options"),
         hostname=_text(entry, "hostname"),
         port=_int(entry, "port"),
@@ -479,16 +478,16 @@ def _latency(d: Mapping[str, Any], kind: str) -> Latency | None:
 def _latency_object(obj: Mapping[str, Any], scale: float) -> Latency:
     samples = _int(obj, "N")
     percentiles = {}
-    values = _object(obj, "percentile")
-    for key in values:
+    values = _floats(obj, "percentile")
+    for key, value in values.items():
         canonical = _PCT_KEYS.get(key)
         if canonical is None:
             try:
                 canonical = _PCT_KEYS[key] = pct_key(key) if float(key) > 0 else ""
             except ValueError:
-                raise Violation(("percentile", key), values[key], "a percentile key is a number") from None
+                raise Violation(("percentile", key), value, "a percentile key is a number") from None
         if canonical:  # 2.x pads unused slots with "0.00": 0
-            percentiles[canonical] = _scaled(values, key, scale, "percentile")
+            percentiles[canonical] = value * scale
     if samples == 0:
         return Latency(samples=0)
     return Latency(
@@ -616,6 +615,9 @@ def _float(obj: Mapping[str, Any], key: str, *outer: str | int) -> float | None:
 
 
 def _scaled(obj: Mapping[str, Any], key: str, scale: float, *outer: str | int) -> float | None:
+    value = obj.get(key)
+    if type(value) is float or (type(value) is int and -MAX_COUNT <= value <= MAX_COUNT):
+        return value * scale  # the usual case, without a call
     value = _float(obj, key, *outer)
     return None if value is None else value * scale
 
@@ -629,6 +631,27 @@ def _text(obj: Mapping[str, Any], key: str, *outer: str | int) -> str | None:
     if value is None or type(value) is str:
         return value
     raise Violation((*outer, key), value, "must be text")
+
+
+def _floats(obj: Mapping[str, Any], key: str) -> dict[str, float]:
+    """``obj[key]``, a JSON object of numbers, as floats (empty when absent); ``Violation`` naming the
+    first value that is not a number. In C for the usual case: every value a JSON number."""
+    values = obj.get(key)
+    if values is None:
+        return {}
+    if values and isinstance(values, Mapping) and set(map(type, values.values())) <= _NUMBERS:
+        try:
+            return dict(zip(values, map(float, values.values()), strict=True))
+        except OverflowError:
+            pass  # an int beyond floats: named below
+    values = _object(obj, key)
+    for name, value in values.items():
+        if value is None:
+            raise Violation((key, name), value, "must be a number")
+    return {name: _float(values, name, key) for name in values}  # type: ignore[misc]
+
+
+_NUMBERS = frozenset((int, float))
 
 
 def _object(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:

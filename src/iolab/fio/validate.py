@@ -31,6 +31,8 @@ The rules, in model terms (``model.py``; fio's own formulas from ``stat.c@fio-3.
   It is checked only when the report shows the entry is one job (JSON ``job_runtime`` not above its
   runtime: a group's sums its members', whose block sizes may differ) and names one ``bs`` for every
   direction, with an engine whose I/O size is its block size.
+* **Histograms** (json+ ``bins``) hold bucket values below 10^19 ns and counts > 0, at most 2^64-1
+  in all (``model.Histogram`` refuses anything else when it is built).
 * **Text** holds no NUL character and no lone surrogate (neither can be stored in PostgreSQL, nor
   the latter written as UTF-8).
 * ``steadystate`` holds JSON values only (objects, arrays, text, finite numbers, booleans, null),
@@ -44,15 +46,15 @@ bandwidth).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+import operator
+from collections.abc import Callable, Collection, Mapping
+from functools import lru_cache
 from typing import Any
 
 from ..errors import ParseError
-from ..model import DirectionStats, DiskUtil, FioReport, Histogram, JobResult, Latency, SampleStats
+from ..model import MAX_COUNT, DirectionStats, DiskUtil, FioReport, Histogram, JobResult, Latency, SampleStats
 from ..units import parse_size
 
-#: fio's counters are ``uint64_t``.
-MAX_COUNT = 2**64 - 1
 #: ``timestamp_ms`` of 9999-12-31T23:59:59.999Z.
 MAX_TIMESTAMP_MS = 253_402_300_799_999
 #: Nesting allowed in ``steadystate`` (fio's is two deep: ``{"data": {"iops": [...]}}``).
@@ -144,8 +146,9 @@ def check_report(report: FioReport) -> None:
     if report.timestamp_ms is not None:
         _count(report.timestamp_ms, ("timestamp_ms",), MAX_TIMESTAMP_MS, "a time in the years 1970-9999 (ms)")
     _text_map(report.global_options, ("global_options",))
-    for i, warning in enumerate(report.warnings):
-        _text(warning, ("warnings", i))
+    if not _clean_texts(report.warnings):
+        for i, warning in enumerate(report.warnings):
+            _text(warning, ("warnings", i))
     for i, job in enumerate(report.jobs):
         try:
             check_job(job, report.global_options, report.source_format)
@@ -162,18 +165,12 @@ def check_job(job: JobResult, global_options: Mapping[str, str], source_format: 
     """Raise ``Violation`` (place relative to the job) for the first value of ``job`` that breaks a rule."""
     _text(job.name, ("name",))
     _int(job.error, ("error",), -(2**31), 2**31 - 1, "fio's error number (a C int)")
-    _count(job.index, ("index",))
-    _count(job.groupid, ("groupid",))
-    for key in ("ctx", "majf", "minf", "job_runtime_ms", "members"):
-        value = getattr(job, key)
-        if value is not None:
-            _count(value, (key,))
-    for key in ("usr_cpu_pct", "sys_cpu_pct"):
-        value = getattr(job, key)
-        if value is not None:
-            _number(value, (key,))
-    _percentages(job.iodepth_level_pct, ("iodepth_level_pct",))
-    _percentages(job.latency_dist_pct, ("latency_dist_pct",))
+    numbers = not _numbers_fine(job)  # then each number is looked at, to name the first that breaks a rule
+    if numbers:
+        _fields(job, (), ("usr_cpu_pct", "sys_cpu_pct"), ("index", "groupid", "ctx", "majf", "minf",
+                                                           "job_runtime_ms", "members"))
+    _percentages(job.iodepth_level_pct, ("iodepth_level_pct",), numbers)
+    _percentages(job.latency_dist_pct, ("latency_dist_pct",), numbers)
     _text_map(job.job_options, ("job_options",))
     _text_map(job.shown_options, ("shown_options",))
     if job.hostname is not None:
@@ -188,7 +185,7 @@ def check_job(job: JobResult, global_options: Mapping[str, str], source_format: 
         _text(direction, ("directions",))
         if stats.direction != direction:
             raise Violation((direction, "direction"), stats.direction, f"must name its own direction {direction!r}")
-        _direction(stats, (direction,), source_format)
+        _direction(stats, (direction,), source_format, numbers)
     options = {**global_options, **job.shown_options, **job.job_options}
     bs = fixed_block_size(options)
     if bs is not None and _single_job(job):
@@ -200,42 +197,67 @@ def check_job(job: JobResult, global_options: Mapping[str, str], source_format: 
 # -- pieces ------------------------------------------------------------------------------------------------
 
 
-def _direction(d: DirectionStats, at: Place, source_format: str) -> None:
-    for key in ("total_ios", "io_bytes", "runtime_ms", "short_ios", "drop_ios"):
-        value = getattr(d, key)
-        if value is not None:
-            _count(value, (*at, key))
-    for key in ("iops", "bw_bytes_s"):
-        value = getattr(d, key)
-        if value is not None:
-            _number(value, (*at, key))
-            if not d.runtime_ms:
-                why = "is missing" if d.runtime_ms is None else "is 0"
-                raise Violation((*at, key), value, f"a rate needs a runtime > 0, and the runtime {why}")
+_JOB_FLOATS = operator.attrgetter("usr_cpu_pct", "sys_cpu_pct")
+_JOB_COUNTS = operator.attrgetter("index", "groupid", "ctx", "majf", "minf", "job_runtime_ms", "members")
+_DIRECTION_FLOATS = operator.attrgetter("iops", "bw_bytes_s")
+_DIRECTION_COUNTS = operator.attrgetter("total_ios", "io_bytes", "runtime_ms", "short_ios", "drop_ios")
+_LATENCY_FLOATS = operator.attrgetter("min_ns", "max_ns", "mean_ns", "stddev_ns")
+_SAMPLE_FLOATS = operator.attrgetter("min", "max", "mean", "stddev")
+
+
+def _numbers_fine(job: JobResult) -> bool:
+    """Whether every number of ``job`` is a finite float >= 0 or a count where the model says so: all
+    gathered into two lists and checked in C, since a report holds hundreds of them."""
+    try:
+        return _gathered_fine(job)
+    except (AttributeError, TypeError):  # not the model's shape: the detailed checks say where
+        return False
+
+
+def _gathered_fine(job: JobResult) -> bool:
+    floats = list(_JOB_FLOATS(job))  # each None (unknown) or a number
+    mapped = [*job.iodepth_level_pct.values(), *job.latency_dist_pct.values()]  # each a number
+    counts = list(_JOB_COUNTS(job))
+    for d in job.directions.values():
+        floats += _DIRECTION_FLOATS(d)
+        counts += _DIRECTION_COUNTS(d)
+        for lat in (d.slat, d.clat, d.lat):
+            if lat is not None:
+                floats += _LATENCY_FLOATS(lat)
+                mapped += lat.percentiles_ns.values()
+                counts.append(lat.samples)
+        for samples in (d.bw_samples, d.iops_samples):
+            if samples is not None:
+                floats += _SAMPLE_FLOATS(samples)
+                counts.append(samples.samples)
+    return _all_fine(floats) and _all_fine(mapped, unknown=False) and _all_counts(counts)
+
+
+def _direction(d: DirectionStats, at: Place, source_format: str, numbers: bool) -> None:
+    if numbers:
+        _fields(d, at, ("iops", "bw_bytes_s"), ("total_ios", "io_bytes", "runtime_ms", "short_ios", "drop_ios"))
     runtime = d.runtime_ms
+    for key, value in (("iops", d.iops), ("bw_bytes_s", d.bw_bytes_s)):
+        if value is not None and not runtime:
+            why = "is missing" if runtime is None else "is 0"
+            raise Violation((*at, key), value, f"a rate needs a runtime > 0, and the runtime {why}")
     if runtime:
         for rate, amount, what in (("iops", d.total_ios, "total_ios"), ("bw_bytes_s", d.io_bytes, "io_bytes")):
             value = getattr(d, rate)
             if value is not None and amount is not None and not _close(value, 1000 * amount / runtime, 1e-9, 1e-6):
                 raise Violation((*at, rate), value, f"must be 1000 × {what} ({amount}) / runtime_ms ({runtime}) "
                                                     f"= {1000 * amount / runtime:.6f}")
-    for kind in ("slat", "clat", "lat"):
-        latency = getattr(d, kind)
+    for kind, latency in (("slat", d.slat), ("clat", d.clat), ("lat", d.lat)):
         if latency is not None:
-            _latency(latency, (*at, kind), source_format)
-    for kind in ("bw_samples", "iops_samples"):
-        samples = getattr(d, kind)
+            _latency(latency, (*at, kind), source_format, numbers)
+    for kind, samples in (("bw_samples", d.bw_samples), ("iops_samples", d.iops_samples)):
         if samples is not None:
-            _samples(samples, (*at, kind))
+            _samples(samples, (*at, kind), numbers)
 
 
-def _latency(lat: Latency, at: Place, source_format: str) -> None:
-    for key in ("min_ns", "max_ns", "mean_ns", "stddev_ns"):
-        value = getattr(lat, key)
-        if value is not None:
-            _number(value, (*at, key))
-    if lat.samples is not None:
-        _count(lat.samples, (*at, "samples"))
+def _latency(lat: Latency, at: Place, source_format: str, numbers: bool) -> None:
+    if numbers:
+        _fields(lat, at, ("min_ns", "max_ns", "mean_ns", "stddev_ns"), ("samples",))
     lo, hi, mean = lat.min_ns, lat.max_ns, lat.mean_ns
     if hi is not None:
         # normal output truncates min/max to the line's unit (at most a tenth of max) and rounds avg;
@@ -246,20 +268,28 @@ def _latency(lat: Latency, at: Place, source_format: str) -> None:
         if mean is not None and not (lo or 0) - slack <= mean <= hi + slack:
             raise Violation((*at, "mean_ns"), mean, f"the mean must lie between the minimum ({lo}) and the "
                                                      f"maximum ({hi})")
-    previous: tuple[float, str, float] | None = None
-    for key, value in _sorted_percentiles(lat.percentiles_ns, (*at, "percentiles_ns")):
-        _number(value, (*at, "percentiles_ns", key))
-        if previous is not None and value < previous[2]:
-            raise Violation((*at, "percentiles_ns", key), value,
-                            f"percentiles cannot decrease: p{previous[1]} is {previous[2]}")
-        previous = (float(key), key, value)
+    _percentiles(lat.percentiles_ns, (*at, "percentiles_ns"), numbers)
     if lat.bins_ns is not None:
         _histogram(lat.bins_ns, (*at, "bins_ns"))
 
 
-def _sorted_percentiles(percentiles: Mapping[str, float], at: Place) -> list[tuple[str, float]]:
+def _percentiles(percentiles: Mapping[str, float], at: Place, numbers: bool) -> None:
+    """Keys numbers in (0, 100], values finite numbers >= 0 (looked at only with ``numbers``) that never
+    decrease as the key grows; in C when fio's keys come in order and all is well, else key by key to
+    name the first that is not."""
     if not isinstance(percentiles, Mapping):
         raise Violation(at, percentiles, "must be a mapping of percentile to value")
+    if not percentiles:
+        return
+    try:
+        keys = "".join(percentiles)
+        pcts = list(map(float, percentiles))
+    except (TypeError, ValueError):
+        pcts = []
+    values = list(percentiles.values())
+    if pcts and keys.isascii() and "\x00" not in keys and pcts[0] > 0 and pcts[-1] <= 100 and pcts == sorted(pcts) \
+            and (not numbers or _all_fine(values, unknown=False)) and values == sorted(values):
+        return
     keyed = []
     for key, value in percentiles.items():
         try:
@@ -270,37 +300,24 @@ def _sorted_percentiles(percentiles: Mapping[str, float], at: Place) -> list[tup
             raise Violation((*at, key), value, "a percentile key is a number in (0, 100]")
         keyed.append((pct, key, value))
     keyed.sort(key=lambda item: item[0])
-    return [(key, value) for _, key, value in keyed]
+    previous: tuple[str, float] | None = None
+    for _, key, value in keyed:
+        _number(value, (*at, key))
+        if previous is not None and value < previous[1]:
+            raise Violation((*at, key), value, f"percentiles cannot decrease: p{previous[0]} is {previous[1]}")
+        previous = (key, value)
 
 
 def _histogram(bins: Histogram, at: Place) -> None:
-    """Bucket values (ns) and counts: ints in 0..2^64-1, counts > 0; checked per bucket only when the
-    whole-histogram test (in C) fails."""
+    """A ``Histogram``, which holds only what fio can print (bucket values below 10^19 ns, counts > 0,
+    at most 2^64-1 in all: its constructors refuse anything else)."""
     if not isinstance(bins, Histogram):
         raise Violation(at, bins, "must be a histogram")
-    counts = bins.jsonable()
-    if not counts:
-        return
-    keys = "".join(counts)
-    if keys.isascii() and keys.isdigit() and max(map(len, counts)) < 20 and max(counts.values()) <= MAX_COUNT \
-            and min(counts.values()) > 0:
-        return
-    for key, count in counts.items():
-        if not (key.isascii() and key.isdigit()):
-            raise Violation((*at, key), count, "a bucket value (ns) is a whole number >= 0")
-        if int(key) > MAX_COUNT:
-            raise Violation((*at, key), count, "a bucket value (ns) fits fio's 64-bit counters")
-        if _count(count, (*at, key)) <= 0:
-            raise Violation((*at, key), count, "a bucket holds at least one I/O")
 
 
-def _samples(s: SampleStats, at: Place) -> None:
-    for key in ("min", "max", "mean", "stddev"):
-        value = getattr(s, key)
-        if value is not None:
-            _number(value, (*at, key))
-    if s.samples is not None:
-        _count(s.samples, (*at, "samples"))
+def _samples(s: SampleStats, at: Place, numbers: bool) -> None:
+    if numbers:
+        _fields(s, at, ("min", "max", "mean", "stddev"), ("samples",))
     if s.min is not None and s.max is not None:
         slack = 1 + s.max * 0.01  # normal output rounds avg to 2 decimals; fio's samples are ints
         if s.min > s.max + slack:
@@ -312,13 +329,8 @@ def _samples(s: SampleStats, at: Place) -> None:
 
 def _disk(d: DiskUtil) -> None:
     _text(d.name, ("name",))
-    for key in ("read_ios", "write_ios", "read_merges", "write_merges", "read_ticks_ms", "write_ticks_ms",
-                "in_queue_ms"):
-        value = getattr(d, key)
-        if value is not None:
-            _count(value, (key,))
-    if d.util_pct is not None:
-        _number(d.util_pct, ("util_pct",))
+    _fields(d, (), ("util_pct",), ("read_ios", "write_ios", "read_merges", "write_merges", "read_ticks_ms",
+                                   "write_ticks_ms", "in_queue_ms"))
     if d.hostname is not None:
         _text(d.hostname, ("hostname",))
     if d.aggregate is not None:
@@ -365,6 +377,40 @@ def _bytes_match_ios(d: DirectionStats, bs: int, depth: int, at: Place) -> None:
 # -- scalars -----------------------------------------------------------------------------------------------
 
 
+def _fields(obj: Any, at: Place, floats: tuple[str, ...], counts: tuple[str, ...]) -> None:
+    """The attributes ``floats`` of ``obj`` finite numbers >= 0 and ``counts`` counts (None: unknown,
+    allowed). One check in C for the usual case, then field by field to name the first that breaks a
+    rule (an int where a float is due passes if a float holds it exactly)."""
+    values = _getter(floats)(obj)
+    numbers = _getter(counts)(obj)
+    if _all_fine(values if len(floats) > 1 else (values,)) and _all_counts(numbers if len(counts) > 1 else (numbers,)):
+        return
+    for key in floats:
+        if (value := getattr(obj, key)) is not None:
+            _number(value, (*at, key))
+    for key in counts:
+        if (value := getattr(obj, key)) is not None:
+            _count(value, (*at, key))
+
+
+@lru_cache(maxsize=64)
+def _getter(names: tuple[str, ...]) -> Callable[[Any], Any]:
+    return operator.attrgetter(*names)
+
+
+def _all_fine(values: Collection[Any], unknown: bool = True) -> bool:
+    """Whether each of ``values`` is a float, finite and >= 0, or None where ``unknown`` values are
+    allowed (the sum of finite floats is finite unless it overflows; then the caller looks at each)."""
+    present = [v for v in values if v is not None] if unknown else list(values)
+    return not present or (set(map(type, present)) == {float} and min(present) >= 0 and math.isfinite(sum(present)))
+
+
+def _all_counts(values: Collection[Any]) -> bool:
+    """Whether each of ``values`` is None or an int in 0..2^64-1."""
+    present = [v for v in values if v is not None]
+    return not present or (set(map(type, present)) == {int} and min(present) >= 0 and max(present) <= MAX_COUNT)
+
+
 def _close(a: float, b: float, rel: float, absolute: float) -> bool:
     return abs(a - b) <= absolute + rel * max(abs(a), abs(b))
 
@@ -396,9 +442,11 @@ def _number(value: Any, at: Place) -> float:
     return value
 
 
-def _percentages(values: Mapping[str, float], at: Place) -> None:
+def _percentages(values: Mapping[str, float], at: Place, numbers: bool = True) -> None:
     if not isinstance(values, Mapping):
         raise Violation(at, values, "must be a mapping")
+    if (not numbers or _all_fine(values.values(), unknown=False)) and _clean_texts(values):
+        return
     for key, value in values.items():
         _number(value, (*at, _text(key, at)))
 
@@ -416,9 +464,20 @@ def _text(value: Any, at: Place) -> str:
     return value
 
 
+def _clean_texts(*texts: Any) -> bool:
+    """Whether the iterables of strings ``texts`` hold only ASCII text without NUL (checked in C)."""
+    try:
+        joined = "".join("".join(t) for t in texts)
+    except TypeError:
+        return False
+    return joined.isascii() and "\x00" not in joined
+
+
 def _text_map(values: Mapping[str, str], at: Place) -> None:
     if not isinstance(values, Mapping):
         raise Violation(at, values, "must be a mapping of text to text")
+    if _clean_texts(values, values.values()):
+        return
     for key, value in values.items():
         _text(value, (*at, _text(key, at)))
 
