@@ -116,6 +116,17 @@ def test_a_histogram_holds_only_what_fio_prints(counts):
     assert Histogram.from_text_keys({str(k): v for k, v in counts.items()}) is None
 
 
+@pytest.mark.parametrize("keys", [{"940x": 1}, {"x": 1}, {"1\x00": 1}, {"-5": 1}, {"05": 1}, {"1 ": 1}, {"": 1}])
+def test_histogram_text_keys_are_digits_only(keys):
+    assert Histogram.from_text_keys(keys) is None
+    assert Histogram.from_text_keys({"940": 1, "1024": 2}) == Histogram({940: 1, 1024: 2})
+
+
+def test_keys_from_the_input_reach_messages_printable():
+    violation = Violation(("jobs", 0, "a\x00b", "\x1b[31m", "k" * 100), 1, "rule")
+    assert str(violation) == "jobs[0].'a\\x00b'.'\\x1b[31m'.'" + "k" * 19 + "…" + "k" * 19 + "' = 1: rule"
+
+
 def test_io_with_runtime_0_has_no_rate_and_passes():
     """A verify_only phase reports its planned writes with runtime 0 (FIO_NOTES §5.3)."""
     report = parse_output(read("fio-3.33_powercut_verify_phase.json"))

@@ -33,8 +33,8 @@ def pct_key(percentile: float | str) -> str:
 #: fio's counters are ``uint64_t``; histogram bucket values (ns) stay below 10^19 (20 digits).
 MAX_COUNT = 2**64 - 1
 MAX_BUCKET = 10**19
-_DIGITS_AS_X = bytes.maketrans(b"0123456789", b"x" * 10)
-_TOO_LONG = b"x" * 20
+_DIGITS_MARKED = bytes.maketrans(b"0123456789", b"\xff" * 10)  # a byte no ASCII text holds
+_TOO_LONG = b"\xff" * 20
 
 
 class Histogram(Mapping[int, int]):
@@ -78,9 +78,9 @@ class Histogram(Mapping[int, int]):
                     return None
             except TypeError:  # a key that is not a string, a count that is not a number
                 return None
-            # ASCII bytes, each digit made an "x": a table lookup per byte, where str.isdigit() is a Unicode lookup
-            shape = keys.encode().translate(_DIGITS_AS_X)
-            if "" in obj or keys.count(",") != len(obj) - 1 or shape.translate(None, b"x,") or _TOO_LONG in shape:
+            # ASCII bytes, each digit marked 0xff: a table lookup per byte, where str.isdigit() is a Unicode lookup
+            shape = keys.encode().translate(_DIGITS_MARKED)
+            if "" in obj or keys.count(",") != len(obj) - 1 or shape.translate(None, b"\xff,") or _TOO_LONG in shape:
                 return None  # an empty key, one that is not digits only, or one of 20 digits (>= 10^19 ns)
             if (keys[0] == "0" or ",0" in keys) and any(len(k) > 1 and k[0] == "0" for k in obj):
                 return None  # a leading zero

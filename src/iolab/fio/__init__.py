@@ -23,6 +23,7 @@ from dataclasses import replace
 
 from ..errors import ParseError
 from ..model import FioReport
+from . import validate
 from .json import looks_like_json, parse_json
 from .normal import parse_normal
 from .terse import parse_terse
@@ -120,8 +121,8 @@ def parse_output(text: str, name: str = "<input>") -> FioReport:
             fallback = "normal" if _NORMAL_JOB.search(cleaned) else "terse"
             report = _PARSERS[fallback](cleaned, name)
             why = exc.message.removeprefix(f"{name}: ").removeprefix(f"{name}, ")
-            return replace(report, warnings=(f"the JSON part is not used ({why}); the {fallback} part is read",
-                                             *report.warnings))
+            return validate.check(replace(report, warnings=(
+                f"the JSON part is not used ({why}); the {fallback} part is read", *report.warnings)), name)
     except ParseError:
         raise
     except (ValueError, ArithmeticError, LookupError, TypeError, AttributeError, RecursionError) as exc:

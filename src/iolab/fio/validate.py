@@ -96,9 +96,12 @@ class Violation(ValueError):
 
 
 def format_place(place: Place) -> str:
-    """``("jobs", 0, "read", "clat", "mean_ns")`` -> ``jobs[0].read.clat.mean_ns``."""
+    """``("jobs", 0, "read", "clat", "mean_ns")`` -> ``jobs[0].read.clat.mean_ns``; a key from the input
+    that is not short printable text is shown as its ``repr`` (no control character reaches a message)."""
     text = ""
     for part in place:
+        if not isinstance(part, int):
+            part = part if part.isprintable() and len(part) <= 40 else short_repr(part)
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
     return text
 
