@@ -5,7 +5,7 @@ order inside a round alternates so drift does not favour one side). Prints each 
 ratio iolab/fio; the target is >= 0.98 (iolab's live status stream and bookkeeping must not cost
 throughput).
 
-    .venv/bin/python benchmarks/overhead.py [--runtime 10] [--rounds 7] [--dir DIR]
+    .venv/bin/python benchmarks/overhead.py [--runtime 10] [--rounds 7] [--dir DIR] [--json]
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from ratios import Ratio, add_json_option, emit, say
 
 JOB = """\
 [randread-4k-qd32]
@@ -54,6 +56,7 @@ def main() -> None:
     parser.add_argument("--runtime", type=int, default=10, help="seconds per fio run")
     parser.add_argument("--rounds", type=int, default=7, help="A/B rounds (>= 5 for the claim)")
     parser.add_argument("--dir", default=None, help="where the scratch file goes (default: a temp dir here)")
+    add_json_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir or ".", prefix="iolab-bench-") as tmp:
         job = Path(tmp, "job.fio")
@@ -67,9 +70,10 @@ def main() -> None:
             else:
                 iolab_iops, fio_iops = via_iolab(job, db), bare_fio(job)
             ratios.append(iolab_iops / fio_iops)
-            print(f"round {i + 1}: fio {fio_iops:,.0f} IOPS, iolab {iolab_iops:,.0f} IOPS, ratio {ratios[-1]:.3f}",
-                  flush=True)
-    print(f"median IOPS ratio iolab/fio over {args.rounds} rounds: {statistics.median(ratios):.3f} (target >= 0.98)")
+            say(f"round {i + 1}: fio {fio_iops:,.0f} IOPS, iolab {iolab_iops:,.0f} IOPS, ratio {ratios[-1]:.3f}",
+                args.json)
+    emit("overhead", [Ratio(f"median IOPS ratio iolab/fio over {args.rounds} rounds", statistics.median(ratios),
+                            0.98, "higher")], args.json)
 
 
 if __name__ == "__main__":

@@ -111,6 +111,17 @@ class FakeSysfs:
         link.symlink_to(os.path.relpath(target, link.parent))
 
 
+@pytest.fixture(scope="session")
+def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real fio sweep in bench-fio's layout (tests/benchfio.py), run once per session: the
+    directory of its outputs and logs; the data file lies beside it."""
+    import benchfio
+
+    root = tmp_path_factory.mktemp("sweep")
+    benchfio.sweep(root / "ssd", root / "data.bin")
+    return root / "ssd"
+
+
 @pytest.fixture
 def fake_sysfs(tmp_path: Path) -> FakeSysfs:
     """An empty fake sysfs root under ``tmp_path/sys``; pass ``str(fake_sysfs.root)`` as ``sysfs=``."""

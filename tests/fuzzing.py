@@ -247,7 +247,7 @@ class Tally:
 
     inputs: int = 0
     imported: int = 0
-    refused: Counter[str] = field(default_factory=Counter)
+    refused: Counter[str] = field(default_factory=Counter)  # by error, or "skipped" (a duplicate)
     tracebacks: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     impossible: list[str] = field(default_factory=list)
@@ -275,11 +275,10 @@ def run(store: Store, workdir: Path, count: int, seed: int = 15, extra: Mapping[
         path = workdir / f"{index:06d}-{hashlib.sha1(data).hexdigest()[:8]}{Path(name).suffix}"
         path.write_bytes(data)
         try:
-            for outcome in importer.import_files(store, [path]):
-                if isinstance(outcome, importer.Failed):
-                    tally.refused[type(outcome.error).__name__] += 1
-                else:
-                    tally.imported += 1
+            for outcome in importer.import_sources(store, importer.discover([path])):
+                for note in outcome.notes:  # skipped (the same content imported before) or failed
+                    tally.refused[type(note.error).__name__ if note.error else note.status] += 1
+                tally.imported += outcome.files
         except Exception:
             tally.tracebacks.append(f"import of {name} after {kinds} ({path.name}):\n{traceback.format_exc()}")
             path.rename(path.with_name("failed-" + path.name))

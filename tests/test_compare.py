@@ -148,7 +148,7 @@ def test_sources_recording_different_options_pool_and_know_only_what_both_show(s
     old = [DATA / "fio-2.2.8_randrw_posixaio.json", DATA / "fio-2.2.8_randrw_posixaio.normal.txt"]
     new = [DATA / "fio-3.33_randrw_posixaio.json"]
     for paths, label in ((old, "old"), (new, "new")):
-        assert all(isinstance(o, importer.Imported) for o in importer.import_files(store, paths, label=label))
+        assert all(o.run_id for o in importer.import_sources(store, importer.discover(paths), label=label))
     c = run_compare(store, "old", "new", metrics=["iops"])
     pairs = c.comparisons[0].pairs
     assert [(p.direction, p.metrics[0].a.n, p.metrics[0].b.n) for p in pairs] == [("read", 2, 1), ("write", 2, 1)]
@@ -207,8 +207,8 @@ def test_three_sides_each_against_the_baseline_and_geomean(store):
 def test_unknown_environment_blames_imported_outputs_only_when_a_side_is_imported(store):
     store_run(store, "mine", {"w": [(1000, 1e5)]}, kernel=None, rw="write")  # e.g. not readable on that host
     store_run(store, "theirs", {"w": [(1000, 1e5)]}, rw="write")
-    [seed] = importer.import_files(store, [DATA / "seed001_local_ssd_fio316.txt"], label="pasted")
-    assert isinstance(seed, importer.Imported)
+    [seed] = importer.import_sources(store, importer.discover([DATA / "seed001_local_ssd_fio316.txt"]), label="pasted")
+    assert seed.run_id is not None
     own = environment_table(run_compare(store, "mine", "theirs").comparisons[0])
     assert own is not None and own.notes == ("– = not known for that side",)
     mixed = environment_table(run_compare(store, "pasted", "theirs").comparisons[0])

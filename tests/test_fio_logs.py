@@ -37,15 +37,6 @@ def test_averaged_logs_of_a_randrw_job(tmp_path):
     assert series[("randrw", 1, "read", "bw_bytes_s")].values == (197788 * 1024, 203352 * 1024)
 
 
-def test_logs_beside_an_output_file_for_import(tmp_path):
-    for path in DATA.glob("avg_*.1.log"):
-        shutil.copy(path, tmp_path)
-    (tmp_path / "out.json").write_text("{}")
-    series = logs.read_beside(tmp_path / "out.json")
-    assert len(series) == 10 and {s.job for s in series} == {"avg"}  # no names given: the file prefix
-    assert {s.job for s in logs.read_beside(tmp_path / "out.json", ["randrw"], prefix="avg")} == {"randrw"}
-
-
 def test_client_log_carries_the_host_and_its_interval(tmp_path):
     (series,) = logs.read_logs([DATA / "cslog_iops.1.log.127.0.0.1"])
     assert series.hostname == "127.0.0.1" and series.job == "cslog" and series.job_index == 1

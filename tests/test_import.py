@@ -11,7 +11,7 @@ import pytest
 
 from clirun import iolab
 from iolab.fio import parse_output
-from iolab.importer import ALL_UNKNOWN, BARE_FLAGS, find_logs, plan_results, read_source
+from iolab.importer import ALL_UNKNOWN, BARE_FLAGS, plan_results, read_source
 from iolab.model import FioReport, from_jsonable, to_json_text, to_jsonable
 from iolab.store import Store
 
@@ -111,15 +111,15 @@ def test_stored_text_is_the_file_once_per_run(imported):
         assert all(store.raw_json(r["id"]) is None for r in rest)
 
 
-def test_duplicate_import_is_refused_with_the_earlier_run(imported, tmp_path):
+def test_a_file_imported_before_is_skipped_naming_its_run(imported, tmp_path):
     db, _, docs = imported
     path = DATA / "seed001_local_ssd_fio316.txt"
     earlier = docs[path.name]["run"]["id"]
     copy = tmp_path / "renamed.txt"
     copy.write_bytes(path.read_bytes())  # the checksum, not the name, identifies the file
     proc = iolab("import", str(copy), db=db)
-    assert proc.returncode == 2
-    assert f"is already imported as run {earlier}" in proc.stderr and f"iolab show {earlier}" in proc.stderr
+    assert proc.returncode == 0, proc.stderr  # nothing went wrong: there is nothing new to store
+    assert f"Skipped {copy}: already imported in run {earlier}" in said(proc)
     with sqlite3.connect(db) as conn:
         assert conn.execute("select count(*) from runs").fetchone()[0] == len(OUTPUTS)
 
@@ -179,23 +179,29 @@ def test_workload_identity_from_json_normal_and_terse():
     assert clones.job_text.count("[gr]") == 1 and clones.params["numjobs"] == "2"
 
 
-def test_logs_beside_the_output_are_found(tmp_path):
+def test_logs_named_by_the_json_options_are_found_beside_it(tmp_path):
     text = (DATA / "fio-3.33_randrw_libaio.json").read_text().replace(
         '"iodepth" : "16"', '"iodepth" : "16", "write_iops_log" : "avg", "write_lat_log" : "logs/perio"')
     out = tmp_path / "result.json"
     out.write_text(text)
     (tmp_path / "logs").mkdir()
-    for name in ("avg_iops.1.log", "avg_bw.1.log", "logs/perio_clat.1.log", "logs/perio_lat.1.log",
-                 "logs/perio_slat.1.log", "unrelated_iops.1.log"):
-        (tmp_path / name).write_text("1000, 5, 0, 0, 0\n")
-    logs = find_logs(out, parse_output(text, "result.json"))
-    assert [p.relative_to(tmp_path).as_posix() for p in logs] == [
-        "avg_iops.1.log", "logs/perio_lat.1.log", "logs/perio_clat.1.log", "logs/perio_slat.1.log"]
+    iops = "".join(f"{t}, {v}, 0, 0, 0\n{t}, {v // 2}, 1, 0, 0\n" for t, v in ((1000, 70000), (2000, 72000)))
+    for name in ("avg_iops.1.log", "avg_bw.1.log", "unrelated_iops.1.log"):
+        (tmp_path / name).write_text(iops)
+    for name in ("logs/perio_clat.1.log", "logs/perio_lat.1.log", "logs/perio_slat.1.log"):
+        (tmp_path / name).write_text("1000, 150000, 0, 0, 0\n2000, 145000, 0, 0, 0\n")
     db = tmp_path / "iolab.db"
     proc = iolab("import", str(out), db=db)
-    assert "4 log file(s) beside it" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert "logs: 4 attached (5 time series), 0 not attached" in said(proc)  # no write_bw_log asked for avg_bw
     doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
-    assert len(doc["results"][0]["extra"]["log_files"]) == 4
+    assert sorted(Path(p).relative_to(tmp_path).as_posix() for p in doc["results"][0]["extra"]["log_files"]) == [
+        "avg_iops.1.log", "logs/perio_clat.1.log", "logs/perio_lat.1.log", "logs/perio_slat.1.log"]
+
+
+def said(proc) -> str:
+    """stderr on one line (rich wraps long lines)."""
+    return " ".join(proc.stderr.split())
 
 
 def test_latin1_text_and_pasted_crlf_import(tmp_path):
@@ -215,8 +221,8 @@ def test_the_same_content_twice_in_one_command(tmp_path):
     copy = tmp_path / "copy.txt"
     copy.write_bytes(path.read_bytes())
     proc = iolab("import", str(path), str(copy), db=db)
-    assert proc.returncode == 2
-    assert f"Imported {path} as run 1" in proc.stderr and f"{copy} is already imported as run 1" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert f"Imported {path} as run 1" in said(proc) and f"Skipped {copy}: the same content as {path}" in said(proc)
 
 
 @pytest.mark.parametrize("path", OUTPUTS, ids=lambda p: p.name)

@@ -43,7 +43,7 @@ def test_logs_of_a_real_fio_run_are_stored_and_drawn(tmp_path):
     db = tmp_path / "iolab.db"
     proc = iolab("import", str(tmp_path / "out.json"), db=db)
     assert proc.returncode == 0, proc.stderr
-    assert "15 log file(s) beside it: 15 time series stored" in said(proc)  # 3 threads x 5 logs
+    assert "logs: 15 attached (15 time series), 0 not attached" in said(proc)  # 3 threads x 5 logs
     series = series_of(db)
     assert {(job, index) for job, index, *_ in series} == {("rr", 1), ("rr", 2), ("rw", 3)}  # numjobs clones
     assert {m for *_, m in series} == {"iops", "bw_bytes_s", "clat_ns", "lat_ns", "slat_ns"}
@@ -70,7 +70,7 @@ def test_the_sample_logs_named_by_json_options_or_by_the_file_name(tmp_path):
     db = tmp_path / "iolab.db"
     proc = iolab("import", str(tmp_path / "named.json"), str(tmp_path / "avg.txt"), db=db)
     assert proc.returncode == 0, proc.stderr
-    assert said(proc).count("5 log file(s) beside it: 10 time series stored") == 2  # 5 logs x read, write
+    assert said(proc).count("logs: 5 attached (10 time series), 0 not attached") == 2  # 5 logs x read, write
     for run_id in (1, 2):
         series = series_of(db, run_id)
         # two read rows at 3000 in the clat log: the window and the remnant fio flushes; the window stays
@@ -80,16 +80,16 @@ def test_the_sample_logs_named_by_json_options_or_by_the_file_name(tmp_path):
     assert drawn.returncode == 0 and 'data-chart="timeseries-iops"' in (tmp_path / "r.html").read_text()
 
 
-def test_a_log_that_is_not_fios_is_a_warning_not_a_failure(tmp_path):
+def test_a_log_that_is_not_fios_is_a_note_not_a_failure(tmp_path):
     shutil.copy(DATA / "fio-3.33_randrw_libaio.normal.txt", tmp_path / "run.txt")
     (tmp_path / "run_iops.1.log").write_text("1000, 5, 0, 0, 0\nnot, a, log\n")
     db = tmp_path / "iolab.db"
     proc = iolab("import", str(tmp_path / "run.txt"), db=db)
     assert proc.returncode == 0, proc.stderr
-    assert "1 log file(s) beside it: 0 time series stored" in said(proc)
+    assert "logs: 0 attached (0 time series), 1 not attached" in said(proc)
+    assert "1 not readable as fio logs" in said(proc) and "run_iops.1.log:2: expected" in said(proc)
     doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
-    (warning,) = doc["run"]["warnings"]
-    assert warning.startswith("time series of local not stored: ") and "run_iops.1.log:2: expected" in warning
+    assert "run_iops.1.log:2: expected" in doc["results"][0]["extra"]["logs_not_attached"]
 
 
 def free_port() -> int:
@@ -116,7 +116,7 @@ def test_client_output_logs_go_to_the_result_of_their_host(tmp_path):
     db = tmp_path / "iolab.db"
     proc = iolab("import", str(tmp_path / "out.json"), db=db)
     assert proc.returncode == 0, proc.stderr
-    assert "10 log file(s) beside it: 10 time series stored" in said(proc)
+    assert "logs: 10 attached (10 time series), 0 not attached" in said(proc)
     (result,) = Store(f"sqlite:///{db}").get_run(1).results
     assert result.target == f"127.0.0.1:{port}"
     series = series_of(db)

@@ -109,7 +109,7 @@ def test_three_hosts_from_the_cli_with_per_host_and_aggregate_rows(tmp_path):
     data = {c.name: c.spec["data"]["values"] for c in report.charts}
     aggregate = {r["workload"]: r["iops"]["values"][0] for r in doc["summary"] if r["host"] == "all hosts"}
     assert {r["category"]: r["iops"] for r in data["iops-bars"]} == pytest.approx(aggregate, rel=1e-12)
-    assert sorted((r["subject"], r["x"]) for r in data["iodepth-iops"]) == [("many", 1), ("many", 4)]
+    assert sorted((r["subject"], r["iodepth"]) for r in data["sweep-iops-iodepth"]) == [("many", 1), ("many", 4)]
 
 
 def test_two_hosts_through_the_library_with_live_progress_per_host(tmp_path):

@@ -39,15 +39,17 @@ def report(hostile):
 
 def test_report_has_every_chart_kind_with_data(report):
     names = [c.name for c in report.charts]
-    assert names == ["iops-bars", "bandwidth-bars", "latency-percentiles", "iodepth-iops", "iodepth-latency",
-                     "timeseries-iops", "timeseries-bandwidth", "timeseries-latency"]
+    assert names == ["iops-bars", "bandwidth-bars", "latency-percentiles", "sweep-iops-iodepth", "sweep-p99-iodepth",
+                     "sweep-saturation", "timeseries-iops", "timeseries-bandwidth", "timeseries-latency"]
     for chart in report.charts:
         assert chart.spec["data"]["values"], chart.name
         assert chart.spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/v6")
     subjects = {r["subject"] for r in report.charts[0].spec["data"]["values"]}
     assert subjects == {f"{EVIL_LABEL} · {EVIL_TARGET}", f"{EVIL_LABEL} · fast", "other · fast"}
-    scaling = report.charts[3].spec["data"]["values"]
-    assert {(r["family"], r["x"]) for r in scaling} == {("rand\"read' & <b>", 1), ("rand\"read' & <b>", 4)}
+    scaling = report.charts[3].spec["data"]["values"]  # the qd1/qd4 pair; the randrw workload has one point
+    points = {(r["family"], r["iodepth"], r["numjobs"]) for r in scaling}
+    assert points == {("randread 4k", 1, 2), ("randread 4k", 4, 2)}
+    assert {r["workload"] for r in scaling} == {f"{EVIL_WORKLOAD}-qd1", f"{EVIL_WORKLOAD}-qd4"}
     assert any("P3: runtime too short" in f.text for f in report.findings)
 
 
@@ -167,7 +169,7 @@ def test_cli_report_writes_html_png_and_markdown(hostile, tmp_path):
     assert (tmp_path / "r.html").stat().st_size > 500_000  # the JavaScript is inline
     assert sorted(p.name for p in (tmp_path / "r_files").iterdir())[:2] == ["bandwidth-bars.png", "bandwidth-bars.svg"]
     assert "r_files/iops-bars.png" in (tmp_path / "r.md").read_text()
-    assert f"{tmp_path / 'r.html'}  (HTML, 8 charts)" in proc.stdout
+    assert f"{tmp_path / 'r.html'}  (HTML, 9 charts)" in proc.stdout
     compared = iolab("compare", *map(str, hostile.run_ids), "--metric", "iops,clat_p99", "--threshold", "3%",
                      "--format", "markdown", db=hostile.db, cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr
@@ -238,7 +240,7 @@ def test_report_of_a_file_against_a_throttled_loop_device(tmp_path):
         runs, chartdata.subjects(runs), chartdata.Categories(runs))}
     slow_iops, fast_iops = rows[("slow", "randread-4k-qd8")], rows[("fast", "randread-4k-qd8")]
     assert slow_iops < 260 and fast_iops > 5 * slow_iops
-    assert (tmp_path / "png" / "iodepth-latency.png").exists() and (tmp_path / "png" / "timeseries-iops.png").exists()
+    assert (tmp_path / "png" / "sweep-saturation.png").exists() and (tmp_path / "png" / "timeseries-iops.png").exists()
     page = (tmp_path / "r.html").read_text()
     summary = unescape(page[page.index('<section id="summary">'):page.index("</section>")])
     assert "<caption>fast (run 1) → slow (run 2)</caption>" in summary

@@ -1,125 +1,149 @@
-"""The HTML report in a real browser: Debian's Chromium driven by Playwright (never a downloaded
-browser). Loads offline with no console errors and no network request, draws every chart,
-shows hostile names as text and runs none of them."""
+"""The HTML report in real browsers: Debian's Chromium (Playwright) and Firefox ESR (Marionette),
+never a downloaded build (tests/browsers.py). It loads offline with no network request, draws every
+chart, shows hostile names as text and runs none of them; a comparison of two real fio sweeps draws
+its sweep charts in both engines."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import benchfio
+import browsers
 import reportrun
+from clirun import iolab
 from iolab.report import document, html
 from iolab.store import Store
 from reportrun import EVIL_LABEL, EVIL_TARGET
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-#: Where the screenshot goes, for people to look at (CI keeps it as an artefact if it wants).
-SCREENSHOT = Path(os.environ.get("IOLAB_SCREENSHOT_DIR", tempfile.gettempdir())) / "iolab-report-test.png"
-
 pytestmark = pytest.mark.browser
+
+HOSTILE_CHARTS = ["iops-bars", "bandwidth-bars", "latency-percentiles", "sweep-iops-iodepth", "sweep-p99-iodepth",
+                  "sweep-saturation", "timeseries-iops", "timeseries-bandwidth", "timeseries-latency"]
+SWEEP_CHARTS = ["sweep-iops-iodepth", "sweep-iops-numjobs", "sweep-p99-iodepth", "sweep-p99-numjobs",
+                "sweep-heatmap", "sweep-saturation", "sweep-ratio", "timeseries-iops", "timeseries-bandwidth",
+                "timeseries-latency"]
+FIGURES = """Array.from(document.querySelectorAll('figure[data-chart]')).map(f => ({
+    name: f.dataset.chart, rendered: f.dataset.rendered,
+    marks: f.querySelectorAll('svg g.mark-rect path, svg g.mark-line path, svg g.mark-symbol path').length}))"""
 
 
 @pytest.fixture(scope="module")
-def page_of(tmp_path_factory) -> Iterator:  # type: ignore[type-arg]
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Chromium is not installed (Debian package chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev extra) is not installed")
+def hostile_html(tmp_path_factory) -> Path:
     hostile = reportrun.hostile_runs(tmp_path_factory.getbasetemp() / "hostile-runs")
     store = Store(f"sqlite:///{hostile.db}")
     runs = [store.get_run(i) for i in hostile.run_ids]
     series = {k: v for i in hostile.run_ids for k, v in store.time_series(i).items()}
     path = tmp_path_factory.mktemp("html") / "report.html"
     path.write_text(html.render(document.build(runs, series)))
-    profile = tempfile.mkdtemp(prefix="iolab-chromium-")
-    with sync_api.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=ARGS, headless=True,
-                                                       viewport={"width": 1400, "height": 1000})
-        try:
-            yield lambda: _open(context, path)
-        finally:
-            context.close()
-            shutil.rmtree(profile, ignore_errors=True)
+    return path
 
 
-class Loaded:
-    def __init__(self, page, problems, requests, dialogs):  # type: ignore[no-untyped-def]
-        self.page, self.problems, self.requests, self.dialogs = page, problems, requests, dialogs
+@pytest.fixture(scope="module", params=sorted(browsers.BROWSERS))
+def browser(request) -> Iterator:  # type: ignore[type-arg]
+    with browsers.BROWSERS[request.param]() as open_:
+        yield request.param, open_
 
 
-def _open(context, path: Path) -> Loaded:  # type: ignore[no-untyped-def]
-    page = context.new_page()
-    problems: list[str] = []
-    requests: list[str] = []
-    dialogs: list[str] = []
-    page.on("console", lambda m: problems.append(f"{m.type}: {m.text}") if m.type in ("error", "warning") else None)
-    page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.on("request", lambda r: requests.append(r.url))
-    # anything but the file itself is refused, so a slip could not reach the network either
-    page.route("**/*", lambda route: route.continue_() if route.request.url == path.as_uri() else route.abort())
-    page.goto(path.as_uri())
-    page.wait_for_function("document.body.dataset.charts === 'done'", timeout=60_000)
-    return Loaded(page, problems, requests, dialogs)
+@pytest.fixture(scope="module")
+def chromium() -> Iterator:  # type: ignore[type-arg]
+    with browsers.chromium() as open_:
+        yield open_
 
 
-def test_report_loads_offline_and_draws_every_chart(page_of):
-    loaded = page_of()
-    page = loaded.page
-    assert loaded.problems == []
-    assert loaded.requests == [page.url]  # the file, and nothing else
-    figures = page.eval_on_selector_all("figure[data-chart]", """figures => figures.map(f => ({
-        name: f.dataset.chart, rendered: f.dataset.rendered,
-        marks: f.querySelectorAll('svg g.mark-rect path, svg g.mark-line path, svg g.mark-symbol path').length}))""")
-    assert [f["name"] for f in figures] == ["iops-bars", "bandwidth-bars", "latency-percentiles", "iodepth-iops",
-                                            "iodepth-latency", "timeseries-iops", "timeseries-bandwidth",
-                                            "timeseries-latency"]
+def test_report_loads_offline_and_draws_every_chart(browser, hostile_html):
+    name, open_ = browser
+    page = open_(hostile_html)
+    browsers.wait_for_charts(page)
+    figures = page.evaluate(FIGURES)
+    assert [f["name"] for f in figures] == HOSTILE_CHARTS
     for figure in figures:
-        assert figure["rendered"] == "yes" and figure["marks"] >= 3, figure
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
-    assert SCREENSHOT.stat().st_size > 100_000
+        assert figure["rendered"] == "yes" and figure["marks"] >= 3, (name, figure)
+    assert page.evaluate("performance.getEntriesByType('resource').map(e => e.name)") == []  # nothing fetched
+    assert page.evaluate("document.querySelectorAll('.chart-error').length") == 0
+    shot = browsers.SCREENSHOTS / f"iolab-report-test-{name}.png"
+    page.screenshot(shot)
+    assert shot.stat().st_size > 100_000
 
 
-def test_the_comparison_verdicts_are_at_the_top_in_colour(page_of):
-    page = page_of().page
-    tables = page.eval_on_selector_all("main section table", """tables => tables.map(t => ({
+def test_hostile_names_are_text_and_run_nothing(browser, hostile_html):
+    _, open_ = browser
+    page = open_(hostile_html)
+    browsers.wait_for_charts(page)
+    body = page.evaluate("document.body.innerText")
+    assert EVIL_TARGET in body and EVIL_LABEL in body and "<img src=z onerror=alert(4)>" not in body  # in <details>
+    assert page.evaluate("document.images.length") == 0
+    assert page.evaluate("document.querySelectorAll('b, i').length") == 0
+    page.evaluate("document.querySelectorAll('#jobs details').forEach(d => d.open = true)")
+    assert "<img src=z onerror=alert(4)>" in page.evaluate("document.querySelector('#jobs').innerText")
+
+
+def test_chromium_sees_no_request_console_error_or_dialog(chromium, hostile_html):
+    page = chromium(hostile_html)
+    browsers.wait_for_charts(page)
+    assert page.problems == []
+    assert page.requests == [page.page.url]  # the file, and nothing else
+    # hover every bar: the tooltips show the subject's name, as text
+    bars = page.page.locator("#chart-iops-bars g.mark-rect path")
+    for i in range(bars.count()):
+        bars.nth(i).hover(force=True)  # a short bar may lie under its repetition dot
+        page.page.wait_for_timeout(50)
+    tooltip = page.page.locator("#vg-tooltip-element")
+    assert tooltip.count() == 1 and "IOPS" in tooltip.inner_text()
+    page.page.locator("#chart-iops-bars g.mark-rect path").first.hover()
+    page.page.wait_for_timeout(100)
+    assert EVIL_TARGET in tooltip.inner_text() and tooltip.locator("img").count() == 0
+    assert page.dialogs == [] and page.problems == []
+
+
+def test_the_comparison_verdicts_are_at_the_top_in_colour(chromium, hostile_html):
+    page = chromium(hostile_html)
+    browsers.wait_for_charts(page)
+    tables = page.evaluate("""Array.from(document.querySelectorAll('main section table')).map(t => ({
         section: t.closest('section').id, caption: t.caption ? t.caption.textContent : '',
         top: t.getBoundingClientRect().top + window.scrollY}))""")
-    first_chart = page.eval_on_selector("figure[data-chart]", "f => f.getBoundingClientRect().top + window.scrollY")
+    first_chart = page.evaluate("document.querySelector('figure[data-chart]').getBoundingClientRect().top "
+                                "+ window.scrollY")
     summary, verdicts = tables[:2]
     assert summary["section"] == verdicts["section"] == "summary" and verdicts["top"] < first_chart
     assert summary["caption"] == f"Summary: geometric mean of other / {EVIL_LABEL}"
     assert verdicts["caption"] == f"{EVIL_LABEL} (run 1) → other (run 2)"
-    cells = page.eval_on_selector_all("#summary td.style-red, #summary td.style-green", """cells => cells.map(c => ({
-        text: c.textContent, colour: getComputedStyle(c).color, background: getComputedStyle(c).backgroundColor}))""")
+    cells = page.evaluate("""Array.from(document.querySelectorAll('#summary td.style-red, #summary td.style-green'))
+        .map(c => ({text: c.textContent, colour: getComputedStyle(c).color,
+                    background: getComputedStyle(c).backgroundColor}))""")
     assert {"text": "worse (untested)", "colour": "rgb(179, 38, 30)", "background": "rgb(252, 232, 230)"} in cells
     assert any(c["text"] == "better (untested)" and c["background"] == "rgb(230, 244, 234)" for c in cells)
-    page.locator("#summary").screenshot(path=str(SCREENSHOT.with_name("iolab-report-test-summary.png")))
+    page.screenshot(browsers.SCREENSHOTS / "iolab-report-test-summary.png", "#summary")
 
 
-def test_hostile_names_are_text_and_run_nothing(page_of):
-    loaded = page_of()
-    page = loaded.page
-    body = page.inner_text("body")
-    assert EVIL_TARGET in body and EVIL_LABEL in body and "<img src=z onerror=alert(4)>" not in body  # in <details>
-    assert page.eval_on_selector_all("img", "imgs => imgs.length") == 0
-    assert page.evaluate("document.querySelectorAll('b, i').length") == 0
-    page.evaluate("document.querySelectorAll('#jobs details').forEach(d => d.open = true)")
-    assert "<img src=z onerror=alert(4)>" in page.inner_text("#jobs")
-    # hover every bar: the tooltips show the subject's name, as text
-    bars = page.locator("#chart-iops-bars g.mark-rect path")
-    for i in range(bars.count()):
-        bars.nth(i).hover(force=True)  # a short bar may lie under its repetition dot
-        page.wait_for_timeout(50)
-    tooltip = page.locator("#vg-tooltip-element")
-    assert tooltip.count() == 1 and "IOPS" in tooltip.inner_text()
-    page.locator("#chart-iops-bars g.mark-rect path").first.hover()
-    page.wait_for_timeout(100)
-    assert EVIL_TARGET in tooltip.inner_text() and tooltip.locator("img").count() == 0
-    assert loaded.dialogs == [] and loaded.problems == []
+@pytest.fixture(scope="module")
+def sweep_html(sweep_dir, tmp_path_factory) -> Path:
+    """The report of two real fio sweeps: the session's sweep, and a randread-only one of the same file."""
+    root = tmp_path_factory.mktemp("sweep-report")
+    benchfio.sweep(root / "again", sweep_dir.parent / "data.bin", rws=("randread",))
+    db = root / "iolab.db"
+    for path, label in ((sweep_dir, "first"), (root / "again", "again")):
+        assert iolab("import", str(path), "--label", label, db=db).returncode == 0
+    out = root / "sweeps.html"
+    proc = iolab("report", "first", "again", "-o", str(out), db=db)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_two_sweeps_draw_every_sweep_chart(browser, sweep_html):
+    name, open_ = browser
+    page = open_(sweep_html)
+    browsers.wait_for_charts(page)
+    figures = page.evaluate(FIGURES)
+    assert [f["name"] for f in figures] == SWEEP_CHARTS
+    for figure in figures:
+        assert figure["rendered"] == "yes" and figure["marks"] >= 6, (name, figure)
+    cells = page.evaluate("document.querySelectorAll('#chart-sweep-heatmap g.mark-rect.role-mark path').length")
+    assert cells == 6 * 3  # iodepth 1, 4, 16 x numjobs 1, 2 in three panels: first's randread and randwrite, again's
+    ratios = page.evaluate("Array.from(document.querySelectorAll('#chart-sweep-ratio g.mark-text.role-mark text'))"
+                           ".map(t => t.textContent)")
+    assert len(ratios) == 6 and all(r.startswith("×") for r in ratios)  # the randread family is in both
+    for chart in ("sweep-heatmap", "sweep-saturation", "sweep-ratio"):
+        page.screenshot(browsers.SCREENSHOTS / f"iolab-sweep-{chart}-{name}.png", f"#chart-{chart}")

@@ -17,7 +17,17 @@ from iolab import store as store_mod
 from iolab.errors import StoreError, UsageError
 from iolab.fio.json import parse_json
 from iolab.model import HostFacts, TargetFacts, TimeSeries
-from iolab.store import DuplicateSource, FinishedResult, FinishedRun, PendingResult, Store, metadata
+from iolab.store import (
+    DuplicateSource,
+    FinishedResult,
+    FinishedRun,
+    ImportedFile,
+    PendingResult,
+    Store,
+    decode_series,
+    encode_series,
+    metadata,
+)
 
 SAMPLE = "data/fio/fio-3.33_randrw_libaio.jsonplus.json"
 
@@ -38,7 +48,7 @@ def store(request, tmp_path):
     yield s
     if request.param == "postgresql":
         with s.engine.begin() as conn:  # each test starts from an empty schema
-            for table in ("time_series", "results", "run_tags", "runs", "alembic_version"):
+            for table in [*reversed(metadata.sorted_tables), "alembic_version"]:
                 conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
     s.close()
 
@@ -99,6 +109,10 @@ def test_selectors(store):
         store.get_run(999)
 
 
+def imported(digit_pair: str, path: str = "f.json") -> ImportedFile:
+    return ImportedFile(digit_pair * 32, f"/data/{path}", "json", 100)
+
+
 def test_finished_run_in_one_transaction_and_duplicate_source_refused(store, request):
     text = (request.path.parent / SAMPLE).read_text()
     report = parse_json(text)
@@ -109,10 +123,11 @@ def test_finished_run_in_one_transaction_and_duplicate_source_refused(store, req
                FinishedResult(seq=1, target="local", target_path=None, workload="x", repeat=0, job_text="[x]\n",
                               job_hash="h", params={}, status="failed", error="fio error 5")]
     source = {"name": "a.json", "sha256": "ab" * 32}
-    first = FinishedRun(suite_name="a.json", origin="imported", source=source, sha256="ab" * 32,
+    first = FinishedRun(suite_name="a.json", origin="imported", source=source, files=(imported("ab", "a.json"),),
                         results=tuple(results), label="imp", tags={"k": "v"}, fio_version="3.33", warnings=("w1",))
     series = (TimeSeries("randrw", 1, "read", "iops", (1000, 2000), (5.0, 7.5), 1000),)
-    other = FinishedRun(suite_name="c.json", origin="imported", source={"name": "c.json"}, sha256="cd" * 32,
+    other = FinishedRun(suite_name="c.json", origin="imported", source={"name": "c.json"},
+                        files=(imported("cd", "c.json"), imported("12", "c2.json")),
                         results=(replace(results[0], series=series),))
     run_id, other_id = store.add_finished_runs([first, other])
     run = store.get_run(run_id)
@@ -125,13 +140,14 @@ def test_finished_run_in_one_transaction_and_duplicate_source_refused(store, req
     assert ok.report == report and ok.ended_at == now and ok.extra == {"unknown_options": ["*"]}
     assert store.raw_json(ok.id) == text and failed.error == "fio error 5"
     assert store.find_source("ab" * 32) == run_id and store.find_source("ef" * 32) is None
-    again = FinishedRun(suite_name="b.json", origin="imported", source={"name": "b.json"}, sha256="ab" * 32,
-                        results=tuple(results))
-    new = FinishedRun(suite_name="d.json", origin="imported", source={"name": "d.json"}, sha256="ef" * 32,
-                      results=tuple(results))
+    assert store.find_sources(["12" * 32, "cd" * 32]) == {"12" * 32: other_id, "cd" * 32: other_id}
+    again = FinishedRun(suite_name="b", origin="imported", source={"name": "b"},
+                        files=(imported("34", "b1.json"), imported("ab", "b.json")), results=tuple(results))
+    new = FinishedRun(suite_name="d.json", origin="imported", source={"name": "d.json"},
+                      files=(imported("ef", "d.json"),), results=tuple(results))
     with pytest.raises(DuplicateSource) as info:
         store.add_finished_runs([new, again])
-    assert info.value.run_id == run_id and f"already stored as run {run_id}" in info.value.message
+    assert info.value.run_id == run_id and f"b.json is already stored in run {run_id}" in info.value.message
     assert [r.id for r in store.list_runs()] == [other_id, run_id]  # nothing of the refused batch was stored
 
 
@@ -190,10 +206,52 @@ def test_stored_text_is_a_zlib_stream_whatever_the_codec(codec, monkeypatch, tmp
                             job_hash="h", params={}, raw_text=text)
     given = FinishedResult(seq=0, target="local", target_path=None, workload="w", repeat=0, job_text="[w]\n",
                            job_hash="h", params={}, raw_gz=store_mod.compress_raw(text.encode()))
-    ids = store.add_finished_runs([FinishedRun(suite_name="a", origin="imported", source={}, sha256="a" * 64,
+    ids = store.add_finished_runs([FinishedRun(suite_name="a", origin="imported", source={}, files=(imported("aa"),),
                                                results=(result,)),
-                                   FinishedRun(suite_name="b", origin="imported", source={}, sha256="b" * 64,
+                                   FinishedRun(suite_name="b", origin="imported", source={}, files=(imported("bb"),),
                                                results=(given,), tags={"k": "v"})])
     assert [store.raw_json(store.get_run(i).results[0].id) for i in ids] == [text, text]
     assert [store.get_run(i).info.tags for i in ids] == [{}, {"k": "v"}]
     store.close()
+
+
+@pytest.mark.parametrize("values", [
+    (5.0, 7.0, 7.0, 1e12), (0.5, 1 / 3, 2.0, 1e-9), (), (3.0,), (float("nan"), 1.0, float("inf"), 2.0 ** 60)])
+def test_time_series_encoding_is_exact_and_compact(values):
+    times = tuple(range(500, 500 * (len(values) + 1), 500))
+    t_ms, decoded = decode_series(encode_series(times, values))
+    assert t_ms == times and len(decoded) == len(values)
+    assert all(a == b or (a != a and b != b) for a, b in zip(decoded, values, strict=True))  # NaN stays NaN
+    steady = encode_series(range(1000, 61000, 1000), [100_000 + i % 7 for i in range(60)])
+    assert len(steady) < 200  # a minute of 1 s IOPS windows; fio's log text of it is ~1.2 kB
+    with pytest.raises(ValueError):
+        encode_series((1, 2), (1.0,))
+
+
+def test_migration_0004_moves_checksums_and_encodes_stored_series(tmp_path):
+    """A database written before 0004 (checksums on runs, series as JSON points) reads back the same."""
+    from alembic import command
+    from alembic.config import Config
+
+    url = f"sqlite:///{tmp_path}/old.db"
+    config = Config()
+    config.set_main_option("script_location", str(Path(store_mod.__file__).parent / "migrations"))
+    with sa.create_engine(url).begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0003")
+        conn.exec_driver_sql(
+            "INSERT INTO runs (id, created_at, status, origin, suite_name, suite_text, source, source_sha256) VALUES "
+            "(1, '2026-11-01 10:00:00', 'complete', 'imported', 'a.json', '', "
+            "'{\"path\": \"/x/a.json\", \"format\": \"json\", \"size_bytes\": \"123\"}', '" + "ab" * 32 + "')")
+        conn.exec_driver_sql("INSERT INTO results (id, run_id, seq, target, workload, repeat, status, job_text, "
+                             "job_hash) VALUES (1, 1, 0, 'local', 'w', 0, 'ok', '[w]', 'h')")
+        conn.exec_driver_sql("INSERT INTO time_series (result_id, job, job_index, direction, metric, interval_ms, "
+                             "points) VALUES (1, 'w', 1, 'read', 'iops', 1000, '[[1000, 5], [2000, 7.5]]')")
+    store = Store(url)
+    assert [r.workload for r in store.get_run(1).results] == ["w"]  # nothing cascaded away with a table copy
+    assert store.find_sources(["ab" * 32]) == {"ab" * 32: 1}
+    (series,) = store.time_series(1)[1]
+    assert (series.t_ms, series.values, series.interval_ms) == ((1000, 2000), (5.0, 7.5), 1000)
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("select path, format, size_bytes from imported_files")).one() == (
+            "/x/a.json", "json", 123)

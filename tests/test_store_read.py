@@ -17,7 +17,7 @@ import pg
 from iolab.fio import parse_output
 from iolab.fio.validate import Violation, check_report
 from iolab.model import DirectionStats, DiskUtil, FioReport, Histogram, JobResult, Latency, SampleStats
-from iolab.store import FinishedResult, FinishedRun, Store, UnreadableRun, results, runs
+from iolab.store import FinishedResult, FinishedRun, ImportedFile, Store, UnreadableRun, results, runs
 
 DATA = Path(__file__).parent / "data" / "fio"
 
@@ -105,7 +105,9 @@ _sources = itertools.count()
 
 def store_report(store: Store, report: FioReport) -> int:
     """Store ``report`` as the result of an imported run; its id."""
-    run = FinishedRun(suite_name="prop", origin="imported", source={"name": "prop"}, sha256=f"{next(_sources):064x}",
+    sha256 = f"{next(_sources):064x}"
+    run = FinishedRun(suite_name="prop", origin="imported", source={"name": "prop"},
+                      files=(ImportedFile(sha256, "prop.json"),),
                       results=(FinishedResult(seq=0, target="local", target_path=None, workload="w", repeat=0,
                                               job_text="[w]\n", job_hash="h", params={}, report=report),))
     return store.add_finished_runs([run])[0]

@@ -25,12 +25,14 @@ time-based run never pairs with a size-bound one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import units
+from . import jobfile, units
+from .errors import SuiteError
 from .fio.num2str import version_tuple
 from .jobfile import NOT_WORKLOAD
+from .model import ResultRecord
 
 ALIASES = {
     "readwrite": "rw", "blocksize": "bs", "blockalign": "ba", "blocksize_range": "bsrange",
@@ -260,3 +262,32 @@ def differences(a: Options, b: Options, ignore: Iterable[str] = ()) -> tuple[lis
             effect = "soft" if option in SOFT else "ignored" if option in ignored else "blocking"
             found.append(Difference(option, va, vb, effect))
     return found, unchecked
+
+
+def job_options(result: ResultRecord, fio_version: str | None) -> dict[str, Options]:
+    """Canonical options per fio job name of a stored result, from its job text.
+
+    iolab's own runs store the job file fio ran: complete, and a size left out is the target's.
+    Imported results carry ``extra["unknown_options"]`` (see ``importer``).
+    """
+    facts = result.target_facts
+    size = facts.size_bytes if facts is not None and facts.kind in ("block", "file") else None
+    return job_text_options(result.job_text, result.extra.get("unknown_options"), fio_version, size)
+
+
+def job_text_options(job_text: str, unknown_options: Sequence[str] | None, fio_version: str | None,
+                     size_bytes: int | None = None) -> dict[str, Options]:
+    """Canonical options per fio job name of a job file. ``unknown_options`` is what an import says
+    is unknown (``["*"]``: every absent option; None: nothing, the job file is complete, and a job
+    without ``size`` uses ``size_bytes``, its target's). Unreadable job text gives ``{}``."""
+    try:
+        jobs = jobfile.effective_jobs(jobfile.parse(job_text))
+    except SuiteError:
+        return {}
+    unknown = None if unknown_options is not None and "*" in unknown_options else tuple(unknown_options or ())
+    out: dict[str, Options] = {}
+    for name, options in jobs:
+        if unknown_options is None and "size" not in options and size_bytes:
+            options = {**options, "size": str(size_bytes)}
+        out.setdefault(name, canonical(options, unknown, fio_version))
+    return out

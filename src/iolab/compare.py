@@ -40,8 +40,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import canonical, jobfile, stats
-from .errors import SuiteError, UsageError
+from . import canonical, stats
+from .errors import UsageError
 from .model import DirectionStats, Latency, ResultRecord, Run, pct_key
 from .report.results import per_repeat
 
@@ -238,28 +238,6 @@ class Comparison:
 # Building slots from stored runs
 
 
-def job_options(result: ResultRecord, fio_version: str | None) -> dict[str, canonical.Options]:
-    """Canonical options per fio job name of a result, from its job text.
-
-    iolab's own runs store the job file fio ran: complete, and a size left out is the target's.
-    Imported results carry ``extra["unknown_options"]`` (see ``importer``).
-    """
-    try:
-        jobs = jobfile.effective_jobs(jobfile.parse(result.job_text))
-    except SuiteError:
-        return {}
-    spec = result.extra.get("unknown_options")
-    unknown = None if spec is not None and "*" in spec else tuple(spec or ())
-    facts = result.target_facts
-    out: dict[str, canonical.Options] = {}
-    for name, options in jobs:
-        if spec is None and "size" not in options and facts is not None and facts.kind in ("block", "file") \
-                and facts.size_bytes:
-            options = {**options, "size": str(facts.size_bytes)}
-        out.setdefault(name, canonical.canonical(options, unknown, fio_version))
-    return out
-
-
 def slots(runs: Sequence[Run]) -> list[Slot]:
     """The slots of a side, in order of first appearance (see module docstring)."""
     found: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -269,7 +247,7 @@ def slots(runs: Sequence[Run]) -> list[Slot]:
             if result.status not in ("ok", "failed"):
                 continue  # pending or interrupted: nothing measured
             version = run.info.fio_version or (result.report.fio_version if result.report else None)
-            options = job_options(result, version)
+            options = canonical.job_options(result, version)
             if result.status == "failed":
                 for job, opts in (options or {result.workload: canonical.Options({}, None)}).items():
                     entry = failures.setdefault((result.target, job, opts.key), _entry(result, job, opts))

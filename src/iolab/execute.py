@@ -67,7 +67,8 @@ class Plan:
 
     @property
     def errors(self) -> tuple[lint.Finding, ...]:
-        """Lint findings that stop a run unless forced."""
+        """Error findings (a job fio rejects, a refused destructive write): only a plan prepared with
+        ``strict=False`` holds them; ``prepare`` raises them otherwise."""
         return tuple(f for f in self.findings if f.severity == lint.ERROR)
 
     @property
@@ -347,10 +348,9 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
           tags: Mapping[str, str] | None = None) -> int:
     """Store the run and every planned invocation as pending; returns the run id.
 
-    The plan's lint findings become the run's warnings (forced errors say so)."""
+    The plan's lint findings (warnings) become the run's warnings."""
     fio_version = local.fio_version(options.fio)
-    warnings = [f.text() if f.severity == lint.WARNING else f"{f.text()} (error, run with --force)"
-                for f in plan_.findings]
+    warnings = [f.text() for f in plan_.findings]
     run_id = store.create_run(
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
         host=host.host_facts(fio_version), fio_version=fio_version, warnings=warnings,

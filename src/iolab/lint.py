@@ -5,9 +5,12 @@ Each rule is a pure function of one fio job's effective options (``jobfile.effec
 it can be tested without running anything. ``lint_plan`` builds the contexts of a rendered plan
 (``execute.Plan``) and runs every rule; ``unlike_runs`` (P11) compares two stored runs.
 
-Severities: ``error`` stops ``iolab run`` unless ``--force``; ``warning`` is stored with the
-run and shown with its results. Findings with the same id and text are merged, their places
-(``where``) joined, so a suite with twenty workloads without a ramp gives one P4.
+Severities: every rule here is a ``warning`` with its remedy, stored with the run and shown with its
+results, so an unchanged fio job file always runs. ``error`` is only for what is dangerous or
+meaningless: a destructive write to a device with data (``P16``, the safety guard) and a job fio
+rejects (``FIO``); ``iolab run`` refuses those before fio starts, ``iolab lint`` lists them.
+Findings with the same id and text are merged, their places (``where``) joined, so a suite with
+twenty workloads without a ramp gives one P4.
 
 Option values are read the way fio reads them (``units``); a value iolab cannot read (an
 ``${ENV}`` substitution, an unusual spelling) makes the rule that needs it stay silent rather
@@ -300,7 +303,7 @@ def p6_cpus(ctx: JobContext) -> list[Finding]:
     if not usable or ctx.concurrent <= usable:
         return []
     return [Finding(
-        "P6", ERROR, f"{ctx.concurrent} fio jobs run at once on {usable} usable CPU(s): they compete for CPUs, "
+        "P6", WARNING, f"{ctx.concurrent} fio jobs run at once on {usable} usable CPU(s): they compete for CPUs, "
         "so the result measures the CPU scheduler as much as the storage.",
         f"run at most {usable} jobs at once (numjobs, or stonewall between sections), with cpus_allowed and "
         "cpus_allowed_policy=split (pin: mq).", "SPDK maintainers' fio guidance; fio HOWTO, cpus_allowed_policy")]
@@ -388,7 +391,7 @@ def p14_verify_norandommap(ctx: JobContext) -> list[Finding]:
     if depth <= 1 or _value(opts, "random_generator") == "lfsr" or _engine(opts) in SYNC_ENGINES:
         return []
     return [Finding(
-        "P14", ERROR, f"verify={verify} with norandommap at iodepth={depth}: a block can be overwritten while a "
+        "P14", WARNING, f"verify={verify} with norandommap at iodepth={depth}: a block can be overwritten while a "
         "write to it is in flight, which fio reports as a verification error.",
         "drop norandommap, or add random_generator=lfsr.", "fio HOWTO, norandommap and verify")]
 

@@ -1,54 +1,121 @@
-"""``iolab import``: existing fio output files as stored runs."""
+"""``iolab import``: existing fio output files, or directories of them, as stored runs."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import importer
+from ..errors import IolabError
 from ..report import results as results_report
+from ..report.table import Cell, Column, Table
 from . import FORMATS, _report_error, cli, emit_tables, err, load_runs, parse_tags, store_of
 
 
 @cli.command("import")
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="FILE...")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="FILE|DIR...")
 @click.option("--label", help="A name for the imported runs, usable wherever a run id is.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the imported runs (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="How to print the imported results.")
+              help="How to print the imported results (one file) or the import's summary.")
 @click.pass_context
-def import_(ctx: click.Context, files: Sequence[Path], label: str | None, tags: Sequence[str], fmt: str) -> None:
-    """Import fio output files: JSON, json+, client/server JSON, normal text (any fio version,
-    also pasted from a web page), terse. Each file becomes one run.
+def import_(ctx: click.Context, paths: Sequence[Path], label: str | None, tags: Sequence[str], fmt: str) -> None:
+    """Import fio output: JSON, json+, client/server JSON, normal text (any fio version, also pasted
+    from a web page), terse. A FILE becomes one run; a DIR (searched recursively: a sweep by
+    bench-fio, fio-plot or your own script) becomes one run of all the jobs in it.
 
     \b
     iolab import result.json --label baseline
     iolab import ssd-*.txt --label ssd --tag kernel=6.1
-    iolab compare baseline ssd
+    iolab import bench/sdb bench/sdc                 # two sweeps, a run each
+    iolab compare sdb sdc
 
-    A file already imported (same sha256) is refused, naming the earlier run. When some files
-    fail, the others are still imported and the exit code is the highest of the failures'.
+    fio's logs (write_*_log) are attached to the results they belong to. A file already
+    imported (same sha256) is skipped, naming its run. When some files fail, the others are
+    still imported and the exit code is the highest of the failures'.
     """
     store = store_of(ctx)
-    imported, failure = [], 0
-    for outcome in importer.import_files(store, files, label=label, tags=parse_tags(tags)):
-        if isinstance(outcome, importer.Failed):
-            _report_error(outcome.error)
-            failure = max(failure, outcome.error.exit_code)
-            continue
-        imported.append(outcome)
-        detail = f"{outcome.source_format}, fio {outcome.fio_version or '?'}, {outcome.results} result(s)"
-        if outcome.warnings:
-            detail += f", {len(outcome.warnings)} warning(s)"
-        if outcome.logs:
-            detail += f", {len(outcome.logs)} log file(s) beside it: {outcome.series} time series stored"
-        err.print(f"Imported {outcome.path} as run [bold]{outcome.run_id}[/] ({detail})", highlight=False)
-    runs = load_runs(ctx, [done.run_id for done in imported])
-    if runs:
-        document = [results_report.run_document(r) for r in runs]
-        emit_tables([results_report.results_table(r) for r in runs], fmt,
-                    document[0] if len(document) == 1 else document)
+    sources = importer.discover(paths)
+    total = sum(len(s.outputs) for s in sources)
+    bulk = len(sources) > 1 or any(s.directory for s in sources)
+    with Progress(TextColumn("Importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.description}"), console=err, transient=True, disable=not bulk) as bar:
+        task = bar.add_task("", total=total)
+        outcomes = list(importer.import_sources(store, sources, label, parse_tags(tags),
+                                                lambda path: bar.update(task, advance=1, description=path.name)))
+    failure = max((o.exit_code for o in outcomes), default=0)
+    for outcome in outcomes:
+        _say(outcome)
+    if bulk:
+        emit_tables([_summary(outcomes)], fmt, _document(outcomes))
+    else:
+        runs = load_runs(ctx, [o.run_id for o in outcomes if o.run_id is not None])
+        if runs:
+            emit_tables([results_report.results_table(runs[0])], fmt, results_report.run_document(runs[0]))
     if failure:
         ctx.exit(failure)
+
+
+def _say(o: importer.Outcome) -> None:
+    """What became of one source, on stderr: failures as errors, skips and log notes as notes."""
+    for note in o.notes:
+        if note.error is not None:
+            _report_error(note.error)
+        elif note.status == "skipped":
+            err.print(f"Skipped {note.path}: " + (f"already imported in run {note.run_id}" if note.run_id
+                                                   else f"the same content as {note.same_as}"), highlight=False)
+    if o.run_id is None:
+        return
+    detail = f"{', '.join(o.formats)}, fio {', '.join(o.fio_versions) or '?'}, {o.results} result(s)"
+    if o.directory:
+        detail = f"{o.files} file(s): " + detail
+    if o.warnings:
+        detail += f", {len(o.warnings)} warning(s)"
+    if o.logs_attached or o.logs_skipped:
+        detail += f"; logs: {o.logs_attached} attached ({o.series} time series), {o.logs_skipped} not attached"
+    err.print(f"Imported {o.path} as run [bold]{o.run_id}[/] ({detail})", highlight=False)
+    for line in o.log_notes:
+        err.print(f"  logs: {line}", markup=False, highlight=False, style="yellow")
+
+
+def _summary(outcomes: Sequence[importer.Outcome]) -> Table:
+    """One row per source: its run, files stored, skipped, failed and passed over, results, logs."""
+    columns = (Column("path", "path"), Column("run", "run", True), Column("files", "files", True),
+               Column("skipped", "skipped", True), Column("failed", "failed", True),
+               Column("passed_over", "other files", True), Column("results", "results", True),
+               Column("logs_attached", "logs attached", True), Column("logs_skipped", "logs not attached", True),
+               Column("warnings", "warnings", True))
+    rows = []
+    for o in outcomes:
+        counts = (o.files, _count(o, "skipped"), _count(o, "failed"), o.passed_over, o.results, o.logs_attached,
+                  o.logs_skipped, len(o.warnings))
+        rows.append((Cell(o.path), Cell(str(o.run_id) if o.run_id else "–", o.run_id),
+                     *(Cell(f"{n:,}", n, "red" if n and i == 2 else None) for i, n in enumerate(counts))))
+    stored = sum(o.run_id is not None for o in outcomes)
+    return Table(title=f"import: {sum(o.files for o in outcomes)} file(s) stored as {stored} run(s)",
+                 columns=columns, rows=tuple(rows),
+                 notes=("other files: in a directory, files that are not fio outputs (job files, images …); its fio "
+                        "logs are counted as logs",))
+
+
+def _count(o: importer.Outcome, status: str) -> int:
+    return sum(n.status == status for n in o.notes)
+
+
+def _document(outcomes: Sequence[importer.Outcome]) -> dict[str, Any]:
+    """The import's summary as JSON (schema ``iolab.import/1``)."""
+    def note(n: importer.FileNote) -> dict[str, Any]:
+        error: IolabError | None = n.error
+        return {"path": n.path, "status": n.status, "run_id": n.run_id, "same_as": n.same_as,
+                "error": error.message if error else None}
+
+    return {"schema": "iolab.import/1", "sources": [{
+        "path": o.path, "directory": o.directory, "run_id": o.run_id, "files": o.files, "results": o.results,
+        "formats": list(o.formats), "fio_versions": list(o.fio_versions), "passed_over": o.passed_over,
+        "logs_attached": o.logs_attached, "logs_not_attached": o.logs_skipped, "time_series": o.series,
+        "log_notes": list(o.log_notes), "warnings": list(o.warnings), "files_not_stored": [note(n) for n in o.notes],
+    } for o in outcomes]}

@@ -65,12 +65,6 @@ def describe_method(plan: execute.Plan) -> list[str]:
     return lines
 
 
-class LintFailed(IolabError):
-    """The plan has error findings (exit 2, like a suite error)."""
-
-    exit_code = 2
-
-
 @cli.command("lint")
 @click.argument("suite")
 @click.option("-t", "--target", "targets_", multiple=True, metavar="NAME=PATH",
@@ -84,7 +78,9 @@ class LintFailed(IolabError):
 def lint_command(ctx: click.Context, suite: str, targets_: Sequence[str], tune: Sequence[str], pin: str | None,
                  destroy: Sequence[str], fmt: str) -> None:
     """Check a suite or fio job file for methodology problems (catalogue P1–P16), on the targets
-    and host it would run on. Exits 2 when there are errors (which stop `iolab run` unless --force).
+    and host it would run on. Every methodology finding is a warning; errors are what `iolab run`
+    refuses before fio starts (a destructive write to a device with data, a job fio rejects), and
+    then lint exits 2.
 
     \b
     iolab lint my-suite.yaml

@@ -14,12 +14,13 @@ from ..errors import Interrupted, UsageError
 from ..model import to_jsonable
 from ..remote.jobs import RemoteTarget
 from ..report import results as results_report
+from ..report.sweeps import run_grids
 from ..report.table import Cell, Column, Table
 from ..runner.status import Status
 from ..store import Store, UnreadableRun
 from ..units import format_bytes, format_duration, format_iops, format_rate
 from . import FORMATS, cli, emit_tables, err, load_runs, out, parse_tags, report_unreadable, store_of
-from .method import LintFailed, describe_method, load_planned, print_findings
+from .method import describe_method, load_planned, print_findings
 
 
 def _describe_plan(plan: execute.Plan) -> None:
@@ -158,13 +159,12 @@ def _status_text(s: Status) -> str:
                    "scheduler, rq_affinity, nomerges, nr_requests, read_ahead_kb, write_cache, governor.")
 @click.option("--pin", type=click.Choice(("mq", "numa")), help="Pin fio to the CPUs of the device's blk-mq "
               "queues or NUMA node (cpus_allowed_policy=split).")
-@click.option("--force", is_flag=True, help="Run although lint found errors (they are stored with the run).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results at the end.")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
         tags: Sequence[str], destroy: Sequence[str], keep_files: bool, dry_run: bool, resume: int | None,
-        tune: Sequence[str], pin: str | None, force: bool, fmt: str) -> None:
+        tune: Sequence[str], pin: str | None, fmt: str) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
 
     \b
@@ -191,9 +191,6 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         if dry_run:
             _dry_run(plan)
             return
-        if plan.errors and not force:
-            raise LintFailed(f"lint found {len(plan.errors)} error(s) ({', '.join(f.id for f in plan.errors)}); "
-                             "nothing was run", hint="fix them (see `iolab lint`), or run anyway with --force")
         run_id = execute.start(store_of(ctx), plan, options, label=label, tags=parse_tags(tags))
         err.print(f"Run [bold]{run_id}[/] stored in {store_of(ctx).display_url}")
     store = store_of(ctx)
@@ -262,7 +259,7 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     if not stored:
         return
     document: Any = [results_report.run_document(r) for r in stored]
-    emit_tables([results_report.results_table(r) for r in stored], fmt,
+    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r))], fmt,
                 document[0] if len(document) == 1 else document)
 
 

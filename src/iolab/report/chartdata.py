@@ -17,18 +17,17 @@ Units in the rows are for people: IOPS, MiB/s, µs, seconds.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import sweep
+from ..compare import Comparison
 from ..fio.merge import merge_latency
 from ..model import DirectionStats, Latency, Run, TimeSeries
 from .results import ALL_HOSTS, ResultRow, per_repeat, result_rows
 
 Row = dict[str, Any]
-
-#: Matrix axes that get scaling charts, with their axis titles.
-SCALING_AXES = {"iodepth": "iodepth (queue depth)", "numjobs": "numjobs (parallel jobs)"}
 
 
 @dataclass(frozen=True)
@@ -144,43 +143,57 @@ def percentile_rows(runs: Sequence[Run], subj: Subjects, cats: Categories) -> tu
     return rows, labels
 
 
-def _family_label(names: Iterable[str]) -> str:
-    """The workload-name parts all members share: ``randread-4k-qd1``, ``randread-4k-qd8`` ->
-    ``randread-4k``."""
-    split = [n.split("-") for n in names]
-    common = [part for part in split[0] if all(part in s for s in split[1:])]
-    return "-".join(common) or "-".join(split[0])
-
-
-def scaling_rows(runs: Sequence[Run], subj: Subjects, axis: str) -> list[Row]:
-    """Points of IOPS (mean over repetitions) and latency against ``axis`` (``iodepth`` or
-    ``numjobs``) for workloads whose other parameters are equal; empty when no such family
-    has two or more values of the axis."""
-    params_of: dict[tuple[int, str, str], Mapping[str, str]] = {}
-    for run in runs:
-        for result in run.results:
-            params_of.setdefault((run.info.id, result.target, result.workload), result.params)
-    families: dict[tuple[Any, ...], set[tuple[int, str, str]]] = {}
-    for key, params in params_of.items():
-        families.setdefault(tuple(sorted((k, v) for k, v in params.items() if k != axis)), set()).add(key)
-    all_rows = [(run, r) for run in runs for r in aggregate_rows(run) if r.iops.mean is not None and r.direction != "–"]
+def sweep_rows(runs: Sequence[Run], subj: Subjects) -> list[Row]:
+    """The points of sweeps: per subject and workload (and direction), its iodepth, numjobs, IOPS,
+    MiB/s and completion latency (mean, p99; µs), its family (``sweep.families``' name, plus the
+    direction for a mixed workload) and the panel it is drawn in when the lines are of one subject
+    each (``subject · family``, with several subjects). Only families with two or more grid points are
+    kept; empty when there are none."""
+    found = [(run, r) for run in runs for r in aggregate_rows(run) if r.iops.mean is not None and r.direction != "–"]
+    names = sweep.families([r.options for _, r in found])
+    several = len({subj.names[(run.info.id, r.target)] for run, r in found}) > 1
     rows: list[Row] = []
-    for members in families.values():
-        values = {params_of[k].get(axis, "1") for k in members}
-        if len(values) < 2 or not all(v.isdigit() for v in values):
+    for (run, r), family in zip(found, names, strict=True):
+        if r.options.get("rw") in (None, "rw", "randrw"):
+            family += f" {r.direction}"
+        subject = subj.names[(run.info.id, r.target)]
+        rows.append({"subject": subject, "family": family, "panel": f"{subject} · {family}" if several else family,
+                     "workload": r.name, "iodepth": _int(r.options.get("iodepth")),
+                     "numjobs": _int(r.options.get("numjobs")), "iops": r.iops.mean,
+                     "mib_s": None if r.bw.mean is None else r.bw.mean / 1048576,
+                     "lat_mean_us": None if r.clat_mean.mean is None else r.clat_mean.mean / 1000,
+                     "lat_p99_us": None if r.clat_p99.mean is None else r.clat_p99.mean / 1000})
+    points: dict[str, set[tuple[int, int]]] = {}
+    for row in rows:
+        points.setdefault(row["panel"], set()).add((row["iodepth"], row["numjobs"]))
+    return [row for row in rows if len(points[row["panel"]]) >= 2]
+
+
+def _int(value: str | None) -> int:
+    return int(value) if value is not None and value.isdigit() else 1
+
+
+def ratio_rows(comparison: Comparison) -> list[Row]:
+    """The ratio (other side / baseline) of the comparison's first metric at each grid point of
+    paired sweeps: ``panel`` is ``other / baseline · family``; empty when no side is a sweep."""
+    if not comparison.metrics:
+        return []
+    metric = comparison.metrics[0]
+    rows: list[Row] = []
+    for c in comparison.comparisons:
+        pairs = [p for p in c.pairs if p.a is not None and p.b is not None]
+        table = sweep.option_table([p.a.options for p in pairs if p.a is not None])
+        if not sweep.is_sweep(table):
             continue
-        label = _family_label(sorted({k[2] for k in members}))
-        found = [(run, r) for run, r in all_rows if (run.info.id, r.target, r.workload) in members]
-        directions = {(r.job, r.direction) for _, r in found}
-        for run, r in found:
-            family = label + (f" · {r.job}" if r.job != r.workload else "")
-            if len({d for j, d in directions if j == r.job}) > 1:
-                family += f" · {r.direction}"
-            rows.append({"subject": subj.names[(run.info.id, r.target)], "family": family, "workload": r.workload,
-                         "x": int(params_of[(run.info.id, r.target, r.workload)].get(axis, "1")),
-                         "iops": r.iops.mean,
-                         "lat_mean_us": None if r.clat_mean.mean is None else r.clat_mean.mean / 1000,
-                         "lat_p99_us": None if r.clat_p99.mean is None else r.clat_p99.mean / 1000})
+        for pair, options, family in zip(pairs, table, sweep.families(table), strict=True):
+            row = next((m for m in pair.metrics if m.metric.name == metric.name), None)
+            if row is None or row.ratio is None or row.ratio <= 0:
+                continue
+            rows.append({"panel": f"{c.other.selector} / {c.baseline.selector} · {family}"
+                         + (f" {pair.direction}" if options.get("rw") in (None, "rw", "randrw") else ""),
+                         "metric": metric.title, "higher_is_better": metric.higher_is_better,
+                         "iodepth": _int(options.get("iodepth")), "numjobs": _int(options.get("numjobs")),
+                         "ratio": row.ratio, "verdict": row.verdict})
     return rows
 
 

@@ -8,12 +8,15 @@ logarithmic (a throttled disk and an SSD differ by orders of magnitude). All dat
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import altair as alt
 
+from .. import sweep
+from ..compare import Comparison
 from ..model import Run, TimeSeries
 from . import chartdata
 from .chartdata import Row
@@ -101,43 +104,126 @@ def _log_if(log: bool) -> Any:
     return alt.Scale(type="log") if log else alt.Undefined
 
 
-def scaling_iops(rows: list[Row], subjects: Sequence[str], axis_title: str) -> dict[str, Any]:
-    """IOPS against the matrix axis (log2 x), one line per subject; log IOPS when the subjects
-    differ by more than 10×."""
-    xs = sorted({r["x"] for r in rows})
-    log = wide_spread(rows, "iops", panel="family")
-    line = alt.Chart().mark_line(point=True).encode(
-        x=alt.X("x:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=xs, format="d"), title=axis_title),
-        y=alt.Y("iops:Q", title="IOPS", scale=_log_if(log)), color=_color(subjects),
-        tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("workload:N"), alt.Tooltip("x:Q", title=axis_title),
-                 alt.Tooltip("iops:Q", title="IOPS (mean)", format=",.0f")],
+#: Axis labels for latencies given in µs: µs, ms or s, as the value needs (a log axis spans all three).
+LATENCY_LABELS = ("datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' s' : datum.value >= 1e3 ? "
+                  "format(datum.value / 1e3, '~g') + ' ms' : format(datum.value, '~g') + ' µs'")
+#: Axis titles of a sweep's grid axes.
+AXIS_TITLES = {"iodepth": "iodepth (queue depth per job)", "numjobs": "numjobs (jobs)"}
+
+
+def _log2(values: Sequence[int]) -> alt.Scale:
+    return alt.Scale(type="log", base=2, domain=[min(values), max(values)])
+
+
+def _lines_of(rows: list[Row], other: str, subjects: Sequence[str]) -> tuple[Any, str, list[str]]:
+    """How a sweep chart draws its lines: a colour per value of the ``other`` grid axis with a panel
+    per subject and family, or, when that axis has one value, a colour per subject with a panel per
+    family (so two runs' lines meet in one panel). Returns (colour encoding, panel field, panels)."""
+    if len({r[other] for r in rows}) > 1:
+        colour = alt.Color(f"{other}:O", title=other, scale=alt.Scale(range=list(PALETTE)),
+                           legend=alt.Legend(orient="top"))
+        return colour, "panel", list(dict.fromkeys(r["panel"] for r in rows))
+    shown = [s for s in subjects if any(r["subject"] == s for r in rows)]
+    return _color(subjects, shown), "family", list(dict.fromkeys(r["family"] for r in rows))
+
+
+def sweep_lines(rows: list[Row], subjects: Sequence[str], x: str, field: str, unit: str, fmt: str,
+                log_y: bool) -> dict[str, Any]:
+    """A sweep's ``field`` against one grid axis (``x``: iodepth or numjobs, log2), a line per value
+    of the other (or per subject, ``_lines_of``)."""
+    other = "numjobs" if x == "iodepth" else "iodepth"
+    xs = sorted({r[x] for r in rows})
+    colour, panel, panels = _lines_of(rows, other, subjects)
+    line = alt.Chart().transform_filter(f"isValid(datum.{field}) && datum.{field} > 0").mark_line(point=True).encode(
+        x=alt.X(f"{x}:Q", scale=_log2(xs), axis=alt.Axis(values=xs, format="d"), title=AXIS_TITLES[x]),
+        y=alt.Y(f"{field}:Q", title=unit, scale=_log_if(log_y),
+                axis=alt.Axis(labelExpr=LATENCY_LABELS) if field.startswith("lat_") else alt.Undefined),
+        color=colour, detail="subject:N",
+        tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("workload:N"), alt.Tooltip("iodepth:Q"),
+                 alt.Tooltip("numjobs:Q"),
+                 alt.Tooltip(f"{field}:Q", title=unit + (" (µs)" if field.startswith("lat_") else ""), format=fmt)],
     )
-    families = list(dict.fromkeys(r["family"] for r in rows))
-    name = axis_title.split()[0]
-    return _finish(line, rows, "family", families, f"IOPS vs {name}",
-                   "mean of the repetitions" + ("; log scale" if log else ""))
+    what = "IOPS" if field == "iops" else "p99 completion latency"
+    lines = other if panel == "panel" else "subject"
+    return _finish(line, rows, panel, panels, f"{what} vs {x}",
+                   f"a line per {lines}; mean of the repetitions" + ("; log scale" if log_y else ""))
 
 
-def latency_vs_iops(rows: list[Row], subjects: Sequence[str], axis_title: str) -> dict[str, Any]:
-    """Mean and p99 completion latency against IOPS along the axis sweep (log latency; log
-    IOPS too when the subjects differ by more than 10×)."""
-    log = wide_spread(rows, "iops", panel="family")
-    line = alt.Chart().transform_fold(["lat_mean_us", "lat_p99_us"], as_=["statistic", "lat_us"]).transform_filter(
+def sweep_heatmap(rows: list[Row]) -> dict[str, Any]:
+    """IOPS over iodepth (down) × numjobs (across), the value in each cell, one panel each."""
+    base = alt.Chart().encode(
+        x=alt.X("numjobs:O", title=AXIS_TITLES["numjobs"], axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("iodepth:O", title=AXIS_TITLES["iodepth"]),
+    )
+    cells = base.mark_rect().encode(
+        color=alt.Color("iops:Q", title="IOPS", scale=alt.Scale(scheme="viridis"),
+                        legend=alt.Legend(orient="right", format="~s")),
+        tooltip=[alt.Tooltip("panel:N", title="sweep"), alt.Tooltip("iodepth:Q"), alt.Tooltip("numjobs:Q"),
+                 alt.Tooltip("iops:Q", title="IOPS", format=",.0f"),
+                 alt.Tooltip("lat_p99_us:Q", title="p99 clat (µs)", format=",.1f")],
+    )
+    text = base.transform_joinaggregate(top="max(iops)", groupby=["panel"]).mark_text(fontSize=10).encode(
+        text=alt.Text("iops:Q", format=".3~s"),
+        color=alt.condition("datum.iops > 0.6 * datum.top", alt.value("black"), alt.value("white")),
+    )
+    panels = list(dict.fromkeys(r["panel"] for r in rows))
+    spec = _finish(alt.layer(cells, text), rows, "panel", panels, "IOPS over iodepth × numjobs",
+                   "mean of the repetitions; each panel its own colour scale")
+    spec["resolve"] = {**spec.get("resolve", {}), "scale": {**spec.get("resolve", {}).get("scale", {}),
+                                                           "color": "independent"}}
+    return spec
+
+
+def saturation(rows: list[Row], subjects: Sequence[str]) -> dict[str, Any]:
+    """The latency–IOPS curve of a sweep: p99 (solid) and mean (dashed) completion latency against
+    IOPS, a line per numjobs (or subject, ``_lines_of``) through its iodepths: where latency climbs
+    while IOPS stops growing, the path is saturated."""
+    colour, panel, panels = _lines_of(rows, "numjobs", subjects)
+    log = wide_spread(rows, "iops", panel=panel)
+    line = alt.Chart().transform_fold(["lat_p99_us", "lat_mean_us"], as_=["statistic", "lat_us"]).transform_filter(
         "isValid(datum.lat_us) && datum.lat_us > 0"
     ).mark_line(point=True).encode(
         x=alt.X("iops:Q", title="IOPS", scale=_log_if(log)),
-        y=alt.Y("lat_us:Q", scale=alt.Scale(type="log"), title="latency (µs)"),
-        color=_color(subjects), order="x:Q",
-        strokeDash=alt.StrokeDash("statistic:N", legend=None),  # the subtitle says which is which
-        tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("workload:N"), alt.Tooltip("x:Q", title=axis_title),
+        y=alt.Y("lat_us:Q", scale=alt.Scale(type="log"), title="completion latency",
+                axis=alt.Axis(labelExpr=LATENCY_LABELS)),
+        color=colour, strokeDash=alt.StrokeDash("statistic:N", legend=None, sort=["lat_p99_us", "lat_mean_us"]),
+        detail=["statistic:N", "subject:N"], order="iodepth:Q",
+        tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("workload:N"), alt.Tooltip("iodepth:Q"),
+                 alt.Tooltip("numjobs:Q"),
                  alt.Tooltip("iops:Q", title="IOPS", format=",.0f"),
-                 alt.Tooltip("lat_mean_us:Q", title="mean clat (µs)", format=",.1f"),
-                 alt.Tooltip("lat_p99_us:Q", title="p99 clat (µs)", format=",.1f")],
+                 alt.Tooltip("lat_p99_us:Q", title="p99 clat (µs)", format=",.1f"),
+                 alt.Tooltip("lat_mean_us:Q", title="mean clat (µs)", format=",.1f")],
     )
-    families = list(dict.fromkeys(r["family"] for r in rows))
-    name = axis_title.split()[0]
-    return _finish(line, rows, "family", families, f"Latency vs IOPS ({name} sweep)",
-                   "solid: mean, dashed: p99 completion latency; log scale")
+    lines = "numjobs" if panel == "panel" else "subject"
+    return _finish(line, rows, panel, panels, "Latency vs IOPS: the saturation curve",
+                   f"a line per {lines} through its iodepths; solid: p99, dashed: mean completion latency; log "
+                   "latency" + (" and IOPS" if log else ""))
+
+
+def ratio_heatmap(rows: list[Row]) -> dict[str, Any]:
+    """The ratio of two sweeps at each grid point: blue where the other side is better, red where
+    worse (a log colour scale centred on ×1), the ratio in each cell."""
+    higher = bool(rows[0]["higher_is_better"])
+    worst = max(max(abs(math.log(r["ratio"])) for r in rows), math.log(1.05))
+    base = alt.Chart().encode(
+        x=alt.X("numjobs:O", title=AXIS_TITLES["numjobs"], axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("iodepth:O", title=AXIS_TITLES["iodepth"]),
+    )
+    cells = base.mark_rect().encode(
+        color=alt.Color("ratio:Q", title="ratio", legend=alt.Legend(orient="right", format=".3~g"),
+                        scale=alt.Scale(type="log", domain=[math.exp(-worst), math.exp(worst)],
+                                        scheme="redblue", reverse=not higher)),
+        tooltip=[alt.Tooltip("panel:N", title="comparison"), alt.Tooltip("iodepth:Q"), alt.Tooltip("numjobs:Q"),
+                 alt.Tooltip("ratio:Q", format=".3~g"), alt.Tooltip("verdict:N")],
+    )
+    text = base.mark_text(fontSize=10).encode(
+        text=alt.Text("label:N"),
+        color=alt.condition(f"abs(log(datum.ratio)) > {0.6 * worst}", alt.value("white"), alt.value("black")))
+    labelled = [{**r, "label": f"×{r['ratio']:.3g}"} for r in rows]
+    panels = list(dict.fromkeys(r["panel"] for r in rows))
+    metric = rows[0]["metric"]
+    return _finish(alt.layer(cells, text), labelled, "panel", panels, f"{metric} ratio over iodepth × numjobs",
+                   f"other side / baseline; {'higher' if higher else 'lower'} is better: blue better, red worse")
 
 
 def wide_spread(rows: list[Row], field: str, ratio: float = 10.0, panel: str = "category") -> bool:
@@ -181,13 +267,46 @@ def timeseries(rows: list[Row], subjects: Sequence[str], categories: Sequence[st
                    "1 s averages from fio's logs; repetitions overlaid" + hosts + ("; log scale" if log else ""))
 
 
-def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]]) -> list[Chart]:
-    """Every chart the runs have data for, in report order."""
+def sweep_charts(rows: list[Row], ratios: list[Row], subjects: Sequence[str]) -> list[Chart]:
+    """The charts of sweeps (``chartdata.sweep_rows``) and of the ratio between two
+    (``chartdata.ratio_rows``): IOPS and p99 latency against each grid axis that varies, the IOPS
+    heatmap when both do, the saturation curve, the ratio heatmap."""
+    charts = []
+    axes = [a for a in ("iodepth", "numjobs") if len({r[a] for r in rows}) > 1]
+    for axis in axes:
+        charts.append(Chart(f"sweep-iops-{axis}", f"IOPS vs {axis}", "Sweep",
+                            f"How IOPS grows with {axis}, a line per "
+                            f"{'numjobs' if axis == 'iodepth' else 'iodepth'}.",
+                            sweep_lines(rows, subjects, axis, "iops", "IOPS", ",.0f",
+                                        wide_spread(rows, "iops", panel="family"))))
+    for axis in axes:
+        charts.append(Chart(f"sweep-p99-{axis}", f"p99 latency vs {axis}", "Sweep",
+                            f"What each step of {axis} costs in p99 completion latency, log scale.",
+                            sweep_lines(rows, subjects, axis, "lat_p99_us", "p99 completion latency", ",.1f", True)))
+    if len(axes) == 2:
+        charts.append(Chart("sweep-heatmap", "IOPS over iodepth × numjobs", "Sweep",
+                            "IOPS at each point of the grid.", sweep_heatmap(rows)))
+    if rows:
+        charts.append(Chart("sweep-saturation", "Latency vs IOPS: the saturation curve", "Sweep",
+                            "Completion latency against IOPS along each numjobs line: the knee is where IOPS stops "
+                            "growing and latency climbs.", saturation(rows, subjects)))
+    if ratios:
+        charts.append(Chart("sweep-ratio", f"{ratios[0]['metric']} ratio over iodepth × numjobs", "Sweep",
+                            "The other side's figure over the baseline's at each grid point.", ratio_heatmap(ratios)))
+    return charts
+
+
+def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]],
+          comparison: Comparison | None = None) -> list[Chart]:
+    """Every chart the runs have data for, in report order; ``comparison`` (of the runs) adds the
+    ratio heatmap of two sweeps. Sweeps get their own charts instead of a bar and a percentile
+    panel per workload, which would be dozens (``sweep.is_sweep``)."""
     subj = chartdata.subjects(runs)
     cats = chartdata.Categories(runs)
     subjects, categories = subj.order, cats.order
     charts = []
-    reps = chartdata.repeat_rows(runs, subj, cats)
+    swept = sweep.is_sweep([r.options for run in runs for r in chartdata.aggregate_rows(run)])
+    reps = [] if swept else chartdata.repeat_rows(runs, subj, cats)
     if reps:
         charts += [
             Chart("iops-bars", "IOPS per workload", "Throughput", "IOPS of each workload; bars are the mean of the "
@@ -195,20 +314,13 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]]) -> li
             Chart("bandwidth-bars", "Bandwidth per workload", "Throughput", "Bandwidth in MiB/s of each workload.",
                   bars(reps, subjects, categories, "mib_s", "MiB/s", ",.1f")),
         ]
-    pct_rows, labels = chartdata.percentile_rows(runs, subj, cats)
+    pct_rows, labels = ([], []) if swept else chartdata.percentile_rows(runs, subj, cats)
     if pct_rows:
         charts.append(Chart("latency-percentiles", "Completion latency percentiles", "Latency",
                             "Completion latency (clat) at each percentile fio reports, log scale.",
                             percentiles(pct_rows, labels, subjects, categories)))
-    for axis, title in chartdata.SCALING_AXES.items():
-        rows = chartdata.scaling_rows(runs, subj, axis)
-        if rows:
-            charts += [
-                Chart(f"{axis}-iops", f"IOPS vs {axis}", "Scaling", f"How IOPS grows with {axis}.",
-                      scaling_iops(rows, subjects, title)),
-                Chart(f"{axis}-latency", f"Latency vs IOPS ({axis} sweep)", "Scaling",
-                      f"What each step of {axis} costs in latency.", latency_vs_iops(rows, subjects, title)),
-            ]
+    charts += sweep_charts(chartdata.sweep_rows(runs, subj), chartdata.ratio_rows(comparison) if comparison else [],
+                           subjects)
     ts = chartdata.time_rows(runs, series, subj, cats)
     if ts:
         # hosts of multi-host targets come after every subject, which keep their colours

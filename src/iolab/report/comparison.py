@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import canonical, sweep
 from ..compare import (
     BETTER,
     FAILED,
@@ -57,6 +58,7 @@ from ..compare import (
 )
 from ..stats import Summary
 from ..units import format_ns, format_rate
+from .sweeps import comparison_grids
 from .table import Cell, Column, Table
 
 SCHEMA = "iolab.compare/1"
@@ -111,36 +113,66 @@ def _verdict(row: MetricRow) -> Cell:
 
 
 def describe_side(side: Side) -> str:
-    """``local-ssd (run 2)``, ``baseline (runs 1, 3)``."""
-    ids = ", ".join(str(i) for i in side.run_ids)
+    """``local-ssd (run 2)``, ``baseline (runs 1, 3)``, ``ssd (runs 1–98)``: runs in ranges."""
+    ids = run_ranges(side.run_ids)
     runs = f"run{'s' if len(side.run_ids) > 1 else ''} {ids}"
     return side.selector if side.selector == ids else f"{side.selector} ({runs})"
 
 
+def run_ranges(ids: Sequence[int]) -> str:
+    """Run ids compactly: ``1–98, 120, 122–124`` (sorted, consecutive ids as a range)."""
+    spans: list[list[int]] = []
+    for i in sorted(set(ids)):
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}–{b}" for a, b in spans)
+
+
 def metric_table(c: SideComparison, threshold: float) -> Table:
-    """One row per pair × metric: both sides, change, ratio, its interval, p, verdict."""
+    """One row per pair × metric: both sides, change, ratio, its interval, p, verdict. Workloads are
+    named as ``sweep.naming`` says: by name, or for sweeps by a column per varying option, pairs in
+    option order."""
     several_targets = len({s.target for p in c.pairs for s in (p.a, p.b) if s is not None}) > 1
+    pairs = list(c.pairs)
+    options = sweep.option_table([_options(p) for p in pairs])
+    naming = sweep.naming([p.label for p in pairs], options)
+    if naming.by_options:
+        order = sorted(range(len(pairs)), key=lambda i: (pairs[i].target, naming.sort_key(options[i])))
+        pairs, options = [pairs[i] for i in order], [options[i] for i in order]
+    workload = [Column(k, k.removeprefix("tune."), k in sweep.GRID) for k in naming.keys] if naming.by_options \
+        else [Column("workload", "workload")]
     columns = (
-        *((Column("target", "target"),) if several_targets else ()),
-        Column("workload", "workload"), Column("direction", "dir"), Column("metric", "metric"),
+        *((Column("target", "target"),) if several_targets else ()), *workload,
+        Column("direction", "dir"), Column("metric", "metric"),
         Column("n", "n", True), Column("a_mean", c.baseline.selector, True), Column("b_mean", c.other.selector, True),
         Column("change", "change", True), Column("ratio", "ratio (95% CI)", True), Column("p_value", "p", True),
         Column("verdict", "verdict"),
     )
     rows = []
-    for pair in c.pairs:
+    for pair, opts in zip(pairs, options, strict=True):
+        names = [Cell(opts.get(k) or "–", opts.get(k)) for k in naming.keys] if naming.by_options \
+            else [Cell(pair.label)]
         for r in pair.metrics:
             unit = r.metric.unit
             rows.append((
-                *((Cell(pair.target),) if several_targets else ()),
-                Cell(pair.label), Cell(pair.direction), Cell(r.metric.title),
+                *((Cell(pair.target),) if several_targets else ()), *names,
+                Cell(pair.direction), Cell(r.metric.title),
                 Cell(f"{r.a.n}/{r.b.n}"), _side_cell(unit, r.a), _side_cell(unit, r.b),
                 Cell(_change(unit, r.change, r.relative_change), r.change),
                 Cell(_ratio(r.ratio, r.ratio_ci95), r.ratio),
                 Cell(_p(r.p_value), r.p_value), _verdict(r),
             ))
     title = f"{describe_side(c.baseline)} → {describe_side(c.other)}"
-    return Table(title=title, columns=columns, rows=tuple(rows), notes=_notes(c, threshold))
+    notes = _notes(c, threshold) + ((str(naming.note()),) if naming.note() else ())
+    return Table(title=title, columns=columns, rows=tuple(rows), notes=notes)
+
+
+def _options(pair: Pair) -> canonical.Options:
+    """What a pair's workload is: the baseline's options, or the other side's when it has none."""
+    slot = pair.a if pair.a is not None else pair.b
+    return slot.options if slot is not None else canonical.Options({}, None)
 
 
 def _notes(c: SideComparison, threshold: float) -> tuple[str, ...]:
@@ -221,12 +253,14 @@ def environment_table(c: SideComparison) -> Table | None:
 
 
 def comparison_tables(comparison: Comparison, summary_first: bool = False) -> list[Table]:
-    """Every table of a comparison, per compared side: metrics, summary, differences, environment
-    (the geometric-mean summary before the metrics with ``summary_first``, as reports show it)."""
+    """Every table of a comparison, per compared side: metrics, summary, for two sweeps the grids of
+    the first metric's ratio (``sweeps.comparison_grids``), differences, environment (the
+    geometric-mean summary before the metrics with ``summary_first``, as reports show it)."""
     tables: list[Table] = []
     for c in comparison.comparisons:
         pair = [metric_table(c, comparison.threshold), summary_table(c)]
         tables += pair[::-1] if summary_first else pair
+        tables += comparison_grids(comparison, c)
         tables += [t for t in (differences_table(c), environment_table(c)) if t is not None]
     return tables
 

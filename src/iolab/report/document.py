@@ -122,9 +122,11 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]] | None
         first = runs[0].info
         title = (f"run {first.id}: {first.suite_name}" + (f" [{first.label}]" if first.label else "")
                  if len(runs) == 1 else " vs ".join(run_name(r, runs) for r in runs))
+    if comparison is None and len(runs) > 1:
+        comparison = compare_runs(runs)
     return Report(
         title=title, runs=tuple(r.info for r in runs), summary=summary_tables(runs, comparison),
-        charts=tuple(charts_mod.build(runs, series or {})), findings=findings(runs),
+        charts=tuple(charts_mod.build(runs, series or {}, comparison)), findings=findings(runs),
         facts=tuple(t for t in (facts.host_table(runs), facts.target_table(runs)) if t.rows), job_files=job_files(runs),
         generated_at=datetime.now(UTC), iolab_version=version("iolab"),
     )

@@ -13,11 +13,11 @@ the ``all hosts`` row, which would otherwise mix two different sets of hosts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import stats
+from .. import canonical, stats, sweep
 from ..fio.merge import summarize
 from ..model import DirectionStats, ResultRecord, Run, to_jsonable
 from ..remote.hosts import label_of
@@ -36,7 +36,9 @@ class ResultRow:
 
     Each ``*_values`` tuple holds one entry per successful repetition (None where unknown).
     Units: IOPS, bytes/s, ns. ``host`` is None for a local target, else a host's label or
-    ``ALL_HOSTS``; ``partial`` counts repetitions in which some host was lost.
+    ``ALL_HOSTS``; ``partial`` counts repetitions in which some host was lost. ``options`` are the
+    job's canonical fio options as ``sweep.option_table`` gives them (the naming axes always, then
+    every option any row of the run sets; None where unknown).
     """
 
     target: str
@@ -50,6 +52,12 @@ class ResultRow:
     failed: int = 0
     host: str | None = None
     partial: int = 0
+    options: Mapping[str, str | None] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The workload, and the fio job when it is named otherwise."""
+        return self.workload if self.job == self.workload else f"{self.workload} · {self.job}"
 
     @property
     def iops(self) -> stats.Summary:
@@ -143,7 +151,22 @@ def result_rows(run: Run) -> list[ResultRow]:
     for (target, workload), count in partial.items():
         if (target, workload) not in seen:
             rows.append(ResultRow(target, workload, workload, "–", (), (), (), (), host=ALL_HOSTS, partial=count))
-    return rows
+    return _with_options(run, rows)
+
+
+def _with_options(run: Run, rows: list[ResultRow]) -> list[ResultRow]:
+    """``rows`` with each one's canonical job options (see ``ResultRow.options``)."""
+    known: dict[tuple[str, str], dict[str, canonical.Options]] = {}
+    for result in run.results:
+        if (result.target, result.workload) not in known:
+            version = run.info.fio_version or (result.report.fio_version if result.report else None)
+            tuned = {k: v for k, v in result.params.items() if k.startswith("tune.")}  # host tuning axes
+            known[(result.target, result.workload)] = {
+                job: canonical.Options({**o.values, **tuned}, o.unknown)
+                for job, o in canonical.job_options(result, version).items()}
+    empty = canonical.Options({}, None)
+    table = sweep.option_table([known.get((r.target, r.workload), {}).get(r.job, empty) for r in rows])
+    return [replace(r, options=options) for r, options in zip(rows, table, strict=True)]
 
 
 def _spread(summary: stats.Summary, fmt: Any) -> str:
@@ -160,15 +183,24 @@ def results_table(run: Run) -> Table:
     """The run's results for people: IOPS, MiB/s, mean and p99 clat.
 
     With repeats each cell is ``mean ±CV%`` (sample stdev relative to the mean). A remote
-    target adds a ``host`` column: one row per host, then the ``all hosts`` row.
+    target adds a ``host`` column: one row per host, then the ``all hosts`` row. Workloads are
+    named as ``sweep.naming`` says: by name, or, for a sweep, by a column per option that varies
+    (rw, bs, iodepth, numjobs …), rows in option order.
     """
     rows = result_rows(run)
-    show_job = any(r.job != r.workload for r in rows)
+    naming = sweep.naming([r.name for r in rows], [r.options for r in rows])
+    if naming.by_options:
+        targets = list(dict.fromkeys(r.target for r in rows))
+        rows.sort(key=lambda r: (targets.index(r.target), naming.sort_key(r.options)))  # stable: hosts stay
+    show_job = not naming.by_options and any(r.job != r.workload for r in rows)
     show_failed = any(r.failed for r in rows)
     show_host = any(r.host for r in rows)
     show_partial = any(r.partial for r in rows)
     columns = [Column("target", "target")] + ([Column("host", "host")] if show_host else [])
-    columns.append(Column("workload", "workload"))
+    if naming.by_options:
+        columns += [Column(key, key.removeprefix("tune."), key in sweep.GRID) for key in naming.keys]
+    else:
+        columns.append(Column("workload", "workload"))
     if show_job:
         columns.append(Column("job", "fio job"))
     columns += [
@@ -185,7 +217,11 @@ def results_table(run: Run) -> Table:
         cells = [Cell(r.target)]
         if show_host:
             cells.append(Cell(r.host or "", style="bold" if r.host == ALL_HOSTS else None))
-        cells += [Cell(r.workload)] + ([Cell(r.job)] if show_job else [])
+        if naming.by_options:
+            cells += [Cell(r.options.get(k) or "–", r.options.get(k)) for k in naming.keys]
+        else:
+            cells.append(Cell(r.workload))
+        cells += [Cell(r.job)] if show_job else []
         cells += [
             Cell(r.direction), Cell(str(len(r.iops_values)), len(r.iops_values)),
             Cell(_spread(r.iops, format_iops), r.iops.mean),
@@ -200,22 +236,32 @@ def results_table(run: Run) -> Table:
         table_rows.append(tuple(cells))
     info = run.info
     title = f"run {info.id}: {info.suite_name}" + (f" [{info.label}]" if info.label else "") + f" ({info.status})"
+    return Table(title=title, columns=tuple(columns), rows=tuple(table_rows), notes=_notes(run, rows, naming))
+
+
+def _notes(run: Run, rows: Sequence[ResultRow], naming: sweep.Naming) -> tuple[str, ...]:
+    info = run.info
     # The table shows what each finding says; the remedies are in the JSON document and `iolab lint`.
     notes = tuple(f"warning: {w.split(' Remedy: ')[0]}" for w in info.warnings) + method_notes(run)
     if any(" Remedy: " in w for w in info.warnings):
         notes += ("remedies for these warnings: iolab lint SUITE (or the run's JSON document: run.warnings)",)
     if info.source:
-        notes = (f"imported from {info.source.get('name')} ({info.source.get('format')} output, "
-                 f"sha256 {info.source.get('sha256', '')[:16]}…)", *notes)
+        files = info.source.get("files")
+        what = (f"{files} file(s) in {info.source.get('path')}" if info.source.get("format") == "directory" else
+                f"{info.source.get('name')} ({info.source.get('format')} output, sha256 "
+                f"{info.source.get('sha256', '')[:16]}…)")
+        notes = (f"imported from {what}", *notes)
+    if naming.note():
+        notes += (str(naming.note()),)
     if any(len(r.iops_values) > 1 for r in rows):
         notes += ("± is the repeats' sample standard deviation relative to the mean (CV)",)
     notes += tuple(f"failed: {r.target}/{r.workload} repeat {r.repeat + 1}: {(r.error or '').splitlines()[0]}"
                    for r in run.results if r.status == "failed")
-    if show_partial:
+    if any(r.partial for r in rows):
         notes += (f"partial: a host was lost; those repeats count for the hosts that reported, not for '{ALL_HOSTS}'",)
     notes += tuple(f"partial: {r.target}/{r.workload} repeat {r.repeat + 1}: {line}"
                    for r in run.results if r.status == "partial" for line in (r.error or "").splitlines())
-    return Table(title=title, columns=tuple(columns), rows=tuple(table_rows), notes=notes)
+    return notes
 
 
 def _summary_json(s: stats.Summary, values: Sequence[float | None]) -> dict[str, Any]:
@@ -257,7 +303,8 @@ def run_document(run: Run) -> dict[str, Any]:
         results.append(doc)
     rows = [{
         "target": row.target, "host": row.host, "workload": row.workload, "job": row.job,
-        "direction": row.direction, "repeats": len(row.iops_values), "failed": row.failed, "partial": row.partial,
+        "direction": row.direction, "options": {k: v for k, v in row.options.items() if v is not None},
+        "repeats": len(row.iops_values), "failed": row.failed, "partial": row.partial,
         "iops": _summary_json(row.iops, row.iops_values),
         "bw_bytes_s": _summary_json(row.bw, row.bw_values),
         "clat_mean_ns": _summary_json(row.clat_mean, row.clat_mean_values),

@@ -1,0 +1,161 @@
+"""How fast does `iolab import DIR` take in a sweep with its logs, and how much room does it take?
+
+A generated bench-fio sweep in its nested layout (``sdb/4k/<rw>-<iodepth>-<numjobs>.json``): randread
+and randwrite × iodepth 1-64 × numjobs 1-16, 60 s each, every thread logging IOPS, bandwidth and
+the three latencies at 250 ms (``log_avg_msec=250``): 70 fio JSON outputs (varied copies of a real
+fio 3.33 report, their figures consistent with their logs) and 2,170 logs of 240 rows, 520,800
+samples in all. The logs are named by an absolute prefix on the machine that ran them
+(``/bench/sdb/4k/randread-iodepth-8-numjobs-4``), as bench-fio names them, so the import must find
+them beside each output.
+
+Baseline, in the same run: bare ``numpy.loadtxt`` of every log plus ``json.load`` of every output,
+which reads the same numbers and stores nothing. ``iolab import`` of the directory into a fresh SQLite
+database (one run; every log checked against the attribution rules, stored as compact arrays). The
+two alternate for ``--rounds`` rounds and the best of each counts. Targets: import throughput >= 1/5
+of the bare read; the database <= 2x the text imported.
+
+    .venv/bin/python benchmarks/import_logs.py [--rounds 3] [--dir /dev/shm] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from iolab import importer
+from iolab.store import Store
+from ratios import Ratio, add_json_option, emit, say
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fio" / "fio-3.33_randrw_libaio.json"
+RWS = ("randread", "randwrite")
+DEPTHS = (1, 2, 4, 8, 16, 32, 64)
+NUMJOBS = (1, 2, 4, 8, 16)
+RUNTIME_MS, WINDOW_MS = 60_000, 250
+KINDS = ("bw", "iops", "lat", "clat", "slat")
+
+
+def total_iops(rw: str, depth: int, numjobs: int) -> float:
+    """A device that saturates at 200k (read) or 80k (write) IOPS, at 12k per outstanding I/O before."""
+    ceiling = 200_000 if rw == "randread" else 80_000
+    return ceiling * (1 - np.exp(-12_000 * depth * numjobs / ceiling))
+
+
+def output(template: dict, rw: str, depth: int, numjobs: int, prefix: str) -> dict:  # type: ignore[type-arg]
+    doc = copy.deepcopy(template)
+    job = doc["jobs"][0]
+    job["jobname"] = "bench"
+    job["job options"] = {"rw": rw, "bs": "4k", "ioengine": "libaio", "iodepth": str(depth), "direct": "1",
+                          "numjobs": str(numjobs), "group_reporting": "1", "time_based": "1", "runtime": "60",
+                          "size": "10g", "filename": "/dev/sdb", "write_bw_log": prefix, "write_iops_log": prefix,
+                          "write_lat_log": prefix, "log_avg_msec": str(WINDOW_MS)}
+    doc.pop("global options", None)
+    done, idle = ("read", "write") if rw == "randread" else ("write", "read")
+    total_ios = int(total_iops(rw, depth, numjobs) * RUNTIME_MS / 1000)
+    d = job[done]
+    d.update(total_ios=total_ios, runtime=RUNTIME_MS, io_bytes=total_ios * 4096, io_kbytes=total_ios * 4,
+             iops=total_ios * 1000 / RUNTIME_MS, bw_bytes=total_ios * 4096 * 1000 // RUNTIME_MS,
+             bw=total_ios * 4 * 1000 // RUNTIME_MS)
+    for lat in ("slat_ns", "clat_ns", "lat_ns"):
+        d[lat]["N"] = total_ios
+    for key, value in list(job[idle].items()):
+        if isinstance(value, int | float):
+            job[idle][key] = 0
+    doc["timestamp"] += depth * 100 + numjobs
+    return doc
+
+
+def log_text(rate: float, ddir: int, rng: random.Random) -> str:
+    return "".join(f"{t}, {max(0, int(rate * rng.uniform(0.95, 1.05)))}, {ddir}, 0, 0\n"
+                   for t in range(WINDOW_MS, RUNTIME_MS + 1, WINDOW_MS))
+
+
+def make_sweep(root: Path) -> tuple[list[Path], list[Path]]:
+    """The sweep's outputs and logs under ``root``."""
+    template = json.loads(TEMPLATE.read_text())
+    rng = random.Random(7)
+    directory = root / "sdb" / "4k"
+    directory.mkdir(parents=True)
+    outputs, logs = [], []
+    for rw in RWS:
+        ddir = 0 if rw == "randread" else 1
+        for depth in DEPTHS:
+            for numjobs in NUMJOBS:
+                name = f"{rw}-iodepth-{depth}-numjobs-{numjobs}"
+                path = directory / f"{rw}-{depth}-{numjobs}.json"
+                path.write_text(json.dumps(output(template, rw, depth, numjobs, f"/bench/sdb/4k/{name}"), indent=2))
+                outputs.append(path)
+                per_thread = total_iops(rw, depth, numjobs) / numjobs
+                latency_ns = depth * numjobs / total_iops(rw, depth, numjobs) * 1e9
+                rates = {"iops": per_thread, "bw": per_thread * 4, "lat": latency_ns, "clat": latency_ns * 0.97,
+                         "slat": latency_ns * 0.03}
+                for thread in range(1, numjobs + 1):
+                    for kind in KINDS:
+                        log = directory / f"{name}_{kind}.{thread}.log"
+                        log.write_text(log_text(rates[kind], ddir, rng))
+                        logs.append(log)
+    return outputs, logs
+
+
+def bare_read(outputs: list[Path], logs: list[Path]) -> int:
+    """numpy.loadtxt of every log and json.load of every output; returns the samples read."""
+    samples = 0
+    for log in logs:
+        samples += len(np.loadtxt(log, delimiter=",", ndmin=2))
+    for path in outputs:
+        with path.open() as f:
+            json.load(f)
+    return samples
+
+
+def import_once(root: Path, db: Path) -> importer.Outcome:
+    store = Store(f"sqlite:///{db}")
+    try:
+        (outcome,) = importer.import_sources(store, importer.discover([root / "sdb"]))
+        return outcome
+    finally:
+        store.close()  # the last connection checkpoints the write-ahead log into the file
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3, help="bare/import rounds, the best of each counts")
+    parser.add_argument("--dir", default=None, help="where the files and databases go (default: a temp dir)")
+    add_json_option(parser)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="iolab-bench-logs-") as tmp:
+        root = Path(tmp)
+        outputs, logs = make_sweep(root)
+        text_bytes = sum(p.stat().st_size for p in (*outputs, *logs))
+        bare = imported = float("inf")
+        for i in range(args.rounds):
+            start = time.perf_counter()
+            samples = bare_read(outputs, logs)
+            bare = min(bare, time.perf_counter() - start)
+            db = root / f"round{i}.db"
+            start = time.perf_counter()
+            outcome = import_once(root, db)
+            imported = min(imported, time.perf_counter() - start)
+            assert outcome.results == len(outputs) and outcome.logs_attached == len(logs), outcome
+            db_bytes = sum(p.stat().st_size for p in root.glob(f"round{i}.db*"))
+        mb = text_bytes / 1e6
+        say(f"sweep: {len(outputs)} outputs, {len(logs)} logs, {samples:,} samples, {mb:.1f} MB of text", args.json)
+        say(f"numpy.loadtxt + json.load (baseline) {mb / bare:6.1f} MB/s ({bare:.2f} s)", args.json)
+        say(f"iolab import DIR                     {mb / imported:6.1f} MB/s ({imported:.2f} s), all "
+            f"{outcome.logs_attached} logs attached", args.json)
+        say(f"database {db_bytes / 1e6:.1f} MB for {mb:.1f} MB of text", args.json)
+        emit("import_logs", [
+            Ratio("import throughput / numpy.loadtxt read", bare / imported, 0.2, "higher"),
+            Ratio("database size / text imported", db_bytes / text_bytes, 2.0, "lower"),
+        ], args.json)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""What every benchmark ends with: its ratios, for people or (``--json``) as one JSON object.
+
+    {"benchmark": NAME, "ratios": [{"name": ..., "value": ..., "target": ..., "better": "higher"|"lower"}]}
+
+With ``--json`` a benchmark prints nothing else on stdout (its progress goes to stderr), so CI and
+users can track the object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Ratio:
+    name: str
+    value: float
+    target: float
+    better: str  # "higher" or "lower"
+
+    @property
+    def met(self) -> bool:
+        return self.value >= self.target if self.better == "higher" else self.value <= self.target
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print only one JSON object of the ratios on stdout")
+
+
+def say(text: str, as_json: bool) -> None:
+    """A progress or result line: stdout for people, stderr when stdout carries the JSON object."""
+    print(text, file=sys.stderr if as_json else sys.stdout, flush=True)
+
+
+def emit(benchmark: str, ratios: list[Ratio], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"benchmark": benchmark, "ratios": [asdict(r) for r in ratios]}))
+        return
+    for r in ratios:
+        sign = ">=" if r.better == "higher" else "<="
+        print(f"{r.name}: {r.value:.3g} (target {sign} {r.target:g})  {'ok' if r.met else 'MISSED'}")

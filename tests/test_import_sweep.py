@@ -1,0 +1,233 @@
+"""`iolab import DIR`: a real fio sweep laid out as bench-fio lays it out (tests/benchfio.py) is one
+run; its logs, which later runs overwrote, are attached only where they belong, and every
+attribution rule has a case that fails it; sweeps show and compare as grids."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import benchfio
+import cgroup
+from clirun import iolab
+from iolab.store import Store
+from loopdev import loop_device, requires_loop
+
+KINDS = ("bw", "iops", "lat", "clat", "slat")
+
+
+def said(proc) -> str:
+    """stderr on one line (rich wraps long lines)."""
+    return " ".join(proc.stderr.split())
+
+
+def attached(db: Path, run_id: int = 1) -> dict[str, list[str]]:
+    """Per result (its JSON file's name): the names of the log files stored with it."""
+    run = Store(f"sqlite:///{db}").get_run(run_id)
+    return {Path(r.extra["source"]["path"]).name: sorted(Path(p).name for p in r.extra.get("log_files", ()))
+            for r in run.results}
+
+
+def test_a_sweep_directory_is_one_run_with_each_log_where_it_belongs(sweep_dir, tmp_path):
+    db = tmp_path / "iolab.db"
+    proc = iolab("import", str(sweep_dir), "--label", "ssd", db=db)
+    assert proc.returncode == 0, proc.stderr
+    text = said(proc)
+    # 3 depths: the last run at each (randwrite, numjobs=2) wrote 2 threads x 5 logs, overwriting the others
+    assert f"Imported {sweep_dir} as run 1 (12 file(s): json, fio 3.33, 12 result(s); logs: 30 attached" in text
+    logs = attached(db)
+    for depth in benchfio.DEPTHS:
+        assert logs[f"randwrite-{depth}-2.json"] == sorted(f"random-read-depth-{depth}_{k}.{n}.log"
+                                                           for k in KINDS for n in (1, 2))
+    assert {name for name, found in logs.items() if found} == {f"randwrite-{d}-2.json" for d in benchfio.DEPTHS}
+    # one line per result that did not get logs named like its own, saying why (rules 2 and 3)
+    line = text.split("randread-4-1.json (randread 4k QD4 ×1): ")[1].split(" logs: ")[0]
+    assert line.startswith("10 log file(s) named like its own not attached: ")
+    assert "5 with write I/O while it did read (random-read-depth-4_" in line
+    assert re.search(r"5 numbered beyond its 1 thread \(random-read-depth-4_\w+\.2\.log\)", line), line
+    assert "randwrite-16-1.json (randwrite 4k QD16 ×1): 10 log file(s) named like its own not attached" in text
+    run = Store(f"sqlite:///{db}").get_run(1)
+    assert (run.info.origin, run.info.label, run.info.source["format"], run.info.source["files"]) == (
+        "imported", "ssd", "directory", "12")
+    assert len(run.results) == 12 and {r.repeat for r in run.results} == {0}
+    for r in run.results:  # provenance per result
+        source = Path(r.extra["source"]["path"])
+        assert source.parent == sweep_dir and r.extra["source"]["sha256"] == hashlib.sha256(
+            source.read_bytes()).hexdigest()
+    # every job is named random-read: the workloads are named by the options they vary
+    assert sorted(r.workload for r in run.results)[:2] == ["randread 4k QD1 ×1", "randread 4k QD1 ×2"]
+    series = Store(f"sqlite:///{db}").time_series(1)
+    by_result = {r.id: Path(r.extra["source"]["path"]).name for r in run.results}
+    assert {by_result[i] for i in series} == {f"randwrite-{d}-2.json" for d in benchfio.DEPTHS}
+    assert all(s.direction == "write" and s.job == "random-read" for ss in series.values() for s in ss)
+
+
+def test_show_names_rows_by_the_options_that_vary_and_draws_grids(sweep_dir, tmp_path):
+    db = tmp_path / "iolab.db"
+    assert iolab("import", str(sweep_dir), db=db).returncode == 0
+    shown = iolab("show", "1", db=db).stdout
+    header = next(line for line in shown.splitlines() if "iodepth" in line and "IOPS" in line).split()
+    assert header[:5] == ["target", "rw", "iodepth", "numjobs", "dir"]
+    first = next(line for line in shown.splitlines() if line.strip().startswith("local"))
+    assert first.split()[:4] == ["local", "randread", "1", "1"]  # in option order, not file order
+    assert "every row: 4k" in shown
+    for title in ("IOPS · randread 4k", "clat p99 · randwrite 4k"):
+        assert title in shown
+    grid = shown.split("IOPS · randread 4k")[1]
+    assert re.search(r"iodepth \\ numjobs\s+1\s+2", grid) and re.search(r"\n\s+16\s+[\d,]+\s+[\d,]+", grid)
+    csv_lines = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
+    assert csv_lines[0].startswith("table,target,rw,iodepth,numjobs,direction,repeats,iops")
+    doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
+    row = doc["summary"][0]
+    assert row["options"]["iodepth"] == "1" and row["options"]["rw"] == "randread" and row["workload"].startswith(
+        "randread 4k QD")
+
+
+def tamper(log: Path, times: float = 1.0, values: float = 1.0) -> None:
+    rows = np.loadtxt(log, delimiter=",", dtype=np.int64, ndmin=2)
+    rows[:, 0] = (rows[:, 0] * times).astype(np.int64)
+    rows[:, 1] = (rows[:, 1] * values).astype(np.int64)
+    np.savetxt(log, rows, fmt="%d", delimiter=", ")
+
+
+def test_each_attribution_rule_refuses_logs_that_break_it(sweep_dir, tmp_path):
+    """Rules 2 (thread) and 3 (direction) fail in the sweep itself; here the others: 1 (name), 4
+    (time span) and 5 (values), on copies of the real logs."""
+    copy = tmp_path / "tampered"
+    shutil.copytree(sweep_dir, copy)
+    for kind in KINDS:  # rule 4: depth 4's logs cover ten times the job's runtime
+        for n in (1, 2):
+            tamper(copy / f"random-read-depth-4_{kind}.{n}.log", times=10)
+    for kind in ("iops", "bw"):  # rule 5: depth 16's rates are a fiftieth of the job's
+        for n in (1, 2):
+            tamper(copy / f"random-read-depth-16_{kind}.{n}.log", values=0.02)
+    # rule 1: the right name for another host (a fio --client log), and another prefix
+    shutil.copy(copy / "random-read-depth-1_iops.1.log", copy / "random-read-depth-1_iops.1.log.10.9.9.9")
+    shutil.copy(copy / "random-read-depth-1_iops.1.log", copy / "other-prefix_iops.1.log")
+    db = tmp_path / "iolab.db"
+    proc = iolab("import", str(copy), db=db)
+    assert proc.returncode == 0, proc.stderr
+    text = said(proc)
+    logs = attached(db)
+    assert {name for name, found in logs.items() if found} == {"randwrite-1-2.json"}
+    assert logs["randwrite-1-2.json"] == sorted(f"random-read-depth-1_{k}.{n}.log" for k in KINDS for n in (1, 2))
+    assert re.search(r"randwrite-4-2\.json \(randwrite 4k QD4 ×2\): 10 log file\(s\) named like its own not "
+                     r"attached: 10 ending at a time that does not fit its runtime "
+                     r"\(random-read-depth-4_\w+\.[12]\.log ends at [\d.]+ s, it ran 1(\.\d+)? s\)", text), text
+    assert re.search(r"randwrite-16-2\.json \(randwrite 4k QD16 ×2\): 10 log file\(s\) named like its own not "
+                     r"attached: 10 averaging more than 3x off its rate \(2 thread\(s\) logged [\d,.]+ IOPS write, "
+                     r"it did [\d,.]+\)", text), text
+
+
+def test_importing_again_skips_what_is_stored_and_a_bad_file_is_named(sweep_dir, tmp_path):
+    db = tmp_path / "iolab.db"
+    assert iolab("import", str(sweep_dir), db=db).returncode == 0
+    again = iolab("import", str(sweep_dir), db=db)
+    assert again.returncode == 0, again.stderr
+    assert said(again).count("already imported in run 1") == 12 and "Imported" not in again.stderr
+    grown = tmp_path / "grown"
+    shutil.copytree(sweep_dir, grown)
+    (grown / "run-2").mkdir()
+    extra = json.loads((sweep_dir / "randread-1-1.json").read_text())
+    extra["timestamp"] += 60  # a second repetition of one workload, in bench-fio's run-N layout
+    (grown / "run-2" / "randread-1-1.json").write_text(json.dumps(extra))
+    (grown / "broken.json").write_text('{"fio version" : "fio-3.33", "jobs" : [ {"jobname" : ')
+    (grown / "README.md").write_text("# notes\n")
+    (grown / "bench.fio").write_text("[x]\nrw=read\n")
+    proc = iolab("import", str(grown), "--format", "json", db=db)
+    assert proc.returncode == 1  # a fio output that cannot be read
+    assert f"Error: {grown / 'broken.json'}" in said(proc)
+    assert said(proc).count("already imported in run 1") == 12
+    doc = json.loads(proc.stdout)
+    (source,) = doc["sources"]
+    assert (source["run_id"], source["files"], source["results"]) == (2, 1, 1)
+    assert source["passed_over"] == 2  # README.md, bench.fio (its logs are counted as logs)
+    assert source["logs_attached"] == 0 and source["logs_not_attached"] == 30
+    statuses = sorted({n["status"] for n in source["files_not_stored"]})
+    assert statuses == ["failed", "skipped"]
+
+
+def test_nested_layout_and_log_prefixes_from_another_machine(sweep_dir, tmp_path):
+    """bench-fio's newer layout: ``<device>/<bs>/<rw>-<iodepth>-<numjobs>.json`` with logs named
+    per job by an absolute prefix on the machine that ran it; here, copied elsewhere."""
+    nested = tmp_path / "bench" / "sdb" / "4k"
+    nested.mkdir(parents=True)
+    for out in sweep_dir.glob("*.json"):
+        rw, depth, n = out.stem.split("-")
+        doc = json.loads(out.read_text())
+        prefix = f"/gone/bench/sdb/4k/{rw}-iodepth-{depth}-numjobs-{n}"
+        for option in ("write_bw_log", "write_iops_log", "write_lat_log"):
+            doc["jobs"][0]["job options"][option] = prefix
+        (nested / out.name).write_text(json.dumps(doc, indent=2))
+    for log in sweep_dir.glob("random-read-depth-*_*.log"):  # the logs that are the randwrite numjobs=2 runs'
+        depth = log.name.split("-")[3].split("_")[0]
+        shutil.copy(log, nested / log.name.replace(f"random-read-depth-{depth}",
+                                                    f"randwrite-iodepth-{depth}-numjobs-2"))
+    db = tmp_path / "iolab.db"
+    proc = iolab("import", str(tmp_path / "bench"), db=db)
+    assert proc.returncode == 0, proc.stderr
+    assert "(12 file(s): json, fio 3.33, 12 result(s); logs: 30 attached" in said(proc)
+    logs = attached(db)
+    assert {name for name, found in logs.items() if found} == {f"randwrite-{d}-2.json" for d in benchfio.DEPTHS}
+
+
+@pytest.mark.root
+@requires_loop
+def test_comparing_two_sweeps_prints_ratio_grids(sweep_dir, tmp_path):
+    if cgroup.unavailable_reason():
+        pytest.skip(cgroup.unavailable_reason() or "")
+    with loop_device(tmp_path, size_bytes=32 * 1024**2) as loop, cgroup.throttled(loop.path, iops=400) as group:
+        benchfio.sweep(tmp_path / "hdd", Path(loop.path), rws=("randread",), wrapper=group.wrapper())
+    db = tmp_path / "iolab.db"
+    for path, label in ((sweep_dir, "ssd"), (tmp_path / "hdd", "hdd")):
+        assert iolab("import", str(path), "--label", label, db=db).returncode == 0
+    proc = iolab("compare", "ssd", "hdd", db=db)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    table = out.split("ssd (run 1) → hdd (run 2)")[1]
+    assert re.search(r"rw\s+iodepth\s+numjobs\s+dir\s+metric", table)
+    grid = out.split("IOPS ratio hdd / ssd · randread 4k")[1]
+    ratios = [float(x) for x in re.findall(r"×([\d.e+-]+)", grid.split("geometric mean")[0])]
+    assert len(ratios) == 6 and all(r < 1 for r in ratios), grid  # capped at 400 IOPS: slower everywhere
+    geomean = float(re.search(r"geometric mean ×([\d.e+-]+)", grid).group(1))
+    assert min(ratios) <= geomean <= max(ratios)
+    assert re.search(r"best QD\d+ ×\d \(×[\d.]+\), worst QD\d+ ×\d \(×[\d.]+\)", grid)
+    assert "randwrite" not in grid  # only the randread family is in both sweeps
+
+
+def test_a_suite_sweep_shows_and_draws_as_an_imported_one(tmp_path):
+    """The same iodepth x numjobs grid run by an iolab suite and by a bench-fio style script and
+    imported: the same option columns, grids and sweep charts."""
+    suite = tmp_path / "grid.yaml"
+    suite.write_text("name: grid\ndefaults: {ioengine: libaio, direct: 1, size: 16m, time_based: 1, runtime: 1s}\n"
+                     "workloads:\n  - {rw: randread, bs: 4k, iodepth: [1, 4, 16], numjobs: [1, 2]}\n")
+    db = tmp_path / "iolab.db"
+    ran = iolab("run", str(suite), "--target", f"file={tmp_path / 'data.bin'}", db=db, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    benchfio.sweep(tmp_path / "script", tmp_path / "data2.bin", rws=("randread",))
+    assert iolab("import", str(tmp_path / "script"), db=db).returncode == 0
+
+    def shown(run: str) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+        text = iolab("show", run, db=db).stdout
+        header = next(line for line in text.splitlines() if "IOPS" in line and "dir" in line).split()[1:]
+        titles = [line.strip() for line in text.splitlines() if line.startswith(("IOPS ·", "clat p99 ·"))]
+        rows = [tuple(line.split()[1:3]) for line in text.splitlines() if line.strip().startswith(("file", "local"))]
+        return header, titles, rows
+
+    assert shown("1") == shown("2")
+    header, titles, rows = shown("1")
+    assert header[:3] == ["iodepth", "numjobs", "dir"] and titles == ["IOPS · randread 4k", "clat p99 · randread 4k"]
+    assert rows == [("1", "1"), ("1", "2"), ("4", "1"), ("4", "2"), ("16", "1"), ("16", "2")]
+    for run in ("1", "2"):
+        out = tmp_path / f"r{run}.html"
+        assert iolab("report", run, "-o", str(out), db=db).returncode == 0
+        charts = re.findall(r'data-chart="([^"]+)"', out.read_text())
+        assert [c for c in charts if c.startswith("sweep-")] == [
+            "sweep-iops-iodepth", "sweep-iops-numjobs", "sweep-p99-iodepth", "sweep-p99-numjobs", "sweep-heatmap",
+            "sweep-saturation"], charts
