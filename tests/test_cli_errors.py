@@ -5,6 +5,7 @@ others; a damaged file is refused whole while the others import."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,12 @@ def test_a_damaged_file_is_refused_whole_and_the_others_import(tmp_path):
     assert f"Error: {bad}: jobs[0].read.clat_ns.mean = -144298.934345: cannot be negative\n" in proc.stderr
     assert proc.stderr.count("Imported ") == 2
     assert len(Store(str(tmp_path / "t.db")).list_runs()) == 2
+
+
+def test_a_file_whose_path_is_not_utf8_is_refused_and_the_others_import(tmp_path):
+    bad = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xffname.json"))
+    bad.write_bytes(GOOD[0].read_bytes())
+    proc = iolab("import", str(bad), str(GOOD[1]), db=tmp_path / "t.db")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "bad\\xffname.json: the file's path is not UTF-8 text" in proc.stderr
+    assert proc.stderr.count("Imported ") == 1
