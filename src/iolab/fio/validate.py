@@ -64,7 +64,8 @@ BLOCK_ENGINES = frozenset({
     "sync", "psync", "vsync", "pvsync", "pvsync2", "libaio", "io_uring", "io_uring_cmd", "posixaio",
     "solarisaio", "windowsaio", "mmap", "sg", "null", "rbd", "nbd", "xnvme", "spdk",
 })
-#: Options that make the block size vary or change what ``bs`` means.
+#: Options under which io_bytes need not be total_ios × bs: sizes that vary, ``4k`` read otherwise, I/O
+#: that errors or is only planned.
 _VARIABLE_BS = ("bsrange", "blocksize_range", "bssplit", "bs_unaligned", "blocksize_unaligned", "bs_is_seq_rand",
                 "kb_base", "continue_on_error", "verify_only")
 
