@@ -122,7 +122,8 @@ def firefox() -> Iterator[Callable[[Path], FirefoxPage]]:
     if not os.path.exists(FIREFOX):
         pytest.skip("Firefox ESR is not installed (Debian package firefox-esr)")
     driver = pytest.importorskip("marionette_driver.marionette", reason="marionette_driver (dev extra) is missing")
-    marionette = driver.Marionette(bin=FIREFOX, headless=True, port=_free_port(), startup_timeout=120)
+    marionette = driver.Marionette(bin=FIREFOX, headless=True, port=_free_port(), startup_timeout=120,
+                                   gecko_log=str(SCREENSHOTS / "iolab-firefox-gecko.log"))  # not ./gecko.log
     try:
         marionette.start_session()
         marionette.set_window_rect(**VIEWPORT)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
@@ -23,3 +24,11 @@ def popen(*args: str, db: Path, cwd: Path | None = None, env: dict[str, str] | N
     full_env = {**os.environ, "IOLAB_DB": str(db), "COLUMNS": "200", **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "iolab", *args], cwd=cwd, env=full_env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_for(condition: Callable[[], object], timeout_s: float = 60.0) -> None:
+    """Return once ``condition()`` is true (checked every 50 ms); fail the test after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s:g} s"
+        time.sleep(0.05)

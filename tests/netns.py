@@ -55,6 +55,38 @@ def netns_unavailable_reason() -> str | None:
 #: Marks a test as needing root and iproute2; skips it with the reason when unavailable.
 requires_netns = pytest.mark.skipif(netns_unavailable_reason() is not None, reason=netns_unavailable_reason() or "")
 
+#: Debian's node_exporter (package prometheus-node-exporter).
+NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
+#: Marks a test as needing node_exporter.
+requires_node_exporter = pytest.mark.skipif(not os.access(NODE_EXPORTER, os.X_OK),
+                                            reason="node_exporter is not installed (Debian prometheus-node-exporter)")
+
+
+def node_exporter_argv(address: str, port: int) -> list[str]:
+    """node_exporter on ``address:port`` with loop devices in its diskstats (excluded by
+    default) and the CPU model (``--collector.cpu.info``)."""
+    bind = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    return [NODE_EXPORTER, f"--web.listen-address={bind}", r"--collector.diskstats.device-exclude=^(ram|fd)\d+$",
+            "--collector.cpu.info"]
+
+
+@contextlib.contextmanager
+def local_node_exporter(port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """node_exporter on 127.0.0.1 of this machine (a free port); yields ``(address, process)``
+    and kills it by pid afterwards."""
+    if port is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    proc = subprocess.Popen(node_exporter_argv("127.0.0.1", port), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_listening("127.0.0.1", port, proc)
+        yield f"127.0.0.1:{port}", proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
 
 def _ip(*args: str) -> str:
     proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
@@ -95,6 +127,17 @@ class Host:
         bind = f"ip6:{self.address6},{port}" if ipv6 else f"ip:{self.address},{port}"
         proc = self.popen("fio", f"--server={bind}", log=log)
         wait_listening(self.address6 if ipv6 else self.address, port, proc)
+        return proc
+
+    def start_node_exporter(self, port: int = 9100, hostname: str | None = None,
+                            log: Path | None = None) -> subprocess.Popen[bytes]:
+        """node_exporter on this host's address; with ``hostname`` in its own UTS namespace
+        under that name (so its facts show which host answered). Returns once it listens."""
+        argv = node_exporter_argv(self.address, port)
+        if hostname:
+            argv = ["unshare", "--uts", "sh", "-c", f'hostname {hostname} && exec "$@"', "sh", *argv]
+        proc = self.popen(*argv, log=log)
+        wait_listening(self.address, port, proc)
         return proc
 
     def start_garbage_listener(self, port: int, lifetime_s: float = 30.0, reply: bytes | None = b"HTTP/1.0 400 "

@@ -17,8 +17,8 @@ import pytest
 
 from clirun import iolab, popen
 from iolab import tuning
-from iolab.host import parse_cpu_list
 from iolab.store import Store
+from iolab.sysfs import parse_cpu_list
 from iolab.targets import block_device_facts
 from loopdev import MiB, loop_device, requires_loop
 

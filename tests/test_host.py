@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab.host import _combine_virt, fio_version, format_cpu_list, host_facts, parse_cpu_list, virtualization
+from iolab.host import _combine_virt, fio_version, host_facts, virtualization
+from iolab.sysfs import format_cpu_list, parse_cpu_list
 
 NO_DETECT_VIRT = "/nonexistent/systemd-detect-virt"
 

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from iolab.errors import SuiteError
-from iolab.host import parse_cpu_list
 from iolab.pinning import cpus, fio_options, numa_nodes
+from iolab.sysfs import parse_cpu_list
 from iolab.targets import block_device_facts
 
 

@@ -43,6 +43,7 @@ from typing import Any
 from . import canonical, stats
 from .errors import UsageError
 from .model import DirectionStats, Latency, ResultRecord, Run, pct_key
+from .observe import usage
 from .report.results import per_repeat
 
 BETTER, WORSE, UNCHANGED, NOISY = "better", "worse", "unchanged", "noisy"
@@ -56,13 +57,18 @@ METHOD_SINGLE = "single run, no test"
 
 @dataclass(frozen=True)
 class Metric:
-    """A figure compared between sides; ``unit`` is ``IOPS``, ``B/s`` or ``ns``."""
+    """A figure compared between sides; ``unit`` is ``IOPS``, ``B/s``, ``ns``, ``µs`` or ``%``.
+
+    ``of_result``, when set, takes the figure from the whole invocation rather than one direction
+    (the observers' cost metrics, ``observe.usage``): every direction of a job shows the same value.
+    """
 
     name: str
     title: str
     unit: str
     higher_is_better: bool
     value: Callable[[DirectionStats], float | None] = field(compare=False, repr=False)
+    of_result: Callable[[ResultRecord], float | None] | None = field(default=None, compare=False, repr=False)
 
 
 def _latency_value(kind: str, stat: str) -> Callable[[DirectionStats], float | None]:
@@ -80,7 +86,10 @@ def _latency_value(kind: str, stat: str) -> Callable[[DirectionStats], float | N
 
 def metric(name: str) -> Metric:
     """The metric called ``name``: ``iops``, ``bw``, or ``{clat,lat,slat}_{mean,max,pNN}``
-    (``clat_p99``, ``lat_p99.9``). Raises ``UsageError`` for any other name."""
+    (``clat_p99``, ``lat_p99.9``), or an observers' cost (``cost_metric``): ``cpu_us_per_io`` or
+    ``cpu_util``, optionally ``@HOST``. Raises ``UsageError`` for any other name."""
+    if name.partition("@")[0] in COST_METRICS:
+        return cost_metric(name)
     if name == "iops":
         return Metric("iops", "IOPS", "IOPS", True, lambda d: d.iops)
     if name == "bw":
@@ -91,8 +100,35 @@ def metric(name: str) -> Metric:
     if kind in ("clat", "lat", "slat") and (stat in ("mean", "max") or valid_pct):
         stat = f"p{pct_key(pct)}" if valid_pct else stat
         return Metric(f"{kind}_{stat}", f"{kind} {stat}", "ns", False, _latency_value(kind, stat))
-    raise UsageError(f"unknown metric {name!r}", hint="metrics: iops, bw, and {clat,lat,slat}_{mean,max,pNN} "
-                     "such as clat_p99 or lat_p99.9")
+    raise UsageError(f"unknown metric {name!r}", hint="metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN} "
+                     "such as clat_p99 or lat_p99.9, cpu_us_per_io[@HOST], cpu_util[@HOST]")
+
+
+#: The observers' metrics (``observe.usage``): lower is better for both.
+COST_METRICS = {"cpu_us_per_io": ("CPU µs/IO", "µs"), "cpu_util": ("CPU busy", "%")}
+
+
+def cost_metric(name: str) -> Metric:
+    """``cpu_us_per_io[@HOST]`` (busy CPU µs per I/O fio completed) or ``cpu_util[@HOST]`` (busy
+    share of all CPUs, %), from the observers' figures stored with each result. Without
+    ``@HOST`` every observed host counts (the whole run); ``HOST`` is ``local``, a fio server's
+    label, a watched host's name, or a target's name (its fio servers, or the local host for a
+    local target). Formulas: ``observe.usage``. Raises ``UsageError`` for an empty ``@``."""
+    base, at, host = name.partition("@")
+    if at and not host:
+        raise UsageError(f"metric {name!r}: name a host after @ (local, a fio server, a watched host, a target)")
+    title, unit = COST_METRICS[base]
+
+    def of_result(result: ResultRecord) -> float | None:
+        found = usage.select(result, host or None)
+        if found is None:
+            return None
+        if base == "cpu_us_per_io":
+            return usage.cpu_us_per_io(found, usage.job_ios(result.report))
+        utils = [usage.cpu_util(u) for u in found]
+        return None if any(u is None for u in utils) else sum(u for u in utils if u is not None) / len(utils) * 100
+
+    return Metric(name, f"{title}{' @' + host if host else ''}", unit, False, lambda d: None, of_result)
 
 
 #: Compared by default; a default metric neither side knows is left out.
@@ -128,6 +164,7 @@ class Slot:
     values: tuple[DirectionStats, ...] = ()
     failed: int = 0
     run_ids: tuple[int, ...] = ()
+    results: tuple[ResultRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -258,12 +295,13 @@ def slots(runs: Sequence[Run]) -> list[Slot]:
                 opts = options.get(job) or canonical.Options({}, None)
                 entry = found.setdefault((result.target, job, opts.key, direction), _entry(result, job, opts))
                 entry["values"].append(stats_)
+                entry["results"].append(result)
                 entry["runs"][run.info.id] = None
     out = []
     for (target, job, key, direction), e in found.items():
         failed = failures.pop((target, job, key), {"failed": 0, "runs": {}})
         out.append(Slot(target, job, e["workload"], direction, e["options"], tuple(e["values"]),
-                        failed["failed"], tuple({**e["runs"], **failed["runs"]})))
+                        failed["failed"], tuple({**e["runs"], **failed["runs"]}), tuple(e["results"])))
     out += [Slot(t, j, e["workload"], "–", e["options"], (), e["failed"], tuple(e["runs"]))
             for (t, j, _), e in failures.items()]
     return _pool_compatible(out)
@@ -282,7 +320,8 @@ def _pool_compatible(found: Sequence[Slot]) -> list[Slot]:
             if not any(d.effect == "blocking" for d in diffs):
                 pooled[k] = Slot(other.target, other.job, other.workload, other.direction,
                                  canonical.common(other.options, slot.options), other.values + slot.values,
-                                 other.failed + slot.failed, tuple(dict.fromkeys(other.run_ids + slot.run_ids)))
+                                 other.failed + slot.failed, tuple(dict.fromkeys(other.run_ids + slot.run_ids)),
+                                 other.results + slot.results)
                 break
         else:
             pooled.append(slot)
@@ -290,7 +329,7 @@ def _pool_compatible(found: Sequence[Slot]) -> list[Slot]:
 
 
 def _entry(result: ResultRecord, job: str, options: canonical.Options) -> dict[str, Any]:
-    return {"workload": result.workload, "options": options, "values": [], "failed": 0, "runs": {}}
+    return {"workload": result.workload, "options": options, "values": [], "results": [], "failed": 0, "runs": {}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,8 +436,7 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
     comparable = a is not None and b is not None and not any(d.effect == "blocking" for d in diffs)
     rows = []
     for m in metrics:
-        a_values = tuple(m.value(d) for d in a.values) if a else ()
-        b_values = tuple(m.value(d) for d in b.values) if b else ()
+        a_values, b_values = _values(m, a), _values(m, b)
         if not explicit and all(v is None for v in (*a_values, *b_values)) and \
                 not ((a and a.failed and not a.values) or (b and b.failed and not b.values)):
             continue  # a default metric neither side measured (e.g. slat of a sync engine)
@@ -415,6 +453,15 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
         rows.append(row)
     return Pair(a, b, comparable, tuple(diffs), tuple(unchecked), tuple(rows))
 
+
+
+def _values(m: Metric, slot: Slot | None) -> tuple[float | None, ...]:
+    """The metric's value in each repetition of ``slot``."""
+    if slot is None:
+        return ()
+    if m.of_result is not None:
+        return tuple(m.of_result(r) for r in slot.results)
+    return tuple(m.value(d) for d in slot.values)
 
 
 def _geomeans(pairs: Sequence[Pair], metrics: Sequence[Metric]) -> tuple[GeoMean, ...]:
@@ -434,6 +481,11 @@ def _geomeans(pairs: Sequence[Pair], metrics: Sequence[Metric]) -> tuple[GeoMean
 # Environment
 
 
+_HOST_FACTS = (("host", "hostname"), ("kernel", "kernel"), ("distribution", "distribution"), ("CPU", "cpu_model"),
+               ("CPUs", "cpu_count"), ("memory bytes", "memory_bytes"), ("virtualization", "virtualization"),
+               ("CPU governor", "cpu_governor"))
+
+
 def _facts(runs: Sequence[Run]) -> dict[str, set[str]]:
     """Facts about where a side's runs ran, each as the set of values seen."""
     facts: dict[str, set[str]] = {}
@@ -447,11 +499,12 @@ def _facts(runs: Sequence[Run]) -> dict[str, set[str]]:
         info, host = run.info, run.info.host
         add("fio version", info.fio_version)
         add("source", f"imported {info.source.get('format')} output" if info.source else "iolab run")
-        for item, attr in (("host", "hostname"), ("kernel", "kernel"), ("distribution", "distribution"),
-                           ("CPU", "cpu_model"), ("CPUs", "cpu_count"), ("memory bytes", "memory_bytes"),
-                           ("virtualization", "virtualization"), ("CPU governor", "cpu_governor")):
+        for item, attr in _HOST_FACTS:
             add(item, getattr(host, attr) if host else None)
         for result in run.results:
+            for label, other in usage.other_hosts_facts(result).items():  # fio servers, watched hosts
+                for item, attr in _HOST_FACTS:
+                    add(f"{item} ({label})", getattr(other, attr))
             t = result.target_facts
             d = t.device if t else None
             add("target kind", t.kind if t else None)

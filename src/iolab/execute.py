@@ -26,13 +26,23 @@ from . import host, jobfile, lint, pinning, safety, targets, tuning, units
 from . import method as method_mod
 from . import suite as suite_mod
 from .errors import HostError, Interrupted, IolabError, SafetyError, SuiteError
-from .host import format_cpu_list as format_cpus
-from .model import BlockDeviceFacts, FioReport, ResultRecord, TargetFacts, to_jsonable
+from .model import (
+    BlockDeviceFacts,
+    FioReport,
+    HostFacts,
+    ResultRecord,
+    TargetFacts,
+    to_jsonable,
+)
+from .observe import config as observe_config
+from .observe.config import Probed
+from .observe.watch import Observers
 from .remote import jobs as remote_jobs
 from .runner import local
 from .runner.status import Status
 from .store import PendingResult, Store
 from .suite import JobSpec, PlannedJob, Suite, Target, plan, render_job
+from .sysfs import format_cpu_list as format_cpus
 from .units import format_bytes
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
@@ -55,7 +65,12 @@ class PlanItem:
 
 @dataclass(frozen=True)
 class Plan:
-    """A checked, rendered suite. ``scratch`` lists files iolab creates and removes afterwards."""
+    """A checked, rendered suite. ``scratch`` lists files iolab creates and removes afterwards.
+
+    ``host`` are this machine's facts, gathered once for the run (lint reads them, the run
+    stores them). ``probed`` are the observers' exporters as the probe found them (all of them,
+    to be shown), ``observers`` those the run observes (``observe.config.chosen``).
+    """
 
     suite: Suite
     items: tuple[PlanItem, ...]
@@ -64,6 +79,9 @@ class Plan:
     findings: tuple[lint.Finding, ...] = ()
     pins: Mapping[str, str] = field(default_factory=dict)
     remote: Mapping[str, remote_jobs.RemoteTarget] = field(default_factory=dict)
+    host: HostFacts = field(default_factory=HostFacts)
+    probed: tuple[Probed, ...] = ()
+    observers: Observers = field(default_factory=Observers)
 
     @property
     def errors(self) -> tuple[lint.Finding, ...]:
@@ -180,7 +198,8 @@ def _needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
 def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict: bool = True) -> Plan:
     """Inspect targets, render and check every job, apply safety rules, lint; nothing is written.
 
-    Remote targets (with hosts) pass their preflight first (``remote.jobs.preflight``).
+    Remote targets (with hosts) pass their preflight first (``remote.jobs.preflight``); then
+    every observer's exporter is probed once (``observe.config.probe``, at most a few seconds).
 
     Raises ``SafetyError`` (a destructive write, too little space), ``SuiteError`` (fio rejects
     a job: the message names the workload and quotes fio; a method setting does not fit a
@@ -190,8 +209,12 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     caller decides whether errors stop it.
     """
     suite = _resolve(suite)
+    machine = host.host_facts(local.fio_version(options.fio))
     facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
     remote = {t.name: remote_jobs.preflight(t, options.fio) for t in suite.targets if t.hosts}
+    servers = {name: rt.target.hosts for name, rt in remote.items()}
+    probed = observe_config.probe(observe_config.endpoints(suite.observe, servers))
+    observers = Observers(tuple(observe_config.chosen(suite.observe, probed)), suite.observe.prometheus)
     pins = _pins(suite, facts)
     items: list[PlanItem] = []
     checked: dict[str, None] = {}
@@ -204,7 +227,7 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
             text = render_job(spec, kind, pinning.fio_options(pins[spec.target.name]) if spec.target.name in pins
                               else ())
             if text not in checked:
-                _check_method(suite, spec, facts.get(spec.target.name))
+                _check_method(suite, spec, facts.get(spec.target.name), spec.target.name in remote)
                 problem = local.check_job(text, Path(tmp), options.fio)
                 if problem and strict:
                     raise SuiteError(f"{spec.workload.origin} ({spec.workload.name}): fio rejects the job:\n{problem}",
@@ -230,10 +253,10 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
             raise
         scratch = ()
         refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "", "iolab safety guard (DESIGN.md)"))
-    plan_ = Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch,
-                 pins={name: format_cpus(cpus) for name, cpus in pins.items()}, remote=remote)
-    findings = lint.merge([*refused, *lint.lint_plan(plan_, host.host_facts())])
-    return replace(plan_, findings=tuple(findings))
+    findings = lint.merge([*refused, *lint.lint_plan(items, facts, suite.method.precondition, machine)])
+    return Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch, findings=tuple(findings),
+                pins={name: format_cpus(cpus) for name, cpus in pins.items()}, remote=remote, host=machine,
+                probed=tuple(probed), observers=observers)
 
 
 def _pins(suite: Suite, facts: Mapping[str, TargetFacts]) -> dict[str, tuple[int, ...]]:
@@ -251,8 +274,12 @@ def _pins(suite: Suite, facts: Mapping[str, TargetFacts]) -> dict[str, tuple[int
     return out
 
 
-def _check_method(suite: Suite, spec: JobSpec, facts: TargetFacts | None) -> None:
+def _check_method(suite: Suite, spec: JobSpec, facts: TargetFacts | None, remote: bool) -> None:
     """Tuning, preconditioning and drop_caches must be possible here, before anything runs."""
+    if remote and (suite.method.precondition is not None or suite.method.drop_caches):
+        raise SuiteError(f"target {spec.target.name}: precondition and drop_caches work on local targets only "
+                         "(iolab cannot run them on a fio server's host)",
+                         hint="precondition the remote hosts with a fill workload before the measured ones")
     tuning.knobs(spec.tune, _device(facts))
     if suite.method.precondition is not None and not spec.target.path:
         raise SuiteError("precondition: a job file's own files cannot be preconditioned",
@@ -349,25 +376,41 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
     """Store the run and every planned invocation as pending; returns the run id.
 
     The plan's lint findings (warnings) become the run's warnings."""
-    fio_version = local.fio_version(options.fio)
     warnings = [f.text() for f in plan_.findings]
     run_id = store.create_run(
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
-        host=host.host_facts(fio_version), fio_version=fio_version, warnings=warnings,
+        host=plan_.host, fio_version=plan_.host.fio_version, warnings=warnings,
         options={"keep_files": options.keep_files, "scratch": list(plan_.scratch), "source": plan_.suite.source,
                  "method": method_options(plan_),
                  "targets": {t.name: t.path for t in plan_.suite.targets},
                  "remote": remote_jobs.stored_options(plan_.suite.targets),
+                 "remote_scratch": {name: remote_jobs.scratch(rt) for name, rt in plan_.remote.items()},
+                 "observe": plan_.observers.stored(),
                  "preexisting": {t.path: sorted(_fio_files(t.path)) for t in plan_.suite.targets
                                  if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"}},
     )
-    store.add_pending(run_id, (
-        PendingResult(seq=i.job.seq, target=i.job.spec.target.name, target_path=i.job.spec.target.path,
-                      workload=i.job.spec.workload.name, repeat=i.job.repeat, job_text=i.job_text,
-                      job_hash=i.job_hash, params=i.params)
-        for i in plan_.items
-    ))
+    store.add_pending(run_id, _pending(plan_, 0))
     return run_id
+
+
+def extend(store: Store, run_id: int, plan_: Plan, first_repeat: int = 0) -> None:
+    """Add a plan's invocations to the stored run ``run_id`` as pending, after its last, for a
+    workflow that decides what to run next from what it has measured (``iolab.workflow``); the next
+    ``execute`` runs them. Their repetitions count from ``first_repeat`` (a workflow that repeats
+    workloads in rounds of its own). The plan's tuning joins the run's stored method settings."""
+    run = store.get_run(run_id)
+    method = dict(run.info.options.get("method") or {})
+    method["tune"] = {**(method.get("tune") or {}), **method_options(plan_)["tune"]}
+    store.update_run(run_id, options={**run.info.options, "method": method})
+    store.add_pending(run_id, _pending(plan_, max((r.seq for r in run.results), default=-1) + 1, first_repeat))
+
+
+def _pending(plan_: Plan, first_seq: int, first_repeat: int = 0) -> list[PendingResult]:
+    return [PendingResult(seq=first_seq + i.job.seq, target=i.job.spec.target.name,
+                          target_path=i.job.spec.target.path, workload=i.job.spec.workload.name,
+                          repeat=first_repeat + i.job.repeat, job_text=i.job_text, job_hash=i.job_hash,
+                          params=i.params)
+            for i in plan_.items]
 
 
 @contextmanager
@@ -401,24 +444,23 @@ def execute(store: Store, run_id: int, options: RunOptions,
         hint = f"{exc.hint}; then " if exc.hint else ""
         raise HostError(exc.message, hint=f"{hint}finish the run with: iolab run --resume {run_id}") from None
     store.update_run(run_id, status="running", finished_at=None)
-    method = _JobMethod(run.info.options.get("method") or {}, options)
+    method = _JobMethod(store, run_id, run.info.options, options)
+    observers = Observers.from_options(run.info.options)
     keep_files = options.keep_files or run.info.options.get("keep_files", False)  # as asked at the start too
     try:
         with _sigterm_as_interrupt():
             for index, result in enumerate(todo):
-                if result.target in remote:
-                    _run_remote(store, result, index, len(todo), options, on_event, remote[result.target])
-                else:
-                    _run_one(store, result, index, len(todo), options, on_event, method)
+                events = _Events(on_event, index, len(todo), result, _job_seconds(jobfile.parse(result.job_text)))
+                _run_job(store, result, events, options, method, observers, remote.get(result.target))
     except tuning.RestoreError:
         store.finish_run(run_id, "failed")  # host settings are not what they were: stop here
         raise
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
-        _cleanup(run.info.options, run.results, keep_files)
+        _cleanup(store, run_id, keep_files)
         raise Interrupted(f"run {run_id} interrupted; finished results are stored",
                           hint=f"finish it with: iolab run --resume {run_id}") from None
-    _cleanup(run.info.options, run.results, keep_files)
+    _cleanup(store, run_id, keep_files)
     final = store.get_run(run_id)
     statuses = {r.status for r in final.results}
     status = "complete" if statuses <= {"ok"} else ("partial" if statuses <= {"ok", "partial"} else "failed")
@@ -437,99 +479,141 @@ def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: Ru
     return out
 
 
-def _run_remote(store: Store, result: Any, index: int, total: int, options: RunOptions,
-                on_event: Callable[[JobEvent], None], target: Target) -> None:
-    """One job on every host of a remote target; its status is ``ok``, ``partial`` or ``failed``."""
-    sections = jobfile.parse(result.job_text)
-    event = {"index": index, "total": total, "target": result.target, "workload": result.workload,
-             "repeat": result.repeat, "expected_s": _job_seconds(sections)}
-    on_event(JobEvent("start", **event))
-    store.save_result(result.id, status="running", started_at=datetime.now(UTC))
-    workdir = Path(tempfile.mkdtemp(prefix="iolab-job-"))
-    try:
-        done = remote_jobs.run_job(
-            result.job_text, target, workdir, options.fio, options.destroy,
-            timeout_s=remote_jobs.time_bound_s(sections, TIMEOUT_SLACK_S),
-            on_status=lambda h: on_event(JobEvent("status", status=h.status, host=h.host, note=h.message, **event)),
-        )
-    except KeyboardInterrupt:
-        store.save_result(result.id, status="interrupted", ended_at=datetime.now(UTC), error="interrupted by the user")
-        raise
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    out = done.client
-    store.save_result(result.id, status=out.status, command=shlex.join(out.command), started_at=out.started_at,
-                      ended_at=out.ended_at, error=out.error, report=out.report, raw_json=out.raw_json,
-                      extra=done.extra, series=out.time_series)
-    on_event(JobEvent("end", outcome=out.status, error=out.error, **event))
+@dataclass(frozen=True)
+class _Events:
+    """``JobEvent``s of one invocation, for ``on_event``."""
+
+    on_event: Callable[[JobEvent], None]
+    index: int
+    total: int
+    result: ResultRecord
+    expected_s: float | None
+
+    def __call__(self, kind: str, **fields: Any) -> None:
+        self.on_event(JobEvent(kind, self.index, self.total, self.result.target, self.result.workload,
+                               self.result.repeat, self.expected_s, **fields))
 
 
-def _run_one(store: Store, result: Any, index: int, total: int, options: RunOptions,
-             on_event: Callable[[JobEvent], None], method: _JobMethod) -> None:
-    sections = jobfile.parse(result.job_text)
-    expected = _job_seconds(sections)
-    facts = targets.inspect(result.target_path) if result.target_path else None
-    if facts is not None and facts.kind == "block" and (method.writes or any(
-        safety.writes(o) for _, o in jobfile.effective_jobs(sections)
-    )):
-        safety.check_block_write(facts, options.destroy)  # again: the device may have changed since planning
-    event = {"index": index, "total": total, "target": result.target, "workload": result.workload,
-             "repeat": result.repeat, "expected_s": expected}
-    on_event(JobEvent("start", **event))
+def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOptions, method: _JobMethod,
+             observers: Observers, target: Target | None) -> None:
+    """One invocation, on a local target or on every host of a remote one (``target``), observed
+    by the run's observers; its result is stored the moment it ends.
+
+    A local job gets its tuning, preconditioning and drop_caches around it. A failing setting or
+    fio failure fails the job and the run goes on; a safety refusal or a restore failure stops
+    the run (raised), as does Ctrl-C (the job is stored ``interrupted``).
+    """
+    facts = _checked_facts(result, options, method) if target is None else None
+    events("start")
     store.save_result(result.id, status="running", started_at=datetime.now(UTC), target_facts=facts)
     extra: dict[str, Any] = {}
-    tune = method.tune(result.workload)
+    failed: dict[str, Any] = {"target_facts": facts, "extra": extra}
+    tune = method.tune(result.workload) if target is None else {}
     try:
         with tuning.applied(tune, _device(facts)) as in_force:
             if tune and result.target_path:  # the facts stored with the result show the values in force
-                facts = targets.inspect(result.target_path)
+                facts = failed["target_facts"] = targets.inspect(result.target_path)
             extra.update(method.record(result, in_force))
-            extra.update(method.before(result, facts, lambda text: on_event(JobEvent("note", detail=text, **event))))
-            outcome = _run_fio(result.job_text, options, expected,
-                               lambda s: on_event(JobEvent("status", status=s, **event)))
+            extra.update(method.before(result, facts, lambda text: events("note", detail=text)))
+            with observers.watch(result.target) as watch:
+                done, hosts = _run_fio_job(result, options, target, events)
+                samples, usage = watch.finish(done.report, done.started_at, done.ended_at, done.measured_start_ms)
     except KeyboardInterrupt:
-        store.save_result(result.id, status="interrupted", target_facts=facts, ended_at=datetime.now(UTC),
-                          error="interrupted by the user", extra=extra)
+        store.save_result(result.id, status="interrupted", error="interrupted by the user",
+                          ended_at=datetime.now(UTC), **failed)
         raise
-    except tuning.RestoreError as exc:  # the host is not as it was: this job fails and the run stops
-        store.save_result(result.id, status="failed", target_facts=facts, ended_at=datetime.now(UTC),
-                          error=exc.message, extra=extra)
+    except (tuning.RestoreError, SafetyError) as exc:  # the host is not as it was, or unsafe: the run stops
+        store.save_result(result.id, status="failed", error=exc.message, ended_at=datetime.now(UTC), **failed)
         raise
     except IolabError as exc:  # tuning refused, preconditioning or drop_caches failed: this job fails
-        store.save_result(result.id, status="failed", target_facts=facts, ended_at=datetime.now(UTC),
-                          error=exc.message, extra=extra)
-        on_event(JobEvent("end", outcome="failed", error=exc.message, **event))
+        store.save_result(result.id, status="failed", error=exc.message, ended_at=datetime.now(UTC), **failed)
+        events("end", outcome="failed", error=exc.message)
         return
     if facts is not None and facts.kind == "missing":  # fio has laid the scratch file out: describe it
         facts = targets.inspect(facts.path)
+    extra.update(_with_exporter_facts(hosts, observers))
+    if usage:
+        extra["observed"] = to_jsonable(list(usage))
     store.save_result(
-        result.id, status=outcome.status, command=shlex.join(outcome.command), started_at=outcome.started_at,
-        ended_at=outcome.ended_at, error=outcome.error, report=outcome.report, raw_json=outcome.raw_json,
-        target_facts=facts, extra=extra, series=outcome.time_series,
+        result.id, status=done.status, command=shlex.join(done.command), started_at=done.started_at,
+        ended_at=done.ended_at, error=done.error, report=done.report, raw_json=done.raw_json,
+        target_facts=facts, extra=extra, series=done.time_series, observations=samples,
     )
-    on_event(JobEvent("end", outcome=outcome.status, error=outcome.error, **event))
+    events("end", outcome=done.status, error=done.error)
 
 
-def _run_fio(job_text: str, options: RunOptions, expected: float | None,
-             on_status: Callable[[Status], None] | None = None) -> local.Outcome:
+def _checked_facts(result: ResultRecord, options: RunOptions, method: _JobMethod) -> TargetFacts | None:
+    """A local target's facts, checked again by the destructive-write guard when the job (or
+    its preconditioning) writes a block device: it may have changed since planning."""
+    facts = targets.inspect(result.target_path) if result.target_path else None
+    if facts is not None and facts.kind == "block" and (method.writes or any(
+        safety.writes(o) for _, o in jobfile.effective_jobs(jobfile.parse(result.job_text))
+    )):
+        safety.check_block_write(facts, options.destroy)
+    return facts
+
+
+def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | None,
+                 events: _Events) -> tuple[local.Outcome, dict[str, Any]]:
+    """fio on this machine, or fio's client driving every host of ``target``: how it ran, and a
+    remote target's per-host records for ``extra`` (``remote.jobs.RemoteOutcome.extra``)."""
     workdir = Path(tempfile.mkdtemp(prefix="iolab-job-"))
     try:
-        return local.run(job_text, workdir, on_status=on_status, fio=options.fio, cwd=Path.cwd(),
-                         timeout_s=None if expected is None else expected * 2 + TIMEOUT_SLACK_S)
+        if target is None:
+            return local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
+                             cwd=Path.cwd(), timeout_s=_timeout(events.expected_s)), {}
+        done = remote_jobs.run_job(
+            result.job_text, target, workdir, options.fio, options.destroy,
+            timeout_s=remote_jobs.time_bound_s(jobfile.parse(result.job_text), TIMEOUT_SLACK_S),
+            on_status=lambda h: events("status", status=h.status, host=h.host, note=h.message),
+        )
+        c = done.client
+        return local.Outcome(c.status, c.command, c.started_at, c.ended_at, c.report, c.raw_json, c.error,
+                             c.time_series), done.extra
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _timeout(expected: float | None) -> float | None:
+    return None if expected is None else expected * 2 + TIMEOUT_SLACK_S
+
+
+def _with_exporter_facts(extra: Mapping[str, Any], observers: Observers) -> dict[str, Any]:
+    """A remote result's per-host records with the facts each host's exporter gave where ssh
+    gave none (``remote.jobs.HostRecord.facts``)."""
+    if not extra.get("hosts"):
+        return dict(extra)
+    found = observers.facts()
+    hosts = [{**r, "facts": to_jsonable(found[r["host"]].host)} if r.get("facts") is None and r["host"] in found
+             else r for r in extra["hosts"]]
+    return {**extra, "hosts": hosts}
+
+
+def _run_fio(job_text: str, options: RunOptions) -> local.Outcome:
+    workdir = Path(tempfile.mkdtemp(prefix="iolab-job-"))
+    try:
+        return local.run(job_text, workdir, fio=options.fio, cwd=Path.cwd())
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
 class _JobMethod:
-    """The run's stored method settings (``method_options``), applied around each job."""
+    """The run's stored method settings (``method_options``), applied around each job.
 
-    def __init__(self, stored: Mapping[str, Any], options: RunOptions) -> None:
-        self.stored = stored
+    A region's preconditioning fill is done once per run: each finished fill is stored with the
+    run's options (``filled``) the moment it ends, so ``--resume`` after a kill does not fill
+    again what was filled before.
+    """
+
+    def __init__(self, store: Store, run_id: int, run_options: Mapping[str, Any], options: RunOptions) -> None:
+        self.store, self.run_id, self.run_options = store, run_id, dict(run_options)
+        self.stored = run_options.get("method") or {}
         self.options = options
-        pre = stored.get("precondition")
+        pre = self.stored.get("precondition")
         self.precondition = method_mod.Precondition(**pre) if pre else None
         self.writes = self.precondition is not None
-        self.filled: set[tuple[str, str]] = set()  # regions filled in this execute() call
+        self.filled: set[tuple[str, str]] = {(p, w) for p, w in run_options.get("filled", ())}
+        self._region: tuple[str, str] | None = None
 
     def tune(self, workload: str) -> dict[str, str]:
         return dict((self.stored.get("tune") or {}).get(workload) or {})
@@ -549,11 +633,10 @@ class _JobMethod:
         out: dict[str, Any] = {}
         kind = facts.kind if facts is not None else None
         if self.precondition is not None and result.target_path is not None:
-            region = (result.target_path, result.workload if kind == "directory" else "")
+            self._region = (result.target_path, result.workload if kind == "directory" else "")
             out["precondition"] = method_mod.precondition(
-                result.job_text, kind, self.precondition, fill=region not in self.filled, run_fio=self._fio,
+                result.job_text, kind, self.precondition, fill=self._region not in self.filled, run_fio=self._fio,
                 note=note)
-            self.filled.add(region)
         if self.stored.get("drop_caches"):
             out["drop_caches"] = method_mod.drop_caches(_target_files(result, kind))
             if not out["drop_caches"]["verified"]:
@@ -561,9 +644,13 @@ class _JobMethod:
         return out
 
     def _fio(self, label: str, job_text: str) -> FioReport:
-        outcome = _run_fio(job_text, self.options, None)
+        outcome = _run_fio(job_text, self.options)
         if outcome.status != "ok" or outcome.report is None:
             raise IolabError(f"precondition {label} failed: {outcome.error or 'no fio report'}")
+        if label == "fill" and self._region is not None:
+            self.filled.add(self._region)
+            self.run_options["filled"] = sorted(self.filled)
+            self.store.update_run(self.run_id, options=self.run_options)
         return outcome.report
 
 
@@ -589,16 +676,34 @@ def _fio_files(directory: str) -> set[str]:
     return {n for n in names if re.fullmatch(r".+\.\d+\.\d+", n)}
 
 
-def _cleanup(run_options: Mapping[str, Any], results: Any, keep: bool) -> None:
+def remove_scratch(store: Store, run_id: int) -> None:
+    """Remove the scratch files of a run whose jobs ran with ``keep_files`` (a workflow's probes
+    reuse the laid-out file; it goes when the workflow ends)."""
+    _cleanup(store, run_id, keep=False)
+
+
+def _cleanup(store: Store, run_id: int, keep: bool) -> None:
     """Remove scratch files iolab created: missing-file targets, and in directory targets the
     files fio laid out for this run's jobs (named ``<job>.N.M``) that were not there before the
-    run started (the listing is stored with the run, so a resumed run cleans up too)."""
+    run started (the listing is stored with the run, so a resumed run cleans up too); the same
+    on the hosts of remote targets where ssh facts said what is iolab's (``remote.jobs.scratch``).
+    Files that cannot be removed on a remote host become a warning of the run."""
     if keep:
         return
+    run = store.get_run(run_id)
+    run_options = run.info.options
     for path in run_options.get("scratch", ()):
         Path(path).unlink(missing_ok=True)
-    jobs = {name for r in results for name, _ in jobfile.effective_jobs(jobfile.parse(r.job_text))}
+    jobs = {name for r in run.results for name, _ in jobfile.effective_jobs(jobfile.parse(r.job_text))}
     for directory, existing in run_options.get("preexisting", {}).items():
         for name in _fio_files(directory) - set(existing):
             if name.rsplit(".", 2)[0] in jobs:
                 Path(directory, name).unlink(missing_ok=True)
+    problems = []
+    for target, stored in (run_options.get("remote_scratch") or {}).items():
+        mine = {name for r in run.results if r.target == target
+                for name, _ in jobfile.effective_jobs(jobfile.parse(r.job_text))}
+        if stored:
+            problems += remote_jobs.remove_scratch(stored, mine)
+    if problems:
+        store.update_run(run_id, warnings=[*run.info.warnings, *(f"scratch files left: {p}" for p in problems)])

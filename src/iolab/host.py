@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
+from iolab import sysfs
 from iolab.model import HostFacts
 
 #: DMI strings (``sys_vendor`` / ``product_name``) of hypervisors, as systemd-detect-virt
@@ -106,49 +107,15 @@ def virtualization(*, root: str = "/", detect_virt: str = "systemd-detect-virt")
     return _combine_virt(vm, container)
 
 
-def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """CPU numbers of a kernel cpu list: ``"0-2,5"`` or ``"0, 1, 2"`` -> ``(0, 1, 2, 5)``.
-
-    Accepts both the ``cpulist`` format (``/sys/devices/system/cpu/online``) and the
-    comma-and-space list of blk-mq's ``mq/*/cpu_list``. Sorted, without duplicates.
-    Raises ``ValueError`` on anything else.
-    """
-    cpus: set[int] = set()
-    for part in text.replace(" ", "").replace("\n", "").split(","):
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi) + 1) if sep else (int(lo),))
-    return tuple(sorted(cpus))
-
-
-def format_cpu_list(cpus: Iterable[int]) -> str:
-    """The kernel's compact cpulist spelling: ``[0, 1, 2, 5]`` -> ``"0-2,5"``; empty -> ``""``."""
-    runs: list[list[int]] = []  # [first, last] of each run of consecutive CPUs
-    for cpu in sorted(set(cpus)):
-        if runs and cpu == runs[-1][1] + 1:
-            runs[-1][1] = cpu
-        else:
-            runs.append([cpu, cpu])
-    ranges = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
-    return ",".join(ranges)
-
-
 # --- probes -----------------------------------------------------------------------------------
 
 
 def _read(root: str, rel: str) -> str | None:
-    try:
-        with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
+    return sysfs.read_text(os.path.join(root, rel))
 
 
 def _read_line(root: str, rel: str) -> str | None:
-    text = _read(root, rel)
-    value = text.strip() if text is not None else ""
-    return value or None
+    return sysfs.read_attr(root, rel)
 
 
 def _run(argv: Sequence[str], timeout_s: float = 10.0) -> str | None:
@@ -198,12 +165,9 @@ def _cpu_model(cpuinfo: str | None) -> str | None:
 
 def _cpu_count(root: str, cpuinfo: str | None) -> int | None:
     """Online CPUs: sysfs ``online`` list, else ``processor`` lines of cpuinfo."""
-    online = _read_line(root, "sys/devices/system/cpu/online")
+    online = sysfs.online_cpus(os.path.join(root, "sys"))
     if online:
-        try:
-            return len(parse_cpu_list(online)) or None
-        except ValueError:
-            pass
+        return len(online)
     count = sum(1 for line in (cpuinfo or "").splitlines() if line.split(":")[0].strip() == "processor")
     if count:
         return count
@@ -212,14 +176,7 @@ def _cpu_count(root: str, cpuinfo: str | None) -> int | None:
 
 def _memory_bytes(root: str) -> int | None:
     """``MemTotal`` of /proc/meminfo, which the kernel prints in KiB (labelled ``kB``)."""
-    for line in (_read(root, "proc/meminfo") or "").splitlines():
-        if line.startswith("MemTotal:"):
-            parts = line.split()
-            try:
-                return int(parts[1]) * 1024
-            except (IndexError, ValueError):
-                return None
-    return None
+    return sysfs.meminfo_bytes("MemTotal", os.path.join(root, "proc", "meminfo"))
 
 
 def _detect_virt(command: str, flag: str) -> str | None:

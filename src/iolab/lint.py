@@ -3,7 +3,7 @@
 Each rule is a pure function of one fio job's effective options (``jobfile.effective_jobs``,
 ``[global]`` applied) and the facts of the target and host it will run on (``JobContext``), so
 it can be tested without running anything. ``lint_plan`` builds the contexts of a rendered plan
-(``execute.Plan``) and runs every rule; ``unlike_runs`` (P11) compares two stored runs.
+(the items of ``execute.Plan``) and runs every rule; ``unlike_runs`` (P11) compares two stored runs.
 
 Severities: every rule here is a ``warning`` with its remedy, stored with the run and shown with its
 results, so an unchanged fio job file always runs. ``error`` is only for what is dangerous or
@@ -23,15 +23,14 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from . import jobfile, safety, targets, units
 from .errors import IolabError
-from .host import parse_cpu_list
+from .method import Precondition
 from .model import HostFacts, Run, TargetFacts
-
-if TYPE_CHECKING:
-    from .execute import Plan
+from .suite import PlannedJob
+from .sysfs import parse_cpu_list
 
 ERROR = "error"
 WARNING = "warning"
@@ -521,20 +520,33 @@ def _allocated(facts: TargetFacts | None) -> int | None:
         return None
 
 
-def lint_plan(plan: Plan, host: HostFacts) -> list[Finding]:
-    """Every rule on every distinct (target, workload) of a rendered plan (``execute.Plan``).
+class RenderedJob(Protocol):
+    """A planned job with the job file fio will run (``execute.PlanItem``)."""
+
+    @property
+    def job(self) -> PlannedJob: ...
+
+    @property
+    def job_text(self) -> str: ...
+
+    @property
+    def params(self) -> Mapping[str, str]: ...
+
+
+def lint_plan(items: Sequence[RenderedJob], facts_of: Mapping[str, TargetFacts], precondition: Precondition | None,
+              host: HostFacts) -> list[Finding]:
+    """Every rule on every distinct (target, workload) of a rendered plan (``execute.Plan.items``).
 
     Reads the rendered job text (what fio will run, pinning included), the targets' facts
-    (a job file without a target: the first file it names), the suite's method settings
-    (preconditioning, tuning). Touches nothing; may ``stat`` target files.
+    (``facts_of`` by target name; a job file without a target: the first file it names), the
+    suite's preconditioning and each job's tuning. Touches nothing; may ``stat`` target files.
     """
-    precondition = plan.suite.method.precondition
-    reps = max((i.job.repeat + 1 for i in plan.items), default=1)
+    reps = max((i.job.repeat + 1 for i in items), default=1)
     written: set[str] = set()
     contexts: list[JobContext] = []
     params: dict[str, dict[str, Mapping[str, str]]] = {}
     seen: set[tuple[str, str]] = set()
-    for item in sorted(plan.items, key=lambda i: i.job.seq):
+    for item in sorted(items, key=lambda i: i.job.seq):
         spec = item.job.spec
         key = (spec.target.name, spec.workload.name)
         if key in seen:
@@ -542,7 +554,7 @@ def lint_plan(plan: Plan, host: HostFacts) -> list[Finding]:
         seen.add(key)
         params.setdefault(spec.workload.name, {})[spec.target.name] = item.params
         jobs = jobfile.effective_jobs(jobfile.parse(item.job_text))
-        facts = plan.facts.get(spec.target.name)
+        facts = facts_of.get(spec.target.name)
         concurrent = _concurrency(jobs)
         for index, (name, opts) in enumerate(jobs):
             own = facts if facts is not None else _own_target(opts)

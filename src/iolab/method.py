@@ -22,7 +22,6 @@ to fio unchanged and ``fio_steady_state`` reads its JSON block.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import mmap
 import os
@@ -36,6 +35,7 @@ from . import jobfile, units
 from .errors import IolabError
 from .fio.merge import summarize
 from .model import FioReport
+from .sysfs import meminfo_bytes
 
 WINDOW = 5
 RANGE_LIMIT = 0.20
@@ -323,15 +323,6 @@ def precondition(job_text: str, kind: str | None, settings: Precondition, *, fil
 
 
 # --- dropping the page cache -------------------------------------------------------------------------------
-
-
-def meminfo_bytes(field: str, path: str = "/proc/meminfo") -> int | None:
-    """A /proc/meminfo field in bytes (the kernel prints kB, meaning KiB)."""
-    with contextlib.suppress(OSError), open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    return None
 
 
 def resident_bytes(path: str) -> int | None:

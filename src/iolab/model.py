@@ -453,6 +453,108 @@ class TimeSeries:
 
 
 @dataclass(frozen=True)
+class Gap:
+    """Scrapes of an observer that failed in a row: from the first failed attempt (``start_ms``)
+    to the last (``end_ms``), in ms since the observation began, ``attempts`` of them, and why
+    (the first failure's message). A host unreachable the whole time is one gap."""
+
+    start_ms: int
+    end_ms: int
+    attempts: int
+    error: str
+
+
+@dataclass(frozen=True)
+class Series:
+    """One node_exporter time series: its metric name, its labels (without ``instance``/``job``),
+    and its value at each scrape of ``HostSamples.t_ms`` (None where a scrape lacked it).
+    Units are node_exporter's: seconds, bytes, bytes/s, counts."""
+
+    metric: str
+    labels: Mapping[str, str]
+    values: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class HostSamples:
+    """What an observer read from one host's node_exporter while one job ran.
+
+    ``host`` is how iolab names the host (``local``, a fio server's label such as
+    ``10.0.0.11:8765``, or the name of a host only watched); ``role`` is ``local``, ``server`` or
+    ``observed``; ``source`` the URL scraped (or the Prometheus server and instance queried).
+    ``t_ms`` are the scrape times in ms since ``started_at`` (wall clock, just before fio
+    started); ``window_ms`` the job's measured phase (after ``ramp_time``) on the same clock, None
+    when fio gave no report; samples before it are the ramp (and file layout). ``cpu_count`` is
+    the number of CPUs node_exporter reported.
+    """
+
+    host: str
+    role: str
+    source: str
+    started_at: datetime
+    t_ms: tuple[int, ...]
+    series: tuple[Series, ...]
+    window_ms: tuple[int, int] | None = None
+    gaps: tuple[Gap, ...] = ()
+    cpu_count: int | None = None
+
+
+@dataclass(frozen=True)
+class NicUsage:
+    """One network interface over a job's measured phase: bytes received and sent
+    (``node_network_{receive,transmit}_bytes_total``) and its link speed in bytes/s
+    (``node_network_speed_bytes``; None when the driver reports none, e.g. -1 Mbit/s)."""
+
+    rx_bytes: float
+    tx_bytes: float
+    speed_bytes_s: float | None = None
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    """One block device over a job's measured phase, from /proc/diskstats through node_exporter:
+    completed reads, writes and discards (``node_disk_{reads,writes,discards}_completed_total``),
+    bytes (``node_disk_read_bytes_total``, ``node_disk_written_bytes_total``) and busy time in
+    seconds (``node_disk_io_time_seconds_total``: time with at least one I/O in flight)."""
+
+    reads: float
+    writes: float
+    read_bytes: float
+    write_bytes: float
+    busy_s: float
+    discards: float = 0.0
+
+
+@dataclass(frozen=True)
+class HostUsage:
+    """What one host did during one job's measured phase: counter increases between the
+    phase's start and end (each counter read at those instants by linear interpolation between
+    the scrapes around them), stored with the result (``extra["observed"]``).
+
+    ``window_s`` is the phase's length; None (and no figures) when the samples do not reach
+    both ends of it (the observer was unreachable then: see ``gaps``, and ``error`` when it
+    never answered). ``cpu_seconds`` are CPU seconds by mode summed over all CPUs
+    (``node_cpu_seconds_total``: user, nice, system, idle, iowait, irq, softirq, steal).
+    ``bcache`` maps ``metric{labels}`` of every ``node_bcache_*`` counter to its increase.
+    ``facts`` are the host's facts as node_exporter shows them (``observe.facts``).
+    """
+
+    host: str
+    role: str
+    source: str
+    window_s: float | None
+    cpu_count: int | None = None
+    cpu_seconds: Mapping[str, float] = field(default_factory=dict)
+    nics: Mapping[str, NicUsage] = field(default_factory=dict)
+    disks: Mapping[str, DiskUsage] = field(default_factory=dict)
+    bcache: Mapping[str, float] = field(default_factory=dict)
+    gaps: tuple[Gap, ...] = ()
+    error: str | None = None
+    facts: HostFacts | None = None
+    devices: tuple[BlockDeviceFacts, ...] = ()
+
+
+@dataclass(frozen=True)
 class Run:
     """A stored run with all its results, in plan order."""
 

@@ -23,9 +23,9 @@ import os
 from collections.abc import Collection
 
 from .errors import SuiteError
-from .host import format_cpu_list, parse_cpu_list
 from .jobfile import Option
 from .model import BlockDeviceFacts
+from .sysfs import format_cpu_list, listdir, online_cpus, parse_cpu_list, read_cpu_list
 
 MODES = ("mq", "numa")
 
@@ -57,7 +57,7 @@ def cpus(mode: str, device: BlockDeviceFacts, *, sysfs: str = "/sys",
         found = set(_numa_cpus(device, sysfs))
     else:
         raise SuiteError(f"pin: unknown mode {mode!r}", hint=f"choose one of {', '.join(MODES)}")
-    online = _read_cpus(os.path.join(sysfs, "devices", "system", "cpu", "online"))
+    online = online_cpus(sysfs)
     if online:
         found &= set(online)
     if allowed is None and sysfs == "/sys" and hasattr(os, "sched_getaffinity"):
@@ -79,13 +79,9 @@ def numa_nodes(sysfs: str = "/sys") -> dict[int, tuple[int, ...]]:
     """NUMA node number -> its CPUs, from ``devices/system/node/node*/cpulist``; ``{}`` if none."""
     base = os.path.join(sysfs, "devices", "system", "node")
     nodes = {}
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return {}
-    for name in names:
+    for name in listdir(base):
         if name.startswith("node") and name[4:].isdigit():
-            nodes[int(name[4:])] = _read_cpus(os.path.join(base, name, "cpulist"))
+            nodes[int(name[4:])] = read_cpu_list(os.path.join(base, name, "cpulist"))
     return dict(sorted(nodes.items()))
 
 
@@ -101,11 +97,3 @@ def _numa_cpus(device: BlockDeviceFacts, sysfs: str) -> tuple[int, ...]:
         raise SuiteError(f"pin: numa: {device.name} is on NUMA node {node}, which has no CPUs in "
                          f"{sysfs}/devices/system/node", hint="use pin: mq")
     return nodes[node]
-
-
-def _read_cpus(path: str) -> tuple[int, ...]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return parse_cpu_list(f.read())
-    except (OSError, ValueError):
-        return ()

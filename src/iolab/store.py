@@ -33,6 +33,7 @@ from .fio import validate
 from .model import (
     FioReport,
     HostFacts,
+    HostSamples,
     ResultRecord,
     Run,
     RunInfo,
@@ -115,6 +116,14 @@ time_series = sa.Table(
     sa.Column("metric", sa.String(20), nullable=False),
     sa.Column("interval_ms", sa.Integer),
     sa.Column("samples", sa.LargeBinary, nullable=False),  # encode_series
+)
+
+host_samples = sa.Table(
+    "host_samples", metadata,  # observers' node_exporter samples (0005_host_samples)
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("host", sa.String(300), nullable=False),
+    sa.Column("samples", sa.JSON, nullable=False),
 )
 
 
@@ -445,9 +454,11 @@ class Store:
                     started_at: datetime | None = None, ended_at: datetime | None = None,
                     error: str | None = None, report: FioReport | None = None, raw_json: str | None = None,
                     target_facts: TargetFacts | None = None, extra: Mapping[str, Any] | None = None,
-                    series: Sequence[TimeSeries] | None = None) -> None:
+                    series: Sequence[TimeSeries] | None = None,
+                    observations: Sequence[HostSamples] | None = None) -> None:
         """Record how a planned invocation ended (``ok``, ``failed``, ``interrupted``); ``series``
-        (fio's logs) replace any stored before, in the same transaction."""
+        (fio's logs) and ``observations`` (the observers' samples) replace any stored before, in
+        the same transaction."""
         values: dict[str, Any] = {
             "status": status, "command": command, "started_at": started_at, "ended_at": ended_at,
             "error": error, "report": to_jsonable(report) if report else None,
@@ -460,6 +471,11 @@ class Store:
             conn.execute(results.update().where(results.c.id == result_id).values(**values))
             if series is not None:
                 self._replace_series(conn, result_id, series)
+            if observations is not None:
+                conn.execute(host_samples.delete().where(host_samples.c.result_id == result_id))
+                if observations:
+                    conn.execute(host_samples.insert(), [{"result_id": result_id, "host": o.host,
+                                                          "samples": JSONText(to_json_text(o))} for o in observations])
 
     def save_time_series(self, result_id: int, series: Sequence[TimeSeries]) -> None:
         """Store fio's logs of a result (``fio.logs.read_logs``), replacing any stored before."""
@@ -557,6 +573,17 @@ class Store:
                     job=row["job"], job_index=row["job_index"], direction=row["direction"], metric=row["metric"],
                     t_ms=t_ms, values=values, interval_ms=row["interval_ms"], hostname=row["hostname"],
                 ))
+        return out
+
+    def host_samples(self, run_id: int) -> dict[int, list[HostSamples]]:
+        """The observers' samples of a run's results: result id -> one per host, as stored."""
+        query = (sa.select(host_samples.c.result_id, host_samples.c.samples)
+                 .join(results, results.c.id == host_samples.c.result_id)
+                 .where(results.c.run_id == run_id).order_by(host_samples.c.id))
+        out: dict[int, list[HostSamples]] = {}
+        with self.engine.connect() as conn:
+            for result_id, data in conn.execute(query):
+                out.setdefault(result_id, []).append(from_jsonable(HostSamples, data))
         return out
 
     def resolve(self, selector: str) -> list[int]:

@@ -22,8 +22,8 @@ expanded as a cartesian product; each expanded workload gets a readable name suc
 unchanged.
 
 Host setup and method (``tune``, ``pin``, ``drop_caches``, ``precondition``) are suite keys
-too; see ``tuning``, ``pinning`` and ``method``. A list under ``tune`` is an axis like any
-other: ``tune: {scheduler: [mq-deadline, none]}`` runs every workload under both settings.
+too; see ``tuning``, ``pinning`` and ``method``; so is ``observe`` (``observe.config``). A list under
+``tune`` is an axis like any other: ``tune: {scheduler: [mq-deadline, none]}`` runs every workload under both settings.
 
 Errors name the file, line and place: ``suite.yaml:12: workloads[2].bs: expected a size like
 4k, got '4x'`` (``SuiteError``, exit code 2).
@@ -47,6 +47,7 @@ from . import jobfile, pinning, tuning, units
 from .errors import SuiteError
 from .jobfile import Option, Section
 from .method import Method, Precondition, check_precondition
+from .observe.config import Observe, check_observe
 from .remote import hosts as remote_hosts
 from .remote.hosts import HostSpec
 
@@ -102,6 +103,7 @@ class Suite:
     is_jobfile: bool = False
     tune: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     method: Method = field(default_factory=Method)
+    observe: Observe = field(default_factory=Observe)
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,12 @@ class _SuiteModel(BaseModel):
     pin: str | None = None
     drop_caches: bool = False
     precondition: Any = None
+    observe: Any = None
+
+    @field_validator("observe")
+    @classmethod
+    def _observe(cls, v: Any) -> Observe:
+        return check_observe(v)
 
     @field_validator("tune")
     @classmethod
@@ -359,7 +367,8 @@ def _place(loc: Sequence[Any], msg: str) -> tuple[str, tuple[Any, ...]]:
     """Turn pydantic's location plus our ``[2].bs: ...`` message prefix into ``workloads[2].bs``."""
     path = [p for p in loc if p not in ("str", "_TargetModel")]
     match = re.match(r"^((?:\[\d+\]|\.?[A-Za-z_][A-Za-z0-9_]*)+): (.*)$", msg, re.S)
-    if match and (match.group(1).startswith("[") or path[-1:] in (["defaults"], ["tune"], ["precondition"])):
+    if match and (match.group(1).startswith("[") or path[-1:] in (["defaults"], ["tune"], ["precondition"],
+                                                                   ["observe"])):
         for part in re.findall(r"\[(\d+)\]|([A-Za-z_][A-Za-z0-9_]*)", match.group(1)):
             path.append(int(part[0]) if part[0] else part[1])
         msg = match.group(2)
@@ -435,6 +444,7 @@ def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
         name=model.name or default_name, source=source, text=text, targets=targets,
         workloads=workloads, repeat=model.repeat, description=model.description, tune=model.tune,
         method=Method(pin=model.pin, drop_caches=model.drop_caches, precondition=model.precondition),
+        observe=model.observe if "observe" in data else Observe(),
     )
 
 

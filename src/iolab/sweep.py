@@ -22,8 +22,9 @@ from . import canonical
 AXES = ("rw", "rwmixread", "bs", "iodepth", "numjobs")
 #: The two axes of a sweep's grid: rows and columns.
 GRID = ("iodepth", "numjobs")
-#: Options that never make two workloads of a sweep different (how long or how they are measured).
-_IGNORED = canonical.SOFT | {"size"}
+#: Options that never make two workloads of a sweep different (how they are measured, how large the
+#: file is); ``runtime`` does, when it varies (a saturation search's short probes and long repetitions).
+_IGNORED = (canonical.SOFT - {"runtime"}) | {"size"}
 
 Options = Mapping[str, str | None]
 
@@ -44,8 +45,8 @@ def option_table(workloads: Sequence[canonical.Options]) -> list[dict[str, str |
 
 def varying(workloads: Iterable[Options]) -> list[str]:
     """The options whose values differ among ``workloads`` (an option some set and others do not
-    counts), axes first (``AXES`` order), then alphabetically; measurement options (``runtime``,
-    ``ramp_time``, seeds …, ``canonical.SOFT``) and ``size`` are left out."""
+    counts), axes first (``AXES`` order), then alphabetically; measurement options (``ramp_time``,
+    seeds …, ``canonical.SOFT`` but ``runtime``) and ``size`` are left out."""
     listed = list(workloads)
     keys = {k for w in listed for k in w}
     found = [k for k in keys if k not in _IGNORED and len({w.get(k) for w in listed}) > 1]

@@ -34,9 +34,10 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from iolab import sysfs
 from iolab.errors import IolabError
-from iolab.host import format_cpu_list, parse_cpu_list
 from iolab.model import BlockDeviceFacts, TargetFacts
+from iolab.sysfs import format_cpu_list, parse_cpu_list
 
 SYSFS = "/sys"
 MOUNTINFO = "/proc/self/mountinfo"
@@ -416,28 +417,7 @@ def _facts_from_sysdir(sysdir: str) -> BlockDeviceFacts:
     )
 
 
-def _read_attr(directory: str, name: str) -> str | None:
-    try:
-        with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as f:
-            value = f.read().strip()
-    except OSError:
-        return None
-    return value or None
-
-
-def _int_attr(directory: str, name: str) -> int | None:
-    value = _read_attr(directory, name)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _listdir(directory: str) -> list[str]:
-    try:
-        return os.listdir(directory)
-    except OSError:
-        return []
+_read_attr, _int_attr, _listdir = sysfs.read_attr, sysfs.read_int, sysfs.listdir
 
 
 def _partitions(disk_dir: str) -> tuple[str, ...]:
@@ -454,9 +434,8 @@ def _active_scheduler(text: str | None) -> str | None:
     """``"none [mq-deadline] kyber"`` -> ``"mq-deadline"``; a lone ``"none"`` -> ``"none"``."""
     if text is None:
         return None
-    match = re.search(r"\[([^\]]+)\]", text)
-    if match:
-        return match.group(1)
+    if "[" in text:
+        return sysfs.chosen(text)
     words = text.split()
     return words[0] if len(words) == 1 else None
 

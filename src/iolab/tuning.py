@@ -47,8 +47,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from . import sysfs
 from .errors import IolabError, SuiteError
-from .host import parse_cpu_list
 from .model import BlockDeviceFacts
 
 SYSFS = "/sys"
@@ -174,14 +174,11 @@ def _queue_dir(device: BlockDeviceFacts, sysfs: str) -> str:
     return os.path.join(sysfs, "class", "block", device.parent or device.name, "queue")
 
 
-def _governor_paths(sysfs: str) -> list[tuple[str, str]]:
+def _governor_paths(sysfs_root: str) -> list[tuple[str, str]]:
     """``(cpuN, scaling_governor path)`` of every online CPU that has cpufreq."""
-    base = os.path.join(sysfs, "devices", "system", "cpu")
-    try:
-        with open(os.path.join(base, "online"), encoding="utf-8") as f:
-            cpus = parse_cpu_list(f.read())
-    except (OSError, ValueError):
-        cpus = tuple(sorted(int(n[3:]) for n in _listdir(base) if re.fullmatch(r"cpu\d+", n)))
+    base = os.path.join(sysfs_root, "devices", "system", "cpu")
+    cpus = sysfs.online_cpus(sysfs_root) or tuple(sorted(int(n[3:]) for n in sysfs.listdir(base)
+                                                          if re.fullmatch(r"cpu\d+", n)))
     out = []
     for cpu in cpus:
         path = os.path.join(base, f"cpu{cpu}", "cpufreq", "scaling_governor")
@@ -193,9 +190,7 @@ def _governor_paths(sysfs: str) -> list[tuple[str, str]]:
 def read_value(path: str) -> str:
     """A sysfs value as iolab writes it: the bracketed choice of ``scheduler``. Raises ``OSError``."""
     with open(path, encoding="utf-8") as f:
-        text = f.read().strip()
-    match = re.search(r"\[([^\]]+)\]", text)
-    return match.group(1) if match else text
+        return sysfs.chosen(f.read())
 
 
 def _choices(path: str, key: str) -> tuple[str, ...] | None:
@@ -210,6 +205,11 @@ def _choices(path: str, key: str) -> tuple[str, ...] | None:
     except OSError:
         return None
     return None
+
+
+def scheduler_choices(device: BlockDeviceFacts, sysfs: str = SYSFS) -> tuple[str, ...]:
+    """The I/O schedulers the kernel offers for ``device`` (its queue's ``scheduler`` list)."""
+    return _choices(os.path.join(_queue_dir(device, sysfs), "scheduler"), "scheduler") or ()
 
 
 def knobs(tune: Mapping[str, str], device: BlockDeviceFacts | None, *, sysfs: str = SYSFS) -> list[tuple[Knob, str]]:
@@ -383,18 +383,11 @@ def _read_journal(fd: int) -> tuple[dict[str, Any], list[dict[str, str]]]:
     return owner, list(entries.values())
 
 
-def _listdir(directory: str | Path) -> list[str]:
-    try:
-        return sorted(os.listdir(directory))
-    except OSError:
-        return []
-
-
 def live_paths(directory: Path | None = None) -> dict[str, int]:
     """sysfs paths held by journals whose owner is alive -> the owner's pid."""
     directory = directory or state_dir()
     held: dict[str, int] = {}
-    for name in _listdir(directory):
+    for name in sysfs.listdir(directory):
         if not name.startswith("journal-"):
             continue
         try:
@@ -424,7 +417,7 @@ def restore_leftovers(directory: Path | None = None, *, discard: bool = False) -
     """
     directory = directory or state_dir()
     done = []
-    for name in _listdir(directory):
+    for name in sysfs.listdir(directory):
         if not (name.startswith("journal-") and name.endswith(".jsonl")):
             continue
         path = directory / name

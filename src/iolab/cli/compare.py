@@ -11,6 +11,7 @@ from .. import compare as compare_mod
 from ..errors import UsageError
 from ..model import Run
 from ..report import comparison as comparison_report
+from ..report.saturation import comparison_table
 from ..store import Store, UnreadableRun
 from . import FORMATS, cli, emit_tables, err, read_runs, report_unreadable, store_of
 
@@ -30,7 +31,8 @@ def comparison_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """``--metric``, ``--threshold`` and ``--ignore``, shared by ``compare`` and ``report``."""
     for option in reversed((
         click.option("--metric", "metrics", metavar="LIST",
-                     help="Comma-separated metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN} "
+                     help="Comma-separated metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN}, and the observers' "
+                          "cpu_us_per_io[@HOST], cpu_util[@HOST] (HOST: local, a fio server, a watched host, a target) "
                           f"[default: {','.join(compare_mod.DEFAULT_METRICS)}]"),
         click.option("--threshold", default="5%", show_default=True, metavar="PCT",
                      help="Smaller relative changes are 'unchanged'."),
@@ -93,7 +95,11 @@ def compare(ctx: click.Context, selectors: Sequence[str], metrics: str | None, t
         raise UsageError("compare needs at least two selectors: A B [C ...]")
     sides = sides_of(store_of(ctx), selectors, 2, lambda exc: report_unreadable(ctx, exc))
     result = compare_mod.compare(sides, metric_names(metrics), parse_threshold(threshold), tuple(ignore))
-    emit_tables(comparison_report.comparison_tables(result), fmt, comparison_report.comparison_document(result))
+    tables = comparison_report.comparison_tables(result)
+    if all(len(runs) == 1 for _, runs in sides):  # iolab saturate runs: the answer in one line
+        saturated = comparison_table([(side.selector, runs[0]) for side, runs in sides])
+        tables += [saturated] if saturated else []
+    emit_tables(tables, fmt, comparison_report.comparison_document(result))
     regressions = result.regressions()
     if regressions:
         err.print(f"[red]{len(regressions)} significant regression(s)[/] beyond the {threshold} threshold")

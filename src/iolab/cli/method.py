@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from .. import execute, lint, pinning, targets, tuning
+from .. import execute, lint, pinning, sysfs, targets, tuning
 from .. import host as host_mod
 from .. import suite as suite_mod
 from ..errors import IolabError, UsageError
@@ -143,7 +143,7 @@ def host_command(device: str | None, fmt: str) -> None:
         rows += [(f"tuning.{k}", v) for k, v in document["tuning_in_force"].items() if k == "governor"]
         for mode in pinning.MODES:
             try:
-                cpus = host_mod.format_cpu_list(pinning.cpus(mode, dev))
+                cpus = sysfs.format_cpu_list(pinning.cpus(mode, dev))
             except IolabError as exc:
                 cpus = f"– ({exc.message})"
             document["pin"][mode] = cpus

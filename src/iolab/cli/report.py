@@ -68,8 +68,9 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
         for name in names or ():
             compare_mod.metric(name)  # one run compares nothing, but a typo is still an error
     series = {rid: s for i in ids for rid, s in store.time_series(i).items()}
+    samples = {rid: s for i in ids for rid, s in store.host_samples(i).items()}
     err.print(f"Building the report of run{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}…")
-    doc = document.build(runs, series, title, comparison)
+    doc = document.build(runs, series, title, comparison, samples)
     output = output or Path(f"iolab-report-{'-'.join(map(str, ids))}.html")
     _write(output, html.render(doc))
     click.echo(f"{output}  (HTML, {len(doc.charts)} charts)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import click
@@ -11,9 +12,12 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 
 from .. import execute
 from ..errors import Interrupted, UsageError
-from ..model import to_jsonable
+from ..model import Run, to_jsonable
+from ..observe.config import with_args
 from ..remote.jobs import RemoteTarget
 from ..report import results as results_report
+from ..report.costs import cost_table
+from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
 from ..report.table import Cell, Column, Table
 from ..runner.status import Status
@@ -50,6 +54,30 @@ def _describe_plan(plan: execute.Plan) -> None:
     err.print(f"  workloads: {', '.join(names)}" + (f" × {repeats} repeats" if repeats > 1 else ""))
     for line in describe_method(plan):
         err.print(f"  {line}", markup=False, highlight=False)
+    for line in _describe_observers(plan):
+        err.print(f"  {line}", markup=False, highlight=False)
+
+
+def _describe_observers(plan: execute.Plan) -> list[str]:
+    """One line per exporter probed: observed or not, and what it said."""
+    if not plan.probed:
+        return []
+    chosen = {p.endpoint for p in plan.observers.probed}
+    how = f"read afterwards from {plan.observers.prometheus}" if plan.observers.prometheus else "sampled at 1 s"
+    lines = [f"observers (node_exporter, {how}):"]
+    for p in plan.probed:
+        e = p.endpoint
+        what = f"{e.host} ({e.role}) at {e.address}"
+        if p.facts is not None:
+            f = p.facts.host
+            detail = ", ".join(x for x in (f.hostname, f"{f.cpu_count} CPUs" if f.cpu_count else None,
+                                           f.kernel.split()[0] if f.kernel else None) if x)
+            lines.append(f"  {what} — {detail}")
+        elif e in chosen:
+            lines.append(f"  {what} — not answering now ({p.error}); observed anyway, gaps recorded")
+        else:
+            lines.append(f"  {what} — not observed: {p.error}")
+    return lines
 
 
 def _describe_remote(remote: RemoteTarget) -> None:
@@ -159,12 +187,18 @@ def _status_text(s: Status) -> str:
                    "scheduler, rq_affinity, nomerges, nr_requests, read_ahead_kb, write_cache, governor.")
 @click.option("--pin", type=click.Choice(("mq", "numa")), help="Pin fio to the CPUs of the device's blk-mq "
               "queues or NUMA node (cpus_allowed_policy=split).")
+@click.option("--observe", "observe", multiple=True, metavar="[NAME=]HOST:PORT",
+              help="Also watch this host's node_exporter (repeatable); local=HOST:PORT moves this host's exporter.")
+@click.option("--no-observe", is_flag=True, help="Observe no host (no node_exporter sampling).")
+@click.option("--prometheus", metavar="URL",
+              help="Read the observers' series from this Prometheus server after each job instead of scraping.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results at the end.")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
         tags: Sequence[str], destroy: Sequence[str], keep_files: bool, dry_run: bool, resume: int | None,
-        tune: Sequence[str], pin: str | None, fmt: str) -> None:
+        tune: Sequence[str], pin: str | None, observe: Sequence[str], no_observe: bool, prometheus: str | None,
+        fmt: str) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
 
     \b
@@ -174,17 +208,23 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     iolab run job.fio --target data=/data            # a fio job file, unchanged
     iolab run --resume 12                            # finish an interrupted run
     iolab run my-suite.yaml --tune scheduler=none --tune scheduler=mq-deadline --pin mq
+    iolab run my-suite.yaml --observe nvmet=10.0.0.5:9100   # also watch a storage target's node_exporter
     """
     options = execute.RunOptions(destroy=tuple(destroy), keep_files=keep_files)
     if resume is not None:
-        if suite or targets or dry_run or tune or pin:
-            raise UsageError("--resume takes no suite, --target, --tune, --pin or --dry-run: the run's plan is stored")
+        if suite or targets or dry_run or tune or pin or observe or no_observe or prometheus:
+            raise UsageError("--resume takes no suite, --target, --tune, --pin, --observe or --dry-run: the run's "
+                             "plan is stored")
         run_id = resume
         err.print(f"Resuming run {run_id}")
     else:
         if not suite:
             raise UsageError("which suite? give a built-in name (quick, cdm), a .yaml suite or a fio job file")
         loaded = load_planned(suite, targets, tune, pin)
+        try:
+            loaded = replace(loaded, observe=with_args(loaded.observe, observe, no_observe, prometheus))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         plan = execute.prepare(loaded, options, repeat=repeat)
         _describe_plan(plan)
         print_findings(plan.findings)
@@ -210,9 +250,15 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         ctx.exit(1)
 
 
+def _costs(run: Run) -> list[Table]:
+    """Every host's cost when the run was observed (``report.costs``)."""
+    costs = cost_table(run)
+    return [costs] if costs is not None else []
+
+
 def _print_run(store: Store, run_id: int, fmt: str) -> None:
     stored = store.get_run(run_id)
-    emit_tables([results_report.results_table(stored)], fmt, results_report.run_document(stored))
+    emit_tables([results_report.results_table(stored), *_costs(stored)], fmt, results_report.run_document(stored))
 
 
 # runs, show
@@ -259,7 +305,8 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     if not stored:
         return
     document: Any = [results_report.run_document(r) for r in stored]
-    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r))], fmt,
+    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), cost_table(r),
+                                             saturation_table(r)) if t is not None], fmt,
                 document[0] if len(document) == 1 else document)
 
 

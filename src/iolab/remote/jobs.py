@@ -201,6 +201,35 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
     return RemoteOutcome(outcome, tuple(records))
 
 
+def scratch(remote: RemoteTarget) -> dict[str, dict[str, Any]]:
+    """What a run of ``remote`` lays out on each host and must remove afterwards, by host label:
+    ``{"host": fio's host spec, "files": [path], "dirs": {path: names there before}}``. Known only
+    from ssh facts (without them iolab cannot tell a file it creates from one that was there):
+    a path that does not exist yet is a scratch file; in a directory, the files fio names
+    ``[HOST.]JOB.N.M`` that were not there before."""
+    out = {}
+    for h in remote.hosts:
+        t = h.facts.target if h.facts is not None else None
+        if t is None or remote.target.path is None:
+            continue
+        if t.kind == "missing":
+            out[h.spec.label] = {"host": h.spec.fio_arg, "files": [remote.target.path], "dirs": {}}
+        elif t.kind == "directory" and h.facts is not None and h.facts.listing is not None:
+            out[h.spec.label] = {"host": h.spec.fio_arg, "files": [],
+                                 "dirs": {remote.target.path: list(h.facts.listing)}}
+    return out
+
+
+def remove_scratch(stored: Mapping[str, Mapping[str, Any]], jobs: Collection[str]) -> list[str]:
+    """Remove what ``scratch`` listed (``remote.facts.remove_scratch``) on every host at once;
+    returns one problem per host where that failed (the files stay there)."""
+    specs = {host_specs.parse(entry["host"]): entry for entry in stored.values()}
+    done = host_specs.on_each(list(specs), lambda spec: remote_facts.remove_scratch(
+        spec, specs[spec]["files"], specs[spec]["dirs"], jobs), remote_facts.GATHER_TIMEOUT_S + 10,
+        "removing scratch files")
+    return [r.message for r in done.values() if isinstance(r, HostError)]
+
+
 def host_records(result: ResultRecord) -> tuple[HostRecord, ...]:
     """The per-host records of a remote result (empty for a local one)."""
     return tuple(from_jsonable(HostRecord, r) for r in (result.extra or {}).get("hosts", ()))

@@ -197,6 +197,30 @@ def ratio_rows(comparison: Comparison) -> list[Row]:
     return rows
 
 
+def search_rows(runs: Sequence[Run], subj: Subjects) -> list[Row]:
+    """The probes of saturation runs (``iolab saturate``): per probe its IOPS, the latency the search
+    judged by (the SLO metric, else the mean; µs), iodepth, numjobs and role (``probe``, ``knee``,
+    ``chosen``, or ``knee & chosen``), and the SLO limit (µs) of its run."""
+    rows: list[Row] = []
+    for run in runs:
+        found = run.info.options.get("saturation")
+        if not isinstance(found, Mapping):
+            continue
+        slo = found.get("slo")
+        marked = {"knee": found.get("knee"), "chosen": found.get("chosen")}
+        subject = subj.names[(run.info.id, run.results[0].target)] if run.results else run_name(run, runs)
+        for p in found.get("probes", ()):
+            latency = p["slo_ns"] if slo else p["lat_mean_ns"]
+            roles = [role for role, m in marked.items() if m is not None and (m["iodepth"], m["numjobs"]) ==
+                     (p["iodepth"], p["numjobs"])]
+            rows.append({"subject": subject, "iodepth": p["iodepth"], "numjobs": p["numjobs"],
+                         "point": f"QD{p['iodepth']} ×{p['numjobs']}", "iops": p["iops"],
+                         "lat_us": None if latency is None else latency / 1000,
+                         "role": " & ".join(roles) or "probe", "slo_us": slo["limit_ns"] / 1000 if slo else None,
+                         "metric": slo["text"].split(" ≤")[0] if slo else "clat mean"})
+    return rows
+
+
 def time_rows(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]], subj: Subjects,
               cats: Categories) -> list[Row]:
     """Per second of each repetition: IOPS and MiB/s summed over numjobs clones, completion

@@ -267,6 +267,35 @@ def timeseries(rows: list[Row], subjects: Sequence[str], categories: Sequence[st
                    "1 s averages from fio's logs; repetitions overlaid" + hosts + ("; log scale" if log else ""))
 
 
+def search_chart(rows: list[Row]) -> dict[str, Any]:
+    """A saturation search: every probe's latency (the SLO metric) against its IOPS, a line per numjobs
+    through its iodepths, the SLO as a dashed rule, the knee and the chosen point marked."""
+    base = alt.Chart().encode(
+        x=alt.X("iops:Q", title="IOPS"),
+        y=alt.Y("lat_us:Q", scale=alt.Scale(type="log"), title=f"{rows[0]['metric']}",
+                axis=alt.Axis(labelExpr=LATENCY_LABELS)),
+    )
+    tooltip = [alt.Tooltip("subject:N"), alt.Tooltip("point:N"), alt.Tooltip("role:N"),
+               alt.Tooltip("iops:Q", title="IOPS", format=",.0f"),
+               alt.Tooltip("lat_us:Q", title=f"{rows[0]['metric']} (µs)", format=",.1f")]
+    colour = alt.Color("numjobs:O", title="numjobs", scale=alt.Scale(range=list(PALETTE)),
+                       legend=alt.Legend(orient="top"))
+    line = base.transform_filter("isValid(datum.lat_us)").mark_line(opacity=0.6).encode(
+        color=colour, detail="numjobs:O", order="iodepth:Q")
+    points = base.transform_filter("isValid(datum.lat_us)").mark_point(filled=True).encode(
+        color=colour, tooltip=tooltip,
+        shape=alt.Shape("role:N", title="point", scale=alt.Scale(
+            domain=["probe", "knee", "chosen", "knee & chosen"], range=["circle", "triangle-up", "diamond", "square"])),
+        size=alt.condition("datum.role == 'probe'", alt.value(40), alt.value(220)))
+    labels = base.transform_filter("datum.role != 'probe'").mark_text(align="left", dx=9, dy=-8, fontSize=11).encode(
+        text="point:N")
+    slo = alt.Chart().transform_filter("isValid(datum.slo_us)").mark_rule(strokeDash=[6, 4], color="#b3261e").encode(
+        y=alt.Y("mean(slo_us):Q"))
+    subjects = list(dict.fromkeys(r["subject"] for r in rows))
+    return _finish(alt.layer(line, points, labels, slo), rows, "subject", subjects, "Saturation search",
+                   "each probe's latency against its IOPS, a line per numjobs through its iodepths; dashed: the SLO")
+
+
 def sweep_charts(rows: list[Row], ratios: list[Row], subjects: Sequence[str]) -> list[Chart]:
     """The charts of sweeps (``chartdata.sweep_rows``) and of the ratio between two
     (``chartdata.ratio_rows``): IOPS and p99 latency against each grid axis that varies, the IOPS
@@ -319,6 +348,11 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]],
         charts.append(Chart("latency-percentiles", "Completion latency percentiles", "Latency",
                             "Completion latency (clat) at each percentile fio reports, log scale.",
                             percentiles(pct_rows, labels, subjects, categories)))
+    searched = chartdata.search_rows(runs, subj)
+    if searched:
+        charts.append(Chart("saturation-search", "Saturation search", "Sweep",
+                            "Every probe of the saturation search; triangle: the knee, diamond: the chosen point.",
+                            search_chart(searched)))
     charts += sweep_charts(chartdata.sweep_rows(runs, subj), chartdata.ratio_rows(comparison) if comparison else [],
                            subjects)
     ts = chartdata.time_rows(runs, series, subj, cats)

@@ -14,12 +14,14 @@ from importlib.metadata import version
 
 from .. import compare as compare_mod
 from ..compare import Comparison
-from ..model import Run, RunInfo, TimeSeries
+from ..model import HostSamples, Run, RunInfo, TimeSeries
 from . import charts as charts_mod
-from . import facts
+from . import costs as costs_mod
+from . import facts, saturation
 from .chartdata import run_name, subjects
 from .comparison import comparison_tables
 from .results import results_table
+from .saturation import saturation_table
 from .table import Table
 
 
@@ -54,6 +56,7 @@ class Report:
     job_files: tuple[JobFile, ...]
     generated_at: datetime
     iolab_version: str
+    costs: tuple[Table, ...] = ()
 
 
 def compare_runs(runs: Sequence[Run], metrics: Sequence[str] | None = None, threshold: float = 0.05,
@@ -77,9 +80,10 @@ def summary_tables(runs: Sequence[Run], comparison: Comparison | None = None) ->
     """
     if comparison is None:
         if len(runs) == 1:
-            return (results_table(runs[0]),)
+            return tuple(t for t in (results_table(runs[0]), saturation_table(runs[0])) if t is not None)
         comparison = compare_runs(runs)
-    return tuple(comparison_tables(comparison, summary_first=True))
+    saturated = saturation.comparison_table([(run_name(r, runs), r) for r in runs])
+    return (*comparison_tables(comparison, summary_first=True), *([saturated] if saturated else []))
 
 
 def findings(runs: Sequence[Run]) -> tuple[Finding, ...]:
@@ -111,11 +115,24 @@ def job_files(runs: Sequence[Run]) -> tuple[JobFile, ...]:
     return tuple(seen.values())
 
 
+def cost_charts(runs: Sequence[Run], samples: Mapping[int, Sequence[HostSamples]],
+                series: Mapping[int, Sequence[TimeSeries]]) -> tuple[charts_mod.Chart, ...]:
+    """The observers' chart (``report.costs``), when any job was observed."""
+    rows = costs_mod.over_time_rows(runs, samples, series)
+    if not rows:
+        return ()
+    return (charts_mod.Chart("host-cost-over-time", "Every host's cost over time", "Host cost",
+                             "CPU busy, network and device I/O of every observed host at 1 s, beside fio's IOPS.",
+                             costs_mod.over_time_chart(rows)),)
+
+
 def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]] | None = None,
-          title: str | None = None, comparison: Comparison | None = None) -> Report:
+          title: str | None = None, comparison: Comparison | None = None,
+          samples: Mapping[int, Sequence[HostSamples]] | None = None) -> Report:
     """The report of ``runs`` (one, or several side by side); ``series`` maps result ids to
-    their time series (``Store.time_series``); ``comparison`` is the comparison of the runs to
-    show at the top (default: see ``summary_tables``)."""
+    their time series (``Store.time_series``), ``samples`` to the observers' samples
+    (``Store.host_samples``); ``comparison`` is the comparison of the runs to show at the top
+    (default: see ``summary_tables``)."""
     if not runs:
         raise ValueError("a report needs at least one run")
     if title is None:
@@ -126,7 +143,10 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]] | None
         comparison = compare_runs(runs)
     return Report(
         title=title, runs=tuple(r.info for r in runs), summary=summary_tables(runs, comparison),
-        charts=tuple(charts_mod.build(runs, series or {}, comparison)), findings=findings(runs),
-        facts=tuple(t for t in (facts.host_table(runs), facts.target_table(runs)) if t.rows), job_files=job_files(runs),
+        charts=(*charts_mod.build(runs, series or {}, comparison), *cost_charts(runs, samples or {}, series or {})),
+        findings=findings(runs),
+        facts=tuple(t for t in (facts.host_table(runs), facts.target_table(runs), facts.other_hosts_table(runs))
+                    if t.rows), job_files=job_files(runs),
         generated_at=datetime.now(UTC), iolab_version=version("iolab"),
+        costs=tuple(t for t in (costs_mod.cost_table(r) for r in runs) if t is not None),
     )

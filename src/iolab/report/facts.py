@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..model import HostFacts, Run, TargetFacts
+from ..observe.usage import other_hosts_facts
 from ..units import format_bytes
 from .chartdata import run_name, subjects
 from .table import Cell, Column, Table
@@ -90,3 +91,15 @@ def target_table(runs: Sequence[Run]) -> Table:
             if facts.get((run.info.id, result.target)) is None and result.target_facts is not None:
                 facts[(run.info.id, result.target)] = result.target_facts
     return side_by_side("Targets and devices", list(subj.names.values()), list(facts.values()), TARGET_ROWS)
+
+
+def other_hosts_table(runs: Sequence[Run]) -> Table:
+    """The fio servers' and watched hosts' facts (``observe.usage.other_hosts_facts``), one
+    column per run and host, as their first job found them."""
+    found: dict[tuple[str, str], HostFacts] = {}
+    for run in runs:
+        for result in run.results:
+            for host, f in other_hosts_facts(result).items():
+                found.setdefault((run_name(run, runs), host), f)
+    names = [host if len(runs) == 1 else f"{name} · {host}" for name, host in found]
+    return side_by_side("Fio servers and observed hosts", names, list(found.values()), HOST_ROWS)

@@ -32,7 +32,8 @@ from markupsafe import Markup
 from .document import Report
 from .table import Table
 
-GROUP_IDS = {"Throughput": "throughput", "Latency": "latency", "Sweep": "sweep", "Time series": "timeseries"}
+GROUP_IDS = {"Throughput": "throughput", "Latency": "latency", "Sweep": "sweep", "Time series": "timeseries",
+             "Host cost": "hostcost"}
 
 
 def vega_lite_version() -> str:

@@ -38,7 +38,7 @@ def render(report: Report, images: Mapping[str, Path], base: Path) -> str:
         parts = [f"run {run.id}", f"suite {run.suite_name}"] + ([f"label {run.label}"] if run.label else [])
         parts += [f"{k}={v}" for k, v in run.tags.items()] + [run.status]
         out.append("- " + text(" · ".join(parts)))
-    out += ["", "## Summary", ""] + [to_markdown(t) for t in report.summary]
+    out += ["", "## Summary", ""] + [to_markdown(t) for t in (*report.summary, *report.costs)]
     group = None
     for chart in report.charts:
         if chart.group != group:

@@ -42,6 +42,7 @@ class Outcome:
     ``status`` is ``ok``, ``failed`` (fio exited non-zero, a job reported an errno, or there is
     no report; ``error`` says why in fio's words) or ``interrupted``. ``raw_json`` is the final
     report's text as fio wrote it. ``time_series`` are fio's per-second logs (``fio.logs``).
+    ``measured_start_ms`` is when the measured phase began (``measured_start_ms()``).
     """
 
     status: str
@@ -52,6 +53,21 @@ class Outcome:
     raw_json: str | None = None
     error: str | None = None
     time_series: tuple[TimeSeries, ...] = ()
+    measured_start_ms: int | None = None
+
+
+def measured_start_ms(text: str) -> int | None:
+    """When fio's measured phase began (ms since the epoch, after ``ramp_time``): the last
+    ``--status-interval`` report before the final one whose jobs have measured, its
+    ``timestamp_ms`` less its longest ``job_runtime`` (both written at the same instant, so
+    exact to the ms). None when fio wrote no such report (a job shorter than a second). The final
+    report cannot tell: fio writes it only after reaping its jobs, up to ~0.1 s after they end."""
+    for report in reversed(text.split("\n{\n")[:-1]):
+        stamp = re.search(r'"timestamp_ms" : (\d+)', report)
+        runtimes = [int(r) for r in re.findall(r'"job_runtime" : (\d+)', report)]
+        if stamp and runtimes and max(runtimes) > 0:
+            return int(stamp.group(1)) - max(runtimes)
+    return None
 
 
 def find_fio(fio: str = "fio") -> str:
@@ -238,7 +254,8 @@ def _outcome(returncode: int | None, command: tuple[str, ...], started: datetime
     except ParseError as exc:
         raw = None
         parse_problem = str(exc)
-    base = {"command": command, "started_at": started, "ended_at": ended, "report": report, "raw_json": raw}
+    base = {"command": command, "started_at": started, "ended_at": ended, "report": report, "raw_json": raw,
+            "measured_start_ms": measured_start_ms(text)}
     if timed_out:
         return Outcome("failed", error=f"fio did not finish within its time bound; stopped. {_error_text(messages)}",
                        **base)  # type: ignore[arg-type]

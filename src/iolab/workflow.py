@@ -1,0 +1,178 @@
+"""Workflows that decide what to run next from what they have measured: the saturation search
+(``saturation.Search``) and auto-tuning (``autotune``).
+
+A workflow never starts fio itself (DESIGN.md): ``Prober.run`` builds a one-workload suite, lets
+``execute.prepare`` check it (safety, fio's own parse, lint), adds it to the workflow's run
+(``execute.start`` for the first, ``execute.extend`` after) and hands it to ``execute.execute``.
+So every probe is a stored result with its job file, host and device facts and tuning in force;
+a kill loses at most the probe in flight; tuning is restored after each job as for ``iolab run``.
+Scratch files are laid out once and kept until ``Prober.finish``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import yaml
+
+from . import execute, lint
+from .execute import JobEvent, RunOptions
+from .jobfile import Section
+from .method import Method
+from .model import ResultRecord
+from .saturation import Point, Search, Slo, knee, point_of
+from .store import Store
+from .suite import Suite, Target, Workload
+
+#: What a probe runs unless the user says otherwise (fio options, verbatim).
+DEFAULT_OPTIONS = {"rw": "randread", "bs": "4k", "ioengine": "libaio", "direct": "1", "time_based": "1",
+                   "ramp_time": "2s", "randrepeat": "0"}
+#: The working set of a scratch-file target when no size is given (as the quick suite).
+DEFAULT_SIZE = "1g"
+
+
+@dataclass
+class Prober:
+    """Runs workloads on one target as the results of one stored run (see the module docstring).
+
+    ``options`` are ``execute``'s (``keep_files`` is forced on until ``finish``); ``name`` is the
+    run's suite name, ``description`` its suite text (what the workflow was asked).
+    """
+
+    store: Store
+    target: Target
+    options: RunOptions
+    name: str
+    description: str
+    label: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    on_event: Callable[[JobEvent], None] = lambda e: None
+    run_id: int | None = None
+    findings: list[lint.Finding] = field(default_factory=list)
+
+    def run(self, workload: str, fio_options: Mapping[str, str], repeat: int = 1,
+            tune: Mapping[str, str] | None = None, pin: str | None = None, first_repeat: int = 0) -> list[ResultRecord]:
+        """Run ``fio_options`` as the workload ``workload``, ``repeat`` times (numbered from
+        ``first_repeat``), under host ``tune`` settings and CPU ``pin`` mode; returns its results in
+        order (``ok`` or ``failed``). Raises what ``execute.prepare`` and ``execute.execute`` raise
+        (``SafetyError``, ``SuiteError``, ``TuningError``, ``Interrupted`` …)."""
+        section = Section(workload, tuple((k, v) for k, v in fio_options.items()))
+        suite = Suite(name=self.name, source=f"<{self.name}>", text=self.description, targets=(self.target,),
+                      workloads=(Workload(workload, (section,), workload),), repeat=repeat,
+                      tune={k: (v,) for k, v in (tune or {}).items()}, method=Method(pin=pin))
+        options = replace(self.options, keep_files=True)
+        plan = execute.prepare(suite, options)
+        self.findings += plan.findings
+        if self.run_id is None:
+            self.run_id = execute.start(self.store, plan, options, label=self.label, tags=self.tags)
+        else:
+            execute.extend(self.store, self.run_id, plan, first_repeat)
+        first = max(r.seq for r in self.store.get_run(self.run_id).results) - len(plan.items) + 1
+        execute.execute(self.store, self.run_id, options, on_event=self.on_event)
+        return [r for r in self.store.get_run(self.run_id).results if r.seq >= first]
+
+    def __enter__(self) -> Prober:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """A workflow that stops on an error or Ctrl-C still removes its scratch files (its probes
+        ran with ``keep_files``); the run keeps the status ``execute`` gave it."""
+        if kind is not None and self.run_id is not None and not self.options.keep_files:
+            execute.remove_scratch(self.store, self.run_id)
+
+    def finish(self, record: Mapping[str, Any]) -> None:
+        """Store what the workflow found (``record``, under the run's options) and every lint warning
+        of its probes, remove scratch files unless asked to keep them, and close the run."""
+        if self.run_id is None:
+            return
+        run = self.store.get_run(self.run_id)
+        warnings = [f.text() for f in lint.merge(self.findings)]  # one finding for all the probes it concerns
+        self.store.update_run(self.run_id, options={**run.info.options, **record}, warnings=warnings)
+        if not self.options.keep_files:
+            execute.remove_scratch(self.store, self.run_id)
+        statuses = {r.status for r in run.results}
+        self.store.finish_run(self.run_id, "complete" if statuses <= {"ok"} else "failed")
+
+
+def describe(command: str, settings: Mapping[str, Any]) -> str:
+    """The suite text a workflow's run stores: what it was asked, as YAML."""
+    return f"# {command}\n" + yaml.safe_dump(dict(settings), sort_keys=False)
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """What ``saturate`` found: every probe's point (in order), the knee, the chosen point (the most
+    IOPS under the SLO, or the knee without one) and the results of its full-length repetitions."""
+
+    points: tuple[Point, ...]
+    knee: Point | None
+    chosen: Point | None
+    finals: tuple[ResultRecord, ...]
+    fio_target: Mapping[str, Any] | None = None
+
+    def record(self, slo: Slo | None, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """What the run stores under ``options["saturation"]`` (read back by the report)."""
+        def point(p: Point | None) -> dict[str, Any] | None:
+            return None if p is None else {"iodepth": p.iodepth, "numjobs": p.numjobs, "iops": p.iops,
+                                           "lat_mean_ns": p.lat_mean_ns, "slo_ns": p.slo_ns, "cpu_pct": p.cpu_pct}
+
+        return {"saturation": {
+            "slo": None if slo is None else {"metric": slo.metric.name, "limit_ns": slo.limit_ns, "text": str(slo)},
+            "settings": dict(settings), "probes": [point(p) for p in self.points], "knee": point(self.knee),
+            "chosen": point(self.chosen), "final_results": [r.id for r in self.finals],
+            "fio_latency_target": self.fio_target}}
+
+
+def probe_name(options: Mapping[str, str], iodepth: int, numjobs: int, final: bool = False) -> str:
+    """``randread-4k-qd16-j2`` for a probe, ``…-final`` for the chosen point's repetitions."""
+    name = f"{options.get('rw', 'read')}-{options.get('bs', '4k')}-qd{iodepth}-j{numjobs}"
+    return f"{name}-final" if final else name
+
+
+def saturate(prober: Prober, base: Mapping[str, str], search: Search, probe_runtime: str, runtime: str,
+             repeat: int) -> Saturation:
+    """The saturation search (``saturation.Search``) with real fio runs: probes of ``probe_runtime``
+    until the search is done, then the chosen point ``repeat`` times at ``runtime``. A probe that
+    fails ends the search (its error is stored with the run)."""
+    found: list[Point] = []
+    while (step := search.next(found)) is not None:
+        iodepth, numjobs = step
+        options = {**base, "iodepth": str(iodepth), "numjobs": str(numjobs), "runtime": probe_runtime}
+        (result,) = prober.run(probe_name(base, iodepth, numjobs), options)
+        point = point_of(result, iodepth, numjobs, search.slo)
+        if point is None:
+            break
+        found.append(point)
+    chosen = search.chosen(found)
+    finals: list[ResultRecord] = []
+    if chosen is not None and repeat > 0:
+        options = {**base, "iodepth": str(chosen.iodepth), "numjobs": str(chosen.numjobs), "runtime": runtime}
+        finals = prober.run(probe_name(base, chosen.iodepth, chosen.numjobs, final=True), options, repeat)
+    return Saturation(tuple(found), knee(found), chosen, tuple(finals))
+
+
+def fio_latency_target(prober: Prober, base: Mapping[str, str], slo: Slo, max_iodepth: int,
+                       runtime: str) -> dict[str, Any] | None:
+    """fio's own search for the same SLO, to set beside iolab's: one job starting at ``max_iodepth``
+    whose depth fio halves whenever more than the SLO's share of a 1 s window is slower than the
+    target (``latency_target``, ``latency_window``, ``latency_percentile``; ``latency_run`` keeps it
+    adjusting for the whole run; ``lat_target_check`` in io_u.c). fio judges total latency
+    (submission + completion) and a percentile only, so a mean or max SLO gives None. Returns the
+    depth fio settled on (JSON ``latency_depth``), its IOPS over the whole run and the SLO metric
+    as measured over it, searching included."""
+    percentile = slo.metric.name.partition("_p")[2]
+    if not percentile:
+        return None
+    options = {**base, "iodepth": str(max_iodepth), "numjobs": "1", "runtime": runtime,
+               "latency_target": f"{int(slo.limit_ns // 1000)}us", "latency_window": "1s",
+               "latency_percentile": percentile, "latency_run": "1"}
+    (result,) = prober.run(f"{base.get('rw', 'read')}-{base.get('bs', '4k')}-fio-latency-target", options)
+    point = point_of(result, max_iodepth, 1, slo)
+    raw = prober.store.raw_json(result.id) if point is not None else None
+    if point is None or raw is None:
+        return None
+    depth = json.loads(raw[raw.index("{"):])["jobs"][0].get("latency_depth")
+    return {"depth": depth, "iops": point.iops, "slo_ns": point.slo_ns, "result": result.id}
