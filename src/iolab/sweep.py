@@ -32,11 +32,12 @@ Options = Mapping[str, str | None]
 def option_table(workloads: Sequence[canonical.Options]) -> list[dict[str, str | None]]:
     """Each workload's value of the naming axes and of every option any of them sets: its own, fio's
     default (``canonical.Options.get``), or None when unknown (an imported normal report) or not
-    applicable (``rwmixread`` of a workload that does not mix reads and writes)."""
+    applicable (``rwmixread`` of a workload that does not mix reads and writes; a host setting,
+    ``tune.*``, the workload did not change)."""
     keys = [*AXES, *sorted({k for w in workloads for k in w.values} - set(AXES))]
     table = []
     for w in workloads:
-        row = {k: w.get(k) for k in keys}
+        row = {k: w.values.get(k) if k.startswith("tune.") else w.get(k) for k in keys}
         if row.get("rw") not in ("rw", "randrw"):
             row["rwmixread"] = None
         table.append(row)

@@ -16,6 +16,7 @@ from ..model import Run, to_jsonable
 from ..observe.config import with_args
 from ..remote.jobs import RemoteTarget
 from ..report import results as results_report
+from ..report.autotune import ranking_table
 from ..report.costs import cost_table
 from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
@@ -306,7 +307,7 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
         return
     document: Any = [results_report.run_document(r) for r in stored]
     emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), cost_table(r),
-                                             saturation_table(r)) if t is not None], fmt,
+                                             saturation_table(r), ranking_table(r)) if t is not None], fmt,
                 document[0] if len(document) == 1 else document)
 
 

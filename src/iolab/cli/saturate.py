@@ -1,19 +1,25 @@
-"""``iolab saturate``: the knee and the most IOPS under a latency SLO, found with few fio runs."""
+"""``iolab saturate`` and ``iolab autotune``: where a target saturates, and the settings that give the
+most IOPS under a latency SLO, found with few fio runs."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
 
 import click
 
-from .. import saturation, suite, targets, workflow
+from .. import autotune, saturation, suite, targets, tuning, units, workflow
 from ..errors import UsageError
 from ..execute import RunOptions
+from ..model import Run
 from ..report import results as results_report
+from ..report.autotune import ranking_table
 from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
+from ..report.table import Table
 from . import FORMATS, cli, emit_tables, err, parse_tags, store_of
 from .run import _LiveProgress
 
@@ -34,28 +40,84 @@ def fio_options(args: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def search_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options ``saturate`` and ``autotune`` share."""
+    for option in reversed((
+        click.argument("options", nargs=-1, metavar="[FIO_OPTION=VALUE]..."),
+        click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH",
+                     help="The file, directory or block device to measure."),
+        click.option("--slo", help="Latency objective: p99<=2ms, p99.9<=10ms, mean<=500us (completion latency; "
+                     "lat_p99<=… for total latency)."),
+        click.option("--max-iodepth", type=int, default=256, show_default=True),
+        click.option("--max-numjobs", type=int, help="[default: the online CPUs]"),
+        click.option("--probe-runtime", default="3s", show_default=True, help="How long each probe runs."),
+        click.option("--runtime", default="10s", show_default=True,
+                     help="How long each full-length repetition runs."),
+        click.option("--repeat", type=int, default=3, show_default=True, help="Full-length repetitions."),
+        click.option("--label", help="A name for the run."),
+        click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE"),
+        click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device."),
+        click.option("--keep-files", is_flag=True, help="Keep the scratch file fio created."),
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True),
+    )):
+        command = option(command)
+    return command
+
+
+@dataclass(frozen=True)
+class _Setup:
+    target: suite.Target
+    base: dict[str, str]
+    slo: saturation.Slo | None
+    search: saturation.Search
+    settings: dict[str, Any]
+
+
+def _setup(args: Mapping[str, Any]) -> _Setup:
+    """The target, the workload's fio options, the SLO and the search of a command's arguments."""
+    (name, path), = suite.parse_target_args([args["target_arg"]]).items()
+    user = fio_options(args["options"])
+    objective = saturation.parse_slo(args["slo"]) if args["slo"] else None
+    cpus = os.cpu_count() or 1
+    jobs = args["max_numjobs"] or cpus
+    if jobs > cpus:
+        err.print(f"[yellow]warning[/]: up to {jobs} jobs on {cpus} CPUs: more jobs than CPUs measure the CPU "
+                  "scheduler as much as the storage (lint P6)")
+    kind = targets.inspect(os.path.abspath(path)).kind
+    size = None if kind == "block" or "size" in user else workflow.DEFAULT_SIZE
+    base = {**workflow.DEFAULT_OPTIONS, **user}
+    settings = {"target": path, "fio_options": base, "slo": args["slo"], "max_iodepth": args["max_iodepth"],
+                "max_numjobs": jobs, "probe_runtime": args["probe_runtime"], "runtime": args["runtime"],
+                "repeat": args["repeat"]}
+    return _Setup(suite.Target(name, path, size), base, objective,
+                  saturation.Search(args["max_iodepth"], jobs, objective), settings)
+
+
+def _prober(ctx: click.Context, setup: _Setup, args: Mapping[str, Any], command: str,
+            progress: _LiveProgress) -> workflow.Prober:
+    return workflow.Prober(store_of(ctx), setup.target, RunOptions(destroy=tuple(args["destroy"]),
+                                                                   keep_files=args["keep_files"]),
+                           command.split()[-1], workflow.describe(command, setup.settings), args["label"],
+                           parse_tags(args["tags"]), progress)
+
+
+def _show(ctx: click.Context, run_id: int | None, fmt: str, summary: Callable[[Run], Table | None]) -> Run:
+    """The run's results, grids and ``summary`` table, as ``iolab show`` prints them."""
+    assert run_id is not None
+    store = store_of(ctx)
+    run = store.get_run(run_id)
+    err.print(f"Run [bold]{run.info.id}[/] stored in {store.display_url}")
+    tables = [results_report.results_table(run), *run_grids(run), summary(run)]
+    emit_tables([t for t in tables if t is not None], fmt, results_report.run_document(run))
+    return run
+
+
 @cli.command()
-@click.argument("options", nargs=-1, metavar="[FIO_OPTION=VALUE]...")
-@click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH",
-              help="The file, directory or block device to saturate.")
-@click.option("--slo", help="Latency objective: p99<=2ms, p99.9<=10ms, mean<=500us (completion latency; "
-              "lat_p99<=… for total latency).")
-@click.option("--max-iodepth", type=int, default=256, show_default=True)
-@click.option("--max-numjobs", type=int, help="[default: the online CPUs]")
-@click.option("--probe-runtime", default="3s", show_default=True, help="How long each probe runs.")
-@click.option("--runtime", default="10s", show_default=True, help="How long each repetition of the chosen point runs.")
-@click.option("--repeat", type=int, default=3, show_default=True, help="Repetitions of the chosen point.")
+@search_options
 @click.option("--fio-latency-target", "fio_target", is_flag=True,
               help="Also run fio's own latency_target search (one job, a percentile --slo) to compare with.")
-@click.option("--label", help="A name for the run.")
-@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE")
-@click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device.")
-@click.option("--keep-files", is_flag=True, help="Keep the scratch file fio created.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.pass_context
-def saturate(ctx: click.Context, options: Sequence[str], target_arg: str, slo: str | None, max_iodepth: int,
-             max_numjobs: int | None, probe_runtime: str, runtime: str, repeat: int, fio_target: bool,
-             label: str | None, tags: Sequence[str], destroy: Sequence[str], keep_files: bool, fmt: str) -> None:
+def saturate(ctx: click.Context, fio_target: bool, **args: Any) -> None:
     """Find where a target saturates: the knee of its latency–IOPS curve and, with --slo, the most
     IOPS whose latency stays under the objective. Short probes walk iodepth ×4 from 1 at one job
     until IOPS stops growing by 10 % or the SLO breaks, refine ×2, then double numjobs while that
@@ -67,34 +129,66 @@ def saturate(ctx: click.Context, options: Sequence[str], target_arg: str, slo: s
     iolab saturate -t ssd=/mnt/ssd/test.bin --slo p99<=2ms
     iolab saturate -t nvme=/dev/nvme1n1 rw=randrw rwmixread=70 bs=8k --slo p99.9<=5ms --destroy /dev/nvme1n1
     """
-    (name, path), = suite.parse_target_args([target_arg]).items()
-    user = fio_options(options)
-    objective = saturation.parse_slo(slo) if slo else None
-    if fio_target and (objective is None or "_p" not in objective.metric.name):
+    setup = _setup(args)
+    if fio_target and (setup.slo is None or "_p" not in setup.slo.metric.name):
         raise UsageError("--fio-latency-target needs a percentile --slo such as p99<=2ms: fio's search judges one")
-    cpus = os.cpu_count() or 1
-    jobs = max_numjobs or cpus
-    if jobs > cpus:
-        err.print(f"[yellow]warning[/]: up to {jobs} jobs on {cpus} CPUs: more jobs than CPUs measure the CPU "
-                  "scheduler as much as the storage (lint P6)")
-    kind = targets.inspect(os.path.abspath(path)).kind
-    size = None if kind == "block" or "size" in user else workflow.DEFAULT_SIZE
-    base = {**workflow.DEFAULT_OPTIONS, **user}
-    settings = {"target": path, "fio_options": base, "slo": slo, "max_iodepth": max_iodepth, "max_numjobs": jobs,
-                "probe_runtime": probe_runtime, "runtime": runtime, "repeat": repeat}
-    search = saturation.Search(max_iodepth, jobs, objective)
-    store = store_of(ctx)
-    with _LiveProgress() as progress, workflow.Prober(
-            store, suite.Target(name, path, size), RunOptions(destroy=tuple(destroy), keep_files=keep_files),
-            "saturate", workflow.describe("iolab saturate", settings), label, parse_tags(tags), progress) as prober:
-        found = workflow.saturate(prober, base, search, probe_runtime, runtime, repeat)
-        if fio_target and objective is not None:
-            own = workflow.fio_latency_target(prober, base, objective, max_iodepth, runtime)
+    with _LiveProgress() as progress, _prober(ctx, setup, args, "iolab saturate", progress) as prober:
+        found = workflow.saturate(prober, setup.base, setup.search, args["probe_runtime"], args["runtime"],
+                                  args["repeat"])
+        if fio_target and setup.slo is not None:
+            own = workflow.fio_latency_target(prober, setup.base, setup.slo, args["max_iodepth"], args["runtime"])
             found = replace(found, fio_target=own)
-        prober.finish(found.record(objective, settings))
-    assert prober.run_id is not None
-    run = store.get_run(prober.run_id)
-    err.print(f"Run [bold]{run.info.id}[/] stored in {store.display_url}")
-    tables = [results_report.results_table(run), *run_grids(run)]
-    table = saturation_table(run)
-    emit_tables([*tables, *([table] if table else [])], fmt, results_report.run_document(run))
+        prober.finish(found.record(setup.slo, setup.settings))
+    _show(ctx, prober.run_id, args["fmt"], saturation_table)
+
+
+@cli.command("autotune")
+@search_options
+@click.option("--budget", default="10m", show_default=True, help="How long the whole search may take.")
+@click.option("--axes", default=",".join(autotune.ORDER), show_default=True,
+              help="The settings to try, comma-separated.")
+@click.option("--top", type=int, default=3, show_default=True, help="How many best configurations to repeat.")
+@click.option("--write-suite", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the best configuration as a suite [default: iolab-autotune-RUN.yaml].")
+@click.pass_context
+def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write_suite: Path | None,
+                     **args: Any) -> None:
+    """Find the host and fio settings with the most IOPS under --slo within --budget: the operating
+    point by the saturation search, then coordinate descent over the axes (host tuning: scheduler,
+    nomerges, rq_affinity, read_ahead_kb; CPU pinning; ioengine; numjobs at the same outstanding
+    I/Os), each probe under its settings, restored after it as for `iolab run` (also after Ctrl-C or
+    a kill: the next iolab command restores them). The best --top are repeated and ranked with 95 %
+    intervals; the best is written as a suite to run again.
+
+    \b
+    iolab autotune -t nvme=/dev/nvme1n1 --slo p99<=1ms --budget 15m --destroy /dev/nvme1n1
+    iolab autotune -t ssd=/mnt/ssd/test.bin --axes ioengine,numjobs --budget 5m
+    """
+    setup = _setup(args)
+    try:
+        budget_s = units.parse_duration_us(budget, default_unit="s") / 1e6
+        device = targets.inspect(os.path.abspath(setup.target.path or "")).device  # a file's: the disk under it
+        chosen_axes = autotune.axes([a.strip() for a in axes.split(",") if a.strip()], tuning.snapshot(device),
+                                    setup.base, os.cpu_count() or 1, device)
+    except ValueError as exc:
+        raise UsageError(f"autotune: {exc}") from None
+    setup.settings.update(budget=budget, axes=[a.name for a in chosen_axes], top=top)
+    with _LiveProgress() as progress, _prober(ctx, setup, args, "iolab autotune", progress) as prober:
+        found = workflow.autotune_run(prober, setup.base, setup.search, chosen_axes, budget_s, args["probe_runtime"],
+                                      args["runtime"], args["repeat"], top)
+        prober.finish(found.record(setup.slo, setup.settings))
+    run = _show(ctx, prober.run_id, args["fmt"], ranking_table)
+    point = found.operating.chosen
+    if found.ranking and point is not None:
+        path = write_suite or Path(f"iolab-autotune-{run.info.id}.yaml")
+        best = found.ranking[0]
+        what = f"the most IOPS with {setup.slo}" if setup.slo else "the most IOPS"
+        text = workflow.best_suite(setup.target, setup.base, best.config, point, args["runtime"],
+                                   f"iolab autotune, run {run.info.id}: {what}\n"
+                                   f"{autotune.describe(best.config)}: {units.format_iops(best.iops.mean)} IOPS")
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
+        err.print(f"Best configuration ({autotune.describe(best.config)}) written to {path}; run it again with: "
+                  f"iolab run {path}")

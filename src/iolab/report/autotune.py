@@ -1,0 +1,44 @@
+"""An auto-tuning run (``iolab autotune``) for people: its configurations ranked over their
+full-length repetitions, with 95 % intervals (``workflow.Tuned.record``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..model import Run
+from ..units import format_iops, format_ns
+from .table import Cell, Column, Table
+
+
+def ranking_table(run: Run) -> Table | None:
+    """The ranking of an autotune run (None for other runs)."""
+    found = run.info.options.get("autotune")
+    if not isinstance(found, Mapping):
+        return None
+    slo = found.get("slo")
+    columns = (Column("rank", "#", True), Column("config", "configuration"), Column("iops", "IOPS", True),
+               Column("ci_low", "95% CI", True), Column("slo_ns", slo["text"].split(" ≤")[0] if slo else "SLO", True),
+               Column("feasible", "meets the SLO"), Column("n", "n", True))
+    rows = []
+    for i, r in enumerate(found.get("ranking", ()), 1):
+        ci = r.get("ci95")
+        rows.append((Cell(str(i), i), Cell(_config(r["config"]), None, "bold" if i == 1 else None),
+                     Cell(format_iops(r["iops"]), r["iops"]),
+                     Cell(f"{format_iops(ci[0])}–{format_iops(ci[1])}" if ci else "–", ci[0] if ci else None),
+                     Cell(format_ns(r["slo_ns"]), r["slo_ns"]),
+                     Cell("yes" if r["feasible"] else "no", r["feasible"], None if r["feasible"] else "red"),
+                     Cell(str(r["n"]), r["n"])))
+    point = found.get("operating_point") or {}
+    notes = [f"{len(found.get('probes', ()))} configurations probed at QD{point.get('iodepth')} ×"
+             f"{point.get('numjobs')} (the saturation search's point); the best {len(rows)} repeated"]
+    if found.get("cut_by_budget"):
+        notes.append(f"the time budget ({found['settings'].get('budget')}) ended the search before every axis "
+                     "was tried")
+    notes.append("95% CI: t interval of the mean of log IOPS over the repetitions")
+    return Table(title=f"autotune: {slo['text'] if slo else 'most IOPS'}", columns=columns, rows=tuple(rows),
+                 notes=tuple(notes))
+
+
+def _config(config: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items()) or "as it is"

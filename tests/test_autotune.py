@@ -1,0 +1,83 @@
+"""Auto-tuning's search as a pure function of its probes (a device model whose best setting is
+known), its axes, and the suite it writes, read back by iolab's own suite loader."""
+
+from __future__ import annotations
+
+import pytest
+
+from iolab import autotune, saturation, suite
+from iolab.autotune import Axis, Descent, Measured
+from iolab.saturation import Point
+from iolab.workflow import best_suite
+
+AXES = (Axis("ioengine", ("io_uring",)), Axis("numjobs", ("2",)), Axis("scheduler", ("mq-deadline", "bfq")),
+        Axis("nomerges", ("2",)))
+
+
+def model(config: autotune.Config) -> Point:
+    """io_uring +20 %, 2 jobs +10 %, bfq −30 % and p99 over 1 ms, nomerges=2 +5 % only with io_uring."""
+    c = dict(config)
+    iops = 50_000 * (1.2 if c.get("ioengine") == "io_uring" else 1) * (1.1 if c.get("numjobs") == "2" else 1)
+    iops *= 0.7 if c.get("scheduler") == "bfq" else 1.0
+    iops *= 1.05 if c.get("nomerges") == "2" and c.get("ioengine") == "io_uring" else 1.0
+    p99 = 2e6 if c.get("scheduler") == "bfq" else 0.5e6
+    return Point(16, 1, iops, p99 / 2, p99)
+
+
+def descend(descent: Descent) -> list[Measured]:
+    measured: list[Measured] = []
+    while (config := descent.next(measured)) is not None:
+        measured.append(Measured(config, model(config)))
+    return measured
+
+
+def test_one_pass_tries_each_value_once_and_keeps_the_best():
+    descent = Descent(AXES, saturation.parse_slo("p99<=1ms"))
+    measured = descend(descent)
+    assert len(measured) == 1 + 1 + 1 + 2 + 1  # as it is, then every other value of each axis
+    best = descent.best(measured)[0]
+    assert dict(best) == {"ioengine": "io_uring", "numjobs": "2", "nomerges": "2"}
+    grid = [((("ioengine", e), ("numjobs", j), ("scheduler", s), ("nomerges", n)))
+            for e in ("libaio", "io_uring") for j in ("1", "2") for s in ("none", "bfq") for n in ("0", "2")]
+    best_in_grid = max(model(c).iops for c in grid if model(c).slo_ns <= 1e6)  # type: ignore[operator]
+    assert model(best).iops >= 0.95 * best_in_grid
+
+
+def test_a_configuration_that_breaks_the_slo_is_never_best():
+    descent = Descent((Axis("scheduler", ("bfq",)),), saturation.parse_slo("p99<=1ms"))
+    measured = [Measured((), Point(16, 1, 10_000, 1e5, 5e5)), Measured((("scheduler", "bfq"),),
+                                                                       Point(16, 1, 90_000, 1e6, 3e6))]
+    assert descent.best(measured) == [()]
+
+
+def test_ranking_is_feasible_first_then_by_mean_iops_with_intervals():
+    slo = saturation.parse_slo("p99<=1ms")
+    fast_late = (("ioengine", "io_uring"),)
+    ranked = autotune.rank({(): [Point(16, 1, v, 1e5, 5e5) for v in (100, 110, 105)],
+                            fast_late: [Point(16, 1, v, 1e6, 2e6) for v in (200, 210, 190)]}, slo)
+    assert [r.config for r in ranked] == [(), fast_late] and ranked[0].feasible and not ranked[1].feasible
+    low, high = ranked[0].interval  # type: ignore[misc]
+    assert low < 105 < high and low > 0
+
+
+def test_axes_leave_out_the_value_in_force_and_what_does_not_apply():
+    found = autotune.axes(["ioengine", "numjobs", "read_ahead_kb", "scheduler"], {}, {"ioengine": "libaio",
+                          "rw": "randread", "direct": "1"}, cpus=4, device=None)
+    assert [(a.name, a.values) for a in found] == [("ioengine", ("io_uring",)), ("numjobs", ("2", "4"))]
+    with pytest.raises(ValueError, match="unknown axis"):
+        autotune.axes(["turbo"], {}, {}, 2, None)
+
+
+def test_the_best_configuration_is_a_suite_iolab_runs_again(tmp_path):
+    target = suite.Target("dev", "/dev/loop9")
+    text = best_suite(target, {"rw": "randread", "bs": "4k", "ioengine": "libaio", "direct": "1", "time_based": "1"},
+                      (("ioengine", "io_uring"), ("numjobs", "2"), ("scheduler", "none"), ("pin", "mq")),
+                      Point(16, 1, 1000.0), "30s", "iolab autotune, run 7")
+    assert text.startswith("# iolab autotune, run 7\n")
+    loaded = suite.load_yaml(text, "best.yaml")
+    (workload,) = loaded.workloads
+    options = dict(workload.sections[0].options)
+    assert (options["ioengine"], options["numjobs"], options["iodepth"], options["runtime"]) == (
+        "io_uring", "2", "8", "30s")  # 16 outstanding I/Os over 2 jobs
+    assert loaded.tune == {"scheduler": ("none",)} and loaded.method.pin == "mq"
+    assert [t.path for t in loaded.targets] == ["/dev/loop9"]
