@@ -42,6 +42,7 @@ from typing import Any
 from iolab import importer
 from iolab import store as store_mod
 from iolab.fio import parse_output
+from iolab.fio.num2str import num2str
 from iolab.model import FioReport, to_json_text
 from iolab.store import Store
 from ratios import Ratio, add_json_option, emit
@@ -70,7 +71,9 @@ def make_jsonplus(directory: Path, megabytes: float) -> list[Path]:
         for k in range(1 + i % 8):
             clone = json.loads(json.dumps(doc["jobs"][0]))
             clone["jobname"] = f"job{i}-{k}"
-            clone["read"]["total_ios"] += i + k  # distinct numbers, as in real runs
+            read = clone["read"]
+            read["total_ios"] += i + k  # distinct numbers, as in real runs, and the IOPS fio prints for them
+            read["iops"] = 1000 * read["total_ios"] / read["runtime"]
             jobs.append(clone)
         return json.dumps({**doc, "timestamp": doc["timestamp"] + i, "jobs": jobs}, indent=2)
 
@@ -88,7 +91,8 @@ def make_normal(directory: Path, megabytes: float) -> list[Path]:
     def text_for(i: int) -> str:
         count = 1 + i % 32
         headers = "".join(header.replace("randrw:", f"j{k}:") + "\n" for k in range(count))
-        blocks = "".join(re.sub(r"total=(\d+)", lambda m, k=k: f"total={int(m[1]) + i + k}",
+        # distinct I/O counts, within the rounding of the IOPS the block prints (71.3k: ± 100 IOPS in 3 s)
+        blocks = "".join(re.sub(r"total=(\d+)", lambda m, k=k: f"total={int(m[1]) + (i + k) % 250}",
                                 block.replace("randrw:", f"j{k}:")) + "\n" for k in range(count))
         return headers + preamble + blocks + "Run status group" + tail
 
@@ -104,8 +108,10 @@ def make_streams(directory: Path, megabytes: float) -> list[Path]:
     def text_for(i: int) -> str:
         parts = [head]
         for s in range(1, 60 + (i * 97) % 541 + 1):
-            parts.append(re.sub(r"total=(\d+)", lambda m, s=s: f"total={int(m[1]) * s + i}", snapshot)
-                         .replace("(335MiB/896msec)", f"(335MiB/{s * 1000 - 104}msec)"))
+            total, runtime = 85751 * s + i, s * 1000 - 104  # the snapshot's read total, grown, and its runtime
+            parts.append(snapshot.replace("total=85751,", f"total={total},")
+                         .replace("IOPS=95.7k", f"IOPS={num2str(1000 * total // runtime, 4)}")
+                         .replace("(335MiB/896msec)", f"(335MiB/{runtime}msec)"))
         return "".join(parts)
 
     return write_set(directory, megabytes, ".stream.txt", text_for)

@@ -94,3 +94,21 @@ def test_directory_space_counts_each_job_once_not_each_repeat(tmp_path, numjobs,
         else:
             assert proc.returncode != 0
             assert "refusing to lay out 60.00 MiB" in proc.stderr, proc.stderr
+
+
+def test_a_size_larger_than_the_target_is_a_suite_error_naming_the_place(tmp_path):
+    """fio would silently test only the device's 16 MiB; a file cannot grow past the free space."""
+    with loop_device(tmp_path, 16 * MiB) as loop:
+        suite = tmp_path / "w.yaml"
+        suite.write_text(WRITE_SUITE.format(dev=loop.path).replace("size: 4m", "size: 1g"))
+        proc = iolab("run", str(suite), "--dry-run", db=tmp_path / "db.sqlite")
+        assert proc.returncode == 2
+        assert proc.stderr.startswith(f"Error: {suite}:2: defaults.size: 1g (1.00 GiB) is more than target dev "
+                                      f"holds: {loop.path} is a 16.00 MiB block device\n"), proc.stderr
+    with tmpfs(tmp_path / "mnt", "64m") as mnt:
+        suite.write_text(SPACE_SUITE.format(dir=mnt / "f.dat", numjobs="").replace(
+            "{name: one,", "{name: one, size: 100m,"))
+        proc = iolab("run", str(suite), "--dry-run", db=tmp_path / "db.sqlite")
+        assert proc.returncode == 2
+        assert proc.stderr.startswith(f"Error: {suite}:5: workloads[0].size: 100m (100.00 MiB) is more than "
+                                      f"target scratch holds: {mnt / 'f.dat'} has 64.00 MiB of room"), proc.stderr

@@ -195,9 +195,12 @@ def test_no_report_object_is_a_parse_error():
         parse_json('{"fio version": "fio-3.33"}', "x")
 
 
-def test_wrong_shape_is_a_parse_error():
-    with pytest.raises(ParseError, match=r"^x: unexpected fio JSON shape"):
+def test_wrong_shape_is_a_parse_error_naming_the_key():
+    with pytest.raises(ParseError, match=r"^x: jobs\[0\]\.read\.total_ios = 'many': must be a whole number"):
         parse_json('{"fio version": "fio-3.33", "jobs": [{"read": {"total_ios": "many"}}]}', "x")
+    with pytest.raises(ParseError, match=r"^x: jobs\[0\]: unexpected fio JSON shape: KeyError"):
+        parse_json('{"fio version": "fio-3.33", "jobs": [{"read": {"total_ios": 1, "clat_ns": {"N": 1, '
+                   '"bins": {"FIO_IO_U_PLAT_BITS": 6}}}}]}', "x")
 
 
 def test_deep_nesting_is_a_parse_error():

@@ -221,10 +221,10 @@ def test_fio316_carry_bug_iops_is_exact_with_warning():
     assert "IOPS=10.0k" in warning and "10999" in warning and "3.26" in warning and "c736b361" in warning
 
 
-def test_unexplained_display_is_flagged_and_exact_value_kept():
-    report = parse_output(_one_line_report("3.33", "12.0k", 10999))
-    assert report.jobs[0].directions["read"].iops == 10999.0
-    assert "no fio rounding explains" in report.warnings[0]
+def test_unexplained_display_is_refused_naming_the_line():
+    with pytest.raises(ParseError, match=r"^r\.txt, line 3: jobs\[0\]\.read\.iops = '12\.0k': printed IOPS=12\.0k "
+                                         r"but 10999 I/Os in 1000 ms are 10999\.0000 IOPS, which no fio rounding"):
+        parse_output(_one_line_report("3.33", "12.0k", 10999), "r.txt")
 
 
 def test_display_without_version_is_explained_by_any_generation():

@@ -171,7 +171,8 @@ def test_client_mode_disk_lines_on_their_own():
 
 def _with(f: list[str], runtime: str, disk_ios: str) -> str:
     g = list(f)
-    g[8] = g[49] = runtime  # read and write runtime
+    g[8] = g[49] = runtime  # read and write runtime, with the bandwidth fio prints for it (KiB/s)
+    g[6], g[47] = (str(int(g[kib]) * 1000 // int(runtime)) for kib in (5, 46))
     g[-8] = disk_ios
     return ";".join(g)
 

@@ -62,8 +62,9 @@ def test_cpu_per_io_tells_a_cpu_heavy_job_from_a_cpu_light_one(tmp_path):
         assert per_io["heavy"] > 10 * per_io["light"], per_io
         heavy = run.results[0]
         reads = usage.usages(heavy)[0].disks[loop.name].reads
-        # the edges of a 2 s window are read at 1 s scrapes: under a loaded CI machine a few % off (0.93 seen)
-        assert reads / usage.job_ios(heavy.report) == pytest.approx(1.0, abs=0.1)
+        # the edges of a 2 s window are read at 1 s scrapes: on a loaded machine up to ~11 % off
+        # (0.93 and 1.11 seen); a window or counter mixed up would be off by 50 % or more
+        assert reads / usage.job_ios(heavy.report) == pytest.approx(1.0, abs=0.15)
         light_disks = usage.usages(run.results[1])[0].disks
         assert loop.name not in light_disks or light_disks[loop.name].reads < 10
 

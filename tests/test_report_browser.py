@@ -53,14 +53,19 @@ def chromium() -> Iterator:  # type: ignore[type-arg]
         yield open_
 
 
+def assert_drawn(browser: str, page, charts: list[str], min_marks: int) -> None:  # type: ignore[no-untyped-def]
+    """Every chart of the page, in order, rendered by Vega with at least ``min_marks`` marks."""
+    browsers.wait_for_charts(page)
+    figures = page.evaluate(FIGURES)
+    assert [f["name"] for f in figures] == charts
+    for figure in figures:
+        assert figure["rendered"] == "yes" and figure["marks"] >= min_marks, (browser, figure)
+
+
 def test_report_loads_offline_and_draws_every_chart(browser, hostile_html):
     name, open_ = browser
     page = open_(hostile_html)
-    browsers.wait_for_charts(page)
-    figures = page.evaluate(FIGURES)
-    assert [f["name"] for f in figures] == HOSTILE_CHARTS
-    for figure in figures:
-        assert figure["rendered"] == "yes" and figure["marks"] >= 3, (name, figure)
+    assert_drawn(name, page, HOSTILE_CHARTS, min_marks=3)
     assert page.evaluate("performance.getEntriesByType('resource').map(e => e.name)") == []  # nothing fetched
     assert page.evaluate("document.querySelectorAll('.chart-error').length") == 0
     shot = browsers.SCREENSHOTS / f"iolab-report-test-{name}.png"
@@ -135,11 +140,7 @@ def sweep_html(sweep_dir, tmp_path_factory) -> Path:
 def test_two_sweeps_draw_every_sweep_chart(browser, sweep_html):
     name, open_ = browser
     page = open_(sweep_html)
-    browsers.wait_for_charts(page)
-    figures = page.evaluate(FIGURES)
-    assert [f["name"] for f in figures] == SWEEP_CHARTS
-    for figure in figures:
-        assert figure["rendered"] == "yes" and figure["marks"] >= 6, (name, figure)
+    assert_drawn(name, page, SWEEP_CHARTS, min_marks=6)
     cells = page.evaluate("document.querySelectorAll('#chart-sweep-heatmap g.mark-rect.role-mark path').length")
     assert cells == 6 * 3  # iodepth 1, 4, 16 x numjobs 1, 2 in three panels: first's randread and randwrite, again's
     ratios = page.evaluate("Array.from(document.querySelectorAll('#chart-sweep-ratio g.mark-text.role-mark text'))"

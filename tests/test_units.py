@@ -41,3 +41,15 @@ def test_formatting():
     assert units.format_size_fio(1048576) == "1m"
     assert units.format_size_fio(1000) == "1000"
     assert units.format_duration(75) == "1m15s"
+
+
+@pytest.mark.parametrize("text", ["9" * 400, "9" * 400 + "k", "1" + "0" * 320 + "p"])
+def test_a_size_beyond_floats_is_a_value_error(text):
+    with pytest.raises(ValueError, match="larger than any size"):
+        units.parse_size(text)
+
+
+@pytest.mark.parametrize("value", ["9" * 400 + "s", float("inf"), float("nan")])
+def test_a_duration_beyond_floats_is_a_value_error(value):
+    with pytest.raises(ValueError, match="expected a duration"):
+        units.parse_duration_us(value)

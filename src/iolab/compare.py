@@ -10,8 +10,8 @@ repetitions, whichever run they come from. With more than two sides each is comp
 first, the baseline.
 
 **Pairing.** A side's results become *slots*: one per target × fio job × canonical options
-(``canonical``) × direction, holding every repetition's merged figures (``report.results.
-per_repeat``: numjobs clones summed, percentiles from merged histograms). Slots of the two sides
+(``canonical``) × direction, holding every repetition's merged figures (``fio.merge.by_job``: numjobs
+clones summed, percentiles from merged histograms). Slots of the two sides
 pair when their directions agree and no known option differs (options made equal by ``ignore``
 and ``SOFT`` options such as ``runtime`` do not count); among several candidates the same target,
 then the same job name, then the fewest unknown options win. Slots left over pair, as "not
@@ -42,9 +42,9 @@ from typing import Any
 
 from . import canonical, stats
 from .errors import UsageError
+from .fio.merge import by_job
 from .model import DirectionStats, Latency, ResultRecord, Run, pct_key
 from .observe import usage
-from .report.results import per_repeat
 
 BETTER, WORSE, UNCHANGED, NOISY = "better", "worse", "unchanged", "noisy"
 NOT_COMPARABLE, MISSING, FAILED = "not comparable", "missing", "failed"
@@ -291,7 +291,7 @@ def slots(runs: Sequence[Run]) -> list[Slot]:
                     entry["failed"] += 1
                     entry["runs"][run.info.id] = None
                 continue
-            for (job, direction), stats_ in per_repeat(result).items():
+            for (job, direction), stats_ in by_job(result.report).items():
                 opts = options.get(job) or canonical.Options({}, None)
                 entry = found.setdefault((result.target, job, opts.key, direction), _entry(result, job, opts))
                 entry["values"].append(stats_)

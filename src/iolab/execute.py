@@ -24,6 +24,7 @@ from typing import Any
 
 from . import crashphase, host, jobfile, lint, pinning, safety, targets, tuning, units
 from . import method as method_mod
+from . import suite as suite_mod
 from . import tiers as tiers_mod
 from .errors import HostError, Interrupted, IolabError, SafetyError, SuiteError
 from .model import (
@@ -43,6 +44,7 @@ from .runner.status import Status
 from .store import PendingResult, Store
 from .suite import JobSpec, PlannedJob, Suite, Target, plan, render_job
 from .sysfs import format_cpu_list as format_cpus
+from .units import format_bytes
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
 TIMEOUT_SLACK_S = 300.0
@@ -246,6 +248,7 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                 expected_s=_job_seconds(spec.sections),
                 writes=any(safety.writes(o) for o in effective) or suite.method.precondition is not None,
             ))
+    _check_sizes(suite, items, facts)
     try:
         scratch = _check_targets(suite, items, facts, options)
         _check_remote_targets(remote, items, options)
@@ -321,6 +324,46 @@ def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targ
         if f.kind == "missing" and target.path:
             scratch.append(target.path)
     return tuple(scratch)
+
+
+def _check_sizes(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts]) -> None:
+    """A job whose ``size`` (from its ``offset``) is more than its target can ever hold is an invalid
+    value: fio silently tests only up to a block device's end, and cannot lay out a file larger than
+    the free space. Raises ``SuiteError`` naming the place (``suite_mod.option_place``). Sums over
+    several jobs, and the room iolab keeps free, are the safety guard's (``safety.check_free_space``)."""
+    for item in {i.job_text: i for i in items}.values():
+        spec, f = item.job.spec, facts.get(item.job.spec.target.name)
+        if f is None or (capacity := _capacity(f)) is None:
+            continue
+        for job, opts in jobfile.effective_jobs(jobfile.parse(item.job_text)):
+            size_text, offset_text = opts.get("size") or "0", opts.get("offset") or "0"
+            try:
+                size = units.parse_size(size_text)
+                offset = 0 if offset_text.endswith("%") else units.parse_size(offset_text)
+            except ValueError:
+                continue  # a percentage of the target always fits
+            if size + offset > capacity:
+                at = f" from offset {offset_text}" if offset else ""
+                place = suite_mod.option_place(suite, spec, job, "size")
+                raise SuiteError(f"{place}: {size_text} ({format_bytes(size)}){at} is more than target "
+                                 f"{spec.target.name} holds: {f.path} {_holding(f, capacity)}",
+                                 hint="use a smaller size, or a percentage of the target (size=100%)")
+
+
+def _holding(facts: TargetFacts, capacity: int) -> str:
+    if facts.kind == "block":
+        return f"is a {format_bytes(capacity)} block device"
+    return f"has {format_bytes(capacity)} of room" + (" (free space and the file)" if facts.kind == "file" else "")
+
+
+def _capacity(facts: TargetFacts) -> int | None:
+    """The most a job can use of a target: a block device's size, a file system's free space (plus an
+    existing file's size, which fio reuses); None when unknown."""
+    if facts.kind == "block":
+        return facts.size_bytes
+    if facts.kind in ("file", "missing", "directory") and facts.free_bytes is not None:
+        return facts.free_bytes + ((facts.size_bytes or 0) if facts.kind == "file" else 0)
+    return None
 
 
 def _check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items: list[PlanItem],

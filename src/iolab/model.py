@@ -30,6 +30,13 @@ def pct_key(percentile: float | str) -> str:
     return f"{float(percentile):g}"
 
 
+#: fio's counters are ``uint64_t``; histogram bucket values (ns) stay below 10^19 (20 digits).
+MAX_COUNT = 2**64 - 1
+MAX_BUCKET = 10**19
+_DIGITS_MARKED = bytes.maketrans(b"0123456789", b"\xff" * 10)  # a byte no ASCII text holds
+_TOO_LONG = b"\xff" * 20
+
+
 class Histogram(Mapping[int, int]):
     """A latency histogram, immutable: bucket value (a midpoint, in ns) -> I/O count.
 
@@ -40,6 +47,10 @@ class Histogram(Mapping[int, int]):
     the int-keyed dict is built on first use as a mapping. Either way the histogram is stored as
     the same JSON object (``jsonable``). ``Histogram(mapping)`` takes int keys and counts
     (``operator.index``: TypeError for anything else).
+
+    Every histogram is one fio can print: bucket values 0 to 10^19-1 ns (317 years; fio's largest
+    bucket is about 17 s), counts of 1 or more, at most 2^64-1 in all; the constructor raises
+    ``ValueError`` for anything else, ``from_text_keys`` returns None.
     """
 
     __slots__ = ("_ints", "_text")
@@ -48,6 +59,10 @@ class Histogram(Mapping[int, int]):
         self._ints: dict[int, int] | None = {
             operator.index(k): operator.index(v) for k, v in (counts or {}).items()}
         self._text: dict[str, int] | None = None
+        if self._ints and (min(self._ints) < 0 or max(self._ints) >= MAX_BUCKET or min(self._ints.values()) <= 0
+                           or sum(self._ints.values()) > MAX_COUNT):
+            raise ValueError(f"not a histogram of fio's: bucket values are 0 to 10^19-1 ns, counts 1 or more and "
+                             f"at most 2^64-1 in all: {self._ints!r:.200}")
 
     @classmethod
     def from_text_keys(cls, obj: dict[str, Any]) -> Histogram | None:
@@ -58,13 +73,15 @@ class Histogram(Mapping[int, int]):
         if obj:
             try:
                 keys, counts = ",".join(obj), obj.values()
-                if not keys.isascii() or type(sum(counts)) is not int or min(counts) <= 0:
+                total = sum(counts)
+                if not keys.isascii() or type(total) is not int or total > MAX_COUNT or min(counts) <= 0:
                     return None
             except TypeError:  # a key that is not a string, a count that is not a number
                 return None
-            # ASCII: bytes.isdigit() is a table lookup per byte, str.isdigit() a Unicode lookup
-            if "" in obj or keys.count(",") != len(obj) - 1 or not keys.encode().replace(b",", b"").isdigit():
-                return None  # an empty key, or one that is not digits only
+            # ASCII bytes, each digit marked 0xff: a table lookup per byte, where str.isdigit() is a Unicode lookup
+            shape = keys.encode().translate(_DIGITS_MARKED)
+            if "" in obj or keys.count(",") != len(obj) - 1 or shape.translate(None, b"\xff,") or _TOO_LONG in shape:
+                return None  # an empty key, one that is not digits only, or one of 20 digits (>= 10^19 ns)
             if (keys[0] == "0" or ",0" in keys) and any(len(k) > 1 and k[0] == "0" for k in obj):
                 return None  # a leading zero
         histogram = cls.__new__(cls)

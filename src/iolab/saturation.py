@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 from . import compare, units
 from .errors import UsageError
+from .fio.merge import by_job
 from .model import DirectionStats, ResultRecord
-from .report.results import per_repeat
 
 #: IOPS growth below this fraction is a plateau: more concurrency only adds queueing.
 GROWTH = 0.10
@@ -194,7 +194,7 @@ def point_of(result: ResultRecord, iodepth: int, numjobs: int, slo: Slo | None) 
     metric of the worst direction and the jobs' mean CPU; None for a probe that failed."""
     if result.status != "ok" or result.report is None:
         return None
-    stats = list(per_repeat(result).values())
+    stats = list(by_job(result.report).values())
     iops = sum(d.iops or 0.0 for d in stats)
     weighted = [(d.iops, lat.mean_ns) for d in stats if d.iops for lat in (d.clat or d.lat,)
                 if lat is not None and lat.mean_ns]

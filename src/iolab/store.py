@@ -20,14 +20,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
+import pydantic
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from .errors import StoreError, UsageError
+from .fio import validate
 from .model import (
     FioReport,
     HostFacts,
@@ -42,6 +44,7 @@ from .model import (
     to_jsonable,
 )
 
+T = TypeVar("T")
 metadata = sa.MetaData()
 
 runs = sa.Table(
@@ -218,6 +221,65 @@ def _json_serializer(value: Any) -> str:
         return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:
         return json.dumps(value)
+
+
+class UnreadableRun(StoreError):
+    """A stored run that does not load: written by an older or newer iolab, changed by hand, or holding a
+    value that breaks a rule of ``fio.validate``. ``reason`` says what and where; the other runs are
+    not affected."""
+
+    def __init__(self, run_id: int, reason: str) -> None:
+        super().__init__(f"run {run_id} cannot be read: {reason}",
+                         hint="the other runs are not affected; if this iolab stored it, please report it with "
+                              f"the output of: iolab --debug show {run_id}")
+        self.run_id, self.reason = run_id, reason
+
+
+class _ColumnError(Exception):
+    """A stored column that does not load: which one, and why (``cause``)."""
+
+    def __init__(self, column: str, cause: Exception) -> None:
+        super().__init__(column)
+        self.column, self.cause = column, cause
+
+
+#: What reading a stored row can raise when the row is not what this iolab writes.
+_ROW_ERRORS = (_ColumnError, pydantic.ValidationError, ValueError, TypeError, KeyError, AttributeError,
+               ArithmeticError)
+
+
+def _column(name: str, cls: type[T], data: Any) -> T:
+    """Stored JSON ``data`` of the column ``name`` as a ``cls``; ``_ColumnError`` when it does not load.
+    A report must also pass ``fio.validate``, as a parser's does."""
+    try:
+        value = from_jsonable(cls, data)
+        if isinstance(value, FioReport):
+            validate.check_report(value)
+    except (pydantic.ValidationError, validate.Violation) as exc:
+        raise _ColumnError(name, exc) from exc
+    return value
+
+
+def _unreadable(run_id: int, exc: Exception) -> UnreadableRun:
+    """The ``UnreadableRun`` for ``exc`` raised while reading run ``run_id`` (its cause, for --debug)."""
+    unreadable = UnreadableRun(run_id, _reason(exc))
+    unreadable.__cause__ = exc
+    return unreadable
+
+
+def _reason(exc: Exception) -> str:
+    """One line on why a stored value does not load."""
+    if isinstance(exc, _ColumnError):
+        return f"{exc.column}: {_reason(exc.cause)}"
+    if isinstance(exc, pydantic.ValidationError):
+        errors = exc.errors()
+        first = errors[0]
+        where = ".".join(str(part) for part in first["loc"])
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return f"{where}: {first['msg']}, got {validate.short_repr(first.get('input'))}{more}"
+    if isinstance(exc, validate.Violation):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 class DuplicateSource(UsageError):
@@ -441,27 +503,60 @@ class Store:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def list_runs(self, limit: int | None = None) -> list[RunInfo]:
-        """Runs, newest first."""
+    def list_runs(self, limit: int | None = None) -> list[RunInfo | UnreadableRun]:
+        """Runs, newest first; a run whose row does not load is an ``UnreadableRun`` in its place."""
         query = sa.select(runs).order_by(runs.c.id.desc())
         if limit:
             query = query.limit(limit)
         with self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
+            try:
+                rows = conn.execute(query).mappings().all()
+            except _ROW_ERRORS:  # a JSON column that does not decode: one query per run finds which
+                ids = conn.execute(query.with_only_columns(runs.c.id)).scalars().all()
+                return [self._info_or_unreadable(conn, run_id) for run_id in ids]
             tags = self._tags(conn, [r["id"] for r in rows])
-        return [self._info(r, tags.get(r["id"], {})) for r in rows]
+        return [self._loaded(r["id"], lambda r=r: self._info(r, tags.get(r["id"], {}))) for r in rows]
+
+    def _info_or_unreadable(self, conn: Connection, run_id: int) -> RunInfo | UnreadableRun:
+        try:
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().one()
+        except _ROW_ERRORS as exc:
+            return _unreadable(run_id, exc)
+        return self._loaded(run_id, lambda: self._info(row, self._tags(conn, [run_id]).get(run_id, {})))
+
+    @staticmethod
+    def _loaded(run_id: int, load: Any) -> Any:
+        """``load()``, or the ``UnreadableRun`` saying why it failed."""
+        try:
+            return load()
+        except _ROW_ERRORS as exc:
+            return _unreadable(run_id, exc)
 
     def get_run(self, run_id: int) -> Run:
-        """A run with all results in plan order. Raises ``UsageError`` when there is no such run."""
+        """A run with all results in plan order. Raises ``UsageError`` when there is no such run,
+        ``UnreadableRun`` when it does not load (see there); its reports pass ``fio.validate``."""
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
-            if row is None:
-                raise UsageError(f"no run {run_id} in {self.display_url}", hint="list them with: iolab runs")
-            tags = self._tags(conn, [run_id]).get(run_id, {})
-            rows = conn.execute(
-                sa.select(results).where(results.c.run_id == run_id).order_by(results.c.seq)
-            ).mappings().all()
-        return Run(info=self._info(row, tags), results=tuple(self._result(r) for r in rows))
+            try:
+                row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+                if row is None:
+                    raise UsageError(f"no run {run_id} in {self.display_url}", hint="list them with: iolab runs")
+                tags = self._tags(conn, [run_id]).get(run_id, {})
+                rows = conn.execute(
+                    sa.select(results).where(results.c.run_id == run_id).order_by(results.c.seq)
+                ).mappings().all()
+            except _ROW_ERRORS as exc:
+                raise _unreadable(run_id, exc) from exc
+        info = self._loaded(run_id, lambda: self._info(row, tags))
+        if isinstance(info, UnreadableRun):
+            raise info
+        loaded = []
+        for r in rows:
+            result = self._loaded(run_id, lambda r=r: self._result(r))
+            if isinstance(result, UnreadableRun):
+                where = f"result {r['seq']} ({r['target']} / {r['workload']})"
+                raise UnreadableRun(run_id, f"{where}: {result.reason}") from result.__cause__
+            loaded.append(result)
+        return Run(info=info, results=tuple(loaded))
 
     def raw_json(self, result_id: int) -> str | None:
         """The fio report text of a result, as fio wrote it."""
@@ -550,7 +645,7 @@ class Store:
             id=row["id"], created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
             finished_at=_utc(row["finished_at"]), status=row["status"], origin=row["origin"],
             suite_name=row["suite_name"], suite_text=row["suite_text"], label=row["label"], tags=dict(tags),
-            fio_version=row["fio_version"], host=from_jsonable(HostFacts, row["host"]) if row["host"] else None,
+            fio_version=row["fio_version"], host=_column("host", HostFacts, row["host"]) if row["host"] else None,
             warnings=tuple(row["warnings"] or ()), source=row["source"], options=row["options"] or {},
         )
 
@@ -561,8 +656,8 @@ class Store:
             target_path=row["target_path"], workload=row["workload"], repeat=row["repeat"],
             status=row["status"], job_text=row["job_text"], job_hash=row["job_hash"], params=row["params"] or {},
             command=row["command"], started_at=_utc(row["started_at"]), ended_at=_utc(row["ended_at"]),
-            error=row["error"], report=from_jsonable(FioReport, row["report"]) if row["report"] else None,
-            target_facts=from_jsonable(TargetFacts, row["target_facts"]) if row["target_facts"] else None,
+            error=row["error"], report=_column("report", FioReport, row["report"]) if row["report"] else None,
+            target_facts=_column("target_facts", TargetFacts, row["target_facts"]) if row["target_facts"] else None,
             extra=row["extra"] or {},
         )
 

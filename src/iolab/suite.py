@@ -35,6 +35,7 @@ Errors name the file, line and place: ``suite.yaml:12: workloads[2].bs: expected
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -347,25 +348,39 @@ class _SuiteModel(BaseModel):
 
 def _yaml_lines(text: str) -> dict[tuple[Any, ...], int]:
     """Map each place in the YAML document (``("workloads", 2, "bs")``) to its line number."""
-    lines: dict[tuple[Any, ...], int] = {}
-
-    def walk(node: yaml.Node, path: tuple[Any, ...]) -> None:
-        lines[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                walk(value, (*path, key.value))
-                lines[(*path, key.value)] = key.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, (*path, i))
-
     try:
         root = yaml.compose(text)
-    except yaml.YAMLError:
-        return lines
-    if root is not None:
-        walk(root, ())
-    return lines
+    except (yaml.YAMLError, RecursionError):
+        return {}
+    return _node_lines(root)[0] if root is not None else {}
+
+
+def _node_lines(root: yaml.Node) -> tuple[dict[tuple[Any, ...], int], list[tuple[tuple[Any, ...], int, int]]]:
+    """The line of each place under ``root``, and the keys a mapping gives twice: (place, first line,
+    second line). A node an alias repeats is walked once (``&a``/``*a`` can repeat one node
+    exponentially often)."""
+    lines: dict[tuple[Any, ...], int] = {}
+    twice: list[tuple[tuple[Any, ...], int, int]] = []
+    seen: set[int] = set()
+    todo: list[tuple[yaml.Node, tuple[Any, ...]]] = [(root, ())]
+    while todo:  # iterative: a deeply nested document must not exhaust Python's stack here
+        node, path = todo.pop()
+        lines.setdefault(path, node.start_mark.line + 1)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key, value in node.value:
+                line = key.start_mark.line + 1
+                if isinstance(key, yaml.ScalarNode) and key.value in first:
+                    twice.append(((*path, key.value), first[key.value], line))
+                first.setdefault(key.value if isinstance(key, yaml.ScalarNode) else id(key), line)
+                lines.setdefault((*path, key.value), line)
+                todo.append((value, (*path, key.value)))
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend((item, (*path, i)) for i, item in enumerate(node.value))
+    return lines, twice
 
 
 def _place(loc: Sequence[Any], msg: str) -> tuple[str, tuple[Any, ...]]:
@@ -385,8 +400,10 @@ def _validation_error(source: str, text: str, exc: ValidationError) -> SuiteErro
     lines = _yaml_lines(text)
     messages = []
     for err in exc.errors():
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        where, path = _place(err["loc"], msg)
+        msg, loc = str(err["msg"]).removeprefix("Value error, "), err["loc"]
+        if loc[-1:] == ("[key]",):  # a key that is not text: YAML read `true:` or `5:` as a bool or a number
+            loc, msg = loc[:-2], f"key {err['input']!r}: expected text (a name; quote it)"
+        where, path = _place(loc, msg)
         if where and ": " in msg and msg.split(": ", 1)[0] in where:
             msg = msg.split(": ", 1)[1]
         line = next((lines[path[:n]] for n in range(len(path), -1, -1) if path[:n] in lines), None)
@@ -431,12 +448,7 @@ def load(ref: str) -> Suite:
 
 def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
     """Validate suite YAML ``text`` (see module docstring) and expand its matrix."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        raise SuiteError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from exc
+    data = _parse_yaml(text, source)
     if not isinstance(data, dict):
         raise SuiteError(f"{source}: expected a mapping with 'workloads' (and 'targets', 'defaults', 'repeat')")
     try:
@@ -446,6 +458,7 @@ def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
     targets = tuple(
         _target(name, t, source, text) for name, t in model.targets.items()
     )
+    _check_matrix(model.defaults, model.workloads, source, text)
     workloads = _expand_workloads(model.defaults, model.workloads)
     return Suite(
         name=model.name or default_name, source=source, text=text, targets=targets,
@@ -453,6 +466,88 @@ def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
         method=Method(pin=model.pin, drop_caches=model.drop_caches, precondition=model.precondition),
         observe=model.observe if "observe" in data else Observe(), passes=model.passes, tiers=model.tiers or (),
     )
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    """The YAML document in ``text``. Raises ``SuiteError`` naming the line for invalid YAML, a key
+    given twice in one mapping (YAML's loaders would keep the last silently), or nesting too deep to
+    be a suite."""
+    depth, line = _flow_depth(text)
+    if depth > MAX_DEPTH:
+        raise _too_deep(source, line)
+    loader = None
+    try:
+        loader = yaml.SafeLoader(text)
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        lines, twice = _node_lines(root)
+        if twice:
+            path, first, second = twice[0]
+            where, _ = _place(path, "")
+            raise SuiteError(f"{source}:{second}: {where}: given twice (lines {first} and {second})",
+                             hint="give each key once; YAML keeps only the last")
+        if len(lines) > MAX_PLACES:
+            raise SuiteError(f"{source}: {len(lines)} values; a suite has at most {MAX_PLACES}")
+        return loader.construct_document(root)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else text.count("\n", 0, getattr(exc, "position", 0)) + 1
+        problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or str(exc).split("\n")[0]
+        raise SuiteError(f"{source}:{line}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise _too_deep(source, _flow_depth(text)[1]) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _flow_depth(text: str) -> tuple[int, int]:
+    """How deep ``[`` and ``{`` nest outside quotes and comments, and the line where that depth is first
+    reached. A cheap look before parsing: PyYAML's scanner slows down quadratically with the depth."""
+    depth = deepest = at = 0
+    quote = ""
+    for i, char in enumerate(text):
+        if quote:
+            if char == quote or char == "\n":
+                quote = ""
+        elif char in "'\"#":
+            quote = "\n" if char == "#" else char
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, i
+        elif char in "]}":
+            depth -= 1
+    return deepest, text.count("\n", 0, at) + 1
+
+
+def _too_deep(source: str, line: int) -> SuiteError:
+    return SuiteError(f"{source}:{line}: nested too deeply to be a suite",
+                      hint="a suite nests a few levels (workloads, a list of options, a list of values)")
+
+
+#: The most values a suite file may hold, the deepest its ``[``/``{`` may nest, and the most workloads it
+#: may expand to: well above any real suite, far below what would make reading or planning it slow.
+MAX_PLACES = 100_000
+MAX_DEPTH = 32
+MAX_WORKLOADS = 10_000
+
+
+def _check_matrix(defaults: Mapping[str, Any], raw: Sequence[Mapping[str, Any]], source: str, text: str) -> None:
+    """Refuse a matrix that expands to more than ``MAX_WORKLOADS`` workloads, naming the workload."""
+    total = 0
+    for index, w in enumerate(raw):
+        merged = {**defaults, **{k: v for k, v in w.items() if k != "name"}}
+        axes = {k: len(v) for k, v in merged.items() if isinstance(v, list)}
+        count = math.prod(axes.values())
+        total += count
+        if total > MAX_WORKLOADS:
+            line = _yaml_lines(text).get(("workloads", index))
+            where = f"{source}:{line}" if line else source
+            sizes = f" ({' × '.join(axes)}: {' × '.join(map(str, axes.values()))})" if axes else ""
+            raise SuiteError(f"{where}: workloads[{index}]: expands to {count} workloads{sizes}; at most "
+                             f"{MAX_WORKLOADS} in a suite", hint="split the sweep into several suites")
 
 
 def _target(name: str, model: _TargetModel, source: str, text: str) -> Target:
@@ -488,6 +583,20 @@ def load_jobfile(text: str, source: str) -> Suite:
         name=name, source=source, text=text, targets=(Target("jobfile", None),),
         workloads=(workload,), is_jobfile=True,
     )
+
+
+def option_place(suite: Suite, spec: JobSpec, job: str, key: str) -> str:
+    """Where the fio option ``key`` of ``spec``'s job ``job`` is set, for error messages: ``suite.yaml:7:
+    workloads[2].size`` (or ``defaults.size``, ``targets.ssd.size``); ``job.fio: [job1] size`` for a
+    fio job file."""
+    if suite.is_jobfile:
+        return f"{suite.source}: [{job}] {key}"
+    lines = _yaml_lines(suite.text)
+    index = int(m[1]) if (m := re.fullmatch(r"workloads\[(\d+)\]", spec.workload.origin)) else None
+    for path in (("workloads", index, key), ("defaults", key), ("targets", spec.target.name, key)):
+        if path in lines:
+            return f"{suite.source}:{lines[path]}: {_place(path, '')[0]}"
+    return f"{suite.source}: {spec.workload.origin}.{key}"
 
 
 def with_targets(suite: Suite, overrides: Mapping[str, str]) -> Suite:

@@ -45,13 +45,15 @@ def parse_size(text: str | int, kb_base: int = 1024) -> int:
     suffix = suffix.lower()
     if suffix == "%":
         raise ValueError(f"expected an absolute size like 4k, got a percentage {text!r}")
-    if suffix in ("", "b"):
-        return int(float(number))
-    if suffix[0] not in _POW or suffix not in (suffix[0], suffix[0] + "b", suffix[0] + "ib"):
+    if suffix not in ("", "b") and (suffix[0] not in _POW or suffix not in (suffix[0], suffix[0] + "b",
+                                                                            suffix[0] + "ib")):
         raise ValueError(f"expected a size like 4k or 1m, got {text!r}")
     iec = suffix.endswith("ib")
-    mult = (1000 if kb_base == 1024 else 1024) if iec else kb_base
-    return int(float(number) * mult ** _POW[suffix[0]])
+    mult = 1 if suffix in ("", "b") else ((1000 if kb_base == 1024 else 1024) if iec else kb_base) ** _POW[suffix[0]]
+    try:
+        return int(float(number) * mult)
+    except OverflowError:  # float("9" * 400) is infinite
+        raise ValueError(f"expected a size like 4k or 1m, got {str(text)[:20]!r}…: larger than any size") from None
 
 
 def parse_duration_us(text: str | int, default_unit: str = "s") -> int:
@@ -63,12 +65,19 @@ def parse_duration_us(text: str | int, default_unit: str = "s") -> int:
     if isinstance(text, bool):
         raise ValueError(f"expected a duration like 10s, got {text!r}")
     if isinstance(text, int | float):
-        return int(text * _TIME_US[default_unit])
+        try:
+            return int(text * _TIME_US[default_unit])
+        except (OverflowError, ValueError):  # an infinite or NaN float from YAML (.inf, .nan)
+            raise ValueError(f"expected a duration like 10s, got {text!r}") from None
     match = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$", str(text))
     if not match or match.group(2).lower() not in ("", *_TIME_US):
         raise ValueError(f"expected a duration like 10s or 500ms, got {text!r}")
     number, unit = match.groups()
-    return int(float(number) * _TIME_US[unit.lower() or default_unit])
+    try:
+        return int(float(number) * _TIME_US[unit.lower() or default_unit])
+    except OverflowError:  # float("9" * 400) is infinite
+        raise ValueError(f"expected a duration like 10s or 500ms, got {str(text)[:20]!r}…: longer than any "
+                         "duration") from None
 
 
 def format_bytes(n: float | None) -> str:

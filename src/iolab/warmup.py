@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 from . import jobfile, stats
 from . import tiers as tiers_mod
+from .fio.merge import by_job
 from .model import DirectionStats, Run
-from .report.results import per_repeat
 
 #: Passes whose IOPS differ by at most this fraction are within the noise (see the module docstring).
 THRESHOLD = 0.05
@@ -159,7 +159,7 @@ def curves(runs: Sequence[Run], threshold: float = THRESHOLD) -> list[Curve]:
             if not number or result.status != "ok":
                 continue
             acc = tiers_mod.accounting(result, tiers)
-            for (job, direction), d in per_repeat(result).items():
+            for (job, direction), d in by_job(result.report).items():
                 key = (result.target, result.workload, job, direction)
                 found.setdefault(key, {}).setdefault(int(number), []).append((d, acc))
                 notes.setdefault(key, set()).update(acc.notes if acc else ())

@@ -13,8 +13,8 @@ from ..model import Run
 from ..report import comparison as comparison_report
 from ..report import warmup as warmup_report
 from ..report.saturation import comparison_table
-from ..store import Store
-from . import FORMATS, cli, emit_tables, err, store_of
+from ..store import Store, UnreadableRun
+from . import FORMATS, cli, emit_tables, err, read_runs, report_unreadable, store_of
 
 
 def parse_threshold(text: str) -> float:
@@ -49,14 +49,24 @@ def metric_names(metrics: str | None) -> list[str] | None:
     return [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
 
 
-def sides_of(store: Store, selectors: Sequence[str]) -> list[tuple[compare_mod.Side, list[Run]]]:
-    """One side per selector, with every run it matches (pooled as repetitions). Raises
-    ``UsageError`` for a selector that matches nothing."""
+def sides_of(store: Store, selectors: Sequence[str], least: int = 1,
+             on_unreadable: Callable[[UnreadableRun], None] | None = None
+             ) -> list[tuple[compare_mod.Side, list[Run]]]:
+    """One side per selector, with every run it matches (pooled as repetitions). A run that cannot be
+    read goes to ``on_unreadable`` and is left out (without it, ``UnreadableRun`` is raised), and so
+    is a side left without runs. Raises ``UsageError`` for a selector that matches nothing, or when
+    fewer than ``least`` sides remain."""
     sides = []
     for selector in selectors:
-        runs = [store.get_run(i) for i in store.resolve(selector)]
+        runs = read_runs(store, store.resolve(selector), on_unreadable)
+        if not runs:
+            err.print(f"{selector!r} is left out: none of its runs can be read", style="red", markup=False)
+            continue
         labels = tuple(dict.fromkeys(r.info.label for r in runs if r.info.label))
         sides.append((compare_mod.Side(selector, tuple(r.info.id for r in runs), labels), runs))
+    if len(sides) < least:
+        raise UsageError(f"{'no side' if not sides else 'only one side'} left to compare: the runs of the others "
+                         "cannot be read (see above)", hint="list runs with: iolab runs")
     return sides
 
 
@@ -84,7 +94,7 @@ def compare(ctx: click.Context, selectors: Sequence[str], metrics: str | None, t
     """
     if len(selectors) < 2:
         raise UsageError("compare needs at least two selectors: A B [C ...]")
-    sides = sides_of(store_of(ctx), selectors)
+    sides = sides_of(store_of(ctx), selectors, 2, lambda exc: report_unreadable(ctx, exc))
     result = compare_mod.compare(sides, metric_names(metrics), parse_threshold(threshold), tuple(ignore))
     tables = comparison_report.comparison_tables(result)
     if all(len(runs) == 1 for _, runs in sides):  # iolab saturate runs: the answer in one line

@@ -9,7 +9,7 @@ import click
 
 from .. import compare as compare_mod
 from ..errors import UsageError
-from . import cli, err, store_of
+from . import cli, err, report_unreadable, store_of
 from .compare import comparison_options, metric_names, parse_threshold, sides_of
 
 
@@ -55,7 +55,7 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
     from ..report import document, html, images, markdown  # Altair and Jinja2: only when reporting
 
     store = store_of(ctx)
-    sides = sides_of(store, selectors)
+    sides = sides_of(store, selectors, 1, lambda exc: report_unreadable(ctx, exc))
     runs = list({r.info.id: r for _, side_runs in sides for r in side_runs}.values())
     ids = [r.info.id for r in runs]
     names, fraction = metric_names(metrics), parse_threshold(threshold)

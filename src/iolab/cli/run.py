@@ -24,11 +24,11 @@ from ..report.sweeps import run_grids
 from ..report.table import Cell, Column, Table
 from ..report.warmup import cache_table, warmup_document, warmup_table
 from ..runner.status import Status
-from ..store import Store
+from ..store import Store, UnreadableRun
 from ..suite import with_passes
 from ..tiers import Tier, parse_tier
 from ..units import format_bytes, format_duration, format_iops, format_rate
-from . import FORMATS, cli, emit_tables, err, out, parse_tags, store_of
+from . import FORMATS, cli, emit_tables, err, load_runs, out, parse_tags, report_unreadable, store_of
 from .method import describe_method, load_planned, print_findings
 
 
@@ -305,7 +305,7 @@ def _print_run(store: Store, run_id: int, fmt: str) -> None:
 @click.pass_context
 def runs(ctx: click.Context, limit: int, fmt: str) -> None:
     """List stored runs, newest first."""
-    infos = store_of(ctx).list_runs(limit)
+    listed = store_of(ctx).list_runs(limit)
     columns = tuple(Column(k, t, n) for k, t, n in (
         ("id", "id", True), ("created_at", "created (UTC)", False), ("status", "status", False),
         ("origin", "origin", False), ("suite", "suite", False), ("label", "label", False),
@@ -317,8 +317,15 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
         Cell(i.origin), Cell(i.suite_name), Cell(i.label or ""),
         Cell(" ".join(f"{k}={v}" for k, v in i.tags.items())), Cell(i.fio_version or "–"),
         Cell(i.host.hostname if i.host and i.host.hostname else "–"),
-    ) for i in infos)
-    emit_tables([Table("runs", columns, rows)], fmt, [to_jsonable(i) for i in infos])
+    ) if not isinstance(i, UnreadableRun) else (
+        Cell(str(i.run_id), i.run_id), Cell(""), Cell("unreadable", style="red"), *(Cell("") for _ in range(6)),
+    ) for i in listed)
+    document = [to_jsonable(i) if not isinstance(i, UnreadableRun) else {"id": i.run_id, "unreadable": i.reason}
+                for i in listed]
+    emit_tables([Table("runs", columns, rows)], fmt, document)
+    for problem in listed:
+        if isinstance(problem, UnreadableRun):
+            report_unreadable(ctx, problem)
 
 
 @cli.command()
@@ -329,7 +336,9 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     """Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."""
     store = store_of(ctx)
     ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
-    stored = [store.get_run(i) for i in ids]
+    stored = load_runs(ctx, ids)
+    if not stored:
+        return
     document: Any = [run_document(r) for r in stored]
     emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_extra_tables(r),
                                              saturation_table(r), ranking_table(r)) if t is not None], fmt,

@@ -12,15 +12,18 @@ the format and dispatches:
 
 When an output holds several formats (``--output-format=json,normal``), JSON wins (it alone has
 exact bytes), then normal (exact I/O counts), then terse. Every error is an ``iolab.errors.
-ParseError`` whose message names ``name`` and, where it can, the line.
+ParseError`` whose message names ``name`` and, where it can, the line or JSON key. Every report
+passes ``validate.check`` (each parser applies it): no impossible number leaves this package.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from ..errors import ParseError
 from ..model import FioReport
+from . import validate
 from .json import looks_like_json, parse_json
 from .normal import parse_normal
 from .terse import parse_terse
@@ -112,11 +115,14 @@ def parse_output(text: str, name: str = "<input>") -> FioReport:
         fmt = detect_format(cleaned, name)
         try:
             return _PARSERS[fmt](cleaned, name)
-        except ParseError:
+        except ParseError as exc:
             if fmt != "json" or not (_NORMAL_JOB.search(cleaned) or _TERSE_LINE.search(cleaned)):
                 raise
             fallback = "normal" if _NORMAL_JOB.search(cleaned) else "terse"
-            return _PARSERS[fallback](cleaned, name)
+            report = _PARSERS[fallback](cleaned, name)
+            why = exc.message.removeprefix(f"{name}: ").removeprefix(f"{name}, ")
+            return validate.check(replace(report, warnings=(
+                f"the JSON part is not used ({why}); the {fallback} part is read", *report.warnings)), name)
     except ParseError:
         raise
     except (ValueError, ArithmeticError, LookupError, TypeError, AttributeError, RecursionError) as exc:

@@ -31,6 +31,7 @@ no rate: ``iops`` and ``bw_bytes_s`` are None rather than fio's 0.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -51,6 +52,8 @@ from ..model import (
     SampleStats,
     pct_key,
 )
+from . import validate
+from .validate import MAX_COUNT, Violation
 
 #: The aggregate entry of client/server output; iolab computes its own aggregate instead,
 #: because fio's carries the host label of whichever server reported last (FIO_NOTES §1.7).
@@ -124,7 +127,8 @@ def parse_json(text: str, name: str = "<input>") -> FioReport:
     """Parse fio JSON/json+/client-json output; the last complete document is the report.
 
     ``name`` labels the input in error messages. Raises ``ParseError`` when there is no fio JSON
-    document or it lacks the expected shape.
+    document, it lacks the expected shape, or a value breaks a rule of ``validate`` (the message
+    names fio's key, e.g. ``jobs[0].read.clat_ns.mean``, the value and the rule).
     """
     client = '"client_stats"' in text
     last = None if client else _single_document(text)
@@ -142,12 +146,15 @@ def parse_json(text: str, name: str = "<input>") -> FioReport:
         raise ParseError(f"{name}: no fio JSON report found (expected an object with \"jobs\" or \"client_stats\")")
     try:
         report = _report(last)
-    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError) as exc:
-        raise ParseError(f"{name}: unexpected fio JSON shape: {type(exc).__name__}: {exc}") from exc
+    except Violation as violation:
+        raise violation.error(name) from None
+    except _Shape as exc:
+        raise ParseError(f"{name}: {exc.where}unexpected fio JSON shape: {type(exc.cause).__name__}: "
+                         f"{exc.cause}") from exc.cause
     if truncated is not None:
         warning = f"the last JSON document is incomplete ({truncated.message}); the report before it is used"
         report = replace(report, warnings=(*report.warnings, warning))
-    return report
+    return validate.check(report, name, lambda violation: (None, *json_key(last, violation.place)))
 
 
 def _single_document(text: str) -> dict[str, Any] | None:
@@ -169,40 +176,82 @@ def _single_document(text: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and "jobs" in doc else None
 
 
+class _Shape(Exception):
+    """Internal: a conversion failed somewhere in ``where`` (``"jobs[2]: "``) for a reason ``validate``
+    has no rule for (``cause``, e.g. a KeyError)."""
+
+    def __init__(self, where: str, cause: Exception) -> None:
+        super().__init__(where)
+        self.where, self.cause = where, cause
+
+
+_SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, ArithmeticError)
+
+
 def _report(doc: Mapping[str, Any]) -> FioReport:
+    """The report in ``doc``. Raises ``Violation`` (place in fio's keys) or ``_Shape``."""
     client = "client_stats" in doc
-    entries = doc["client_stats"] if client else doc["jobs"]
+    key = "client_stats" if client else "jobs"
+    entries = doc[key]
     if not isinstance(entries, list):
-        raise TypeError("jobs is not a list")
+        raise Violation((key,), entries, "must be an array of job objects")
     disks = doc.get("disk_util") or []
     if not isinstance(disks, list):
-        raise TypeError("disk_util is not a list")
+        raise Violation(("disk_util",), disks, "must be an array of disk objects")
     warnings: list[str] = []
-    if client:
-        entries = _final_client_entries(entries, disks, warnings)
-    jobs = tuple(_job(entry, index) for index, entry in enumerate(entries))
+    try:
+        kept = _final_client_entries(entries, disks, warnings) if client else entries
+    except Violation:
+        raise
+    except _SHAPE_ERRORS as exc:
+        raise _Shape("client_stats: ", exc) from exc
+    raw = _raw_indexes(entries, kept)
+    jobs = []
+    for index, entry in enumerate(kept):
+        try:
+            if not isinstance(entry, Mapping):
+                raise Violation((), entry, "must be a job object")
+            jobs.append(_job(entry, index))
+        except Violation as violation:
+            raise violation.inside(key, raw[index]) from None
+        except _SHAPE_ERRORS as exc:
+            raise _Shape(f"{key}[{raw[index]}]: ", exc) from exc
     has_bins = any(
         d.clat is not None and d.clat.bins_ns is not None for j in jobs for d in j.directions.values()
     )
-    timestamp_ms = doc.get("timestamp_ms")
+    timestamp_ms = _int(doc, "timestamp_ms")
     if timestamp_ms is None and doc.get("timestamp") is not None:
-        timestamp_ms = int(doc["timestamp"]) * 1000
+        timestamp_ms = _int(doc, "timestamp") * 1000  # type: ignore[operator]
     if client and isinstance(doc.get("global options"), _Object) and doc["global options"].duplicates:
         warnings.append("client JSON repeats 'global options' once per server and status report "
                         "(fio issue 516); the first copy is kept")
+    try:
+        disk_util = _last_disks(disks)
+    except Violation:
+        raise
+    except _SHAPE_ERRORS as exc:
+        raise _Shape("disk_util: ", exc) from exc
     return FioReport(
         source_format="client-json" if client else ("json+" if has_bins else "json"),
-        jobs=jobs,
+        jobs=tuple(jobs),
         fio_version=_version(doc.get("fio version")),
         timestamp_ms=timestamp_ms,
-        global_options=_options(doc.get("global options")),
-        disk_util=_last_disks(disks),
+        global_options=_options(doc, "global options"),
+        disk_util=disk_util,
         warnings=tuple(warnings),
     )
 
 
-def _host(entry: Mapping[str, Any]) -> tuple[Any, Any]:
-    return entry.get("hostname"), entry.get("port")
+def _raw_indexes(entries: list[Any], kept: list[Any]) -> list[int]:
+    """The position in ``entries`` of each of ``kept`` (the same objects, in order)."""
+    if kept is entries:
+        return list(range(len(entries)))
+    positions = {id(entry): i for i, entry in enumerate(entries)}
+    return [positions[id(entry)] for entry in kept]
+
+
+def _host(entry: Mapping[str, Any], *outer: str | int) -> tuple[str | None, int | None]:
+    return _text(entry, "hostname", *outer), _int(entry, "port", *outer)
 
 
 def _copies(options: Any) -> int:
@@ -216,10 +265,11 @@ def _final_client_entries(entries: list[Any], disks: list[Any], warnings: list[s
     by_host: dict[tuple[Any, Any], list[int]] = {}
     for i, entry in enumerate(entries):
         if not isinstance(entry, Mapping):
-            raise TypeError(f"client_stats[{i}] is not an object")
+            raise Violation(("client_stats", i), entry, "must be a job object")
         if entry.get("jobname") != ALL_CLIENTS:
-            by_host.setdefault(_host(entry), []).append(i)
-    disk_counts = Counter((_host(d), d.get("name")) for d in disks if isinstance(d, Mapping))
+            by_host.setdefault(_host(entry, "client_stats", i), []).append(i)
+    disk_counts = Counter((_host(d, "disk_util", j), _text(d, "name", "disk_util", j))
+                          for j, d in enumerate(disks) if isinstance(d, Mapping))
     keep: list[int] = []
     for host, idxs in by_host.items():
         copies = [_copies(entries[i].get("job options")) for i in idxs]
@@ -256,94 +306,127 @@ def _last_report(entries: Sequence[Any], idxs: list[int], reports: int) -> list[
             return None
         for ddir in ("read", "write", "trim"):
             b, a = before.get(ddir) or {}, after.get(ddir) or {}
-            if any(int(a.get(key) or 0) < int(b.get(key) or 0) for key in ("runtime", "total_ios")):
-                return None
+            for key in ("runtime", "total_ios"):
+                now = _int(a, key, "client_stats", idxs[k], ddir) or 0
+                if now < (_int(b, key, "client_stats", idxs[k - size], ddir) or 0):
+                    return None
     return idxs[-size:]
 
 
 def _last_disks(disks: list[Any]) -> tuple[DiskUtil, ...]:
     """One entry per (host, port, disk): the last, since status reports repeat them."""
-    last: dict[tuple[Any, Any, Any], Mapping[str, Any]] = {}
-    for d in disks:
+    last: dict[tuple[Any, Any, Any], tuple[int, Mapping[str, Any]]] = {}
+    for i, d in enumerate(disks):
         if not isinstance(d, Mapping):
-            raise TypeError("a disk_util entry is not an object")
-        key = (*_host(d), d.get("name"))
+            raise Violation(("disk_util", i), d, "must be a disk object")
+        key = (*_host(d, "disk_util", i), _text(d, "name", "disk_util", i))
         last.pop(key, None)
-        last[key] = d
-    return tuple(_disk(d) for d in last.values())
+        last[key] = (i, d)
+    out = []
+    for i, d in last.values():
+        try:
+            out.append(_disk(d))
+        except Violation as violation:
+            raise violation.inside("disk_util", i) from None
+    return tuple(out)
 
 
 def _version(value: Any) -> str | None:
     return str(value).removeprefix("fio-") if value else None
 
 
-def _options(value: Any) -> dict[str, str]:
+def _options(obj: Mapping[str, Any], key: str) -> dict[str, str]:
+    value = obj.get(key)
     if isinstance(value, list):  # fio 3.39+ client mode: one object per server, with its address
-        value = {k: v for k, v in (value[0] if value else {}).items() if k not in ("hostname", "port")}
-    return {str(k): str(v) for k, v in (value or {}).items()}
+        value = {k: v for k, v in (value[0] if value and isinstance(value[0], Mapping) else {}).items()
+                 if k not in ("hostname", "port")}
+    if value is not None and not isinstance(value, Mapping):
+        raise Violation((key,), value, "must be an object of option names and values")
+    options = {}
+    for name, text in (value or {}).items():
+        if type(text) not in (str, int, float):
+            raise Violation((key, name), text, "an option's value is text")
+        options[name] = str(text)
+    return options
 
 
 def _job(entry: Mapping[str, Any], index: int) -> JobResult:
     directions = {}
     for name in DIRECTIONS:
         if name in entry and isinstance(entry[name], Mapping):
-            stats = _direction(name, entry[name])
+            try:
+                stats = _direction(name, entry[name])
+            except Violation as violation:
+                raise violation.inside(name) from None
             if stats is not None:
                 directions[name] = stats
-    dist = {}
+    dist: dict[str, float] = {}
     for unit in ("ns", "us", "ms"):
-        for key, value in (entry.get(f"latency_{unit}") or {}).items():
-            dist[f"{key}{unit}"] = float(value)
+        buckets = _floats(entry, f"latency_{unit}")
+        dist.update(zip([f"{key}{unit}" for key in buckets], buckets.values(), strict=True))
+    levels = _floats(entry, "iodepth_level")
     return JobResult(
         name=str(entry.get("jobname", "")),
         index=index,
-        groupid=int(entry.get("groupid", 0)),
-        error=int(entry.get("error", 0)),
+        groupid=_int(entry, "groupid") or 0,
+        error=_int(entry, "error") or 0,
         directions=directions,
-        usr_cpu_pct=_float(entry.get("usr_cpu")),
-        sys_cpu_pct=_float(entry.get("sys_cpu")),
-        ctx=_int(entry.get("ctx")),
-        majf=_int(entry.get("majf")),
-        minf=_int(entry.get("minf")),
-        job_runtime_ms=_int(entry.get("job_runtime")),
-        iodepth_level_pct={str(k): float(v) for k, v in (entry.get("iodepth_level") or {}).items()},
+        usr_cpu_pct=_float(entry, "usr_cpu"),
+        sys_cpu_pct=_float(entry, "sys_cpu"),
+        ctx=_int(entry, "ctx"),
+        majf=_int(entry, "majf"),
+        minf=_int(entry, "minf"),
+        job_runtime_ms=_int(entry, "job_runtime"),
+        iodepth_level_pct=levels,
         latency_dist_pct=dist,
-        job_options=_options(entry.get("job options")),
-        hostname=entry.get("hostname"),
-        port=_int(entry.get("port")),
-        steadystate=entry.get("steadystate"),
+        job_options=_options(entry, "job options"),
+        hostname=_text(entry, "hostname"),
+        port=_int(entry, "port"),
+        steadystate=_object(entry, "steadystate") or None,
     )
 
 
 def _direction(name: str, d: Mapping[str, Any]) -> DirectionStats | None:
-    total_ios = _int(d.get("total_ios"))
+    """One direction object; fio's printed ``iops`` and ``bw_bytes`` (or ``bw``) are checked against the
+    totals this parser computes them from, since they are what a damaged total or runtime contradicts."""
+    total_ios = _int(d, "total_ios")
     if name == "sync":
         lat = _latency(d, "lat")
         if not total_ios:
             return None
         return DirectionStats(direction=name, total_ios=total_ios, lat=lat)
-    io_bytes = _int(d.get("io_bytes"))
+    io_bytes = _int(d, "io_bytes")
     if io_bytes is not None and "io_kbytes" not in d:
         io_bytes *= 1024  # fio < 2.21 printed KiB under the name io_bytes
     if not total_ios and not io_bytes:
         return None
-    runtime_ms = _int(d.get("runtime"))
+    runtime_ms = _int(d, "runtime")
     iops: float | None = None
     bw: float | None = None
     if runtime_ms == 0:
         pass  # no time measured: fio prints 0, but the rate is unknown
     elif total_ios is not None and runtime_ms:
         iops = 1000.0 * total_ios / runtime_ms  # stat.c's own formula, unrounded
+        if total_ios >= 0 and runtime_ms > 0:  # else validate names the negative number
+            _check_printed(d, "iops", iops, 1.0, f"1000 × total_ios ({total_ios}) / runtime ({runtime_ms} ms)")
     else:
-        iops = _float(d.get("iops"))
+        iops = _float(d, "iops")
     if runtime_ms == 0:
         pass
     elif io_bytes is not None and runtime_ms:
         bw = 1000.0 * io_bytes / runtime_ms
+        why = f"1000 × io_bytes ({io_bytes}) / runtime ({runtime_ms} ms)"
+        if io_bytes < 0 or runtime_ms < 0:
+            pass  # validate names the negative number
+        elif "bw_bytes" in d:
+            _check_printed(d, "bw_bytes", bw, 1.0, why)
+        elif d.get("bw") is not None and not _close(_float(d, "bw") or 0.0, bw / 1000, 2 + 1000 / runtime_ms):
+            # KiB/s (kB/s with kb_base=1000), from io_bytes in KiB before fio 2.21
+            _check_printed(d, "bw", bw / 1024, 2 + 1000 / runtime_ms, why + " / 1024")
     elif "bw_bytes" in d:
-        bw = _float(d["bw_bytes"])
+        bw = _float(d, "bw_bytes")
     else:
-        bw = _kib(d.get("bw"))
+        bw = _kib(d, "bw")
     return DirectionStats(
         direction=name,
         total_ios=total_ios,
@@ -354,13 +437,23 @@ def _direction(name: str, d: Mapping[str, Any]) -> DirectionStats | None:
         slat=_latency(d, "slat"),
         clat=_latency(d, "clat"),
         lat=_latency(d, "lat"),
-        short_ios=_int(d.get("short_ios")),
-        drop_ios=_int(d.get("drop_ios")),
-        bw_samples=_samples(d, "bw", ("bw_min", "bw_max", "bw_mean", "bw_dev", "bw_samples"), 1024.0),
-        iops_samples=_samples(
-            d, "iops", ("iops_min", "iops_max", "iops_mean", "iops_stddev", "iops_samples"), 1.0
-        ),
+        short_ios=_int(d, "short_ios"),
+        drop_ios=_int(d, "drop_ios"),
+        bw_samples=_samples(d, ("bw_min", "bw_max", "bw_mean", "bw_dev", "bw_samples"), 1024.0),
+        iops_samples=_samples(d, ("iops_min", "iops_max", "iops_mean", "iops_stddev", "iops_samples"), 1.0),
     )
+
+
+def _close(value: float, exact: float, slack: float) -> bool:
+    return abs(value - exact) <= slack + 1e-6 * abs(exact)
+
+
+def _check_printed(d: Mapping[str, Any], key: str, exact: float, slack: float, why: str) -> None:
+    """fio's printed rate ``d[key]`` must be ``exact`` within ``slack`` (its rounding) and a millionth."""
+    printed = _float(d, key)
+    if printed is not None and not _close(printed, exact, slack):
+        raise Violation((key,), printed, f"fio computes it as {why} = {exact:.6f}; the file contradicts itself "
+                                         f"(a damaged total or runtime?)")
 
 
 _PCT_KEYS: dict[str, str] = {}  # fio's "99.900000" -> "99.9"; "" for the 2.x "0.00" padding
@@ -368,39 +461,59 @@ _PCT_KEYS: dict[str, str] = {}  # fio's "99.900000" -> "99.9"; "" for the 2.x "0
 
 def _latency(d: Mapping[str, Any], kind: str) -> Latency | None:
     if f"{kind}_ns" in d:
-        obj, scale = d[f"{kind}_ns"], 1.0
+        key, scale = f"{kind}_ns", 1.0
     elif kind in d:
-        obj, scale = d[kind], 1000.0  # fio < 2.99: microseconds
+        key, scale = kind, 1000.0  # fio < 2.99: microseconds
     else:
         return None
+    obj = d[key]
     if not isinstance(obj, Mapping):
         return None
-    samples = _int(obj.get("N"))
+    try:
+        return _latency_object(obj, scale)
+    except Violation as violation:
+        raise violation.inside(key) from None
+
+
+def _latency_object(obj: Mapping[str, Any], scale: float) -> Latency:
+    samples = _int(obj, "N")
     percentiles = {}
-    for key, value in (obj.get("percentile") or {}).items():
+    values = _floats(obj, "percentile")
+    for key, value in values.items():
         canonical = _PCT_KEYS.get(key)
         if canonical is None:
-            canonical = _PCT_KEYS[key] = pct_key(key) if float(key) > 0 else ""
+            try:
+                canonical = _PCT_KEYS[key] = pct_key(key) if float(key) > 0 else ""
+            except ValueError:
+                raise Violation(("percentile", key), value, "a percentile key is a number") from None
         if canonical:  # 2.x pads unused slots with "0.00": 0
-            percentiles[canonical] = float(value) * scale
+            percentiles[canonical] = value * scale
     if samples == 0:
         return Latency(samples=0)
     return Latency(
-        min_ns=_scaled(obj.get("min"), scale),
-        max_ns=_scaled(obj.get("max"), scale),
-        mean_ns=_scaled(obj.get("mean"), scale),
-        stddev_ns=_scaled(obj.get("stddev"), scale),
+        min_ns=_scaled(obj, "min", scale),
+        max_ns=_scaled(obj, "max", scale),
+        mean_ns=_scaled(obj, "mean", scale),
+        stddev_ns=_scaled(obj, "stddev", scale),
         samples=samples,
-        percentiles_ns=percentiles,
+        percentiles_ns=percentiles,  # type: ignore[arg-type]
         bins_ns=_bins(obj.get("bins"), scale),
     )
 
 
 def _bins(bins: Any, scale: float) -> Histogram | None:
+    """json+ ``bins`` as a histogram of ns bucket midpoints; ``Violation`` when it is not one."""
     if not isinstance(bins, Mapping):
         return None
     if scale == 1 and (histogram := Histogram.from_text_keys(bins)) is not None:  # type: ignore[arg-type]
         return histogram  # fio 3.x: ns keys, kept as fio wrote them (see Histogram); no conversion per bucket
+    try:
+        return _converted_bins(bins, scale)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise Violation(("bins",), bins, f"must map bucket values to whole counts ({exc})") from None
+
+
+def _converted_bins(bins: Mapping[str, Any], scale: float) -> Histogram:
     if "FIO_IO_U_PLAT_BITS" in bins:  # fio 2.2.12-2.19: bucket indexes, zeros included
         bits, val = int(bins["FIO_IO_U_PLAT_BITS"]), int(bins["FIO_IO_U_PLAT_VAL"])
         return Histogram({
@@ -413,7 +526,7 @@ def _bins(bins: Any, scale: float) -> Histogram | None:
         out = dict(zip(keys, bins.values(), strict=True))
     except ValueError:
         out = {int(float(k) * scale): v for k, v in bins.items()}
-    # a count that is not an int raises TypeError (reported as a ParseError); zero counts are left out
+    # a count that is not an int raises TypeError; zero counts are left out
     return Histogram({k: v for k, v in out.items() if v > 0})
 
 
@@ -431,47 +544,167 @@ def plat_idx_to_val(idx: int, bits: int = 6, val: int = 64) -> int:
     return int(base + (k + 0.5) * (1 << error_bits))
 
 
-def _samples(d: Mapping[str, Any], kind: str, keys: tuple[str, ...], scale: float) -> SampleStats | None:
-    lo, hi, mean, dev, count = (d.get(k) for k in keys)
-    if lo is None and mean is None:
+def _samples(d: Mapping[str, Any], keys: tuple[str, ...], scale: float) -> SampleStats | None:
+    lo, hi, mean, dev, count = keys
+    if d.get(lo) is None and d.get(mean) is None:
         return None
-    count_i = _int(count)
-    if count_i == 0 or (count is None and not mean):
+    count_i = _int(d, count)
+    if count_i == 0 or (count_i is None and not d.get(mean)):
         return None  # no samples were taken; fio prints zeros
     return SampleStats(
-        min=_scaled(lo, scale), max=_scaled(hi, scale), mean=_scaled(mean, scale),
-        stddev=_scaled(dev, scale), samples=count_i,
+        min=_scaled(d, lo, scale), max=_scaled(d, hi, scale), mean=_scaled(d, mean, scale),
+        stddev=_scaled(d, dev, scale), samples=count_i,
     )
 
 
 def _disk(d: Mapping[str, Any]) -> DiskUtil:
-    aggregate = {k: float(v) for k, v in d.items() if k.startswith("aggr_")} or None
+    aggregate = {k: _float(d, k) for k in d if k.startswith("aggr_")} or None
     return DiskUtil(
-        name=str(d.get("name", "")),
-        read_ios=_int(d.get("read_ios")),
-        write_ios=_int(d.get("write_ios")),
-        read_merges=_int(d.get("read_merges")),
-        write_merges=_int(d.get("write_merges")),
-        read_ticks_ms=_int(d.get("read_ticks")),
-        write_ticks_ms=_int(d.get("write_ticks")),
-        in_queue_ms=_int(d.get("in_queue")),
-        util_pct=_float(d.get("util")),
-        hostname=d.get("hostname"),
-        aggregate=aggregate,
+        name=_text(d, "name") or "",
+        read_ios=_int(d, "read_ios"),
+        write_ios=_int(d, "write_ios"),
+        read_merges=_int(d, "read_merges"),
+        write_merges=_int(d, "write_merges"),
+        read_ticks_ms=_int(d, "read_ticks"),
+        write_ticks_ms=_int(d, "write_ticks"),
+        in_queue_ms=_int(d, "in_queue"),
+        util_pct=_float(d, "util"),
+        hostname=_text(d, "hostname"),
+        aggregate=aggregate,  # type: ignore[arg-type]
     )
 
 
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
+# -- values, each named by its key when it is not what fio prints there -------------------------------------
 
 
-def _float(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _int(obj: Mapping[str, Any], key: str, *outer: str | int) -> int | None:
+    """``obj[key]`` as an int (None when absent): a JSON integer, a float or text that is one (fio's
+    counters); anything else raises ``Violation`` naming ``(*outer, key)``."""
+    value = obj.get(key)
+    if type(value) is not int:
+        if value is None:
+            return None
+        number = value
+        if type(value) is float and value.is_integer():
+            number = int(value)
+        elif type(value) is str:
+            with contextlib.suppress(ValueError):
+                number = int(value)
+        if type(number) is not int:
+            raise Violation((*outer, key), value, "must be a whole number")
+        value = number
+    if not -MAX_COUNT <= value <= MAX_COUNT:  # fio's counters are 64-bit; a larger one would overflow floats
+        raise Violation((*outer, key), value, "is beyond fio's 64-bit counters")
+    return value
 
 
-def _scaled(value: Any, scale: float) -> float | None:
-    return None if value is None else float(value) * scale
+def _float(obj: Mapping[str, Any], key: str, *outer: str | int) -> float | None:
+    """``obj[key]`` as a float (None when absent): a JSON number, or text that is one; anything else
+    raises ``Violation``. NaN and infinities pass here and are refused by ``validate``."""
+    value = obj.get(key)
+    if value is None or type(value) is float:
+        return value
+    if type(value) is not bool:
+        try:
+            return float(value)
+        except OverflowError:
+            raise Violation((*outer, key), value, "is beyond any number fio prints (over 1e308)") from None
+        except (ValueError, TypeError):
+            pass
+    raise Violation((*outer, key), value, "must be a number")
 
 
-def _kib(value: Any) -> float | None:
-    return None if value is None else float(value) * 1024.0
+def _scaled(obj: Mapping[str, Any], key: str, scale: float, *outer: str | int) -> float | None:
+    value = obj.get(key)
+    if type(value) is float or (type(value) is int and -MAX_COUNT <= value <= MAX_COUNT):
+        return value * scale  # the usual case, without a call
+    value = _float(obj, key, *outer)
+    return None if value is None else value * scale
+
+
+def _kib(obj: Mapping[str, Any], key: str) -> float | None:
+    return _scaled(obj, key, 1024.0)
+
+
+def _text(obj: Mapping[str, Any], key: str, *outer: str | int) -> str | None:
+    value = obj.get(key)
+    if value is None or type(value) is str:
+        return value
+    raise Violation((*outer, key), value, "must be text")
+
+
+def _floats(obj: Mapping[str, Any], key: str) -> dict[str, float]:
+    """``obj[key]``, a JSON object of numbers, as floats (empty when absent); ``Violation`` naming the
+    first value that is not a number. In C for the usual case: every value a JSON number."""
+    values = obj.get(key)
+    if values is None:
+        return {}
+    if values and isinstance(values, Mapping) and set(map(type, values.values())) <= _NUMBERS:
+        try:
+            return dict(zip(values, map(float, values.values()), strict=True))
+        except OverflowError:
+            pass  # an int beyond floats: named below
+    values = _object(obj, key)
+    for name, value in values.items():
+        if value is None:
+            raise Violation((key, name), value, "must be a number")
+    return {name: _float(values, name, key) for name in values}  # type: ignore[misc]
+
+
+_NUMBERS = frozenset((int, float))
+
+
+def _object(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``obj[key]``, a JSON object (empty when absent)."""
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise Violation((key,), value, "must be an object")
+    return value
+
+
+# -- where a rule of ``validate`` was broken, in fio's keys ---------------------------------------------------
+
+_KEYS = {
+    "name": "jobname", "usr_cpu_pct": "usr_cpu", "sys_cpu_pct": "sys_cpu", "job_runtime_ms": "job_runtime",
+    "iodepth_level_pct": "iodepth_level", "job_options": "job options", "runtime_ms": "runtime",
+    "bw_bytes_s": "bw_bytes", "min_ns": "min", "max_ns": "max", "mean_ns": "mean", "stddev_ns": "stddev",
+    "samples": "N", "percentiles_ns": "percentile", "bins_ns": "bins", "read_ticks_ms": "read_ticks",
+    "write_ticks_ms": "write_ticks", "in_queue_ms": "in_queue", "util_pct": "util", "fio_version": "fio version",
+    "global_options": "global options",
+}
+_SAMPLE_KEYS = {"bw_samples": ("bw", "dev"), "iops_samples": ("iops", "stddev")}
+
+
+def json_key(doc: Mapping[str, Any], place: validate.Place) -> tuple[str, Any]:
+    """fio's key path for a ``validate`` place, and the value there as the file holds it:
+    ``("jobs", 0, "read", "clat", "mean_ns")`` -> ``("jobs[0].read.clat_ns.mean", -144298.9)``, the value
+    ``validate.UNKNOWN`` when the path leads nowhere (a value the parser derived)."""
+    parts: list[str | int] = []
+    node: Any = doc
+    rest = list(place)
+    if rest[:1] == ["jobs"] and len(rest) > 1 and isinstance(index := rest[1], int):
+        key = "client_stats" if "client_stats" in doc else "jobs"
+        entries = doc[key]
+        kept = _final_client_entries(entries, doc.get("disk_util") or [], []) if key == "client_stats" else entries
+        parts, node, rest = [key, _raw_indexes(entries, kept)[index]], kept[index], rest[2:]
+    if rest[:1] == ["latency_dist_pct"] and len(rest) > 1:  # "250us" -> latency_us."250"
+        bucket = str(rest[1])
+        rest = [f"latency_{bucket[-2:]}", bucket[:-2], *rest[2:]]
+    while rest:
+        part = rest.pop(0)
+        if part in ("slat", "clat", "lat") and isinstance(node, Mapping) and f"{part}_ns" in node:
+            part = f"{part}_ns"
+        elif part in _SAMPLE_KEYS and rest:  # bw_samples.stddev -> bw_dev
+            prefix, dev = _SAMPLE_KEYS[str(part)]
+            field = rest.pop(0)
+            part = f"{prefix}_{dev if field == 'stddev' else field}"
+        elif parts and parts[-1] == "percentile" and isinstance(node, Mapping):
+            part = next((k for k in node if _PCT_KEYS.get(k) == part), part)  # "99.9" -> "99.900000"
+        elif isinstance(part, str) and not (isinstance(node, Mapping) and part in node):
+            part = _KEYS.get(part, part)
+        parts.append(part)
+        node = node.get(part, validate.UNKNOWN) if isinstance(node, Mapping) else \
+            node[part] if isinstance(node, list) and isinstance(part, int) and part < len(node) else validate.UNKNOWN
+    return validate.format_place(tuple(parts)), node

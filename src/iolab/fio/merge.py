@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ..model import DIRECTIONS, DirectionStats, Histogram, JobResult, Latency, pct_key
+from ..model import DIRECTIONS, DirectionStats, FioReport, Histogram, JobResult, Latency, pct_key
 
 
 def percentiles_from_bins(bins: Mapping[int, int], percentiles: Iterable[str | float]) -> dict[str, float]:
@@ -114,6 +114,18 @@ def summarize(jobs: Iterable[JobResult]) -> dict[str, DirectionStats]:
         for name, stats in job.directions.items():
             by_dir.setdefault(name, []).append(stats)
     return {name: merge_directions(by_dir[name]) for name in DIRECTIONS if name in by_dir}
+
+
+def by_job(report: FioReport | None) -> dict[tuple[str, str], DirectionStats]:
+    """``(fio job name, direction) -> merged stats`` of one fio invocation: a job's numjobs clones
+    (and its hosts' parts) summed; empty without a report."""
+    if report is None:
+        return {}
+    jobs: dict[str, list[JobResult]] = {}
+    for job in report.jobs:
+        jobs.setdefault(job.name, []).append(job)
+    return {(name, direction): merged for name, parts in jobs.items()
+            for direction, merged in summarize(parts).items()}
 
 
 def _sum(values: Sequence[Any]) -> Any:

@@ -52,8 +52,10 @@ from functools import lru_cache
 from ..errors import ParseError
 from ..model import DISK_AGGREGATE_KEYS, DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
 from ..units import format_size_fio
+from . import validate
 from .json import ALL_CLIENTS
 from .num2str import bs_candidates, decode, io_size_fits, io_size_match, iops_display_warning
+from .validate import Violation
 
 _JOB = re.compile(
     r"^(?P<name>.*?): \(groupid=(?P<g>\d+), jobs=(?P<n>\d+)\): err=\s*(?P<err>-?\d+)"
@@ -373,7 +375,7 @@ class _BlockParser:
                 elif "percentiles" in s:
                     self.pct = None  # e.g. "high prio (12.34%) clat percentiles": its rows are skipped
         except (ValueError, ArithmeticError) as exc:  # e.g. a number too long for int()
-            raise self.error(f"cannot read this line: {exc}") from exc
+            raise self.error(f"cannot read this line ({exc}): {s[:100]!r}") from exc
 
     def _bad(self, s: str, what: str) -> ParseError:
         return self.error(f"cannot read this as fio's {what}: {s[:100]!r}")
@@ -393,7 +395,7 @@ class _BlockParser:
             raise self._bad(s, "direction line (read/write/trim/mixed)")
         if name in job.dirs:
             raise self.error(f"job {job.name!r} prints direction {name!r} twice")
-        self.dir = job.dirs[name] = _Dir(name, iops.strip(), io.strip(), int(runt))
+        self.dir = job.dirs[name] = _Dir(name, iops.strip(), io.strip(), _count(runt))
         self.pct = None
 
     def _latency(self, s: str) -> None:
@@ -474,7 +476,7 @@ class _BlockParser:
         if total is None:
             raise self._bad(s, "issued line")
         job = self.job
-        job.issued = tuple(int(v) for v in total.groups() if v is not None)
+        job.issued = tuple(_count(v) for v in total.groups() if v is not None)
         short, dropped = _SHORT.search(s), _DROPPED.search(s)
         job.short = tuple(int(v) for v in short.groups()) if short else None
         job.dropped = tuple(int(v) for v in dropped.groups()) if dropped else None
@@ -526,6 +528,14 @@ def _disk_lines(section: str, lineno: int, name: str) -> list[DiskUtil]:
                               write_merges=int(wm), read_ticks_ms=int(rt), write_ticks_ms=int(wt),
                               in_queue_ms=int(queue), util_pct=float(util), aggregate=aggregate))
     return disks
+
+
+def _count(text: str) -> int:
+    """A count as fio prints it (a 64-bit counter); ValueError beyond (a line reader reports it)."""
+    value = int(text)
+    if value > validate.MAX_COUNT:
+        raise ValueError(f"{validate.short_repr(value)} is beyond fio's 64-bit counters")
+    return value
 
 
 def _float(text: str) -> float | None:
@@ -681,7 +691,10 @@ def _finish_direction(
     iops = None
     if total is not None and runtime:
         iops = 1000 * total / runtime  # stat.c: iops = 1000 * total_io_u / runtime
-        warning = iops_display_warning(d.iops_shown or "", total, runtime, version)
+        try:
+            warning = iops_display_warning(d.iops_shown or "", total, runtime, version)
+        except ValueError as exc:
+            raise Violation((d.name, "iops"), d.iops_shown, str(exc)) from None
         if warning:
             warnings.append(f"job {job.name!r} {d.name}: {warning}")
     elif d.iops_shown is not None:
@@ -750,10 +763,45 @@ def parse_normal(text: str, name: str = "<input>") -> FioReport:
         warnings.append(f"{scan.superseded} job report(s) were --status-interval snapshots superseded by a "
                         f"later report of the same job (name, group, pid); only the last is kept")
     layouts = _layouts(text)
-    jobs = tuple(_finish_job(job, index, scan.headers, layouts, version, warnings) for index, job in enumerate(kept))
+    jobs = []
+    for index, job in enumerate(kept):
+        try:
+            jobs.append(_finish_job(job, index, scan.headers, layouts, version, warnings))
+        except Violation as violation:
+            raise validate.located(violation.inside("jobs", index), name, lambda v: _locate(text, kept, v)) from None
     first_report, begin = (min(b.report for b in kept_blocks), kept_blocks[0].start) if scan.superseded else (0, 0)
-    return FioReport(source_format="normal", jobs=jobs, fio_version=version, warnings=tuple(warnings),
-                     disk_util=scan.disks(text, begin, first_report, name))
+    report = FioReport(source_format="normal", jobs=tuple(jobs), fio_version=version, warnings=tuple(warnings),
+                       disk_util=scan.disks(text, begin, first_report, name))
+    return validate.check(report, name, lambda violation: _locate(text, kept, violation))
+
+
+#: The line a model field is printed on: its start and a text it holds (within the direction's lines
+#: for a direction's fields).
+_FIELD_LINE = {"slat": ("slat (", "min="), "clat": ("clat (", "min="), "lat": ("lat (", "min="),
+               "bw_samples": ("bw (", ""), "iops_samples": ("iops", ""), "total_ios": ("issued", ""),
+               "short_ios": ("issued", ""), "drop_ios": ("issued", ""), "usr_cpu_pct": ("cpu", ""),
+               "sys_cpu_pct": ("cpu", ""), "ctx": ("cpu", ""), "majf": ("cpu", ""), "minf": ("cpu", ""),
+               "iodepth_level_pct": ("IO depths", ""), "latency_dist_pct": ("lat (", "%"),
+               "steadystate": ("steadystate", ""), "job_options": ("Description", "")}
+
+
+def _locate(text: str, kept: list[_Job], violation: Violation) -> tuple[int | None, None, object]:
+    """The line printing a ``validate`` violation's place (``("jobs", 0, "read", "clat", "mean_ns")``),
+    else its direction's or job's line; None outside the jobs (for ``validate.check``)."""
+    place = violation.place
+    if place[:1] != ("jobs",) or len(place) < 3 or not isinstance(place[1], int) or place[1] >= len(kept):
+        return None, None, validate.UNKNOWN
+    job, rest, start = kept[place[1]], place[2:], -1
+    lines = [line.strip() for line in text[job.body:job.end].split("\n")]
+    if rest[0] in job.dirs:
+        label = "fsync/fdatasync" if rest[0] == "sync" else str(rest[0])
+        start, rest = next((i for i, line in enumerate(lines) if line.startswith(label)), -1), rest[1:]
+    prefix, holds = _FIELD_LINE.get(str(rest[0]), ("\0", "")) if rest else ("\0", "")
+    if rest[1:2] == ("percentiles_ns",):
+        prefix, holds = f"{rest[0]} percentiles", ""
+    found = next((i for i in range(max(start, 0), len(lines)) if lines[i].startswith(prefix) and holds in lines[i]),
+                 start)
+    return job.lineno + 1 + found, None, validate.UNKNOWN
 
 
 def _job_of(block: _Block, lineno: int) -> _Job:

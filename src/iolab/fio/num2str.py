@@ -86,6 +86,8 @@ def decode(text: str, kilo: int = 1000) -> tuple[float, float] | None:
         return None
     whole, frac, prefix, iec = match.groups()
     mult = float((1024 if iec else kilo) ** POWER[prefix.upper()])
+    if len(whole) > 20 or len(frac or "") > 20:
+        return None  # no display of fio's 64-bit numbers is that long
     if frac:
         return (int(whole) + int(frac) / 10 ** len(frac)) * mult, mult / 10 ** len(frac)
     return int(whole) * mult, mult
@@ -107,8 +109,9 @@ def iops_display_warning(shown: str, total: int, runtime_ms: int, version: str |
     """A warning when fio's printed IOPS is further from the exact value than its rounding allows.
 
     "Allows" is one unit of the last printed digit (``71.3k`` ± 100). Beyond that the message
-    names the num2str() generation whose known defect explains the display, or says that none
-    does. Returns None when the display is consistent. Source: ``lib/num2str.c`` per tag.
+    names the num2str() generation whose known defect explains the display. Returns None when the
+    display is consistent. Raises ``ValueError`` (with the reason) when no generation prints the
+    exact value that way: the text's numbers contradict each other. Source: ``lib/num2str.c`` per tag.
     """
     exact = 1000 * total / runtime_ms
     decoded = decode(shown)
@@ -118,7 +121,7 @@ def iops_display_warning(shown: str, total: int, runtime_ms: int, version: str |
     era = reproducing_era(shown, 1000 * total // runtime_ms, False, version)
     if era is not None and era in _ERA_WHY:
         return f"{head}: {_ERA_WHY[era]}; the exact value is used"
-    return f"{head}, which no fio rounding explains (edited text, or lines of different jobs?); the exact value is used"
+    raise ValueError(f"{head}, which no fio rounding explains (a damaged count or runtime, or an edited line)")
 
 
 def io_size_match(shown_io: str, nbytes: int, version: str | None) -> int:

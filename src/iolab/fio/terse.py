@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 
 from ..errors import ParseError
 from ..model import DISK_AGGREGATE_KEYS, DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats, pct_key
+from . import validate
 
 _DEPTH_KEYS = ("1", "2", "4", "8", "16", "32", ">=64")
 _LAT_KEYS = tuple(f"{b}us" for b in (2, 4, 10, 20, 50, 100, 250, 500, 750, 1000)) + tuple(
@@ -71,18 +72,21 @@ class _TerseError(Exception):
 
 def _int(text: str) -> int:
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise _TerseError(f"expected an integer, got {text!r}") from None
+        raise _TerseError(f"expected an integer, got {validate.short_repr(text)}") from None
+    if abs(value) > validate.MAX_COUNT:
+        raise _TerseError(f"{validate.short_repr(value)} is beyond fio's 64-bit counters")
+    return value
 
 
 def _float(text: str) -> float:
     try:
         value = float(text.removesuffix("%"))
     except ValueError:
-        raise _TerseError(f"expected a number, got {text!r}") from None
+        raise _TerseError(f"expected a number, got {validate.short_repr(text)}") from None
     if math.isnan(value) or math.isinf(value):
-        raise _TerseError(f"expected a finite number, got {text!r}")
+        raise _TerseError(f"expected a finite number, got {validate.short_repr(text)}")
     return value
 
 
@@ -116,13 +120,18 @@ def _block_is_modern(f: list[str], at: int) -> bool:
 
 
 def _direction(name: str, f: list[str], at: int, version: int) -> DirectionStats | None:
-    kib, _, iops, runtime = (_int(f[at + i]) for i in range(4))
+    kib, bw_kib, iops, runtime = (_int(f[at + i]) for i in range(4))
     modern = _block_is_modern(f, at)
     pct_at, lat_at = (at + 12, at + 32) if modern else (at + 16, at + 12)
     pcts = _percentiles(f, pct_at)
     if kib == 0 and iops == 0 and runtime == 0:
         return None
     io_bytes = kib * 1024
+    if runtime > 0:  # fio prints (1000 * io_bytes / runtime) / 1024 (kb_base 1000: / 1000); kib is io_bytes >> 10
+        exact, slack = 1000 * io_bytes / runtime, 2 + 1000 / runtime
+        if min(abs(bw_kib - exact / 1024), abs(bw_kib - exact / 1000)) > slack + 1e-6 * bw_kib:
+            raise _TerseError(f"{name} bandwidth {bw_kib} KiB/s contradicts {kib} KiB in {runtime} ms "
+                              f"({exact / 1024:.1f} KiB/s): a damaged size or runtime")
     bw_lo, bw_hi, _, bw_mean, bw_dev = f[at + 36:at + 41]
     bw_count = _int(f[at + 41]) if version == 5 else None
     bw = None
@@ -274,9 +283,13 @@ def parse_terse(text: str, name: str = "<input>") -> FioReport:
     for lineno, raw in enumerate(text.split("\n"), 1):
         s = raw.strip()
         if len(s) > 2 and s[0] in "2345" and s[1] == ";":
+            fields = s.split(";")
             try:
-                line, line_version = _job_line(s.split(";"), lineno, len(lines))
-            except (_TerseError, IndexError, ValueError, ArithmeticError) as exc:
+                line, line_version = _job_line(fields, lineno, len(lines))
+            except IndexError as exc:
+                raise ParseError(f"{name}, line {lineno}: cannot read this terse line: it ends after "
+                                 f"{len(fields)} fields") from exc
+            except (_TerseError, ValueError, ArithmeticError) as exc:
                 raise ParseError(f"{name}, line {lineno}: cannot read this terse line: {exc}") from exc
             lines.append(line)
             version = version or line_version
@@ -287,8 +300,17 @@ def parse_terse(text: str, name: str = "<input>") -> FioReport:
     kept, dropped = _snapshots(lines)
     jobs = tuple(replace(line.job, index=i) for i, line in enumerate(kept))
     disks = next((line.disks for line in reversed(kept) if line.disks), ()) + tuple(extra_disks)
-    return FioReport(source_format="terse", jobs=jobs, fio_version=version, disk_util=disks,
-                     warnings=tuple(_warnings(kept, dropped)))
+    report = FioReport(source_format="terse", jobs=jobs, fio_version=version, disk_util=disks,
+                       warnings=tuple(_warnings(kept, dropped)))
+    return validate.check(report, name, lambda violation: _locate(kept, violation))
+
+
+def _locate(kept: list[_Line], violation: validate.Violation) -> tuple[int | None, None, object]:
+    """The line of the job a ``validate`` violation is in (for ``validate.check``)."""
+    place = violation.place
+    if place[:1] == ("jobs",) and len(place) > 1 and isinstance(place[1], int) and place[1] < len(kept):
+        return kept[place[1]].lineno, None, validate.UNKNOWN
+    return None, None, validate.UNKNOWN
 
 
 def _continuation(s: str, lines: list[_Line], extra_disks: list[DiskUtil]) -> None:

@@ -178,6 +178,11 @@ class _File:
 
 
 def _parse(path: Path, in_directory: bool) -> _File | FileNote:
+    shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+    if shown != str(path):  # bytes that are not UTF-8, which Python keeps as lone surrogates
+        return FileNote(shown, "failed", error=UsageError(
+            f"{shown}: the file's path is not UTF-8 text, which the results database stores",
+            hint="rename it (or its directory) to import it"))
     try:
         if in_directory and path.stat().st_size > MAX_OUTPUT_BYTES:
             return FileNote(str(path), "not fio")

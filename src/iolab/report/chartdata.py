@@ -23,9 +23,9 @@ from typing import Any
 
 from .. import sweep
 from ..compare import Comparison
-from ..fio.merge import merge_latency
+from ..fio.merge import by_job, merge_latency
 from ..model import DirectionStats, Latency, ResultRecord, Run, TimeSeries
-from .results import ALL_HOSTS, ResultRow, per_repeat, result_rows
+from .results import ALL_HOSTS, ResultRow, result_rows
 
 Row = dict[str, Any]
 
@@ -138,7 +138,7 @@ def percentile_rows(runs: Sequence[Run], subj: Subjects, cats: Categories) -> tu
         for result in run.results:
             if result.status != "ok":
                 continue
-            for (job, direction), d in per_repeat(result).items():
+            for (job, direction), d in by_job(result.report).items():
                 key = (subj.names[(run.info.id, result.target)],
                        cats.name(result.workload, job, direction, pass_of(result)))
                 pooled.setdefault(key, []).append(_completion(d))

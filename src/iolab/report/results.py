@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import canonical, stats, sweep
-from ..fio.merge import summarize
+from ..fio.merge import by_job, summarize
 from ..model import DirectionStats, ResultRecord, Run, to_jsonable
 from ..remote.hosts import label_of
 from ..units import format_iops, format_ns, format_rate
@@ -83,20 +83,6 @@ def _clat(d: DirectionStats) -> Any:
     return d.clat if d.clat is not None and d.clat.samples != 0 else d.lat
 
 
-def per_repeat(result: ResultRecord) -> dict[tuple[str, str], DirectionStats]:
-    """``(fio job name, direction) -> merged stats`` for one successful invocation."""
-    if result.report is None:
-        return {}
-    by_name: dict[str, list[Any]] = {}
-    for job in result.report.jobs:
-        by_name.setdefault(job.name, []).append(job)
-    out = {}
-    for name, jobs in by_name.items():
-        for direction, merged in summarize(jobs).items():
-            out[(name, direction)] = merged
-    return out
-
-
 def per_host(result: ResultRecord) -> dict[tuple[str, str, str], DirectionStats]:
     """``(host label, fio job name, direction) -> merged stats`` of a client/server result;
     empty for a local one."""
@@ -132,7 +118,7 @@ def result_rows(run: Run) -> list[ResultRow]:
         if result.status == "partial":
             partial[key] = partial.get(key, 0) + 1
             continue
-        for (job, direction), d in per_repeat(result).items():
+        for (job, direction), d in by_job(result.report).items():
             values.setdefault((*key, job, direction, ALL_HOSTS if hosts else None), []).append(d)
     groups = list(dict.fromkeys(k[:5] for k in values))
     rows = []
@@ -298,7 +284,7 @@ def run_document(run: Run) -> dict[str, Any]:
         doc["jobs"] = _strip_bins(to_jsonable(list(report.jobs))) if report else []
         doc["disk_util"] = to_jsonable(list(report.disk_util)) if report else []
         doc["summary"] = {f"{job}/{direction}" if job != r.workload else direction: _strip_bins(to_jsonable(d))
-                          for (job, direction), d in per_repeat(r).items()}
+                          for (job, direction), d in by_job(r.report).items()}
         by_host: dict[str, dict[str, Any]] = {}
         for (host, job, direction), d in per_host(r).items():
             key = f"{job}/{direction}" if job != r.workload else direction

@@ -265,7 +265,7 @@ def _outcome(returncode: int | None, command: tuple[str, ...], started: datetime
         if failed_jobs:
             errno_text = ", ".join(f"{j.name}: errno {j.error} ({os.strerror(j.error)})" for j in failed_jobs)
             detail = f"{errno_text}\n{detail}".strip()
-        if report is None and not detail:
-            detail = f"no fio report ({parse_problem})"
+        if report is None:  # no output, or one that breaks a rule of fio.validate: say which
+            detail = f"no usable fio report ({parse_problem})\n{detail}".strip()
         return Outcome("failed", error=detail or f"fio exited {returncode}", **base)  # type: ignore[arg-type]
     return Outcome("ok", **base)  # type: ignore[arg-type]
