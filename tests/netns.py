@@ -233,3 +233,31 @@ def lab(count: int) -> Iterator[list[Host]]:
             with contextlib.suppress(RuntimeError):
                 if host.veth in _ip("-o", "link", "show"):
                     _ip("link", "del", host.veth)
+
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def start_sshd(host: Host, tmp_path: Path) -> dict[str, str]:
+    """sshd in the host's namespace (port 2222), with keys made for the test; returns the env for
+    iolab's ssh (``IOLAB_SSH``)."""
+    for name in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True)
+    (tmp_path / "authorized_keys").write_text((tmp_path / "client_key.pub").read_text())
+    (tmp_path / "sshd_config").write_text(
+        f"ListenAddress {host.address}:2222\nHostKey {tmp_path / 'host_key'}\n"
+        f"AuthorizedKeysFile {tmp_path / 'authorized_keys'}\nPidFile {tmp_path / 'sshd.pid'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "UsePAM no\nStrictModes no\n")
+    (tmp_path / "ssh_config").write_text(
+        f"Host *\n  Port 2222\n  User root\n  IdentityFile {tmp_path / 'client_key'}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {tmp_path / 'known_hosts'}\n  StrictHostKeyChecking accept-new\n  LogLevel ERROR\n")
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+    wait_listening(host.address, 2222, host.popen(SSHD, "-D", "-e", "-f", str(tmp_path / "sshd_config"),
+                                                  log=tmp_path / "sshd.log"))
+    return {"IOLAB_SSH": f"ssh -F {tmp_path / 'ssh_config'}"}
+
+
+#: Marks a test as needing sshd and ssh (Debian openssh-server, openssh-client).
+requires_sshd = pytest.mark.skipif(not Path(SSHD).exists() or shutil.which("ssh") is None,
+                                   reason="openssh-server/client missing")

@@ -8,7 +8,6 @@ import ctypes
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from iolab.remote import protocol, server
 from iolab.report import document
 from iolab.report.results import run_document
 from iolab.store import Store
-from netns import Host, lab, requires_netns, wait_listening
+from netns import lab, requires_netns, requires_sshd, start_sshd
 
 pytestmark = [requires_netns, pytest.mark.root]
 
@@ -282,29 +281,7 @@ def test_remote_device_writes_need_ssh_and_destroy(tmp_path):
             execute.prepare(suite_mod.load_yaml(text, "s.yaml"), execute.RunOptions())
 
 
-SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-
-
-def start_sshd(host: Host, tmp_path: Path) -> dict[str, str]:
-    """sshd in the host's namespace, with keys made for the test; returns the env for ssh."""
-    for name in ("host_key", "client_key"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True)
-    (tmp_path / "authorized_keys").write_text((tmp_path / "client_key.pub").read_text())
-    (tmp_path / "sshd_config").write_text(
-        f"ListenAddress {host.address}:2222\nHostKey {tmp_path / 'host_key'}\n"
-        f"AuthorizedKeysFile {tmp_path / 'authorized_keys'}\nPidFile {tmp_path / 'sshd.pid'}\n"
-        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "UsePAM no\nStrictModes no\n")
-    (tmp_path / "ssh_config").write_text(
-        f"Host *\n  Port 2222\n  User root\n  IdentityFile {tmp_path / 'client_key'}\n  IdentitiesOnly yes\n"
-        f"  UserKnownHostsFile {tmp_path / 'known_hosts'}\n  StrictHostKeyChecking accept-new\n  LogLevel ERROR\n")
-    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
-    wait_listening(host.address, 2222, host.popen(SSHD, "-D", "-e", "-f", str(tmp_path / "sshd_config"),
-                                                  log=tmp_path / "sshd.log"))
-    return {"IOLAB_SSH": f"ssh -F {tmp_path / 'ssh_config'}"}
-
-
-@pytest.mark.skipif(not Path(SSHD).exists() or shutil.which("ssh") is None, reason="openssh-server/client missing")
+@requires_sshd
 def test_ssh_true_gathers_the_same_facts_as_for_a_local_target(tmp_path, monkeypatch):
     db = tmp_path / "db.sqlite"
     data = tmp_path / "data.bin"

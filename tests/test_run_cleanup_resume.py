@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import time
@@ -16,8 +15,7 @@ import pytest
 
 from clirun import iolab, popen, wait_for
 from iolab.store import Store
-from netns import lab, requires_netns
-from test_remote_hosts import SSHD, start_sshd
+from netns import lab, requires_netns, requires_sshd, start_sshd
 
 
 def run_options(db: Path) -> dict:
@@ -34,7 +32,7 @@ def run_options(db: Path) -> dict:
 
 @requires_netns
 @pytest.mark.root
-@pytest.mark.skipif(not Path(SSHD).exists() or shutil.which("ssh") is None, reason="openssh-server/client missing")
+@requires_sshd
 def test_scratch_files_iolab_lays_out_on_remote_hosts_are_removed(tmp_path):
     db = tmp_path / "db.sqlite"
     missing = tmp_path / "remote-scratch.bin"

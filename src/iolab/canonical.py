@@ -264,15 +264,25 @@ def differences(a: Options, b: Options, ignore: Iterable[str] = ()) -> tuple[lis
     return found, unchecked
 
 
+#: The pseudo-option that carries a result's warm-up pass (``extra["pass"]``, ``suite.PlannedJob``):
+#: pass 3 of one run compares with pass 3 of another, never with pass 1, as any option that differs.
+PASS = "pass"
+
+
 def job_options(result: ResultRecord, fio_version: str | None) -> dict[str, Options]:
     """Canonical options per fio job name of a stored result, from its job text.
 
     iolab's own runs store the job file fio ran: complete, and a size left out is the target's.
-    Imported results carry ``extra["unknown_options"]`` (see ``importer``).
+    Imported results carry ``extra["unknown_options"]`` (see ``importer``). A warm-up pass adds
+    ``PASS`` to every job's options.
     """
     facts = result.target_facts
     size = facts.size_bytes if facts is not None and facts.kind in ("block", "file") else None
-    return job_text_options(result.job_text, result.extra.get("unknown_options"), fio_version, size)
+    found = job_text_options(result.job_text, result.extra.get("unknown_options"), fio_version, size)
+    number = (result.extra or {}).get("pass")
+    if not number:
+        return found
+    return {job: Options(dict(sorted({**o.values, PASS: str(number)}.items())), o.unknown) for job, o in found.items()}
 
 
 def job_text_options(job_text: str, unknown_options: Sequence[str] | None, fio_version: str | None,

@@ -22,9 +22,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import host, jobfile, lint, pinning, safety, targets, tuning, units
+from . import crashphase, host, jobfile, lint, pinning, safety, targets, tuning, units
 from . import method as method_mod
 from . import suite as suite_mod
+from . import tiers as tiers_mod
 from .errors import HostError, Interrupted, IolabError, SafetyError, SuiteError
 from .model import (
     BlockDeviceFacts,
@@ -47,6 +48,9 @@ from .units import format_bytes
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
 TIMEOUT_SLACK_S = 300.0
+#: What a plan says about an invocation beyond its job, kept in the result's ``extra``: its warm-up
+#: pass (1..N, ``suite.PlannedJob.pass_index``) and a crash test's phase (``crashphase.Phase``).
+PLANNED = ("pass", "crash")
 
 
 @dataclass(frozen=True)
@@ -372,10 +376,11 @@ def _check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items:
 
 
 def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = None,
-          tags: Mapping[str, str] | None = None) -> int:
+          tags: Mapping[str, str] | None = None, planned: Mapping[str, Any] | None = None) -> int:
     """Store the run and every planned invocation as pending; returns the run id.
 
-    The plan's lint findings (warnings) become the run's warnings."""
+    The plan's lint findings (warnings) become the run's warnings. ``planned`` is stored with
+    every invocation (``PLANNED``: a workflow's crash-test phase)."""
     warnings = [f.text() for f in plan_.findings]
     run_id = store.create_run(
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
@@ -385,31 +390,37 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
                  "targets": {t.name: t.path for t in plan_.suite.targets},
                  "remote": remote_jobs.stored_options(plan_.suite.targets),
                  "remote_scratch": {name: remote_jobs.scratch(rt) for name, rt in plan_.remote.items()},
-                 "observe": plan_.observers.stored(),
+                 "observe": plan_.observers.stored(), "passes": plan_.suite.passes,
+                 "tiers": tiers_mod.stored(plan_.suite.tiers),
                  "preexisting": {t.path: sorted(_fio_files(t.path)) for t in plan_.suite.targets
                                  if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"}},
     )
-    store.add_pending(run_id, _pending(plan_, 0))
+    store.add_pending(run_id, _pending(plan_, 0, planned=planned))
     return run_id
 
 
-def extend(store: Store, run_id: int, plan_: Plan, first_repeat: int = 0) -> None:
+def extend(store: Store, run_id: int, plan_: Plan, first_repeat: int = 0,
+           planned: Mapping[str, Any] | None = None) -> None:
     """Add a plan's invocations to the stored run ``run_id`` as pending, after its last, for a
     workflow that decides what to run next from what it has measured (``iolab.workflow``); the next
     ``execute`` runs them. Their repetitions count from ``first_repeat`` (a workflow that repeats
-    workloads in rounds of its own). The plan's tuning joins the run's stored method settings."""
+    workloads in rounds of its own); ``planned`` is stored with each (as for ``start``). The plan's
+    tuning joins the run's stored method settings."""
     run = store.get_run(run_id)
     method = dict(run.info.options.get("method") or {})
     method["tune"] = {**(method.get("tune") or {}), **method_options(plan_)["tune"]}
     store.update_run(run_id, options={**run.info.options, "method": method})
-    store.add_pending(run_id, _pending(plan_, max((r.seq for r in run.results), default=-1) + 1, first_repeat))
+    store.add_pending(run_id, _pending(plan_, max((r.seq for r in run.results), default=-1) + 1, first_repeat,
+                                       planned))
 
 
-def _pending(plan_: Plan, first_seq: int, first_repeat: int = 0) -> list[PendingResult]:
+def _pending(plan_: Plan, first_seq: int, first_repeat: int = 0,
+             planned: Mapping[str, Any] | None = None) -> list[PendingResult]:
     return [PendingResult(seq=first_seq + i.job.seq, target=i.job.spec.target.name,
                           target_path=i.job.spec.target.path, workload=i.job.spec.workload.name,
                           repeat=first_repeat + i.job.repeat, job_text=i.job_text, job_hash=i.job_hash,
-                          params=i.params)
+                          params=i.params, planned={**(planned or {}),
+                                                    **({"pass": i.job.pass_index} if i.job.pass_index else {})})
             for i in plan_.items]
 
 
@@ -506,7 +517,7 @@ def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOp
     facts = _checked_facts(result, options, method) if target is None else None
     events("start")
     store.save_result(result.id, status="running", started_at=datetime.now(UTC), target_facts=facts)
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = {k: v for k, v in (result.extra or {}).items() if k in PLANNED}
     failed: dict[str, Any] = {"target_facts": facts, "extra": extra}
     tune = method.tune(result.workload) if target is None else {}
     try:
@@ -515,9 +526,13 @@ def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOp
                 facts = failed["target_facts"] = targets.inspect(result.target_path)
             extra.update(method.record(result, in_force))
             extra.update(method.before(result, facts, lambda text: events("note", detail=text)))
+            counted = method.counted_devices(facts, target is not None)
+            before = tiers_mod.snapshot(counted.values()) if counted else None
             with observers.watch(result.target) as watch:
                 done, hosts = _run_fio_job(result, options, target, events)
                 samples, usage = watch.finish(done.report, done.started_at, done.ended_at, done.measured_start_ms)
+            if before is not None:
+                extra["tiers"] = {"devices": counted, "before": before, "after": tiers_mod.snapshot(counted.values())}
     except KeyboardInterrupt:
         store.save_result(result.id, status="interrupted", error="interrupted by the user",
                           ended_at=datetime.now(UTC), **failed)
@@ -555,21 +570,40 @@ def _checked_facts(result: ResultRecord, options: RunOptions, method: _JobMethod
 
 def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | None,
                  events: _Events) -> tuple[local.Outcome, dict[str, Any]]:
-    """fio on this machine, or fio's client driving every host of ``target``: how it ran, and a
-    remote target's per-host records for ``extra`` (``remote.jobs.RemoteOutcome.extra``)."""
+    """fio on this machine, or fio's client driving every host of ``target``: how it ran, and what
+    goes into ``extra``: a remote target's per-host records (``remote.jobs.RemoteOutcome.extra``), a
+    crash test phase's record (``crashphase``: its options and files around fio, and its verdict on
+    fio's status)."""
     workdir = Path(tempfile.mkdtemp(prefix="iolab-job-"))
+    phase = crashphase.from_extra(result.extra)
     try:
         if target is None:
-            return local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
-                             cwd=Path.cwd(), timeout_s=_timeout(events.expected_s)), {}
-        done = remote_jobs.run_job(
-            result.job_text, target, workdir, options.fio, options.destroy,
-            timeout_s=remote_jobs.time_bound_s(jobfile.parse(result.job_text), TIMEOUT_SLACK_S),
-            on_status=lambda h: events("status", status=h.status, host=h.host, note=h.message),
-        )
-        c = done.client
-        return local.Outcome(c.status, c.command, c.started_at, c.ended_at, c.report, c.raw_json, c.error,
-                             c.time_series), done.extra
+            prefixes = {crashphase.LOCAL: crashphase.LOCAL}
+            crashphase.place_states(phase, workdir, prefixes)
+            done = local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
+                             cwd=Path.cwd(), timeout_s=_timeout(events.expected_s),
+                             extra_args=crashphase.fio_args(phase, workdir, local=True))
+            messages, hosts, extra = (workdir / "fio.stderr").read_text(errors="replace"), [crashphase.LOCAL], {}
+        else:
+            remote = remote_jobs.run_job(
+                result.job_text, target, workdir, options.fio, options.destroy,
+                timeout_s=remote_jobs.time_bound_s(jobfile.parse(result.job_text), TIMEOUT_SLACK_S),
+                on_status=lambda h: events("status", status=h.status, host=h.host, note=h.message),
+                extra_args=crashphase.fio_args(phase, workdir, local=False),
+                before_start=lambda found: crashphase.place_states(phase, workdir, found))
+            c = remote.client
+            done = local.Outcome(c.status, c.command, c.started_at, c.ended_at, c.report, c.raw_json, c.error,
+                                 c.time_series)
+            messages, hosts, extra, prefixes = c.raw_json or "", [h.label for h in target.hosts], remote.extra, \
+                dict(c.prefixes)
+        if phase is None:
+            return done, extra
+        ended = crashphase.Ended(done.status, done.error, done.report, messages,
+                                 crashphase.collect_states(workdir, prefixes), (workdir / crashphase.MARKER).exists(),
+                                 hosts)
+        judged = crashphase.judge(phase, ended)
+        return replace(done, status=judged.status, error=judged.error, report=judged.report), \
+            {**extra, "crash": judged.record}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -614,9 +648,20 @@ class _JobMethod:
         self.writes = self.precondition is not None
         self.filled: set[tuple[str, str]] = {(p, w) for p, w in run_options.get("filled", ())}
         self._region: tuple[str, str] | None = None
+        self.tiers = tiers_mod.from_options(run_options)
 
     def tune(self, workload: str) -> dict[str, str]:
         return dict((self.stored.get("tune") or {}).get(workload) or {})
+
+    def counted_devices(self, facts: TargetFacts | None, remote: bool) -> dict[str, str]:
+        """The devices on this machine whose counters are read around the job (``tiers``): tier
+        name -> kernel name of each local tier, and the target's own device (``target``) when it is
+        a device-mapper or bcache device, which may be a cache with counters of its own."""
+        out = {t.name: t.kernel_name for t in tiers_mod.local_tiers(self.tiers, remote)}
+        device = facts.device if facts is not None else None
+        if device is not None and device.name.startswith(("dm-", "bcache")) and device.name not in out.values():
+            out["target"] = device.name
+        return out
 
     def record(self, result: ResultRecord, in_force: Mapping[str, str]) -> dict[str, Any]:
         """What is in force for this job: tuning values (all of them) and the pinned CPUs."""
@@ -629,8 +674,11 @@ class _JobMethod:
         return out
 
     def before(self, result: ResultRecord, facts: TargetFacts | None, note: Callable[[str], None]) -> dict[str, Any]:
-        """Preconditioning, then dropping caches; returns their records for ``extra``."""
+        """Preconditioning, then dropping caches; returns their records for ``extra``. A warm-up's
+        later passes get neither: they measure what the earlier passes left in the caches."""
         out: dict[str, Any] = {}
+        if (result.extra or {}).get("pass", 0) > 1:
+            return out
         kind = facts.kind if facts is not None else None
         if self.precondition is not None and result.target_path is not None:
             self._region = (result.target_path, result.workload if kind == "directory" else "")

@@ -146,7 +146,9 @@ def _normalise_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class PendingResult:
-    """A planned fio invocation, stored before it runs so that ``--resume`` can finish it."""
+    """A planned fio invocation, stored before it runs so that ``--resume`` can finish it.
+    ``planned`` is what the plan says about it beyond the job (its warm-up pass, a crash test's
+    phase), stored in the result's ``extra`` (``execute.PLANNED`` lists the keys)."""
 
     seq: int
     target: str
@@ -156,6 +158,7 @@ class PendingResult:
     job_text: str
     job_hash: str
     params: Mapping[str, str]
+    planned: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -446,7 +449,7 @@ class Store:
                 ids.append(int(conn.execute(results.insert().values(
                     run_id=run_id, seq=p.seq, target=p.target, target_path=p.target_path, workload=p.workload,
                     repeat=p.repeat, status="pending", job_text=p.job_text, job_hash=p.job_hash,
-                    params=dict(p.params),
+                    params=dict(p.params), extra=dict(p.planned),
                 )).inserted_primary_key[0]))  # type: ignore[index]
         return ids
 

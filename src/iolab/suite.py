@@ -25,6 +25,9 @@ Host setup and method (``tune``, ``pin``, ``drop_caches``, ``precondition``) are
 too; see ``tuning``, ``pinning`` and ``method``; so is ``observe`` (``observe.config``). A list under
 ``tune`` is an axis like any other: ``tune: {scheduler: [mq-deadline, none]}`` runs every workload under both settings.
 
+``passes: N`` runs every workload N times in a row over the same region (a cache's warm-up: see
+``warmup``), and ``tiers:`` names the devices under a cache whose I/Os are counted (``tiers``).
+
 Errors name the file, line and place: ``suite.yaml:12: workloads[2].bs: expected a size like
 4k, got '4x'`` (``SuiteError``, exit code 2).
 """
@@ -50,6 +53,7 @@ from .method import Method, Precondition, check_precondition
 from .observe.config import Observe, check_observe
 from .remote import hosts as remote_hosts
 from .remote.hosts import HostSpec
+from .tiers import Tier, check_tiers
 
 FioValue = str | int | float | bool | None
 RW_VALUES = ("read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite", "randrw",
@@ -104,6 +108,8 @@ class Suite:
     tune: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     method: Method = field(default_factory=Method)
     observe: Observe = field(default_factory=Observe)
+    passes: int = 1
+    tiers: tuple[Tier, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,11 +131,13 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class PlannedJob:
-    """A JobSpec at its place in the run: ``seq`` orders the plan, ``repeat`` counts from 0."""
+    """A JobSpec at its place in the run: ``seq`` orders the plan, ``repeat`` counts from 0;
+    ``pass_index`` is the warm-up pass (1..N) of a suite with ``passes``, 0 without."""
 
     seq: int
     spec: JobSpec
     repeat: int
+    pass_index: int = 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -270,6 +278,18 @@ class _SuiteModel(BaseModel):
     drop_caches: bool = False
     precondition: Any = None
     observe: Any = None
+    passes: Any = 1
+    tiers: Any = None
+
+    @field_validator("passes")
+    @classmethod
+    def _passes(cls, v: Any) -> int:
+        return check_passes(v)
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, v: Any) -> tuple[Tier, ...]:
+        return check_tiers(v)
 
     @field_validator("observe")
     @classmethod
@@ -368,7 +388,7 @@ def _place(loc: Sequence[Any], msg: str) -> tuple[str, tuple[Any, ...]]:
     path = [p for p in loc if p not in ("str", "_TargetModel")]
     match = re.match(r"^((?:\[\d+\]|\.?[A-Za-z_][A-Za-z0-9_]*)+): (.*)$", msg, re.S)
     if match and (match.group(1).startswith("[") or path[-1:] in (["defaults"], ["tune"], ["precondition"],
-                                                                   ["observe"])):
+                                                                   ["observe"], ["tiers"])):
         for part in re.findall(r"\[(\d+)\]|([A-Za-z_][A-Za-z0-9_]*)", match.group(1)):
             path.append(int(part[0]) if part[0] else part[1])
         msg = match.group(2)
@@ -444,7 +464,7 @@ def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
         name=model.name or default_name, source=source, text=text, targets=targets,
         workloads=workloads, repeat=model.repeat, description=model.description, tune=model.tune,
         method=Method(pin=model.pin, drop_caches=model.drop_caches, precondition=model.precondition),
-        observe=model.observe if "observe" in data else Observe(),
+        observe=model.observe if "observe" in data else Observe(), passes=model.passes, tiers=model.tiers or (),
     )
 
 
@@ -605,6 +625,27 @@ def with_method(suite: Suite, tune: Mapping[str, tuple[str, ...]] | None = None,
     return suite
 
 
+def check_passes(value: Any) -> int:
+    """A number of warm-up passes: a whole number 1..1000. Raises ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise ValueError(f"expected a whole number of passes 1..1000, got {value!r}")
+    return value
+
+
+def with_passes(suite: Suite, passes: int | None = None, tiers: Sequence[Tier] = ()) -> Suite:
+    """The suite with ``--passes`` (replacing the suite's) and ``--tier`` devices (replacing the
+    suite's of the same name). Raises ``SuiteError`` for a number of passes out of range."""
+    if passes is not None:
+        try:
+            suite = replace(suite, passes=check_passes(passes))
+        except ValueError as exc:
+            raise SuiteError(f"--passes: {exc}") from None
+    if tiers:
+        named = {t.name: t for t in (*suite.tiers, *tiers)}
+        suite = replace(suite, tiers=tuple(named.values()))
+    return suite
+
+
 def parse_target_args(args: Sequence[str]) -> dict[str, str]:
     """``["ssd=/mnt/ssd", "/dev/sdb"]`` -> ``{"ssd": "/mnt/ssd", "sdb": "/dev/sdb"}``.
 
@@ -674,15 +715,19 @@ def plan(suite: Suite, repeat: int | None = None) -> list[PlannedJob]:
     """Every (target, workload, repetition) in run order.
 
     Repetitions are interleaved (all jobs once, then all again) so slow drift of the device
-    (thermal, SLC cache, background GC) spreads over every job instead of biasing one.
+    (thermal, SLC cache, background GC) spreads over every job instead of biasing one. A suite
+    with ``passes`` runs each job's passes back to back (a warm-up must not be interrupted by other
+    jobs on the same target); the repetitions of the whole sequence are interleaved as above.
     """
     rounds = repeat if repeat is not None else suite.repeat
     specs = [JobSpec(t, tuned, tune) for t in suite.targets for w in suite.workloads
              for tuned, tune in _tunings(w, suite.tune)]
+    passes = range(1, suite.passes + 1) if suite.passes > 1 else (0,)
     jobs: list[PlannedJob] = []
     for r in range(rounds):
         for spec in specs:
-            jobs.append(PlannedJob(seq=len(jobs), spec=spec, repeat=r))
+            for p in passes:
+                jobs.append(PlannedJob(seq=len(jobs), spec=spec, repeat=r, pass_index=p))
     return jobs
 
 

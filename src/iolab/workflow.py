@@ -56,12 +56,15 @@ class Prober:
     findings: list[lint.Finding] = field(default_factory=list)
 
     def run(self, workload: str, fio_options: Mapping[str, str], repeat: int = 1,
-            tune: Mapping[str, str] | None = None, pin: str | None = None, first_repeat: int = 0) -> list[ResultRecord]:
+            tune: Mapping[str, str] | None = None, pin: str | None = None, first_repeat: int = 0,
+            planned: Mapping[str, Any] | None = None, job: str | None = None) -> list[ResultRecord]:
         """Run ``fio_options`` as the workload ``workload``, ``repeat`` times (numbered from
         ``first_repeat``), under host ``tune`` settings and CPU ``pin`` mode; returns its results in
-        order (``ok`` or ``failed``). Raises what ``execute.prepare`` and ``execute.execute`` raise
-        (``SafetyError``, ``SuiteError``, ``TuningError``, ``Interrupted`` …)."""
-        section = Section(workload, tuple((k, v) for k, v in fio_options.items()))
+        order (``ok`` or ``failed``). ``planned`` is stored with each (``execute.PLANNED``: a crash
+        test's phase); ``job`` names fio's job when it is not the workload's name. Raises what
+        ``execute.prepare`` and ``execute.execute`` raise (``SafetyError``, ``SuiteError``,
+        ``TuningError``, ``Interrupted`` …)."""
+        section = Section(job or workload, tuple((k, v) for k, v in fio_options.items()))
         suite = Suite(name=self.name, source=f"<{self.name}>", text=self.description, targets=(self.target,),
                       workloads=(Workload(workload, (section,), workload),), repeat=repeat,
                       tune={k: (v,) for k, v in (tune or {}).items()}, method=Method(pin=pin))
@@ -69,9 +72,9 @@ class Prober:
         plan = execute.prepare(suite, options)
         self.findings += plan.findings
         if self.run_id is None:
-            self.run_id = execute.start(self.store, plan, options, label=self.label, tags=self.tags)
+            self.run_id = execute.start(self.store, plan, options, label=self.label, tags=self.tags, planned=planned)
         else:
-            execute.extend(self.store, self.run_id, plan, first_repeat)
+            execute.extend(self.store, self.run_id, plan, first_repeat, planned)
         first = max(r.seq for r in self.store.get_run(self.run_id).results) - len(plan.items) + 1
         execute.execute(self.store, self.run_id, options, on_event=self.on_event)
         return [r for r in self.store.get_run(self.run_id).results if r.seq >= first]

@@ -168,6 +168,7 @@ def _report_error(exc: IolabError, debug: bool = False) -> None:
 
 
 from . import compare as _compare  # noqa: E402,F401  (registers its commands)
+from . import crashtest as _crashtest  # noqa: E402,F401  (registers its commands)
 from . import importer as _importer  # noqa: E402,F401  (registers its commands)
 from . import method as _method  # noqa: E402,F401  (registers its commands)
 from . import report as _report  # noqa: E402,F401  (registers its commands)

@@ -11,6 +11,7 @@ from .. import compare as compare_mod
 from ..errors import UsageError
 from ..model import Run
 from ..report import comparison as comparison_report
+from ..report import warmup as warmup_report
 from ..report.saturation import comparison_table
 from ..store import Store, UnreadableRun
 from . import FORMATS, cli, emit_tables, err, read_runs, report_unreadable, store_of
@@ -99,6 +100,8 @@ def compare(ctx: click.Context, selectors: Sequence[str], metrics: str | None, t
     if all(len(runs) == 1 for _, runs in sides):  # iolab saturate runs: the answer in one line
         saturated = comparison_table([(side.selector, runs[0]) for side, runs in sides])
         tables += [saturated] if saturated else []
+    curves = warmup_report.comparison_table([(side.selector, runs) for side, runs in sides])
+    tables += [curves] if curves else []
     emit_tables(tables, fmt, comparison_report.comparison_document(result))
     regressions = result.regressions()
     if regressions:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from .. import execute, lint, pinning, sysfs, targets, tuning
+from .. import execute, lint, pinning, sysfs, targets, tuning, warmup
 from .. import host as host_mod
 from .. import suite as suite_mod
 from ..errors import IolabError, UsageError
@@ -61,7 +61,14 @@ def describe_method(plan: execute.Plan) -> list[str]:
             parts.append(f"up to {pre.rounds} rounds of {pre.round_time} per job until steady state ({pre.track})")
         lines.append("precondition (not in the estimate): " + "; ".join(parts))
     if suite.method.drop_caches:
-        lines.append("drop_caches before every job")
+        lines.append("drop_caches before every job" + (" (before the first pass)" if suite.passes > 1 else ""))
+    if suite.passes > 1:
+        lines.append(f"warm-up: {suite.passes} passes of every job over the same region, back to back")
+        if any(warmup.drops_page_cache(i.job_text) for i in plan.items):
+            lines.append("  note: buffered I/O with fio's invalidate=1 (its default) drops the page cache before "
+                         "every pass; set invalidate=0 for the page cache to warm up")
+    if suite.tiers:
+        lines.append("tiers (I/Os counted per job): " + ", ".join(f"{t.name}={t.spec()}" for t in suite.tiers))
     return lines
 
 

@@ -18,11 +18,15 @@ from ..remote.jobs import RemoteTarget
 from ..report import results as results_report
 from ..report.autotune import ranking_table
 from ..report.costs import cost_table
+from ..report.crashtest import crash_document, crash_table
 from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
 from ..report.table import Cell, Column, Table
+from ..report.warmup import cache_table, warmup_document, warmup_table
 from ..runner.status import Status
 from ..store import Store, UnreadableRun
+from ..suite import with_passes
+from ..tiers import Tier, parse_tier
 from ..units import format_bytes, format_duration, format_iops, format_rate
 from . import FORMATS, cli, emit_tables, err, load_runs, out, parse_tags, report_unreadable, store_of
 from .method import describe_method, load_planned, print_findings
@@ -193,13 +197,18 @@ def _status_text(s: Status) -> str:
 @click.option("--no-observe", is_flag=True, help="Observe no host (no node_exporter sampling).")
 @click.option("--prometheus", metavar="URL",
               help="Read the observers' series from this Prometheus server after each job instead of scraping.")
+@click.option("--passes", type=int, metavar="N", help="Run every job N times back to back over the same region: a "
+              "cache's warm-up curve (default: the suite's passes).")
+@click.option("--tier", "tier_args", multiple=True, metavar="NAME=DEVICE[@HOST]",
+              help="Count the I/Os reaching this device under the cache per job (repeatable); origin=DEVICE gives "
+                   "the hit ratio.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results at the end.")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
         tags: Sequence[str], destroy: Sequence[str], keep_files: bool, dry_run: bool, resume: int | None,
         tune: Sequence[str], pin: str | None, observe: Sequence[str], no_observe: bool, prometheus: str | None,
-        fmt: str) -> None:
+        passes: int | None, tier_args: Sequence[str], fmt: str) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
 
     \b
@@ -210,12 +219,13 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     iolab run --resume 12                            # finish an interrupted run
     iolab run my-suite.yaml --tune scheduler=none --tune scheduler=mq-deadline --pin mq
     iolab run my-suite.yaml --observe nvmet=10.0.0.5:9100   # also watch a storage target's node_exporter
+    iolab run job.fio --target hdd=/dev/sdb --passes 5 --tier origin=/dev/sdb   # a cache's warm-up curve
     """
     options = execute.RunOptions(destroy=tuple(destroy), keep_files=keep_files)
     if resume is not None:
-        if suite or targets or dry_run or tune or pin or observe or no_observe or prometheus:
-            raise UsageError("--resume takes no suite, --target, --tune, --pin, --observe or --dry-run: the run's "
-                             "plan is stored")
+        if suite or targets or dry_run or tune or pin or observe or no_observe or prometheus or passes or tier_args:
+            raise UsageError("--resume takes no suite, --target, --tune, --pin, --observe, --passes, --tier or "
+                             "--dry-run: the run's plan is stored")
         run_id = resume
         err.print(f"Resuming run {run_id}")
     else:
@@ -226,6 +236,7 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
             loaded = replace(loaded, observe=with_args(loaded.observe, observe, no_observe, prometheus))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        loaded = with_passes(loaded, passes, _tiers(tier_args))
         plan = execute.prepare(loaded, options, repeat=repeat)
         _describe_plan(plan)
         print_findings(plan.findings)
@@ -251,15 +262,38 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         ctx.exit(1)
 
 
-def _costs(run: Run) -> list[Table]:
-    """Every host's cost when the run was observed (``report.costs``)."""
-    costs = cost_table(run)
-    return [costs] if costs is not None else []
+def _tiers(args: Sequence[str]) -> list[Tier]:
+    """``--tier NAME=DEVICE[@HOST]`` values as tiers. Raises ``UsageError``."""
+    out = []
+    for arg in args:
+        name, sep, device = arg.partition("=")
+        try:
+            if not sep:
+                raise ValueError("expected NAME=DEVICE such as origin=/dev/sdb")
+            out.append(parse_tier(name, device))
+        except ValueError as exc:
+            raise UsageError(f"--tier {arg!r}: {exc}") from None
+    return out
+
+
+def _extra_tables(run: Run) -> list[Table]:
+    """The tables that follow the results when the run has them: every host's cost when it was
+    observed (``report.costs``), the warm-up curve of a run with passes and its cache counters
+    (``report.warmup``), the cuts of a crash test (``report.crashtest``)."""
+    return [t for t in (cost_table(run), warmup_table(run), cache_table(run), crash_table(run)) if t is not None]
+
+
+def run_document(run: Run) -> dict[str, Any]:
+    """The run's JSON document (``report.results.run_document``) with its warm-up curves and crash-test
+    cuts when it has them (``"warmup"``, ``"crash_test"``)."""
+    document = results_report.run_document(run)
+    curves, crashes = warmup_document(run), crash_document(run)
+    return {**document, **({"warmup": curves} if curves else {}), **({"crash_test": crashes} if crashes else {})}
 
 
 def _print_run(store: Store, run_id: int, fmt: str) -> None:
     stored = store.get_run(run_id)
-    emit_tables([results_report.results_table(stored), *_costs(stored)], fmt, results_report.run_document(stored))
+    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt, run_document(stored))
 
 
 # runs, show
@@ -305,8 +339,8 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     stored = load_runs(ctx, ids)
     if not stored:
         return
-    document: Any = [results_report.run_document(r) for r in stored]
-    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), cost_table(r),
+    document: Any = [run_document(r) for r in stored]
+    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_extra_tables(r),
                                              saturation_table(r), ranking_table(r)) if t is not None], fmt,
                 document[0] if len(document) == 1 else document)
 

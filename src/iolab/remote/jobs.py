@@ -168,8 +168,10 @@ def time_bound_s(sections: Sequence[jobfile.Section], slack_s: float) -> float:
 
 
 def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Collection[str], timeout_s: float,
-            on_status: Callable[[client.HostStatus], None] | None = None) -> RemoteOutcome:
-    """Run one job on every host of ``target`` at once (``runner.client.run``).
+            on_status: Callable[[client.HostStatus], None] | None = None, extra_args: Sequence[str] = (),
+            before_start: Callable[[Mapping[str, str]], None] | None = None) -> RemoteOutcome:
+    """Run one job on every host of ``target`` at once (``runner.client.run``; ``extra_args`` and
+    ``before_start`` pass through to it).
 
     With ``ssh`` the facts are gathered again first (stored with the result) and a job that
     writes is checked against them, as a local job is right before fio starts (raises
@@ -185,7 +187,8 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
     if target.ssh and any(safety.writes(o) for _, o in jobfile.effective_jobs(sections)):
         fresh = {s: f.target if isinstance(f, RemoteFacts) else None for s, f in found.items()}
         check_safety(target, fresh, True, destroy, 0)
-    outcome = client.run(job_text, list(target.hosts), workdir, on_status, fio=fio, timeout_s=timeout_s)
+    outcome = client.run(job_text, list(target.hosts), workdir, on_status, fio=fio, timeout_s=timeout_s,
+                         extra_args=extra_args, before_start=before_start)
     records = []
     for spec, host in zip(target.hosts, outcome.hosts, strict=True):
         f = found.get(spec)

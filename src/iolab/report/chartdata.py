@@ -24,7 +24,7 @@ from typing import Any
 from .. import sweep
 from ..compare import Comparison
 from ..fio.merge import by_job, merge_latency
-from ..model import DirectionStats, Latency, Run, TimeSeries
+from ..model import DirectionStats, Latency, ResultRecord, Run, TimeSeries
 from .results import ALL_HOSTS, ResultRow, result_rows
 
 Row = dict[str, Any]
@@ -76,26 +76,37 @@ def _completion(d: DirectionStats) -> Latency | None:
 
 
 class Categories:
-    """Panel names for (workload, fio job, direction), built from every run shown."""
+    """Panel names for (workload, fio job, direction, warm-up pass), built from every run shown: a
+    warm-up's passes are panels of their own (``… · pass 2``), never repetitions of one."""
 
     def __init__(self, runs: Sequence[Run]) -> None:
         self._dirs: dict[tuple[str, str], list[str]] = {}
+        self._passes: dict[tuple[str, str], list[int]] = {}
         for run in runs:
             for row in result_rows(run):
                 if row.direction != "–":
-                    self._dirs.setdefault((row.workload, row.job), [])
-                    if row.direction not in self._dirs[(row.workload, row.job)]:
-                        self._dirs[(row.workload, row.job)].append(row.direction)
+                    dirs = self._dirs.setdefault((row.workload, row.job), [])
+                    passes = self._passes.setdefault((row.workload, row.job), [])
+                    dirs += [row.direction] if row.direction not in dirs else []
+                    passes += [row.pass_index] if row.pass_index not in passes else []
 
-    def name(self, workload: str, job: str, direction: str) -> str:
+    def name(self, workload: str, job: str, direction: str, pass_index: int = 0) -> str:
         parts = [workload] + ([job] if job != workload else [])
         if len(self._dirs.get((workload, job), [])) > 1:
             parts.append(direction)
+        if pass_index:
+            parts.append(f"pass {pass_index}")
         return " · ".join(parts)
 
     @property
     def order(self) -> list[str]:
-        return [self.name(w, j, d) for (w, j), dirs in self._dirs.items() for d in dirs]
+        return [self.name(w, j, d, p) for (w, j), dirs in self._dirs.items() for p in sorted(self._passes[(w, j)])
+                for d in dirs]
+
+
+def pass_of(result: ResultRecord) -> int:
+    """A result's warm-up pass (``extra["pass"]``), 0 without."""
+    return int((result.extra or {}).get("pass") or 0)
 
 
 def aggregate_rows(run: Run) -> list[ResultRow]:
@@ -113,7 +124,7 @@ def repeat_rows(runs: Sequence[Run], subj: Subjects, cats: Categories) -> list[R
                 if iops is None:
                     continue
                 rows.append({"subject": subj.names[(run.info.id, r.target)],
-                             "category": cats.name(r.workload, r.job, r.direction), "repeat": i + 1,
+                             "category": cats.name(r.workload, r.job, r.direction, r.pass_index), "repeat": i + 1,
                              "iops": iops, "mib_s": None if bw is None else bw / 1048576})
     return rows
 
@@ -128,7 +139,8 @@ def percentile_rows(runs: Sequence[Run], subj: Subjects, cats: Categories) -> tu
             if result.status != "ok":
                 continue
             for (job, direction), d in by_job(result.report).items():
-                key = (subj.names[(run.info.id, result.target)], cats.name(result.workload, job, direction))
+                key = (subj.names[(run.info.id, result.target)],
+                       cats.name(result.workload, job, direction, pass_of(result)))
                 pooled.setdefault(key, []).append(_completion(d))
     rows: list[Row] = []
     for (subject, category), parts in pooled.items():
@@ -244,7 +256,7 @@ def time_rows(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]], s
             for host, host_series in groups.items():
                 name = subject if host is None else f"{subject} · {host}"
                 for (job, direction), points in _per_second(host_series).items():
-                    category = cats.name(result.workload, job, direction)
+                    category = cats.name(result.workload, job, direction, pass_of(result))
                     for t_s, p in sorted(points.items()):
                         rows.append({"subject": name, "host": host, "category": category,
                                      "repeat": result.repeat + 1, "t_s": t_s, **p})

@@ -17,9 +17,10 @@ from ..compare import Comparison
 from ..model import HostSamples, Run, RunInfo, TimeSeries
 from . import charts as charts_mod
 from . import costs as costs_mod
-from . import facts, saturation
+from . import facts, saturation, warmup
 from .chartdata import run_name, subjects
 from .comparison import comparison_tables
+from .crashtest import crash_table
 from .results import results_table
 from .saturation import saturation_table
 from .table import Table
@@ -80,10 +81,13 @@ def summary_tables(runs: Sequence[Run], comparison: Comparison | None = None) ->
     """
     if comparison is None:
         if len(runs) == 1:
-            return tuple(t for t in (results_table(runs[0]), saturation_table(runs[0])) if t is not None)
+            run = runs[0]
+            return tuple(t for t in (results_table(run), saturation_table(run), warmup.warmup_table(run),
+                                     warmup.cache_table(run), crash_table(run)) if t is not None)
         comparison = compare_runs(runs)
     saturated = saturation.comparison_table([(run_name(r, runs), r) for r in runs])
-    return (*comparison_tables(comparison, summary_first=True), *([saturated] if saturated else []))
+    curves = warmup.comparison_table([(run_name(r, runs), [r]) for r in runs])
+    return (*comparison_tables(comparison, summary_first=True), *(t for t in (saturated, curves) if t is not None))
 
 
 def findings(runs: Sequence[Run]) -> tuple[Finding, ...]:
@@ -143,7 +147,8 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]] | None
         comparison = compare_runs(runs)
     return Report(
         title=title, runs=tuple(r.info for r in runs), summary=summary_tables(runs, comparison),
-        charts=(*charts_mod.build(runs, series or {}, comparison), *cost_charts(runs, samples or {}, series or {})),
+        charts=(*charts_mod.build(runs, series or {}, comparison), *warmup.warmup_charts(runs),
+                *cost_charts(runs, samples or {}, series or {})),
         findings=findings(runs),
         facts=tuple(t for t in (facts.host_table(runs), facts.target_table(runs), facts.other_hosts_table(runs))
                     if t.rows), job_files=job_files(runs),

@@ -38,7 +38,8 @@ class ResultRow:
     Units: IOPS, bytes/s, ns. ``host`` is None for a local target, else a host's label or
     ``ALL_HOSTS``; ``partial`` counts repetitions in which some host was lost. ``options`` are the
     job's canonical fio options as ``sweep.option_table`` gives them (the naming axes always, then
-    every option any row of the run sets; None where unknown).
+    every option any row of the run sets; None where unknown). ``pass_index`` is the warm-up pass
+    (0 without passes): each pass is a row of its own, its repetitions pooled.
     """
 
     target: str
@@ -53,6 +54,7 @@ class ResultRow:
     host: str | None = None
     partial: int = 0
     options: Mapping[str, str | None] = field(default_factory=dict)
+    pass_index: int = 0
 
     @property
     def name(self) -> str:
@@ -97,14 +99,14 @@ def per_host(result: ResultRecord) -> dict[tuple[str, str, str], DirectionStats]
 def result_rows(run: Run) -> list[ResultRow]:
     """Rows in plan order of first appearance; a remote target's host rows come before its
     ``all hosts`` row."""
-    values: dict[tuple[str, str, str, str, str | None], list[DirectionStats]] = {}
-    failed: dict[tuple[str, str], int] = {}
-    partial: dict[tuple[str, str], int] = {}
+    values: dict[tuple[str, str, int, str, str, str | None], list[DirectionStats]] = {}
+    failed: dict[tuple[str, str, int], int] = {}
+    partial: dict[tuple[str, str, int], int] = {}
     order: dict[str, int] = {}  # hosts in the target's order, as the per-host records list them
     for result in run.results:
         for record in (result.extra or {}).get("hosts", ()):
             order.setdefault(record["host"], len(order))
-        key = (result.target, result.workload)
+        key = (result.target, result.workload, int((result.extra or {}).get("pass") or 0))
         if result.status not in ("ok", "partial"):
             if result.status == "failed":
                 failed[key] = failed.get(key, 0) + 1
@@ -118,40 +120,43 @@ def result_rows(run: Run) -> list[ResultRow]:
             continue
         for (job, direction), d in by_job(result.report).items():
             values.setdefault((*key, job, direction, ALL_HOSTS if hosts else None), []).append(d)
-    groups = list(dict.fromkeys(k[:4] for k in values))
+    groups = list(dict.fromkeys(k[:5] for k in values))
     rows = []
-    for (target, workload, job, direction, host), ds in sorted(values.items(), key=lambda kv: (
-            groups.index(kv[0][:4]), kv[0][4] == ALL_HOSTS, order.get(kv[0][4] or "", len(order)), kv[0][4] or "")):
+    for (target, workload, pass_index, job, direction, host), ds in sorted(values.items(), key=lambda kv: (
+            groups.index(kv[0][:5]), kv[0][5] == ALL_HOSTS, order.get(kv[0][5] or "", len(order)), kv[0][5] or "")):
         lat = [_clat(d) for d in ds]
+        key = (target, workload, pass_index)
         rows.append(ResultRow(
             target=target, workload=workload, job=job, direction=direction,
             iops_values=tuple(d.iops for d in ds), bw_values=tuple(d.bw_bytes_s for d in ds),
             clat_mean_values=tuple(lt.mean_ns if lt else None for lt in lat),
             clat_p99_values=tuple(lt.percentile(99) if lt else None for lt in lat),
-            failed=failed.get((target, workload), 0), host=host, partial=partial.get((target, workload), 0),
+            failed=failed.get(key, 0), host=host, partial=partial.get(key, 0), pass_index=pass_index,
         ))
-    seen = {(r.target, r.workload) for r in rows if r.host in (None, ALL_HOSTS)}
-    for (target, workload), count in failed.items():
-        if (target, workload) not in seen:
-            rows.append(ResultRow(target, workload, workload, "–", (), (), (), (), failed=count))
-    for (target, workload), count in partial.items():
-        if (target, workload) not in seen:
-            rows.append(ResultRow(target, workload, workload, "–", (), (), (), (), host=ALL_HOSTS, partial=count))
+    seen = {(r.target, r.workload, r.pass_index) for r in rows if r.host in (None, ALL_HOSTS)}
+    for (target, workload, pass_index), count in failed.items():
+        if (target, workload, pass_index) not in seen:
+            rows.append(ResultRow(target, workload, workload, "–", (), (), (), (), failed=count, pass_index=pass_index))
+    for (target, workload, pass_index), count in partial.items():
+        if (target, workload, pass_index) not in seen:
+            rows.append(ResultRow(target, workload, workload, "–", (), (), (), (), host=ALL_HOSTS, partial=count,
+                                  pass_index=pass_index))
     return _with_options(run, rows)
 
 
 def _with_options(run: Run, rows: list[ResultRow]) -> list[ResultRow]:
     """``rows`` with each one's canonical job options (see ``ResultRow.options``)."""
-    known: dict[tuple[str, str], dict[str, canonical.Options]] = {}
+    known: dict[tuple[str, str, int], dict[str, canonical.Options]] = {}
     for result in run.results:
-        if (result.target, result.workload) not in known:
+        key = (result.target, result.workload, int((result.extra or {}).get("pass") or 0))
+        if key not in known:
             version = run.info.fio_version or (result.report.fio_version if result.report else None)
             tuned = {k: v for k, v in result.params.items() if k.startswith("tune.")}  # host tuning axes
-            known[(result.target, result.workload)] = {
-                job: canonical.Options({**o.values, **tuned}, o.unknown)
-                for job, o in canonical.job_options(result, version).items()}
+            known[key] = {job: canonical.Options({**o.values, **tuned}, o.unknown)
+                          for job, o in canonical.job_options(result, version).items()}
     empty = canonical.Options({}, None)
-    table = sweep.option_table([known.get((r.target, r.workload), {}).get(r.job, empty) for r in rows])
+    table = sweep.option_table([known.get((r.target, r.workload, r.pass_index), {}).get(r.job, empty)
+                                for r in rows])
     return [replace(r, options=options) for r, options in zip(rows, table, strict=True)]
 
 
@@ -289,6 +294,7 @@ def run_document(run: Run) -> dict[str, Any]:
         results.append(doc)
     rows = [{
         "target": row.target, "host": row.host, "workload": row.workload, "job": row.job,
+        **({"pass": row.pass_index} if row.pass_index else {}),
         "direction": row.direction, "options": {k: v for k, v in row.options.items() if v is not None},
         "repeats": len(row.iops_values), "failed": row.failed, "partial": row.partial,
         "iops": _summary_json(row.iops, row.iops_values),

@@ -28,8 +28,8 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -77,7 +77,9 @@ class ClientOutcome:
     ``failed`` (none) or ``interrupted``. ``report`` holds the jobs of every host that reported,
     each with the host's own ``hostname``/``port`` (as fio would print them without the relay).
     ``raw_json`` is fio's output file as written (text lines included). ``time_series`` are
-    fio's logs of every host that sent them, ``TimeSeries.hostname`` the host's label."""
+    fio's logs of every host that sent them, ``TimeSeries.hostname`` the host's label.
+    ``prefixes`` maps each host's label to the address fio's client knew it by (the relay's), the
+    prefix of the files fio names after a server (verify states)."""
 
     status: str
     command: tuple[str, ...]
@@ -88,10 +90,13 @@ class ClientOutcome:
     raw_json: str | None = None
     error: str | None = None
     time_series: tuple[TimeSeries, ...] = ()
+    prefixes: Mapping[str, str] = field(default_factory=dict)
 
 
 def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable[[HostStatus], None] | None = None,
-        fio: str = "fio", timeout_s: float | None = None, connect_timeout_s: float = 5.0) -> ClientOutcome:
+        fio: str = "fio", timeout_s: float | None = None, connect_timeout_s: float = 5.0,
+        extra_args: Sequence[str] = (), before_start: Callable[[Mapping[str, str]], None] | None = None,
+        ) -> ClientOutcome:
     """Run ``job_text`` on every host of ``hosts`` at once and return the ClientOutcome.
 
     ``workdir`` (created) holds the job file, fio's output and messages; fio's client runs there
@@ -101,6 +106,10 @@ def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable
     ``ClientOutcome.time_series``. ``on_status`` is called from this thread about once a second
     per host. On ``KeyboardInterrupt`` fio is stopped with SIGINT and the interrupt is
     re-raised. Raises ``FioNotFound``; ``FioError`` when fio cannot be started.
+
+    ``extra_args`` are fio options for the client's command line (a crash test's trigger options);
+    ``before_start`` is called with ``ClientOutcome.prefixes`` once the relays are open, before fio
+    starts (to put files fio's servers will ask the client for into ``workdir``).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     workdir = workdir.resolve()
@@ -117,11 +126,13 @@ def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable
         for r in relays if on_status is not None else ():
             on_status(HostStatus(r.host.label, "starting") if r.error is None  # type: ignore[misc]
                       else HostStatus(r.host.label, "lost", message=r.error))
-        command: tuple[str, ...] = (find_fio(fio), "--output-format=json+", f"--output={output}")
+        command: tuple[str, ...] = (find_fio(fio), "--output-format=json+", f"--output={output}", *extra_args)
         for r in live:
             command += (f"--client={r.fio_arg}", "job.fio")
         if not live:
             return _finish(relays, command, started, None, workdir, unfinished=set())
+        if before_start is not None:
+            before_start(_prefixes(relays))
         with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
             try:
                 proc = subprocess.Popen(command, cwd=workdir, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
@@ -220,7 +231,15 @@ def _finish(relays: list[Relay], command: tuple[str, ...], started: datetime, re
         status = "failed"
     raw = text if text.strip() else None
     return ClientOutcome(status=status, command=command, started_at=started, ended_at=datetime.now(UTC),
-                         hosts=outcomes, report=report, raw_json=raw, error="\n".join(errors) or None)
+                         hosts=outcomes, report=report, raw_json=raw, error="\n".join(errors) or None,
+                         prefixes=_prefixes(relays))
+
+
+def _prefixes(relays: list[Relay]) -> dict[str, str]:
+    """Host label -> the address fio's client connects to for it, for the relays whose address is
+    their own (relays sharing 127.0.0.1 cannot be told apart by fio's file names)."""
+    addresses = [r.address for r in relays]
+    return {r.host.label: r.address for r in relays if addresses.count(r.address) == 1}
 
 
 def _json_start(text: str) -> int:

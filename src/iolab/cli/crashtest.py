@@ -1,0 +1,117 @@
+"""``iolab crash-test``: cut the power (or kill the server) while fio writes, then verify with fio."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from .. import crashtest, suite, units, workflow
+from ..errors import UsageError
+from ..execute import RunOptions
+from ..remote import hosts as host_specs
+from ..report import results as results_report
+from ..report.crashtest import crash_table
+from . import FORMATS, cli, emit_tables, err, parse_tags, store_of
+from .run import _LiveProgress, run_document
+from .saturate import fio_options
+
+
+def _seconds(option: str, text: str) -> float:
+    try:
+        return units.parse_duration_us(text) / 1e6
+    except ValueError as exc:
+        raise UsageError(f"{option} {text!r}: {exc}") from None
+
+
+def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str, str]) -> suite.Target:
+    (name, path), = suite.parse_target_args([target_arg]).items()
+    try:
+        specs = tuple(host_specs.parse(h) for h in hosts)
+        host_specs.check_unique(list(specs))
+    except ValueError as exc:
+        raise UsageError(f"--host: {exc}") from None
+    if specs and not path.startswith("/"):
+        raise UsageError(f"--target {target_arg}: with --host, give the absolute path on each host")
+    if ssh and not specs:
+        raise UsageError("--ssh gathers facts on remote hosts: give them with --host")
+    size = None if "size" in options or path.startswith("/dev/") else workflow.DEFAULT_SIZE
+    return suite.Target(name, path, size, hosts=specs, ssh=ssh)
+
+
+@cli.command("crash-test")
+@click.argument("options", nargs=-1, metavar="[FIO_OPTION=VALUE]...")
+@click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH",
+              help="The file or block device to write (on each --host, when given).")
+@click.option("--host", "hosts", multiple=True, metavar="HOST[:PORT]",
+              help="Run through the fio server on this host (repeatable): the target is on each.")
+@click.option("--ssh", is_flag=True, help="Check the hosts' devices over ssh (needed to write remote devices).")
+@click.option("--cuts", type=click.IntRange(1, 10000), default=1, show_default=True, help="How many cuts.")
+@click.option("--trigger-timeout", metavar="DURATION", help="Cut this long after fio starts (whole seconds).")
+@click.option("--trigger-file", metavar="PATH", help="Cut when this file appears (fio removes it).")
+@click.option("--trigger", "trigger", metavar="CMD", help="Run this here at the cut (a PDU, IPMI or hypervisor "
+              "power-off), once fio has saved its verify state.")
+@click.option("--trigger-remote", metavar="CMD", help="Run this on each fio server's host at the cut.")
+@click.option("--settle", default="0s", show_default=True, metavar="DURATION",
+              help="Wait this long after the cut before looking for the hosts (a power-off takes time to act).")
+@click.option("--wait-timeout", default="10m", show_default=True, metavar="DURATION",
+              help="How long the hosts (or a local device) may take to come back.")
+@click.option("--no-wipe", is_flag=True, help="Do not zero the region before each cut (see --help).")
+@click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device.")
+@click.option("--label", help="A name for the run.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE")
+@click.option("--keep-files", is_flag=True, help="Keep the scratch file fio created.")
+@click.option("--fail-on-loss", is_flag=True, help="Exit with code 3 when a cut lost an acknowledged write.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.pass_context
+def crash_test(ctx: click.Context, options: Sequence[str], target_arg: str, hosts: Sequence[str], ssh: bool,
+               cuts: int, settle: str, wait_timeout: str, no_wipe: bool, destroy: Sequence[str],
+               label: str | None, tags: Sequence[str], keep_files: bool, fail_on_loss: bool, fmt: str,
+               **trigger: Any) -> None:
+    """Write with fio's verification, cut at a trigger, wait for the host, verify what was acknowledged.
+
+    Each cut: zero the region (a block left by an earlier write would verify in fio's verify-only
+    mode), write with verify=crc32c and fio's verify state, cut with fio's trigger options (at
+    --trigger-timeout or --trigger-file fio saves its state, stops and runs --trigger here and
+    --trigger-remote on each fio server), wait --settle and until the host answers, then verify the
+    writes fio recorded as complete with verify_only and verify_state_load. Reported per cut: writes
+    issued, acknowledged and checked, blocks lost or corrupt with their offsets, a verdict; over
+    --cuts, the share of cuts that lost data with its 95 % Wilson interval. Writes need --destroy
+    for a block device (the destructive guard applies).
+
+    \b
+    iolab crash-test -t ssd=/dev/sdc --destroy /dev/sdc size=1g --cuts 20 --trigger-timeout 20s \\
+        --trigger 'ipmitool -H pdu power cycle' --settle 30s
+    iolab crash-test -t vm=/dev/vdb --host 10.0.0.5 --ssh --destroy /dev/vdb --trigger-timeout 10s \\
+        --trigger 'virsh reset guest1'
+    """
+    user = fio_options(options)
+    base = {**crashtest.DEFAULT_OPTIONS, **user}
+    target = _target(target_arg, hosts, ssh, user)
+    settings = crashtest.Settings(
+        cuts=cuts, trigger_timeout=trigger["trigger_timeout"], trigger_file=trigger["trigger_file"],
+        trigger=trigger["trigger"], trigger_remote=trigger["trigger_remote"], settle_s=_seconds("--settle", settle),
+        wait_timeout_s=_seconds("--wait-timeout", wait_timeout), wipe=not no_wipe)
+    crashtest.check(settings, base, bool(target.hosts))
+    described = {"target": target_arg, "hosts": list(hosts), "fio_options": base, **crashtest.record(
+        [], settings, base)["crash_test"]["settings"]}
+    with _LiveProgress() as progress:
+        prober = workflow.Prober(store_of(ctx), target, RunOptions(destroy=tuple(destroy), keep_files=keep_files),
+                                 "crash-test", workflow.describe("iolab crash-test", described), label,
+                                 parse_tags(tags), progress)
+        with prober:
+            done = crashtest.run_cuts(prober, base, settings,
+                                      note=lambda text: progress.progress.console.print(f"    {text}", style="cyan",
+                                                                                        markup=False))
+            prober.finish(crashtest.record(done, settings, base))
+    assert prober.run_id is not None
+    run = store_of(ctx).get_run(prober.run_id)
+    err.print(f"Run [bold]{run.info.id}[/] stored in {store_of(ctx).display_url}")
+    tables = [results_report.results_table(run), crash_table(run)]
+    emit_tables([t for t in tables if t is not None], fmt, run_document(run))
+    outcomes = crashtest.cut_outcomes(run)
+    if any(o.verdict == crashtest.FAILED for o in outcomes):
+        ctx.exit(1)
+    if fail_on_loss and any(o.verdict == crashtest.LOST for o in outcomes):
+        ctx.exit(3)
