@@ -74,6 +74,8 @@ def test_the_knee_and_the_most_iops_under_a_mean_slo_follow_littles_law(capped, 
     assert [r["repeat"] for r in results[-2:]] == [0, 1] and results[-1]["workload"].endswith("-final")
     shown = proc.stdout
     assert f"most IOPS with clat mean ≤ {slo_ms}.0 ms" in shown and "knee (most IOPS per ms of latency)" in shown
+    header = next(line for line in shown.splitlines() if "iodepth × numjobs" in line)
+    assert header.count("clat mean") == 1  # the SLO's metric is that column: not printed twice
     assert re.search(r"the chosen point.s row is the mean of its repetitions: \d+ IOPS, 95% CI \d+–\d+ "
                      r"\(t on log", shown)
 

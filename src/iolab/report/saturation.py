@@ -74,9 +74,9 @@ def saturation_table(run: Run) -> Table | None:
         return None
     slo = found.get("slo")
     what = slo["text"] if slo else "no SLO"
+    metric = slo["text"].split(" ≤")[0] if slo else "SLO metric"
     columns = (Column("point", "point"), Column("at", "iodepth × numjobs"), Column("iops", "IOPS", True),
-               Column("lat_mean_ns", "clat mean", True), Column("slo_ns", slo["text"].split(" ≤")[0] if slo else
-                                                                "SLO metric", True))
+               Column("lat_mean_ns", "clat mean", True), Column("slo_ns", metric, True))
     rows = [(Cell("knee (most IOPS per ms of latency)"), *_cells(_point(found.get("knee"))))]
     chosen = found.get("chosen")
     label = f"most IOPS with {what}" if slo else "chosen (the knee)"
@@ -102,6 +102,8 @@ def saturation_table(run: Run) -> Table | None:
         notes.append("fio's latency_target row: the depth fio settled on, and IOPS and latency over its whole run, "
                      "its search included; fio judges total latency (slat + clat)")
     notes.append("knee: the probe of highest power, IOPS / mean latency (Kleinrock 1979); see `iolab saturate --help`")
+    if metric == "clat mean":  # the SLO's own column would repeat the one before it
+        columns, rows = columns[:-1], [row[:-1] for row in rows]
     return Table(title=f"saturation: {what}", columns=columns, rows=tuple(rows), notes=tuple(notes))
 
 
