@@ -104,10 +104,12 @@ def comparison_table(sides: Sequence[tuple[str, Sequence[Run]]]) -> Table | None
         return None
     (base_name, base_runs), *others = sides
     base = warmup.curves(base_runs)
+    other = others[0][0] if len(others) == 1 else "side"  # more sides: a row per side, named in its column
     columns = (Column("workload", "workload"), Column("direction", "dir"), Column("pass", "pass", True),
-               Column("side", "side"), Column("iops_a", f"IOPS {base_name}", True), Column("iops_b", "IOPS", True),
-               Column("ratio", "ratio", True), Column("p99_a", f"p99 {base_name}", True), Column("p99_b", "p99", True),
-               Column("hit_a", f"hit {base_name}", True), Column("hit_b", "hit", True))
+               Column("side", "side"), Column("iops_a", f"IOPS {base_name}", True),
+               Column("iops_b", f"IOPS {other}", True), Column("ratio", "ratio", True),
+               Column("p99_a", f"p99 {base_name}", True), Column("p99_b", f"p99 {other}", True),
+               Column("hit_a", f"hit {base_name}", True), Column("hit_b", f"hit {other}", True))
     rows, notes = [], []
     for name, runs in others:
         for a, b in warmup.pair_curves(base, warmup.curves(runs)):
@@ -126,6 +128,8 @@ def comparison_table(sides: Sequence[tuple[str, Sequence[Run]]]) -> Table | None
             notes.append(_warm_note(base_name, a, name, b))
     if not rows:
         return None
+    if len(others) == 1:
+        columns, rows = (*columns[:3], *columns[4:]), [(*row[:3], *row[4:]) for row in rows]
     return Table(title="Warm-up curves", columns=columns, rows=tuple(rows), notes=(*notes, RULE))
 
 
