@@ -75,9 +75,10 @@ def saturation_table(run: Run) -> Table | None:
     slo = found.get("slo")
     what = slo["text"] if slo else "no SLO"
     metric = slo["text"].split(" ≤")[0] if slo else "SLO metric"
-    columns = (Column("point", "point"), Column("at", "iodepth × numjobs"), Column("iops", "IOPS", True),
-               Column("lat_mean_ns", "clat mean", True), Column("slo_ns", metric, True))
-    rows = [(Cell("knee (most IOPS per ms of latency)"), *_cells(_point(found.get("knee"))))]
+    columns: tuple[Column, ...] = (Column("point", "point"), Column("at", "iodepth × numjobs"),
+                                   Column("iops", "IOPS", True), Column("lat_mean_ns", "clat mean", True),
+                                   Column("slo_ns", metric, True))
+    rows: list[tuple[Cell, ...]] = [(Cell("knee (most IOPS per ms of latency)"), *_cells(_point(found.get("knee"))))]
     chosen = found.get("chosen")
     label = f"most IOPS with {what}" if slo else "chosen (the knee)"
     finals = final_points(run)

@@ -105,12 +105,14 @@ def comparison_table(sides: Sequence[tuple[str, Sequence[Run]]]) -> Table | None
     (base_name, base_runs), *others = sides
     base = warmup.curves(base_runs)
     other = others[0][0] if len(others) == 1 else "side"  # more sides: a row per side, named in its column
-    columns = (Column("workload", "workload"), Column("direction", "dir"), Column("pass", "pass", True),
-               Column("side", "side"), Column("iops_a", f"IOPS {base_name}", True),
-               Column("iops_b", f"IOPS {other}", True), Column("ratio", "ratio", True),
-               Column("p99_a", f"p99 {base_name}", True), Column("p99_b", f"p99 {other}", True),
-               Column("hit_a", f"hit {base_name}", True), Column("hit_b", f"hit {other}", True))
-    rows, notes = [], []
+    columns: tuple[Column, ...] = (
+        Column("workload", "workload"), Column("direction", "dir"), Column("pass", "pass", True),
+        Column("side", "side"), Column("iops_a", f"IOPS {base_name}", True), Column("iops_b", f"IOPS {other}", True),
+        Column("ratio", "ratio", True), Column("p99_a", f"p99 {base_name}", True),
+        Column("p99_b", f"p99 {other}", True), Column("hit_a", f"hit {base_name}", True),
+        Column("hit_b", f"hit {other}", True))
+    rows: list[tuple[Cell, ...]] = []
+    notes = []
     for name, runs in others:
         for a, b in warmup.pair_curves(base, warmup.curves(runs)):
             pb = warmup.by_pass(b)
