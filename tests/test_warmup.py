@@ -79,6 +79,7 @@ def test_a_page_cache_in_front_of_a_throttled_device_warms_up(tmp_path):
     assert compared.returncode == 0, compared.stderr
     text = " ".join(compared.stdout.split())
     assert "Warm-up curves" in text and "cached warm at pass 4" in text and "uncached warm at pass 3" in text
+    assert "IOPS cached IOPS uncached ratio" in text  # two sides: the other one is named in the headers
     assert re.search(r"warm IOPS uncached/cached ×0\.1[23]\d", text), text  # 250 / 2000
     document = json.loads(iolab("show", "cached", "--format", "json", db=db).stdout)
     assert [row["pass"] for row in document["summary"]] == [1, 2, 3, 4]
