@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,12 +57,14 @@ class Prober:
 
     def run(self, workload: str, fio_options: Mapping[str, str], repeat: int = 1,
             tune: Mapping[str, str] | None = None, pin: str | None = None, first_repeat: int = 0,
-            planned: Mapping[str, Any] | None = None, job: str | None = None) -> list[ResultRecord]:
+            planned: Mapping[str, Any] | None = None, job: str | None = None,
+            waived: Collection[str] = ()) -> list[ResultRecord]:
         """Run ``fio_options`` as the workload ``workload``, ``repeat`` times (numbered from
         ``first_repeat``), under host ``tune`` settings and CPU ``pin`` mode; returns its results in
         order (``ok`` or ``failed``). ``planned`` is stored with each (``execute.PLANNED``: a crash
-        test's phase); ``job`` names fio's job when it is not the workload's name. Raises what
-        ``execute.prepare`` and ``execute.execute`` raise (``SafetyError``, ``SuiteError``,
+        test's phase); ``job`` names fio's job when it is not the workload's name; ``waived`` are
+        lint warnings (``P4`` …) that iolab's own choices for this workload set off, not kept. Raises
+        what ``execute.prepare`` and ``execute.execute`` raise (``SafetyError``, ``SuiteError``,
         ``TuningError``, ``Interrupted`` …)."""
         section = Section(job or workload, tuple((k, v) for k, v in fio_options.items()))
         suite = Suite(name=self.name, source=f"<{self.name}>", text=self.description, targets=(self.target,),
@@ -70,7 +72,7 @@ class Prober:
                       tune={k: (v,) for k, v in (tune or {}).items()}, method=Method(pin=pin))
         options = replace(self.options, keep_files=True)
         plan = execute.prepare(suite, options)
-        self.findings += plan.findings
+        self.findings += [f for f in plan.findings if not (f.severity == "warning" and f.id in waived)]
         if self.run_id is None:
             self.run_id = execute.start(self.store, plan, options, label=self.label, tags=self.tags, planned=planned)
         else:
