@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import crashphase, host, jobfile, lint, pinning, safety, targets, tuning, units
+from . import crashphase, host, interrupts, jobfile, lint, pinning, safety, targets, tuning, units
 from . import method as method_mod
 from . import suite as suite_mod
 from . import tiers as tiers_mod
@@ -427,9 +427,7 @@ def _pending(plan_: Plan, first_seq: int, first_repeat: int = 0,
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM stops a run like Ctrl-C does: fio ends cleanly, finished results stay."""
-    def handler(_signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = signal.signal(signal.SIGTERM, interrupts.handler)
     try:
         yield
     finally:

@@ -20,6 +20,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from .. import interrupts
 from ..errors import IolabError, UsageError
 from ..model import Run
 from ..report.table import Table, to_csv, to_markdown, to_rich
@@ -122,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI, turning iolab errors into a message and an exit code, and any other
     exception (a bug) into one line and a hint, unless ``--debug`` asks for the traceback."""
     state: dict[str, Any] = {}  # the commands' ctx.obj: --debug, and the exit code of unreadable runs
+    interrupts.install()
     try:
         # Without standalone mode click returns ctx.exit()'s code instead of exiting.
         code = cli.main(args=list(argv) if argv is not None else None, prog_name="iolab", standalone_mode=False,
