@@ -113,6 +113,9 @@ def test_hit_ratio_is_one_minus_origin_ios_over_fio_ios():
     ramped = tiers.accounting(_result({"tiers": stored}, job_text="[j]\nramp_time=2s\n"),
                               [tiers.parse_tier("origin", "/dev/loop3")])
     assert ramped is not None and "include its ramp_time" in ramped.notes[0]
+    for job_text, noted in (("[global]\nramp_time=1\n[j]\n", True), ("[j]\nramp_time=0s\n", False)):
+        again = tiers.accounting(_result({"tiers": stored}, job_text=job_text), [tiers.parse_tier("origin", "loop3")])
+        assert again is not None and bool(again.notes) == noted, job_text
     assert tiers.accounting(_result({}), [tiers.parse_tier("origin", "sdb")]) is None
 
 

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import jobfile, units
 from .model import ResultRecord
 from .observe import usage
 from .sysfs import read_text
@@ -467,4 +468,12 @@ def accounting(result: ResultRecord, tiers: Sequence[Tier]) -> Accounting | None
 
 
 def _ramp(result: ResultRecord) -> bool:
-    return bool(re.search(r"^\s*ramp_time\s*=\s*(?!0+\s*[a-z]*\s*$)\S", result.job_text, re.M))
+    """Whether a job of the result's job file has a ``ramp_time`` other than 0 (one fio substitutes,
+    such as ``${RAMP}``, counts)."""
+    for _, options in jobfile.effective_jobs(jobfile.parse(result.job_text)):
+        try:
+            if units.parse_duration_us(options.get("ramp_time") or "0") > 0:
+                return True
+        except ValueError:
+            return True
+    return False

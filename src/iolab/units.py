@@ -111,6 +111,11 @@ def format_iops(iops: float | None) -> str:
     return f"{iops:,.0f}" if iops >= 100 else f"{iops:,.1f}"
 
 
+def format_share(fraction: float | None) -> str:
+    """A fraction 0..1 as a percentage with one decimal: ``0.123`` -> ``12.3%`` (``–`` when unknown)."""
+    return "–" if fraction is None else f"{fraction * 100:.1f}%"
+
+
 def format_ns(ns: float | None) -> str:
     """A latency in the largest unit that keeps it >= 1: ``145160`` -> ``145.2 us``."""
     if ns is None or math.isnan(ns):

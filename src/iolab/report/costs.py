@@ -14,7 +14,7 @@ from typing import Any
 from .. import stats
 from ..model import HostSamples, Run, TimeSeries
 from ..observe import usage
-from ..units import format_rate
+from ..units import format_rate, format_share
 from .chartdata import Row, subjects
 from .table import Cell, Column, Table
 
@@ -22,10 +22,6 @@ from .table import Cell, Column, Table
 ALL_OBSERVED = "all observed"
 _SHOWN_MODES = (("user", "usr"), ("system", "sys"), ("irq", "irq"), ("softirq", "softirq"), ("iowait", "iowait"),
                 ("steal", "steal"))
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:.1f}%"
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -117,8 +113,8 @@ def cost_table(run: Run) -> Table | None:
         gaps = sum(c.gaps for c in costs)
         table_rows.append((
             Cell(target), Cell(workload), Cell(host), Cell(str(len(costs)), len(costs)),
-            Cell("–" if per_io is None else f"{per_io:.2f}", per_io), Cell(_pct(busy), busy),
-            *(Cell(_pct(v), v) for v in by_mode), _network(costs), Cell(_devices(costs)),
+            Cell("–" if per_io is None else f"{per_io:.2f}", per_io), Cell(format_share(busy), busy),
+            *(Cell(format_share(v), v) for v in by_mode), _network(costs), Cell(_devices(costs)),
             Cell(str(gaps) if gaps else "", gaps, "red" if gaps else None),
         ))
     notes = ["CPU µs/IO: busy CPU time of the host (user+nice+system+irq+softirq, all CPUs) per I/O fio completed "

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .. import stats, warmup
 from .. import tiers as tiers_mod
 from ..model import Run
-from ..units import format_iops, format_ns
+from ..units import format_iops, format_ns, format_share
 from .chartdata import Row, run_name
 from .table import Cell, Column, Table
 
@@ -18,10 +18,6 @@ if TYPE_CHECKING:
 
 RULE = ("warm: the first pass whose IOPS is within the noise of the two before it (±5 % or 2 standard errors, "
         "whichever is larger); warm values are the means over those three passes and every later one")
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value * 100:.1f}%"
 
 
 def _count(value: float | None) -> str:
@@ -34,7 +30,7 @@ def describe_warm(curve: warmup.Curve) -> str:
     w = curve.warm
     if w is None:
         return f"not warm after {len(curve.points)} pass(es)"
-    hit = f", hit ratio {_pct(w.hit_ratio)}" if w.hit_ratio is not None else ""
+    hit = f", hit ratio {format_share(w.hit_ratio)}" if w.hit_ratio is not None else ""
     return (f"warm at pass {w.pass_index} (within the noise of passes {w.plateau_from}–{w.pass_index - 1}): "
             f"{format_iops(w.iops)} IOPS, p99 {format_ns(w.p99_ns)}{hit}")
 
@@ -61,7 +57,7 @@ def warmup_table(run: Run) -> Table | None:
             rows.append((*([Cell(c.target)] if several else []), Cell(c.name), Cell(c.direction),
                          Cell(str(p.pass_index), p.pass_index), Cell(str(len(p.iops_values)), len(p.iops_values)),
                          Cell(format_iops(p.iops), p.iops), Cell(format_ns(p.p99_ns), p.p99_ns),
-                         *([Cell(_pct(p.hit_ratio), p.hit_ratio), Cell(_count(origin), origin),
+                         *([Cell(format_share(p.hit_ratio), p.hit_ratio), Cell(_count(origin), origin),
                             Cell(_count(issued), issued)] if tiered else []),
                          Cell("← warm" if warm else "", warm, "green" if warm else None)))
     notes = [f"{c.name} {c.direction}: {describe_warm(c)}" for c in found]
@@ -118,15 +114,13 @@ def comparison_table(sides: Sequence[tuple[str, Sequence[Run]]]) -> Table | None
             pb = warmup.by_pass(b)
             for pa in a.points:
                 q = pb.get(pa.pass_index)
-                iops_b = q.iops if q else None
+                iops_b, p99_b, hit_b = (q.iops, q.p99_ns, q.hit_ratio) if q else (None, None, None)
                 ratio = iops_b / pa.iops if iops_b is not None and pa.iops else None
                 rows.append((Cell(a.name), Cell(a.direction), Cell(str(pa.pass_index), pa.pass_index), Cell(name),
                              Cell(format_iops(pa.iops), pa.iops), Cell(format_iops(iops_b), iops_b),
                              Cell("–" if ratio is None else f"×{ratio:.3g}", ratio),
-                             Cell(format_ns(pa.p99_ns), pa.p99_ns), Cell(format_ns(q.p99_ns if q else None),
-                                                                         q.p99_ns if q else None),
-                             Cell(_pct(pa.hit_ratio), pa.hit_ratio), Cell(_pct(q.hit_ratio if q else None),
-                                                                          q.hit_ratio if q else None)))
+                             Cell(format_ns(pa.p99_ns), pa.p99_ns), Cell(format_ns(p99_b), p99_b),
+                             Cell(format_share(pa.hit_ratio), pa.hit_ratio), Cell(format_share(hit_b), hit_b)))
             notes.append(_warm_note(base_name, a, name, b))
     if not rows:
         return None
