@@ -18,13 +18,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
+import sqlalchemy
 from rich.console import Console
 
 from .. import interrupts
+from ..dbfaults import DEFAULT_WAIT_S, describe
 from ..errors import IolabError, UsageError
 from ..model import Run
 from ..report.table import Table, to_csv, to_markdown, to_rich
 from ..store import Store, UnreadableRun
+from ..units import parse_duration_us
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
@@ -43,10 +46,27 @@ def parse_tags(values: Sequence[str]) -> dict[str, str]:
     return tags
 
 
+class _Duration(click.ParamType):
+    """A duration such as ``90``, ``90s``, ``3m``, ``500ms`` (fio's spellings), in seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration_us(value) / 1e6
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = _Duration()
+
+
 def store_of(ctx: click.Context) -> Store:
-    """The results database for this invocation (``--db``), opened once."""
+    """The results database for this invocation (``--db``; a command's ``--db-wait``), opened once."""
     if "store" not in ctx.obj:
-        ctx.obj["store"] = Store(ctx.obj.get("db"))
+        ctx.obj["store"] = Store(ctx.obj.get("db"), wait_s=ctx.obj.get("db_wait", DEFAULT_WAIT_S))
     return ctx.obj["store"]  # type: ignore[no-any-return]
 
 
@@ -142,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         err.print("Interrupted.")
         sys.exit(130)
+    except sqlalchemy.exc.SQLAlchemyError as exc:  # a database error outside the store's guard: still the user's
+        click.echo(f"Error: the results database: {describe(exc)}", err=True)
+        click.echo("Hint: check --db / $IOLAB_DB and that the database is reachable and writable", err=True)
+        sys.exit(1)
     except Exception as exc:
         if state.get("debug"):
             raise
