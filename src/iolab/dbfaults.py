@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -160,6 +161,16 @@ def probe_write(engine: sa.Engine) -> None:
             conn.exec_driver_sql("UPDATE runs SET status = status WHERE id = (SELECT max(id) FROM runs)")
         finally:
             transaction.rollback()
+
+
+@contextmanager
+def waits_told(guard: Guard, on_wait: Callable[[Wait], None]) -> Iterator[None]:
+    """``guard``'s waits go to ``on_wait`` inside the block (as they went before, after it)."""
+    previous, guard.on_wait = guard.on_wait, on_wait
+    try:
+        yield
+    finally:
+        guard.on_wait = previous
 
 
 def sqlite_path(url: str) -> Path | None:

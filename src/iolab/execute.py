@@ -456,7 +456,7 @@ def execute(store: Store, run_id: int, options: RunOptions,
     """
     run = store.get_run(run_id)
     spool = Spool(store.display_url, run_id, run.info.created_at)
-    if spooled := _store_spooled(store, spool, run):
+    if spooled := spool.store_into(store, run):
         run = store.get_run(run_id)
         on_event(JobEvent("note", 0, 0, "", "", 0, detail=f"stored {spooled} finished result(s) the spool kept for "
                                                            f"run {run_id} ({spool.path})"))
@@ -474,17 +474,17 @@ def execute(store: Store, run_id: int, options: RunOptions,
     observers = Observers.from_options(run.info.options)
     keep_files = options.keep_files or run.info.options.get("keep_files", False)  # as asked at the start too
     try:
-        with _sigterm_as_interrupt(), _waits_told(store, on_event) as told:
+        told: list[_Events] = []
+        with _sigterm_as_interrupt(), dbfaults.waits_told(store.guard, _waits_as_events(told)):
             for index, result in enumerate(todo):
                 events = _Events(on_event, index, len(todo), result, _job_seconds(jobfile.parse(result.job_text)))
-                told.events = events
+                told[:] = [events]
                 _run_job(store, spool, result, events, options, method, observers, remote.get(result.target))
     except tuning.RestoreError:
         store.finish_run(run_id, "failed")  # host settings are not what they were: stop here
         raise
     except KeyboardInterrupt:
-        store.finish_run(run_id, "interrupted")
-        _cleanup(store, run_id, keep_files)
+        _mark_stopped(store, run, keep_files)
         spool.sweep()
         raise Interrupted(f"run {run_id} interrupted; finished results are stored",
                           hint=f"finish it with: iolab run --resume {run_id}") from None
@@ -499,71 +499,43 @@ def execute(store: Store, run_id: int, options: RunOptions,
     return status
 
 
-def _store_spooled(store: Store, spool: Spool, run: Run) -> int:
-    """Store the results the spool holds for ``run`` whose rows have not ended; returns how many.
-    A result the database already has (iolab was killed between the commit and the spool's removal)
-    is only removed from the spool. A sealed result that does not load stays, named in the run's warnings."""
-    open_ids = {r.id for r in run.results if r.status in ("pending", "running", "interrupted")}
-    known = {r.id for r in run.results}
-    stored = 0
-    for result_id, end in spool.sealed():
-        if end is None:
-            if result_id in open_ids:
-                store.update_run(run.info.id, warnings=[*run.info.warnings, f"a spooled result in {spool.path} "
-                                                        f"(result {result_id}) could not be read by this iolab"])
-            continue
-        if result_id in open_ids:
-            store.save_result(result_id, **end.saved())
-            stored += 1
-        if result_id in known:
-            spool.remove(result_id)
-    return stored
+def _mark_stopped(store: Store, run: Run, keep_files: bool) -> None:
+    """A stopped run (Ctrl-C, or the database away past its bound) marked ``interrupted`` and its scratch
+    files removed, if the database answers at once: a stop does not wait for it (``--resume`` finishes
+    what is left)."""
+    wait_s, store.guard.wait_s = store.guard.wait_s, 0.0
+    try:
+        store.finish_run(run.info.id, "interrupted")
+        _cleanup(store, run.info.id, keep_files)
+    except StoreError:
+        _remove_scratch(run, keep_files)  # as far as the run's stored options say, without the database
+    finally:
+        store.guard.wait_s = wait_s
 
 
 def _stopped(store: Store, spool: Spool, run: Run, keep_files: bool, exc: DatabaseUnavailable) -> DatabaseUnavailable:
     """The error that stops run ``run`` when the database stayed away past its bound: the run is marked
     ``interrupted`` if the database answers one last, unwaited try, and scratch files are removed."""
     run_id = run.info.id
-    wait_s, store.guard.wait_s = store.guard.wait_s, 0.0
-    try:
-        store.finish_run(run_id, "interrupted")
-        _cleanup(store, run_id, keep_files)
-    except StoreError:
-        _remove_scratch(run, keep_files)  # as far as the run's stored options say, without the database
-    finally:
-        store.guard.wait_s = wait_s
+    _mark_stopped(store, run, keep_files)
     kept = len(spool.sealed())
     return DatabaseUnavailable(
         f"run {run_id} stopped: {exc.message}. {kept} finished result(s) not yet stored are kept in {spool.path}",
         f"when the database is back, store them and finish the run with: iolab run --resume {run_id}", exc.reason)
 
 
-@dataclass
-class _Told:
-    """Where ``_waits_told`` sends the database's waits: the job in flight's events."""
-
-    events: _Events | None = None
-
-
-@contextmanager
-def _waits_told(store: Store, on_event: Callable[[JobEvent], None]) -> Iterator[_Told]:
-    """While a run goes on, the database's waits (``dbfaults.Wait``) become ``db`` events of the job in
-    flight: ``detail`` says what is awaited, ``note`` (once it answers again) how long it took."""
-    told = _Told()
-
+def _waits_as_events(told: list[_Events]) -> Callable[[dbfaults.Wait], None]:
+    """The database's waits (``dbfaults.Wait``) as ``db`` events of the job in flight (``told[-1]``):
+    ``detail`` says what is awaited, ``note`` (once it answers again) how long it took."""
     def on_wait(wait: dbfaults.Wait) -> None:
-        if told.events is None:
+        if not told:
             return
         if wait.back:
-            told.events("db", note=f"the results database answered again after {format_duration(wait.waited_s)}")
+            told[-1]("db", note=f"the results database answered again after {format_duration(wait.waited_s)}")
         else:
-            told.events("db", detail=f"database away: waited {format_duration(wait.waited_s)} of "
-                                     f"{format_duration(wait.bound_s)}, no new job starts ({wait.reason})")
-    previous, store.guard.on_wait = store.guard.on_wait, on_wait
-    try:
-        yield told
-    finally:
-        store.guard.on_wait = previous
+            told[-1]("db", detail=f"database away: waited {format_duration(wait.waited_s)} of "
+                                  f"{format_duration(wait.bound_s)}, no new job starts ({wait.reason})")
+    return on_wait
 
 
 def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: RunOptions) -> dict[str, Target]:

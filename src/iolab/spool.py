@@ -23,11 +23,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from .model import FioReport, HostSamples, TargetFacts, TimeSeries, from_jsonable, to_json_text
+
+if TYPE_CHECKING:
+    from .model import Run
+    from .store import Store
 
 SEALED = "result.json"
 
@@ -130,6 +134,26 @@ class Spool:
         if not any(self.path.iterdir()):
             self.path.rmdir()
         return count
+
+    def store_into(self, store: Store, run: Run) -> int:
+        """Store the sealed results of ``run`` whose rows have not ended; returns how many. A result
+        the database has already (iolab was killed between the commit and the removal) is only removed
+        here. One that does not load stays, and the run's warnings say where."""
+        open_ids = {r.id for r in run.results if r.status in ("pending", "running", "interrupted")}
+        known = {r.id for r in run.results}
+        stored = 0
+        for result_id, end in self.sealed():
+            if end is None:
+                if result_id in open_ids:
+                    store.update_run(run.info.id, warnings=[*run.info.warnings, f"a spooled result in {self.path} "
+                                                            f"(result {result_id}) could not be read by this iolab"])
+                continue
+            if result_id in open_ids:
+                store.save_result(result_id, **end.saved())
+                stored += 1
+            if result_id in known:
+                self.remove(result_id)
+        return stored
 
     def _result_dirs(self) -> list[Path]:
         if not self.path.is_dir():
