@@ -60,6 +60,19 @@ def ok_results(url: str, run_id: int = 1) -> int:
         engine.dispose()
 
 
+def running(url: str, seq: int, run_id: int = 1) -> bool:
+    """Whether the run's job ``seq`` is stored as running (its fio has started or is about to)."""
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql(f"SELECT status FROM results WHERE run_id = {run_id} AND seq = {seq}"
+                                        ).scalar() == "running"
+    except sa.exc.SQLAlchemyError:
+        return False
+    finally:
+        engine.dispose()
+
+
 def lost_and_duplicated(url: str, run_id: int = 1, planned: int = JOBS) -> tuple[int, int]:
     """(results lost, results duplicated) of a finished run: planned jobs without an ok result;
     result rows beyond one per planned job, and fio log series stored more than once."""
@@ -137,7 +150,7 @@ def test_sqlite_locked_past_the_bound_stops_the_run_and_resume_stores_the_spool(
     url = f"sqlite:///{db}"
     env = state_env(tmp_path)
     proc = popen("run", str(suite(tmp_path)), "--no-observe", "--db-wait", "3s", db=db, cwd=tmp_path, env=env)
-    wait_for(lambda: ok_results(url) >= 1, 60)
+    wait_for(lambda: running(url, seq=1), 60)  # the second job runs: it will end while the lock is held
     lock = Lock(db)
     try:
         _, err = proc.communicate(timeout=60)
