@@ -177,7 +177,7 @@ def test_a_result_whose_database_write_was_killed_arrives_on_resume(tmp_path):
     url = f"sqlite:///{db}"
     env = state_env(tmp_path)
     proc = popen("run", str(suite(tmp_path)), "--no-observe", db=db, cwd=tmp_path, env=env)
-    wait_for(lambda: ok_results(url) >= 1, 60)
+    wait_for(lambda: running(url, seq=1), 60)
     lock = Lock(db)
     try:
         wait_for(lambda: spooled(tmp_path), 30)  # the next job ended; its write waits for the lock
