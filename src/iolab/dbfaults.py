@@ -37,8 +37,9 @@ DEFAULT_WAIT_S = 180.0
 SQLITE_BUSY_MS = 2000
 #: Back-off between attempts: first, factor, most.
 BACKOFF_S = (0.25, 2.0, 5.0)
-#: Room a result takes in SQLite, measured: a json+ report of one job with fio's 1 s logs stores
-#: 40-90 KiB (report JSON, compressed output, series, WAL copy); twice the largest seen.
+#: Room a result may take in SQLite: a json+ report of one job with fio's 1 s logs was measured at 10-20 KiB
+#: (report JSON, compressed output, series), written twice (WAL, then the database) in whole 4 KiB pages;
+#: 192 KiB leaves room for reports holding many jobs (numjobs without group_reporting).
 RESULT_BYTES = 192 * 1024
 #: Room kept free beyond the results: the WAL's growth until a checkpoint and the file system's own.
 ROOM_MARGIN_BYTES = 16 * 1024 * 1024
