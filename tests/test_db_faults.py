@@ -380,3 +380,29 @@ def test_a_lock_is_waited_for_within_the_bound_and_told(tmp_path):
     assert waits and all(w.reason == "database is locked" and not w.back for w in waits)
     lock.release()
     assert store.create_run(suite_name="s", suite_text="") == 1
+
+
+@pytest.mark.postgres
+def test_a_read_only_postgresql_is_refused_before_fio_runs_and_still_read(tmp_path, postgres):
+    url = postgres.url
+    Store(url).close()  # the schema exists
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        conn.exec_driver_sql("ALTER DATABASE postgres SET default_transaction_read_only = on")
+    try:
+        env = {**state_env(tmp_path), "IOLAB_DB": url}
+        proc = iolab("run", str(suite(tmp_path)), "--no-observe", db=tmp_path / "unused", cwd=tmp_path, env=env)
+        assert proc.returncode == 1
+        shown = Store(url).display_url
+        assert errors(proc) == [
+            f"Error: the results database {shown}: cannot take a write (tried before any job runs): cannot execute "
+            "UPDATE in a read-only transaction",
+            "Hint: give a writable database with --db or $IOLAB_DB (reading commands such as runs, show, report and "
+            "compare work on this one)"]
+        assert not (tmp_path / "data.bin").exists()  # fio never ran
+        assert iolab("runs", db=tmp_path / "unused", env=env).returncode == 0
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql("SET default_transaction_read_only = off")
+            conn.exec_driver_sql("ALTER DATABASE postgres SET default_transaction_read_only = off")
+        admin.dispose()

@@ -96,11 +96,12 @@ def transient(exc: BaseException) -> bool:
     return not any(s in text for s in _PG_PERMANENT)
 
 
-def hint_for(reason: str, display_url: str) -> str:
+def hint_for(reason: str) -> str:
     """What to do about a fault the driver described as ``reason``."""
     text = reason.lower()
     if "readonly" in text or "read-only" in text or "read only" in text:
-        return f"{display_url} cannot be written here; give a writable database with --db or $IOLAB_DB"
+        return ("give a writable database with --db or $IOLAB_DB (reading commands such as runs, show, report "
+                "and compare work on this one)")
     if "disk is full" in text or "no space" in text:
         return "free space on the file system that holds it, or give another database with --db"
     if "locked" in text:
@@ -134,12 +135,12 @@ class Guard:
                 waited = time.monotonic() - start
                 if not transient(exc):
                     raise StoreError(f"the results database {self.display_url}: cannot {what}: {reason}",
-                                     hint=hint_for(reason, self.display_url)) from exc
+                                     hint=hint_for(reason)) from exc
                 if waited >= self.wait_s:
                     raise DatabaseUnavailable(
                         f"the results database {self.display_url} was away longer than the "
                         f"{format_duration(self.wait_s)} iolab waits (--db-wait): cannot {what}: {reason}",
-                        hint_for(reason, self.display_url), reason) from exc
+                        hint_for(reason), reason) from exc
                 self._tell(Wait(what, reason, waited, self.wait_s))
                 time.sleep(max(0.0, min(delay, self.wait_s - waited)))
                 delay = min(delay * BACKOFF_S[1], BACKOFF_S[2])

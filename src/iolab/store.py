@@ -361,7 +361,7 @@ class Store:
         except sa.exc.SQLAlchemyError as exc:
             reason = dbfaults.describe(exc)
             raise StoreError(f"cannot open the results database {self.display_url}: {reason}",
-                             hint=dbfaults.hint_for(reason, self.display_url)) from exc
+                             hint=dbfaults.hint_for(reason)) from exc
 
     def _sqlite_pragmas(self, dbapi_connection: Any, _record: Any) -> None:
         """Foreign keys, WAL (not on a read-only database: it is a write) and a lock wait that stays
@@ -386,7 +386,7 @@ class Store:
         path = dbfaults.sqlite_path(self.url)
         if path is not None:
             dbfaults.check_sqlite_room(path, results, self.display_url)
-        self.guard.call("write", lambda: dbfaults.probe_write(self.engine))
+        self.guard.call("take a write (tried before any job runs)", lambda: dbfaults.probe_write(self.engine))
 
     @property
     def display_url(self) -> str:
