@@ -23,6 +23,7 @@ from typing import Any
 
 from . import crashphase, dbfaults, host, interrupts, jobfile, lint, pinning, safety, targets, tuning, units
 from . import method as method_mod
+from . import spool as spool_mod
 from . import suite as suite_mod
 from . import tiers as tiers_mod
 from .dbfaults import DatabaseUnavailable
@@ -384,6 +385,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
     The plan's lint findings (warnings) become the run's warnings. ``planned`` is stored with
     every invocation (``PLANNED``: a workflow's crash-test phase)."""
     store.check_writable(len(plan_.items))
+    spool_mod.make()
     warnings = [f.text() for f in plan_.findings]
     run_id = store.create_run(
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
@@ -463,6 +465,7 @@ def execute(store: Store, run_id: int, options: RunOptions,
     spool.sweep()
     todo = [r for r in run.results if r.status in ("pending", "running", "interrupted")]
     store.check_writable(len(todo))
+    spool.check()
     try:
         remote = _remote_targets(run.info.options, todo, options)
     except HostError as exc:

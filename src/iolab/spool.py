@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .errors import IolabError
 from .model import FioReport, HostSamples, TargetFacts, TimeSeries, from_jsonable, to_json_text
 
 if TYPE_CHECKING:
@@ -40,6 +41,18 @@ def spool_root() -> Path:
     """``$XDG_STATE_HOME/iolab/spool`` (default ``~/.local/state/iolab/spool``)."""
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "iolab" / "spool"
+
+
+def make(directory: Path | None = None) -> None:
+    """Create ``directory`` in the spool (default: the spool itself), or raise ``IolabError`` saying where
+    it could not be written (checked before a run)."""
+    directory = directory or spool_root()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IolabError(f"cannot write iolab's spool at {directory}: {exc.strerror or exc}",
+                         hint="iolab keeps each job's output in $XDG_STATE_HOME/iolab/spool (default "
+                              "~/.local/state/iolab/spool) until the database has it; make it writable") from None
 
 
 @dataclass(frozen=True)
@@ -65,8 +78,9 @@ class JobEnd:
 
 
 class Spool:
-    """The spool of one run in one database (see the module). Raises OSError when the state
-    directory cannot be written."""
+    """The spool of one run in one database (see the module). ``workdir`` raises ``IolabError`` when the
+    state directory cannot be written; ``seal`` raises OSError (the job then fails the run: its result
+    cannot be kept)."""
 
     def __init__(self, display_url: str, run_id: int, created_at: datetime, root: Path | None = None) -> None:
         key = hashlib.sha256(display_url.encode()).hexdigest()[:16]
@@ -80,11 +94,18 @@ class Spool:
         left there by an earlier attempt is removed."""
         directory = self.path / (f"result-{name}" if isinstance(name, int) else name)
         shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True)
+        self._make(directory)
+        return directory
+
+    def check(self) -> None:
+        """Before a run: the spool can be written (raises ``IolabError`` saying where)."""
+        self._make(self.path)
+
+    def _make(self, directory: Path) -> None:
+        make(directory)
         marker = self.base / "database"
         if not marker.exists():  # for whoever looks in the spool: which database these runs belong to
             marker.write_text(self.display_url + "\n")
-        return directory
 
     def seal(self, result_id: int, end: JobEnd) -> None:
         """Write ``end`` durably as result ``result_id``'s ``result.json`` (fsync, rename, fsync the directory)."""
