@@ -6,7 +6,9 @@ upgraded by Alembic migrations (``iolab/migrations``) when the store is opened; 
 definitions below mirror them for queries (a test checks they agree).
 
 Every write is its own transaction, committed before the call returns: a result is durable
-the moment its job ends, so a killed run loses at most the job in flight.
+the moment its job ends, so a killed run loses at most the job in flight. Every call goes through
+``Store.guard`` (``dbfaults.Guard``): a database that is away (restarting, locked, full) is waited for,
+up to a bound, and its errors become one-line ``StoreError``s without SQL text.
 """
 
 from __future__ import annotations

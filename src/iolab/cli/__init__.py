@@ -22,12 +22,12 @@ import sqlalchemy
 from rich.console import Console
 
 from .. import interrupts
-from ..dbfaults import DEFAULT_WAIT_S, describe
+from ..dbfaults import DEFAULT_WAIT_S, Wait, describe
 from ..errors import IolabError, UsageError
 from ..model import Run
 from ..report.table import Table, to_csv, to_markdown, to_rich
 from ..store import Store, UnreadableRun
-from ..units import parse_duration_us
+from ..units import format_duration, parse_duration_us
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
@@ -67,7 +67,25 @@ def store_of(ctx: click.Context) -> Store:
     """The results database for this invocation (``--db``; a command's ``--db-wait``), opened once."""
     if "store" not in ctx.obj:
         ctx.obj["store"] = Store(ctx.obj.get("db"), wait_s=ctx.obj.get("db_wait", DEFAULT_WAIT_S))
+        ctx.obj["store"].guard.on_wait = _WaitTeller()
     return ctx.obj["store"]  # type: ignore[no-any-return]
+
+
+class _WaitTeller:
+    """Waits for the database outside a run's jobs (opening a run, reading): one line when one starts,
+    one when it ends (while jobs run, the progress line says it instead: ``execute``)."""
+
+    def __init__(self) -> None:
+        self.waiting = False
+
+    def __call__(self, wait: Wait) -> None:
+        if wait.back:
+            err.print(f"The results database answered again after {format_duration(wait.waited_s)}.",
+                      style="cyan", markup=False, highlight=False)
+        elif not self.waiting:
+            err.print(f"The results database is away ({wait.reason}); waiting up to "
+                      f"{format_duration(wait.bound_s)} (--db-wait)…", style="yellow", markup=False, highlight=False)
+        self.waiting = not wait.back
 
 
 def load_runs(ctx: click.Context, ids: Sequence[int]) -> list[Run]:
