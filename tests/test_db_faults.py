@@ -278,17 +278,17 @@ def test_sqlite_with_too_little_room_is_refused_before_fio_runs(tmp_path, small_
 @pytest.mark.root
 def test_read_only_database_is_named_as_such_and_still_read(tmp_path, small_fs):
     db = small_fs / "db.sqlite"
-    sample = Path(__file__).parent / "data" / "fio" / "fio-3.33_randrw_libaio.json"
-    assert iolab("import", str(sample), db=db).returncode == 0
-    assert iolab("import", str(Path(__file__).parent / "data" / "fio" / "fio-3.33_randrw_posixaio.json"),
-                 db=db).returncode == 0
+    samples = Path(__file__).parent / "data" / "fio"
+    imported = iolab("import", str(samples / "fio-3.33_randrw_libaio.json"),
+                     str(samples / "fio-3.33_randrw_posixaio.json"), db=db)
+    assert imported.returncode == 0, imported.stderr
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
     try:
         for command in (["runs"], ["show", "1"], ["compare", "1", "2"],
                         ["report", "1", "-o", str(tmp_path / "r.html")]):
             proc = iolab(*command, db=db, cwd=tmp_path)
             assert proc.returncode in (0, 3), (command, proc.stderr)  # compare: 3 when it finds a regression
-        proc = iolab("run", str(suite(tmp_path)), "--no-observe", db=db, cwd=tmp_path, env=state_env(tmp_path))
+        proc = iolab("run", "--resume", "1", db=db, cwd=tmp_path, env=state_env(tmp_path))
         assert proc.returncode == 1
         error = errors(proc)
         assert error == [f"Error: the results database sqlite:///{db} is on a read-only file system ({small_fs}); "
@@ -309,7 +309,6 @@ def test_read_only_database_is_named_as_such_and_still_read(tmp_path, small_fs):
     os.chmod(small_fs, 0o555)
     proc = iolab("run", "--resume", "1", db=db, wrapper=no_override)
     assert f"is in a read-only directory ({small_fs}: no write permission" in errors(proc)[0]
-    assert iolab("runs", db=db, wrapper=no_override).returncode == 0
 
 
 @pytest.fixture(scope="module")
