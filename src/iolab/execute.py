@@ -593,7 +593,11 @@ def _run_job(store: Store, spool: Spool, result: ResultRecord, events: _Events, 
     if end is None:
         spool.remove(result.id)
         return
-    spool.seal(result.id, end)
+    try:
+        spool.seal(result.id, end)
+    except OSError as exc:  # the state directory is full or gone: the database is then the only copy
+        events("note", detail=f"the result could not be kept in the spool ({exc.strerror or exc}); storing it "
+                              "without that copy")
     store.save_result(result.id, **end.saved())
     spool.remove(result.id)
     events("end", outcome=end.status, error=end.error)

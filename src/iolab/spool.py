@@ -29,12 +29,16 @@ import orjson
 
 from .errors import IolabError
 from .model import FioReport, HostSamples, TargetFacts, TimeSeries, from_jsonable, to_json_text
+from .units import format_bytes
 
 if TYPE_CHECKING:
     from .model import Run
     from .store import Store
 
 SEALED = "result.json"
+#: Room the spool's file system must have before a run: fio's json+ output and 1 s logs of a job are
+#: tens to hundreds of KiB; a job with its own per-I/O logs can write more.
+MIN_FREE_BYTES = 16 * 1024 * 1024
 
 
 def spool_root() -> Path:
@@ -47,12 +51,16 @@ def make(directory: Path | None = None) -> None:
     """Create ``directory`` in the spool (default: the spool itself), or raise ``IolabError`` saying where
     it could not be written (checked before a run)."""
     directory = directory or spool_root()
+    hint = ("iolab keeps each job's fio output in $XDG_STATE_HOME/iolab/spool (default ~/.local/state/iolab/spool) "
+            "until the database has it; make it writable, with room")
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(directory).free
     except OSError as exc:
-        raise IolabError(f"cannot write iolab's spool at {directory}: {exc.strerror or exc}",
-                         hint="iolab keeps each job's output in $XDG_STATE_HOME/iolab/spool (default "
-                              "~/.local/state/iolab/spool) until the database has it; make it writable") from None
+        raise IolabError(f"cannot write iolab's spool at {directory}: {exc.strerror or exc}", hint=hint) from None
+    if free < MIN_FREE_BYTES:
+        raise IolabError(f"iolab's spool at {directory} is on a file system with {format_bytes(free)} free; fio's "
+                         f"output and logs need room there (at least {format_bytes(MIN_FREE_BYTES)})", hint=hint)
 
 
 @dataclass(frozen=True)
@@ -79,8 +87,8 @@ class JobEnd:
 
 class Spool:
     """The spool of one run in one database (see the module). ``workdir`` raises ``IolabError`` when the
-    state directory cannot be written; ``seal`` raises OSError (the job then fails the run: its result
-    cannot be kept)."""
+    state directory cannot be written; ``seal`` raises OSError (the caller stores the result without
+    the spool's copy)."""
 
     def __init__(self, display_url: str, run_id: int, created_at: datetime, root: Path | None = None) -> None:
         key = hashlib.sha256(display_url.encode()).hexdigest()[:16]
