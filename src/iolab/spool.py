@@ -16,6 +16,7 @@ the run's directory is named after its id and creation time (``run-<id>-<created
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -162,6 +163,10 @@ class Spool:
                 count += 1
         if not any(self.path.iterdir()):
             self.path.rmdir()
+        if {p.name for p in self.base.iterdir()} <= {"database"}:  # no run of this database has anything left
+            (self.base / "database").unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # another run of this database made its directory meanwhile
+                self.base.rmdir()
         return count
 
     def store_into(self, store: Store, run: Run) -> int:
