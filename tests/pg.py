@@ -27,6 +27,24 @@ class PostgresServer:
     datadir: str
     bindir: str
     base: str
+    port: int = 54329
+
+    def pg_ctl(self, *args: str) -> None:
+        """``pg_ctl -D DATADIR ARGS`` as the server's owner; raises CalledProcessError."""
+        subprocess.run(self._as_owner(f"{self.bindir}/pg_ctl", "-D", self.datadir, *args), capture_output=True,
+                       check=True, timeout=120)
+
+    def restart(self) -> None:
+        """``pg_ctl restart -m fast``: every connection is closed, the server is back when this returns."""
+        self.pg_ctl("-l", f"{self.base}/log", "-w", "-m", "fast", "restart")
+
+    def halt(self) -> None:
+        """Stop the server (``-m fast``), keeping its data for ``resume``."""
+        self.pg_ctl("-w", "-m", "fast", "stop")
+
+    def resume(self) -> None:
+        """Start a halted server again, on its own socket only."""
+        self.pg_ctl("-l", f"{self.base}/log", "-w", "-t", "60", "-o", _options(self.port, self.base), "start")
 
     def _as_owner(self, *argv: str) -> list[str]:
         return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else list(argv)
@@ -50,12 +68,12 @@ def start(port: int = 54329) -> PostgresServer:
         shutil.chown(sockdir, "postgres")
     server = PostgresServer(
         url=f"postgresql+psycopg://postgres@/postgres?host={sockdir}&port={port}",
-        datadir=datadir, bindir=bindir, base=base,
+        datadir=datadir, bindir=bindir, base=base, port=port,
     )
     steps = [
         [f"{bindir}/initdb", "-D", datadir, "-U", "postgres", "--auth=trust", "-E", "UTF8"],
-        [f"{bindir}/pg_ctl", "-D", datadir, "-l", f"{base}/log", "-w", "-t", "60", "-o",
-         f"-p {port} -k {sockdir} -c listen_addresses='' -c fsync=off", "start"],
+        [f"{bindir}/pg_ctl", "-D", datadir, "-l", f"{base}/log", "-w", "-t", "60", "-o", _options(port, base),
+         "start"],
     ]
     for argv in steps:
         proc = subprocess.run(server._as_owner(*argv), capture_output=True, text=True, check=False)
@@ -64,3 +82,8 @@ def start(port: int = 54329) -> PostgresServer:
             server.stop()
             raise RuntimeError(f"{argv[0]} failed: {proc.stderr}{log}")
     return server
+
+
+def _options(port: int, base: str) -> str:
+    """The server's options: its own unix socket in ``base``, no TCP."""
+    return f"-p {port} -k {base}/sock -c listen_addresses='' -c fsync=off"

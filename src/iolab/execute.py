@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import signal
 import tempfile
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -22,16 +21,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import crashphase, host, interrupts, jobfile, lint, pinning, safety, targets, tuning, units
+from . import crashphase, dbfaults, host, interrupts, jobfile, lint, pinning, safety, targets, tuning, units
 from . import method as method_mod
+from . import spool as spool_mod
 from . import suite as suite_mod
 from . import tiers as tiers_mod
-from .errors import HostError, Interrupted, IolabError, SafetyError, SuiteError
+from .dbfaults import DatabaseUnavailable
+from .errors import HostError, Interrupted, IolabError, SafetyError, StoreError, SuiteError
 from .model import (
     BlockDeviceFacts,
     FioReport,
     HostFacts,
     ResultRecord,
+    Run,
     TargetFacts,
     to_jsonable,
 )
@@ -41,10 +43,11 @@ from .observe.watch import Observers
 from .remote import jobs as remote_jobs
 from .runner import local
 from .runner.status import Status
+from .spool import JobEnd, Spool
 from .store import PendingResult, Store
 from .suite import JobSpec, PlannedJob, Suite, Target, plan, render_job
 from .sysfs import format_cpu_list as format_cpus
-from .units import format_bytes
+from .units import format_bytes, format_duration
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
 TIMEOUT_SLACK_S = 300.0
@@ -381,6 +384,8 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
 
     The plan's lint findings (warnings) become the run's warnings. ``planned`` is stored with
     every invocation (``PLANNED``: a workflow's crash-test phase)."""
+    store.check_writable(len(plan_.items))
+    spool_mod.make()
     warnings = [f.text() for f in plan_.findings]
     run_id = store.create_run(
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
@@ -438,14 +443,29 @@ def execute(store: Store, run_id: int, options: RunOptions,
             on_event: Callable[[JobEvent], None] = lambda e: None) -> str:
     """Run every invocation of ``run_id`` that has not ended yet; returns the run's status.
 
+    First the results the spool holds for the run (finished, but not stored: the database was away,
+    or iolab was killed in the write) are stored, and work directories of jobs that never finished
+    are removed (``spool``). Then the database must take a write, with room for the results to come
+    (``Store.check_writable``, raises ``StoreError`` before any job).
+
     Status: ``complete`` (all ok), ``partial`` (hosts of a remote target were lost mid-run; the
     other hosts' results are kept) or ``failed`` (some job failed; fio's message is stored).
     Remote targets pass their preflight before any job (raises ``HostError``).
     Raises ``Interrupted`` on Ctrl-C/SIGTERM after stopping fio; finished results are kept and
-    the job in flight is marked ``interrupted`` so that ``--resume`` runs it again.
+    the job in flight is marked ``interrupted`` so that ``--resume`` runs it again. Raises
+    ``DatabaseUnavailable`` when the database stays away longer than its bound (``Store.guard``):
+    the run stops, finished results stay in the spool, the message says how many and where.
     """
     run = store.get_run(run_id)
+    spool = Spool(store.display_url, run_id, run.info.created_at)
+    if spooled := spool.store_into(store, run):
+        run = store.get_run(run_id)
+        on_event(JobEvent("note", 0, 0, "", "", 0, detail=f"stored {spooled} finished result(s) the spool kept for "
+                                                           f"run {run_id} ({spool.path})"))
+    spool.sweep()
     todo = [r for r in run.results if r.status in ("pending", "running", "interrupted")]
+    store.check_writable(len(todo))
+    spool.check()
     try:
         remote = _remote_targets(run.info.options, todo, options)
     except HostError as exc:
@@ -453,28 +473,72 @@ def execute(store: Store, run_id: int, options: RunOptions,
         hint = f"{exc.hint}; then " if exc.hint else ""
         raise HostError(exc.message, hint=f"{hint}finish the run with: iolab run --resume {run_id}") from None
     store.update_run(run_id, status="running", finished_at=None)
-    method = _JobMethod(store, run_id, run.info.options, options)
+    method = _JobMethod(store, run_id, run.info.options, options, spool)
     observers = Observers.from_options(run.info.options)
     keep_files = options.keep_files or run.info.options.get("keep_files", False)  # as asked at the start too
     try:
-        with _sigterm_as_interrupt():
+        told: list[_Events] = []
+        with _sigterm_as_interrupt(), dbfaults.waits_told(store.guard, _waits_as_events(told)):
             for index, result in enumerate(todo):
                 events = _Events(on_event, index, len(todo), result, _job_seconds(jobfile.parse(result.job_text)))
-                _run_job(store, result, events, options, method, observers, remote.get(result.target))
+                told[:] = [events]
+                _run_job(store, spool, result, events, options, method, observers, remote.get(result.target))
     except tuning.RestoreError:
         store.finish_run(run_id, "failed")  # host settings are not what they were: stop here
         raise
     except KeyboardInterrupt:
-        store.finish_run(run_id, "interrupted")
-        _cleanup(store, run_id, keep_files)
+        _mark_stopped(store, run, keep_files)
+        spool.sweep()
         raise Interrupted(f"run {run_id} interrupted; finished results are stored",
                           hint=f"finish it with: iolab run --resume {run_id}") from None
+    except DatabaseUnavailable as exc:
+        raise _stopped(store, spool, run, keep_files, exc) from exc
     _cleanup(store, run_id, keep_files)
+    spool.sweep()
     final = store.get_run(run_id)
     statuses = {r.status for r in final.results}
     status = "complete" if statuses <= {"ok"} else ("partial" if statuses <= {"ok", "partial"} else "failed")
     store.finish_run(run_id, status)
     return status
+
+
+def _mark_stopped(store: Store, run: Run, keep_files: bool) -> None:
+    """A stopped run (Ctrl-C, or the database away past its bound) marked ``interrupted`` and its scratch
+    files removed, if the database answers at once: a stop does not wait for it (``--resume`` finishes
+    what is left)."""
+    wait_s, store.guard.wait_s = store.guard.wait_s, 0.0
+    try:
+        store.finish_run(run.info.id, "interrupted")
+        _cleanup(store, run.info.id, keep_files)
+    except StoreError:
+        _remove_scratch(run, keep_files)  # as far as the run's stored options say, without the database
+    finally:
+        store.guard.wait_s = wait_s
+
+
+def _stopped(store: Store, spool: Spool, run: Run, keep_files: bool, exc: DatabaseUnavailable) -> DatabaseUnavailable:
+    """The error that stops run ``run`` when the database stayed away past its bound: the run is marked
+    ``interrupted`` if the database answers one last, unwaited try, and scratch files are removed."""
+    run_id = run.info.id
+    _mark_stopped(store, run, keep_files)
+    kept = len(spool.sealed())
+    return DatabaseUnavailable(
+        f"run {run_id} stopped: {exc.message}. {kept} finished result(s) not yet stored are kept in {spool.path}",
+        f"when the database is back, store them and finish the run with: iolab run --resume {run_id}", exc.reason)
+
+
+def _waits_as_events(told: list[_Events]) -> Callable[[dbfaults.Wait], None]:
+    """The database's waits (``dbfaults.Wait``) as ``db`` events of the job in flight (``told[-1]``):
+    ``detail`` says what is awaited, ``note`` (once it answers again) how long it took."""
+    def on_wait(wait: dbfaults.Wait) -> None:
+        if not told:
+            return
+        if wait.back:
+            told[-1]("db", note=f"the results database answered again after {format_duration(wait.waited_s)}")
+        else:
+            told[-1]("db", detail=f"database away: waited {format_duration(wait.waited_s)} of "
+                                  f"{format_duration(wait.bound_s)}, no new job starts ({wait.reason})")
+    return on_wait
 
 
 def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: RunOptions) -> dict[str, Target]:
@@ -503,10 +567,15 @@ class _Events:
                                self.result.repeat, self.expected_s, **fields))
 
 
-def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOptions, method: _JobMethod,
-             observers: Observers, target: Target | None) -> None:
+def _run_job(store: Store, spool: Spool, result: ResultRecord, events: _Events, options: RunOptions,
+             method: _JobMethod, observers: Observers, target: Target | None) -> None:
     """One invocation, on a local target or on every host of a remote one (``target``), observed
     by the run's observers; its result is stored the moment it ends.
+
+    fio works in the job's spool directory; its result is sealed there before the database is
+    asked to store it, and the directory goes once the database has it (``spool``): when the
+    database stays away past the bound (``dbfaults.DatabaseUnavailable``, raised) it stays for
+    ``--resume``.
 
     A local job gets its tuning, preconditioning and drop_caches around it. A failing setting or
     fio failure fails the job and the run goes on; a safety refusal or a restore failure stops
@@ -515,6 +584,31 @@ def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOp
     facts = _checked_facts(result, options, method) if target is None else None
     events("start")
     store.save_result(result.id, status="running", started_at=datetime.now(UTC), target_facts=facts)
+    workdir = spool.workdir(result.id)
+    try:
+        end = _job_end(result, events, options, method, observers, target, facts, workdir)
+    except BaseException:
+        spool.remove(result.id)  # a job that did not finish has nothing to keep
+        raise
+    if end is None:
+        spool.remove(result.id)
+        return
+    try:
+        spool.seal(result.id, end)
+    except OSError as exc:  # the state directory is full or gone: the database is then the only copy
+        events("note", detail=f"the result could not be kept in the spool ({exc.strerror or exc}); storing it "
+                              "without that copy")
+    store.save_result(result.id, **end.saved())
+    spool.remove(result.id)
+    events("end", outcome=end.status, error=end.error)
+
+
+def _job_end(result: ResultRecord, events: _Events, options: RunOptions, method: _JobMethod,
+             observers: Observers, target: Target | None, facts: TargetFacts | None,
+             workdir: Path) -> JobEnd | None:
+    """Run the job in ``workdir``; how it ended, or None when a failure was stored already (a tuning
+    or method step failed, the job failed and the run goes on). Raises as ``_run_job`` says."""
+    store = method.store
     extra: dict[str, Any] = {k: v for k, v in (result.extra or {}).items() if k in PLANNED}
     failed: dict[str, Any] = {"target_facts": facts, "extra": extra}
     tune = method.tune(result.workload) if target is None else {}
@@ -527,7 +621,7 @@ def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOp
             counted = method.counted_devices(facts, target is not None)
             before = tiers_mod.snapshot(counted.values()) if counted else None
             with observers.watch(result.target) as watch:
-                done, hosts = _run_fio_job(result, options, target, events)
+                done, hosts = _run_fio_job(result, options, target, events, workdir)
                 samples, usage = watch.finish(done.report, done.started_at, done.ended_at, done.measured_start_ms)
             if before is not None:
                 extra["tiers"] = {"devices": counted, "before": before, "after": tiers_mod.snapshot(counted.values())}
@@ -541,18 +635,15 @@ def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOp
     except IolabError as exc:  # tuning refused, preconditioning or drop_caches failed: this job fails
         store.save_result(result.id, status="failed", error=exc.message, ended_at=datetime.now(UTC), **failed)
         events("end", outcome="failed", error=exc.message)
-        return
+        return None
     if facts is not None and facts.kind == "missing":  # fio has laid the scratch file out: describe it
         facts = targets.inspect(facts.path)
     extra.update(_with_exporter_facts(hosts, observers))
     if usage:
         extra["observed"] = to_jsonable(list(usage))
-    store.save_result(
-        result.id, status=done.status, command=shlex.join(done.command), started_at=done.started_at,
-        ended_at=done.ended_at, error=done.error, report=done.report, raw_json=done.raw_json,
-        target_facts=facts, extra=extra, series=done.time_series, observations=samples,
-    )
-    events("end", outcome=done.status, error=done.error)
+    return JobEnd(status=done.status, command=shlex.join(done.command), started_at=done.started_at,
+                  ended_at=done.ended_at, error=done.error, report=done.report, raw_json=done.raw_json,
+                  target_facts=facts, extra=extra, series=done.time_series, observations=samples or ())
 
 
 def _checked_facts(result: ResultRecord, options: RunOptions, method: _JobMethod) -> TargetFacts | None:
@@ -567,43 +658,39 @@ def _checked_facts(result: ResultRecord, options: RunOptions, method: _JobMethod
 
 
 def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | None,
-                 events: _Events) -> tuple[local.Outcome, dict[str, Any]]:
+                 events: _Events, workdir: Path) -> tuple[local.Outcome, dict[str, Any]]:
     """fio on this machine, or fio's client driving every host of ``target``: how it ran, and what
     goes into ``extra``: a remote target's per-host records (``remote.jobs.RemoteOutcome.extra``), a
     crash test phase's record (``crashphase``: its options and files around fio, and its verdict on
-    fio's status)."""
-    workdir = Path(tempfile.mkdtemp(prefix="iolab-job-"))
+    fio's status). fio works in ``workdir`` (the job's spool directory, which the caller removes)."""
     phase = crashphase.from_extra(result.extra)
-    try:
-        if target is None:
-            prefixes = {crashphase.LOCAL: crashphase.LOCAL}
-            crashphase.place_states(phase, workdir, prefixes)
-            done = local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
-                             cwd=Path.cwd(), timeout_s=_timeout(events.expected_s),
-                             extra_args=crashphase.fio_args(phase, workdir, local=True))
-            messages, hosts, extra = (workdir / "fio.stderr").read_text(errors="replace"), [crashphase.LOCAL], {}
-        else:
-            remote = remote_jobs.run_job(
-                result.job_text, target, workdir, options.fio, options.destroy,
-                timeout_s=remote_jobs.time_bound_s(jobfile.parse(result.job_text), TIMEOUT_SLACK_S),
-                on_status=lambda h: events("status", status=h.status, host=h.host, note=h.message),
-                extra_args=crashphase.fio_args(phase, workdir, local=False),
-                before_start=lambda found: crashphase.place_states(phase, workdir, found))
-            c = remote.client
-            done = local.Outcome(c.status, c.command, c.started_at, c.ended_at, c.report, c.raw_json, c.error,
-                                 c.time_series)
-            messages, hosts, extra, prefixes = c.raw_json or "", [h.label for h in target.hosts], remote.extra, \
-                dict(c.prefixes)
-        if phase is None:
-            return done, extra
-        ended = crashphase.Ended(done.status, done.error, done.report, messages,
-                                 crashphase.collect_states(workdir, prefixes), (workdir / crashphase.MARKER).exists(),
-                                 hosts)
-        judged = crashphase.judge(phase, ended)
-        return replace(done, status=judged.status, error=judged.error, report=judged.report), \
-            {**extra, "crash": judged.record}
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    if target is None:
+        prefixes = {crashphase.LOCAL: crashphase.LOCAL}
+        crashphase.place_states(phase, workdir, prefixes)
+        done = local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
+                         cwd=Path.cwd(), timeout_s=_timeout(events.expected_s),
+                         extra_args=crashphase.fio_args(phase, workdir, local=True))
+        messages, hosts, extra = (workdir / "fio.stderr").read_text(errors="replace"), [crashphase.LOCAL], {}
+    else:
+        remote = remote_jobs.run_job(
+            result.job_text, target, workdir, options.fio, options.destroy,
+            timeout_s=remote_jobs.time_bound_s(jobfile.parse(result.job_text), TIMEOUT_SLACK_S),
+            on_status=lambda h: events("status", status=h.status, host=h.host, note=h.message),
+            extra_args=crashphase.fio_args(phase, workdir, local=False),
+            before_start=lambda found: crashphase.place_states(phase, workdir, found))
+        c = remote.client
+        done = local.Outcome(c.status, c.command, c.started_at, c.ended_at, c.report, c.raw_json, c.error,
+                             c.time_series)
+        messages, hosts, extra, prefixes = c.raw_json or "", [h.label for h in target.hosts], remote.extra, \
+            dict(c.prefixes)
+    if phase is None:
+        return done, extra
+    ended = crashphase.Ended(done.status, done.error, done.report, messages,
+                             crashphase.collect_states(workdir, prefixes), (workdir / crashphase.MARKER).exists(),
+                             hosts)
+    judged = crashphase.judge(phase, ended)
+    return replace(done, status=judged.status, error=judged.error, report=judged.report), \
+        {**extra, "crash": judged.record}
 
 
 def _timeout(expected: float | None) -> float | None:
@@ -621,12 +708,13 @@ def _with_exporter_facts(extra: Mapping[str, Any], observers: Observers) -> dict
     return {**extra, "hosts": hosts}
 
 
-def _run_fio(job_text: str, options: RunOptions) -> local.Outcome:
-    workdir = Path(tempfile.mkdtemp(prefix="iolab-job-"))
+def _run_fio(job_text: str, options: RunOptions, spool: Spool) -> local.Outcome:
+    """fio for a method step (preconditioning), in the run's spool (removed by ``--resume`` after a kill)."""
+    workdir = spool.workdir("precondition")
     try:
         return local.run(job_text, workdir, fio=options.fio, cwd=Path.cwd())
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        spool.remove("precondition")
 
 
 class _JobMethod:
@@ -637,8 +725,9 @@ class _JobMethod:
     again what was filled before.
     """
 
-    def __init__(self, store: Store, run_id: int, run_options: Mapping[str, Any], options: RunOptions) -> None:
-        self.store, self.run_id, self.run_options = store, run_id, dict(run_options)
+    def __init__(self, store: Store, run_id: int, run_options: Mapping[str, Any], options: RunOptions,
+                 spool: Spool) -> None:
+        self.store, self.run_id, self.run_options, self.spool = store, run_id, dict(run_options), spool
         self.stored = run_options.get("method") or {}
         self.options = options
         pre = self.stored.get("precondition")
@@ -690,7 +779,7 @@ class _JobMethod:
         return out
 
     def _fio(self, label: str, job_text: str) -> FioReport:
-        outcome = _run_fio(job_text, self.options)
+        outcome = _run_fio(job_text, self.options, self.spool)
         if outcome.status != "ok" or outcome.report is None:
             raise IolabError(f"precondition {label} failed: {outcome.error or 'no fio report'}")
         if label == "fill" and self._region is not None:
@@ -722,6 +811,28 @@ def _fio_files(directory: str) -> set[str]:
     return {n for n in names if re.fullmatch(r".+\.\d+\.\d+", n)}
 
 
+def _remove_scratch(run: Run, keep: bool) -> list[str]:
+    """``_cleanup`` without the database: removes what ``run`` (as loaded) says is scratch; returns
+    the problems met on remote hosts."""
+    if keep:
+        return []
+    run_options = run.info.options
+    for path in run_options.get("scratch", ()):
+        Path(path).unlink(missing_ok=True)
+    jobs = {name for r in run.results for name, _ in jobfile.effective_jobs(jobfile.parse(r.job_text))}
+    for directory, existing in run_options.get("preexisting", {}).items():
+        for name in _fio_files(directory) - set(existing):
+            if name.rsplit(".", 2)[0] in jobs:
+                Path(directory, name).unlink(missing_ok=True)
+    problems = []
+    for target, stored in (run_options.get("remote_scratch") or {}).items():
+        mine = {name for r in run.results if r.target == target
+                for name, _ in jobfile.effective_jobs(jobfile.parse(r.job_text))}
+        if stored:
+            problems += remote_jobs.remove_scratch(stored, mine)
+    return problems
+
+
 def remove_scratch(store: Store, run_id: int) -> None:
     """Remove the scratch files of a run whose jobs ran with ``keep_files`` (a workflow's probes
     reuse the laid-out file; it goes when the workflow ends)."""
@@ -737,19 +848,6 @@ def _cleanup(store: Store, run_id: int, keep: bool) -> None:
     if keep:
         return
     run = store.get_run(run_id)
-    run_options = run.info.options
-    for path in run_options.get("scratch", ()):
-        Path(path).unlink(missing_ok=True)
-    jobs = {name for r in run.results for name, _ in jobfile.effective_jobs(jobfile.parse(r.job_text))}
-    for directory, existing in run_options.get("preexisting", {}).items():
-        for name in _fio_files(directory) - set(existing):
-            if name.rsplit(".", 2)[0] in jobs:
-                Path(directory, name).unlink(missing_ok=True)
-    problems = []
-    for target, stored in (run_options.get("remote_scratch") or {}).items():
-        mine = {name for r in run.results if r.target == target
-                for name, _ in jobfile.effective_jobs(jobfile.parse(r.job_text))}
-        if stored:
-            problems += remote_jobs.remove_scratch(stored, mine)
+    problems = _remove_scratch(run, keep)
     if problems:
         store.update_run(run_id, warnings=[*run.info.warnings, *(f"scratch files left: {p}" for p in problems)])

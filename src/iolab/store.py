@@ -6,21 +6,24 @@ upgraded by Alembic migrations (``iolab/migrations``) when the store is opened; 
 definitions below mirror them for queries (a test checks they agree).
 
 Every write is its own transaction, committed before the call returns: a result is durable
-the moment its job ends, so a killed run loses at most the job in flight.
+the moment its job ends, so a killed run loses at most the job in flight. Every call goes through
+``Store.guard`` (``dbfaults.Guard``): a database that is away (restarting, locked, full) is waited for,
+up to a bound, and its errors become one-line ``StoreError``s without SQL text.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 import orjson
@@ -28,6 +31,7 @@ import pydantic
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from . import dbfaults
 from .errors import StoreError, UsageError
 from .fio import validate
 from .model import (
@@ -312,24 +316,79 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _guarded(what: str) -> Callable[[Callable[Concatenate[Store, P], R]], Callable[Concatenate[Store, P], R]]:
+    """A Store method that runs through ``Store.guard``: transient faults are waited out, others
+    become one-line ``StoreError``s saying that it could not ``what`` (``dbfaults``)."""
+    def wrap(method: Callable[Concatenate[Store, P], R]) -> Callable[Concatenate[Store, P], R]:
+        @functools.wraps(method)
+        def guarded(self: Store, *args: P.args, **kwargs: P.kwargs) -> R:
+            return self.guard.call(what, lambda: method(self, *args, **kwargs))
+        return guarded
+    return wrap
+
+
 class Store:
     """The results database. Open with ``Store(url)``; every method commits before returning.
 
     Raises ``StoreError`` when the database cannot be opened or migrated.
     """
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, wait_s: float = dbfaults.DEFAULT_WAIT_S) -> None:
         self.url = _normalise_url(url or default_url())
-        if self.url.startswith("sqlite:///"):
-            Path(self.url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        path = dbfaults.sqlite_path(self.url)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        #: Why this process cannot write the database (a read-only SQLite file, directory or mount), or None:
+        #: it is then opened read-only, so that reading commands work (``check_writable`` refuses a run).
+        self.read_only = dbfaults.sqlite_read_only(path) if path is not None else None
+        #: Every call goes through it: transient faults are waited out for ``wait_s`` s (``dbfaults.Guard``).
+        self.guard = dbfaults.Guard(self.display_url, wait_s)
+        connect_url = self.url
+        if path is not None and self.read_only and path.exists():
+            # SQLite cannot read a WAL database without creating its -shm file, unless told that nobody
+            # writes it (immutable), which holds where this process cannot write it either.
+            connect_url = f"sqlite:///file:{path}?mode=ro&immutable=1&uri=true"
         try:
-            self.engine: Engine = sa.create_engine(self.url, json_serializer=_json_serializer)
+            # pre_ping: a pooled connection is tested before use, so one the server dropped (a restart)
+            # is replaced instead of failing the next write.
+            self.engine: Engine = sa.create_engine(connect_url, json_serializer=_json_serializer,
+                                                   pool_pre_ping=True)
             if self.engine.dialect.name == "sqlite":
-                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+                sa.event.listen(self.engine, "connect", self._sqlite_pragmas)
             self._migrate()
         except sa.exc.SQLAlchemyError as exc:
-            raise StoreError(f"cannot open the results database {self.display_url}: {exc.__class__.__name__}: "
-                             f"{str(exc).splitlines()[0]}", hint="check --db / $IOLAB_DB") from exc
+            reason = dbfaults.describe(exc)
+            raise StoreError(f"cannot open the results database {self.display_url}: {reason}",
+                             hint=dbfaults.hint_for(reason)) from exc
+
+    def _sqlite_pragmas(self, dbapi_connection: Any, _record: Any) -> None:
+        """Foreign keys, WAL (not on a read-only database: it is a write) and a lock wait that stays
+        inside the guard's bound."""
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        if not self.read_only:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        busy_ms = int(min(dbfaults.SQLITE_BUSY_MS, max(self.guard.wait_s, 0.0) * 250))  # a few tries in the bound
+        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+        cursor.close()
+
+    def check_writable(self, results: int) -> None:
+        """Before a run: the database can be written (a read-only SQLite file, directory or mount is
+        named as such; PostgreSQL in a read-only transaction or without the right is refused) and,
+        for SQLite, its file system has room for ``results`` results with a margin
+        (``dbfaults.check_sqlite_room``). Raises ``StoreError``."""
+        if self.read_only:
+            raise StoreError(f"the results database {self.display_url} {self.read_only}; results cannot be stored "
+                             "there", hint="give a writable database with --db or $IOLAB_DB (reading commands "
+                             "such as runs, show, report and compare work on this one)")
+        path = dbfaults.sqlite_path(self.url)
+        if path is not None:
+            dbfaults.check_sqlite_room(path, results, self.display_url)
+        self.guard.call("take a write (tried before any job runs)", lambda: dbfaults.probe_write(self.engine))
 
     @property
     def display_url(self) -> str:
@@ -361,6 +420,7 @@ class Store:
 
     # -- writing ---------------------------------------------------------------------------
 
+    @_guarded("store the run")
     def create_run(self, *, suite_name: str, suite_text: str, origin: str = "run", label: str | None = None,
                    tags: Mapping[str, str] | None = None, host: HostFacts | None = None,
                    fio_version: str | None = None, warnings: Sequence[str] = (),
@@ -383,6 +443,7 @@ class Store:
             conn.execute(run_tags.insert().values(run_id=run_id, key=key, value=value))
         return int(run_id)
 
+    @_guarded("store the imported runs")
     def add_finished_runs(self, finished: Sequence[FinishedRun]) -> list[int]:
         """Store runs whose results are all known (imports) in one transaction; returns their ids.
 
@@ -430,6 +491,7 @@ class Store:
         raise DuplicateSource(f"{first.path} is already stored in run {run_id} (same sha256 {first.sha256[:12]}…)",
                               run_id, hint=f"see it with: iolab show {run_id}")
 
+    @_guarded("look up imported files")
     def find_sources(self, sha256s: Sequence[str]) -> dict[str, int]:
         """``sha256 -> run id`` for the imported files among ``sha256s`` that are stored."""
         with self.engine.connect() as conn:
@@ -441,6 +503,7 @@ class Store:
         """The id of the run holding the imported file with this sha256, if any."""
         return self.find_sources([sha256]).get(sha256)
 
+    @_guarded("store the planned jobs")
     def add_pending(self, run_id: int, planned: Iterable[PendingResult]) -> list[int]:
         """Store planned invocations as ``pending``; returns their result ids in order."""
         ids = []
@@ -453,6 +516,7 @@ class Store:
                 )).inserted_primary_key[0]))  # type: ignore[index]
         return ids
 
+    @_guarded("store a result")
     def save_result(self, result_id: int, *, status: str, command: str | None = None,
                     started_at: datetime | None = None, ended_at: datetime | None = None,
                     error: str | None = None, report: FioReport | None = None, raw_json: str | None = None,
@@ -480,6 +544,7 @@ class Store:
                     conn.execute(host_samples.insert(), [{"result_id": result_id, "host": o.host,
                                                           "samples": JSONText(to_json_text(o))} for o in observations])
 
+    @_guarded("store fio's logs")
     def save_time_series(self, result_id: int, series: Sequence[TimeSeries]) -> None:
         """Store fio's logs of a result (``fio.logs.read_logs``), replacing any stored before."""
         with self.engine.begin() as conn:
@@ -491,6 +556,7 @@ class Store:
         if series:
             conn.execute(time_series.insert(), _series_rows(result_id, series))
 
+    @_guarded("update the run")
     def update_run(self, run_id: int, **values: Any) -> None:
         """Set columns of a run (``status``, ``finished_at``, ``warnings`` ...)."""
         if "host" in values and isinstance(values["host"], HostFacts):
@@ -503,6 +569,7 @@ class Store:
 
     # -- reading ---------------------------------------------------------------------------
 
+    @_guarded("list the runs")
     def list_runs(self, limit: int | None = None) -> list[RunInfo | UnreadableRun]:
         """Runs, newest first; a run whose row does not load is an ``UnreadableRun`` in its place."""
         query = sa.select(runs).order_by(runs.c.id.desc())
@@ -532,6 +599,7 @@ class Store:
         except _ROW_ERRORS as exc:
             return _unreadable(run_id, exc)
 
+    @_guarded("read a run")
     def get_run(self, run_id: int) -> Run:
         """A run with all results in plan order. Raises ``UsageError`` when there is no such run,
         ``UnreadableRun`` when it does not load (see there); its reports pass ``fio.validate``."""
@@ -558,12 +626,14 @@ class Store:
             loaded.append(result)
         return Run(info=info, results=tuple(loaded))
 
+    @_guarded("read a result")
     def raw_json(self, result_id: int) -> str | None:
         """The fio report text of a result, as fio wrote it."""
         with self.engine.connect() as conn:
             blob = conn.execute(sa.select(results.c.raw_gz).where(results.c.id == result_id)).scalar()
         return zlib.decompress(blob).decode() if blob else None
 
+    @_guarded("read fio's logs")
     def time_series(self, run_id: int) -> dict[int, list[TimeSeries]]:
         """The stored fio logs of a run's results: result id -> series (in storage order)."""
         query = (sa.select(time_series).join(results, results.c.id == time_series.c.result_id)
@@ -578,6 +648,7 @@ class Store:
                 ))
         return out
 
+    @_guarded("read the observers' samples")
     def host_samples(self, run_id: int) -> dict[int, list[HostSamples]]:
         """The observers' samples of a run's results: result id -> one per host, as stored."""
         query = (sa.select(host_samples.c.result_id, host_samples.c.samples)
@@ -589,6 +660,7 @@ class Store:
                 out.setdefault(result_id, []).append(from_jsonable(HostSamples, data))
         return out
 
+    @_guarded("find runs")
     def resolve(self, selector: str) -> list[int]:
         """Run ids for a selector: an id (``12``), ``latest``, a label, or a tag ``key=value``.
 
@@ -616,6 +688,7 @@ class Store:
                              "list runs with: iolab runs")
         return [int(f) for f in found]
 
+    @_guarded("check the database")
     def integrity_problems(self) -> list[str]:
         """Database-level consistency check: SQLite's ``integrity_check`` and foreign keys,
         plus iolab's own rule that no result is left ``running``. Empty when all is well."""
@@ -719,11 +792,3 @@ def _finished_row(run_id: int, r: FinishedResult) -> dict[str, Any]:
         "raw_gz": r.raw_gz if r.raw_gz is not None else compress_raw(r.raw_text.encode()) if r.raw_text else None,
         "target_facts": None, "extra": dict(r.extra or {}),
     }
-
-
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
-    cursor.close()

@@ -18,13 +18,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
+import sqlalchemy
 from rich.console import Console
 
 from .. import interrupts
+from ..dbfaults import DEFAULT_WAIT_S, Wait, describe
 from ..errors import IolabError, UsageError
 from ..model import Run
 from ..report.table import Table, to_csv, to_markdown, to_rich
 from ..store import Store, UnreadableRun
+from ..units import format_duration, parse_duration_us
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
@@ -43,11 +46,46 @@ def parse_tags(values: Sequence[str]) -> dict[str, str]:
     return tags
 
 
+class _Duration(click.ParamType):
+    """A duration such as ``90``, ``90s``, ``3m``, ``500ms`` (fio's spellings), in seconds."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration_us(value) / 1e6
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = _Duration()
+
+
 def store_of(ctx: click.Context) -> Store:
-    """The results database for this invocation (``--db``), opened once."""
+    """The results database for this invocation (``--db``; a command's ``--db-wait``), opened once."""
     if "store" not in ctx.obj:
-        ctx.obj["store"] = Store(ctx.obj.get("db"))
+        ctx.obj["store"] = Store(ctx.obj.get("db"), wait_s=ctx.obj.get("db_wait", DEFAULT_WAIT_S))
+        ctx.obj["store"].guard.on_wait = _WaitTeller()
     return ctx.obj["store"]  # type: ignore[no-any-return]
+
+
+class _WaitTeller:
+    """Waits for the database outside a run's jobs (opening a run, reading): one line when one starts,
+    one when it ends (while jobs run, the progress line says it instead: ``execute``)."""
+
+    def __init__(self) -> None:
+        self.waiting = False
+
+    def __call__(self, wait: Wait) -> None:
+        if wait.back:
+            err.print(f"The results database answered again after {format_duration(wait.waited_s)}.",
+                      style="cyan", markup=False, highlight=False)
+        elif not self.waiting:
+            err.print(f"The results database is away ({wait.reason}); waiting up to "
+                      f"{format_duration(wait.bound_s)} (--db-wait)…", style="yellow", markup=False, highlight=False)
+        self.waiting = not wait.back
 
 
 def load_runs(ctx: click.Context, ids: Sequence[int]) -> list[Run]:
@@ -142,6 +180,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         err.print("Interrupted.")
         sys.exit(130)
+    except sqlalchemy.exc.SQLAlchemyError as exc:  # a database error outside the store's guard: still the user's
+        click.echo(f"Error: the results database: {describe(exc)}", err=True)
+        click.echo("Hint: check --db / $IOLAB_DB and that the database is reachable and writable", err=True)
+        sys.exit(1)
     except Exception as exc:
         if state.get("debug"):
             raise

@@ -28,7 +28,7 @@ from ..store import Store, UnreadableRun
 from ..suite import with_passes
 from ..tiers import Tier, parse_tier
 from ..units import format_bytes, format_duration, format_iops, format_rate
-from . import FORMATS, cli, emit_tables, err, load_runs, out, parse_tags, report_unreadable, store_of
+from . import DURATION, FORMATS, cli, emit_tables, err, load_runs, out, parse_tags, report_unreadable, store_of
 from .method import describe_method, load_planned, print_findings
 
 
@@ -139,6 +139,10 @@ class _LiveProgress:
         elif event.kind == "status" and self.task is not None and event.status is not None:
             s = event.status
             self.progress.update(self.task, completed=s.elapsed_s, detail=_status_text(s))
+        elif event.kind == "db" and event.note:
+            self.progress.console.print(f"    {event.note}", style="cyan", markup=False, highlight=False)
+        elif event.kind == "db" and self.task is not None and event.detail:
+            self.progress.update(self.task, detail=f"[yellow]{escape(event.detail)}[/]")
         elif event.kind == "note" and event.detail:
             self.progress.console.print(f"    {event.detail}", style="cyan", markup=False, highlight=False)
         elif event.kind == "end" and self.task is not None:
@@ -202,13 +206,16 @@ def _status_text(s: Status) -> str:
 @click.option("--tier", "tier_args", multiple=True, metavar="NAME=DEVICE[@HOST]",
               help="Count the I/Os reaching this device under the cache per job (repeatable); origin=DEVICE gives "
                    "the hit ratio.")
+@click.option("--db-wait", "db_wait", type=DURATION, metavar="DURATION", default="3m", show_default=True,
+              help="How long to wait out a results database that is away (restarting, locked, full) before the "
+                   "run stops; finished results wait in the spool for --resume.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results at the end.")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
         tags: Sequence[str], destroy: Sequence[str], keep_files: bool, dry_run: bool, resume: int | None,
         tune: Sequence[str], pin: str | None, observe: Sequence[str], no_observe: bool, prometheus: str | None,
-        passes: int | None, tier_args: Sequence[str], fmt: str) -> None:
+        passes: int | None, tier_args: Sequence[str], db_wait: float, fmt: str) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
 
     \b
@@ -221,6 +228,7 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     iolab run my-suite.yaml --observe nvmet=10.0.0.5:9100   # also watch a storage target's node_exporter
     iolab run job.fio --target hdd=/dev/sdb --passes 5 --tier origin=/dev/sdb   # a cache's warm-up curve
     """
+    ctx.obj["db_wait"] = db_wait
     options = execute.RunOptions(destroy=tuple(destroy), keep_files=keep_files)
     if resume is not None:
         if suite or targets or dry_run or tune or pin or observe or no_observe or prometheus or passes or tier_args:
