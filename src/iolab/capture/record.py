@@ -21,22 +21,13 @@ import sqlalchemy as sa
 from .. import host, jobfile, targets
 from ..errors import UsageError
 from ..model import DirectionStats, FioReport, JobResult, Latency, Run, TargetFacts, to_jsonable
-from ..store import Store, metadata
+from ..store import Store, traces
 from . import replay, tracefs
 from .fingerprint import Fingerprint, fingerprint
 from .trace import OP_NAMES, READ, WRITE, Trace, decode, encode
 
 ORIGIN = "capture"
 WORKLOAD = "capture"
-
-#: One row per capture result (migration 0006_issue22_traces).
-traces = sa.Table(
-    "traces", metadata,
-    sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("requests", sa.Integer, nullable=False),
-    sa.Column("meta", sa.JSON, nullable=False),  # comms, lost_events, duration_ns
-    sa.Column("data", sa.LargeBinary, nullable=False),  # trace.encode
-)
 
 PERCENTILES = (1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0, 99.9)
 
