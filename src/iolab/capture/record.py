@@ -10,9 +10,12 @@ device, so the capture and its replays have the same workload options.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -60,8 +63,6 @@ def capture_report(trace: Trace) -> FioReport:
     duration_ms = max(1, round(max(trace.duration_ns, 1) / 1e6))
     jobs = []
     for index, (name, indices) in enumerate(replay.classes(trace).items()):
-        if name == "flush":
-            continue
         part = trace.select(replay._mask(len(trace), indices))
         directions = {}
         for op in (READ, WRITE):
@@ -83,7 +84,6 @@ def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping
     trace, facts = capture.trace, capture.device
     fp = fingerprint(trace)
     machine = host.host_facts(host.fio_version())
-    text = replay_job_for(trace, capture.device.path)
     warnings = ([f"the kernel dropped {trace.lost_events} trace events (ring buffer overrun): the trace is incomplete"]
                 if trace.lost_events else [])
     options = {"device": facts.path, "how": capture.how, "command": list(capture.command),
@@ -91,6 +91,7 @@ def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping
     run_id = store.create_run(suite_name=f"capture {facts.path}", suite_text="", origin=ORIGIN, label=label,
                               tags=tags, host=machine, fio_version=machine.fio_version, warnings=warnings,
                               options=options, status="running")
+    text = replay_job_for(trace, capture.device.path, replay_dir(store, run_id))
     params = jobfile.workload_params(jobfile.parse(text))
     pending = replay_pending(facts, text, params)
     (result_id,) = store.add_pending(run_id, [pending])
@@ -107,6 +108,14 @@ def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping
     return run_id
 
 
+def replay_dir(store: Store, run_id: int) -> Path:
+    """Where a capture's replay files live: ``$XDG_CACHE_HOME/iolab/replay/<db>-capture-<id>`` (the
+    same for every replay of a capture, so their job options are equal)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    db = hashlib.sha256(store.display_url.encode()).hexdigest()[:8]
+    return cache / "iolab" / "replay" / f"{db}-capture-{run_id}"
+
+
 def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> Any:
     from ..store import PendingResult
     name = facts.device.name if facts.device else facts.path
@@ -114,11 +123,11 @@ def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> 
                          job_hash=jobfile.params_hash(params), params=params)
 
 
-def replay_job_for(trace: Trace, device: str, settings: replay.ReplaySettings | None = None) -> str:
-    """The replay job (``replay.job_text``) with the iologs' stable names, for the capture's own record."""
-    from pathlib import Path
-    names = {name: Path(f"{name}.iolog") for name in replay.classes(trace)}
-    return replay.job_text(trace, names, settings or replay.ReplaySettings(), f"capture of {device}")
+def replay_job_for(trace: Trace, device: str, directory: Path) -> str:
+    """The default replay job (``replay.job_text``) with the iolog paths replays use, for the
+    capture's own record: so a capture and its replays have equal job options."""
+    names = {name: directory / f"{name}.iolog" for name in replay.classes(trace)}
+    return replay.job_text(trace, names, replay.ReplaySettings(), f"capture of {device}")
 
 
 def is_capture(run: Run) -> bool:

@@ -1,8 +1,8 @@
 """A capture replayed with fio: iologs (format v3) per I/O size class, and the job file that runs them.
 
 Each size class (the request size rounded up to a power of two: ``bs-4k``, ``bs-64k`` …) becomes one
-fio job replaying only its requests at their original times, all jobs running at once; flushes go
-to a job of their own (``flush``: fio's ``sync`` action, which on a block device issues a flush).
+fio job replaying only its requests at their original times, all jobs running at once; a flush is
+fio's ``sync`` action (on a block device, a flush) in the job of the write before it.
 So a replay's results come per class × direction (read/write), and ``iolab compare`` pairs the
 classes of two replays, or of a replay and the capture itself (``record.capture_report`` gives the
 capture the same shape).
@@ -36,18 +36,27 @@ def size_class(nbytes: int) -> str:
 
 
 def classes(trace: Trace) -> dict[str, np.ndarray]:
-    """Job name -> index array of its requests (data requests by size class, then ``flush``), in
-    the order of the smallest class first. Discards and other requests are not replayed."""
-    data = np.flatnonzero((trace.op == READ) | (trace.op == WRITE))
-    labels = [size_class(int(b)) for b in trace.nbytes[data]]
+    """Job name -> sorted index array of its requests: data requests by size class, smallest class
+    first; each flush joins the class of the last write before it (the write it makes durable; the
+    first class when none), because fio refuses an iolog without reads or writes ("failed
+    initializing iolog"). Discards and other requests are not replayed."""
     out: dict[str, list[int]] = {}
-    for index, label in sorted(zip(data.tolist(), labels, strict=True), key=lambda p: (_class_bytes(p[1]), p[0])):
-        out.setdefault(label, []).append(index)
-    flushes = np.flatnonzero(trace.op == FLUSH)
-    result = {k: np.asarray(v, dtype=np.int64) for k, v in out.items()}
-    if flushes.size:
-        result["flush"] = flushes
-    return result
+    last_write: str | None = None
+    pending_flushes: list[int] = []
+    for index, (op, nbytes) in enumerate(zip(trace.op.tolist(), trace.nbytes.tolist(), strict=True)):
+        if op in (READ, WRITE):
+            label = size_class(nbytes)
+            out.setdefault(label, []).append(index)
+            last_write = label if op == WRITE else last_write
+        elif op == FLUSH:
+            if last_write is None:
+                pending_flushes.append(index)
+            else:
+                out[last_write].append(index)
+    if out and pending_flushes:
+        first = min(out, key=_class_bytes)
+        out[first] = sorted(out[first] + pending_flushes)
+    return {k: np.asarray(out[k], dtype=np.int64) for k in sorted(out, key=_class_bytes)}
 
 
 def _class_bytes(label: str) -> int:
@@ -62,7 +71,8 @@ def iolog_text(trace: Trace, indices: np.ndarray, device: str) -> str:
     t_us = trace.issue_ns[indices] // 1000
     for t, op, sector, nbytes in zip(t_us.tolist(), trace.op[indices].tolist(), trace.sector[indices].tolist(),
                                      trace.nbytes[indices].tolist(), strict=True):
-        lines.append(f"{t} {device} {actions[op]}" + ("" if op == FLUSH else f" {sector * 512} {nbytes}"))
+        # fio reads every I/O action with an offset and a length, a sync's being 0 0 (as write_iolog logs it)
+        lines.append(f"{t} {device} {actions[op]} " + ("0 0" if op == FLUSH else f"{sector * 512} {nbytes}"))
     end = int(t_us[-1]) + 1 if t_us.size else 1
     lines.append(f"{end} {device} close")
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ import click
 
 from ..capture import record
 from ..errors import UsageError
+from ..model import Run
 from ..report.capture import fingerprint_table
 from ..units import parse_duration_us
 from . import FORMATS, cli, emit_tables, err, parse_tags, store_of
@@ -53,6 +54,71 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
         ctx.exit(1)
 
 
-def _no_command(command: Sequence[str]) -> None:
-    if command:
-        raise UsageError(f"unexpected arguments: {' '.join(command)}")
+def _one_capture(ctx: click.Context, selector: str) -> Run:
+    store = store_of(ctx)
+    ids = store.resolve(selector)
+    if len(ids) != 1:
+        raise UsageError(f"{selector!r} matches {len(ids)} runs; name one capture",
+                         hint="use its id (iolab runs lists them)")
+    run = store.get_run(ids[0])
+    record.capture_result_id(run)  # raises when it is not a capture
+    return run
+
+
+@cli.command()
+@click.argument("capture_run", metavar="CAPTURE")
+@click.option("-t", "--target", "target", required=True, metavar="NAME=DEVICE",
+              help="Replay onto this block device (its contents are destroyed).")
+@click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device (required).")
+@click.option("--as-fast-as-possible", "fast", is_flag=True,
+              help="Issue as fast as the recorded depth allows (replay_no_stall), not at the recorded times.")
+@click.option("--time-scale", type=click.FloatRange(0.01, 100.0), default=1.0, show_default=True,
+              help="Stretch the recorded timing by this factor (2: half as fast; replay_time_scale).")
+@click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Replays in a row.")
+@click.option("--label", help="A name for this replay, usable wherever a run id is.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the replay (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.pass_context
+def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[str], fast: bool, time_scale: float,
+           repeat: int, label: str | None, tags: Sequence[str], fmt: str) -> None:
+    """Replay a capture on other storage with fio; the result is a run like any other.
+
+    CAPTURE is a capture's id, label or tag. The capture's requests are replayed at their
+    recorded times (fio read_iolog, iolog v3, replay_redirect onto the target), one fio job per
+    size class (bs-4k, bs-64k, …) running together, so results come per class and direction
+    and `iolab compare` pairs two replays (or a replay and the capture). A target smaller than
+    the traced range is replayed with replay_scale, as the plan says.
+
+    \b
+    iolab replay oltp --target ssd=/dev/sdc --destroy /dev/sdc --label oltp-on-ssd
+    iolab replay oltp --target hdd=/dev/sdd --destroy /dev/sdd --as-fast-as-possible --repeat 3
+    iolab compare oltp-on-ssd oltp-on-hdd
+    """
+    from .. import execute
+    from ..capture import plan as plan_mod
+    from ..capture.replay import ReplaySettings
+    from .method import print_findings
+    from .run import _describe_plan, _LiveProgress, _print_run
+
+    name, sep, path = target.partition("=")
+    if not sep or not name or not path:
+        raise UsageError(f"--target {target!r}: expected NAME=DEVICE")
+    run = _one_capture(ctx, capture_run)
+    store = store_of(ctx)
+    settings = ReplaySettings(as_fast_as_possible=fast, time_scale_pct=round(100 * time_scale))
+    planned = plan_mod.replay_suite(store, run, name, path, settings)
+    options = execute.RunOptions(destroy=tuple(destroy))
+    plan = execute.prepare(planned.suite, options, repeat=repeat)
+    _describe_plan(plan)
+    for note in planned.notes:
+        err.print(f"  {note}", markup=False, highlight=False)
+    print_findings(plan.findings)
+    run_id = execute.start(store, plan, options, label=label,
+                           tags={"capture": str(run.info.id), **parse_tags(tags)})
+    err.print(f"Replay [bold]{run_id}[/] stored in {store.display_url}")
+    with _LiveProgress() as progress:
+        status = execute.execute(store, run_id, options, on_event=progress)
+    _print_run(store, run_id, fmt)
+    if status != "complete":
+        err.print(f"[red]The replay failed[/]; fio's messages are stored (iolab show {run_id}).")
+        ctx.exit(1)
