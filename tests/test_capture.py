@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from clirun import iolab
 from iolab.capture import fingerprint as fp_mod
-from iolab.capture import record, tracefs
+from iolab.capture import fit, record, tracefs
 from iolab.capture import trace as trace_mod
 from iolab.capture.trace import FLUSH, FUA, PREFLUSH, READ, SYNC, WRITE
 from iolab.store import Store
@@ -54,6 +54,16 @@ def test_lines_become_requests_matched_to_their_completion() -> None:
     assert fp.ios == {"read": 1, "write": 2, "flush": 1}
     assert fp.sequential_pct == 0.0  # the write at 1984 starts where the read ended: another stream (direction)
     assert fp.flush_pct == 50.0 and fp.fua_pct == 25.0
+
+
+def test_a_completion_printed_before_its_issue_in_the_same_microsecond_still_closes_it() -> None:
+    lines = ["  <idle>-0 [001] d.h1.  10.000005: block_rq_complete: 7,0 W () 64 + 8 be,0,4 [0]",
+             "     fio-9 [000] .....  10.000005: block_rq_issue: 7,0 W 4096 () 64 + 8 be,0,4 [fio]",
+             "     fio-9 [000] .....  10.000009: block_rq_issue: 7,0 W 4096 () 64 + 8 be,0,4 [fio]",
+             "  <idle>-0 [001] d.h1.  10.000020: block_rq_complete: 7,0 W () 64 + 8 be,0,4 [0]"]
+    trace = trace_mod.parse_lines(lines)
+    assert trace.latency_ns.tolist() == [0, 11_000]
+    assert fp_mod.fingerprint(trace).depth_max == 1
 
 
 def _trace(rows: list[tuple[int, int, int, int, int, int, int]]) -> trace_mod.Trace:
@@ -146,7 +156,25 @@ def test_a_known_fio_workload_is_recovered(tmp_path: Path) -> None:
         assert set(fp.processes) == {"fio"}
         uniform, _ = _fio_capture(loop.path, tmp_path / "uniform.json")
         assert (fp_mod.fingerprint(uniform.trace).hot1_pct or 100) < 10
+        # the fitted job recovers the options (zipf θ within 0.2: fio's own sampling noise at ~5000 requests)
+        job = dict(fit.fit_job(fp).options)
+        assert job["rw"] == "randrw" and abs(int(job["rwmixread"] or 0) - 70) <= 3
+        assert job["bssplit"] == "4k/60:64k/40" or _near_bssplit(job["bssplit"] or "")
+        assert job["iodepth"] == "8" and "percentage_random" not in job
+        kind, theta = (job["random_distribution"] or "").split(":")
+        assert kind == "zipf" and float(theta) == pytest.approx(1.2, abs=0.2)
+        assert "random_distribution" not in dict(fit.fit_job(fp_mod.fingerprint(uniform.trace)).options)
     assert not list(instances.glob(f"iolab-{os.getpid()}-*"))  # the private ftrace instances are gone
+
+
+@requires_loop
+def _near_bssplit(text: str) -> bool:
+    """``4k/59:64k/41`` or ``4k/60:64k/40,4k/58:64k/42``: each share within 3 points of 60/40."""
+    for direction in text.split(","):
+        shares = dict(part.split("/") for part in direction.split(":"))
+        if set(shares) != {"4k", "64k"} or abs(int(shares["4k"]) - 60) > 3:
+            return False
+    return True
 
 
 @requires_loop

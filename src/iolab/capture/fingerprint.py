@@ -120,12 +120,13 @@ def sequential_mask(trace: Trace) -> np.ndarray:
 
 
 def depth_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """``(t_ns, depth)``: the in-flight count after each issue or completion, in time order (a
-    completion before an issue at the same instant); requests not completed stay in flight."""
+    """``(t_ns, depth)``: the in-flight count after each issue or completion, in time order (an
+    issue before a completion at the same instant, so the count never goes below zero); requests
+    not completed stay in flight."""
     done = trace.complete_ns >= 0
     times = np.concatenate([trace.issue_ns, trace.complete_ns[done]])
     steps = np.concatenate([np.ones(len(trace), dtype=np.int64), -np.ones(int(done.sum()), dtype=np.int64)])
-    order = np.lexsort((steps, times))
+    order = np.lexsort((-steps, times))
     return times[order], np.cumsum(steps[order])
 
 
@@ -148,7 +149,7 @@ def _depth(trace: Trace, duration_ns: int) -> dict[str, object]:
     return {
         "depth_mean": float((spans * depth).sum() / total),
         "depth_mean_busy": float((spans * depth).sum() / busy) if busy else None,
-        "depth_max": int(depth.max()),
+        "depth_max": int(depth[spans > 0].max(initial=0)) or int(depth.max()),  # not a same-instant tie
         "depth_time_pct": {d: 100.0 * float(w) / total for d, w in enumerate(weights) if w > 0},
         "busy_pct": 100.0 * busy / total,
         "depth_over_time": tuple(round(float(x), 3) for x in per_bin),

@@ -185,3 +185,41 @@ def capture(device: str, duration_s: float | None = None, command: Sequence[str]
                    command=tuple(command), returncode=runner.returncode if runner else None)
 
 
+
+
+class Background:
+    """A capture in a background thread, for a workload the main thread runs (``execute`` installs
+    signal handlers, so it must stay in the main thread): ``with Background(device) as bg: …`` then
+    ``bg.result()``."""
+
+    def __init__(self, device: str) -> None:
+        import threading
+        self.device = device
+        self._ref = tracefs.device_ref(device)
+        self._facts = targets.inspect(device)
+        self._stop = threading.Event()
+        self._out: list[Trace] = []
+        self._error: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._started = datetime.now(UTC)
+
+    def _run(self) -> None:
+        try:
+            self._out.append(tracefs.record(self._ref, self._stop.is_set))
+        except BaseException as exc:  # handed to the main thread by result()
+            self._error.append(exc)
+
+    def __enter__(self) -> Background:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def result(self) -> Capture:
+        """The capture, once the ``with`` block ended; re-raises what the capture raised."""
+        if self._error:
+            raise self._error[0]
+        return Capture(trace=self._out[0], device=self._facts, started_at=self._started,
+                       how=f"{HOW} ({self._ref.filter})")

@@ -23,6 +23,8 @@ import numpy as np
 from ..errors import StoreError
 
 SECTOR_BYTES = 512
+#: Completions printed up to this long before their issue are taken as ties (tracefs prints µs).
+_TIE_NS = 2_000
 
 #: Request kinds (``op`` column), from the operation letter of the kernel's ``rwbs`` string.
 READ, WRITE, DISCARD, FLUSH, OTHER = 0, 1, 2, 3, 4
@@ -118,6 +120,7 @@ def parse_lines(lines: Iterable[str], lost_events: int = 0, duration_ns: int | N
     comment lines are skipped). Matches each completion to the oldest open issue of its start
     sector and kind. Pure."""
     open_: dict[tuple[int, bool], deque[list[int]]] = {}
+    orphans: dict[tuple[int, bool], deque[int]] = {}
     rows: list[list[int]] = []
     comms: dict[int, str] = {}
     for line in lines:
@@ -133,9 +136,20 @@ def parse_lines(lines: Iterable[str], lost_events: int = 0, duration_ns: int | N
             comms.setdefault(pid, m["task"].strip())
             row = [t_ns, -1, sector, int(m["nr"]) * SECTOR_BYTES, op, flags, pid]
             rows.append(row)
-            open_.setdefault(key, deque()).append(row)
+            early = orphans.get(key)
+            if early and early[0] >= t_ns - _TIE_NS:
+                row[1] = max(early.popleft(), t_ns)
+            else:
+                open_.setdefault(key, deque()).append(row)
         elif (waiting := open_.get(key)):
             waiting.popleft()[1] = t_ns
+        else:
+            # Events of different CPUs in the same µs may come out of order: a completion printed
+            # before its issue waits for it (else that request would look in flight forever).
+            waiting_for = orphans.setdefault(key, deque())
+            waiting_for.append(t_ns)
+            while waiting_for and waiting_for[0] < t_ns - _TIE_NS:
+                waiting_for.popleft()
     return from_rows((tuple(r) for r in rows), comms, lost_events, duration_ns)  # type: ignore[misc]
 
 

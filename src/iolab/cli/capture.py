@@ -122,3 +122,90 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     if status != "complete":
         err.print(f"[red]The replay failed[/]; fio's messages are stored (iolab show {run_id}).")
         ctx.exit(1)
+
+
+@cli.command()
+@click.argument("capture_run", metavar="CAPTURE")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), required=True,
+              help="The fio job file to write.")
+@click.option("--distribution", type=click.Choice(("auto", "zipf", "pareto", "zoned", "random")), default="auto",
+              show_default=True, help="random_distribution for the skew (auto: zipf, or uniform when not skewed).")
+@click.option("--check", "check", metavar="NAME=DEVICE",
+              help="Run the fitted job on this block device through iolab (destroying its contents), capture it, "
+                   "and print its fingerprint beside the original's.")
+@click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device (for --check).")
+@click.option("--replay", "replay_run", metavar="RUN", help="A replay of the capture to set the fitted run's IOPS "
+              "and latency beside (default: the capture's own figures).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.pass_context
+def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, check: str | None,
+        destroy: Sequence[str], replay_run: str | None, fmt: str) -> None:
+    """Write a fio job file that reproduces a capture's fingerprint; with --check, show how close it is.
+
+    The job has bssplit, rwmixread, percentage_random, random_distribution for the skew, and
+    iodepth (closed loop) or rate_iops (open loop), fsync for flushes, runtime = the capture's
+    duration. It is a normal job file: `iolab run job.fio --target …` runs it anywhere.
+
+    \b
+    iolab fit oltp -o oltp.fio
+    iolab fit oltp -o oltp.fio --check scratch=/dev/sdc --destroy /dev/sdc
+    """
+    from pathlib import Path
+
+    from ..capture import fit as fit_mod
+    from ..report.capture import closeness_table, performance_table
+
+    run = _one_capture(ctx, capture_run)
+    original = record.stored_fingerprint(run)
+    assert original is not None
+    job = fit_mod.fit_job(original, distribution)
+    text = job.text([f"fitted by iolab to capture {run.info.id} ({(run.info.options or {}).get('device', '')})",
+                     job.reason])
+    try:
+        Path(output).write_text(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    err.print(f"{output}: {job.reason}")
+    if check is None:
+        click.echo(text, nl=False)
+        return
+    fitted_run, fitted_capture = _check_fit(ctx, output, check, destroy, run.info.id)
+    fitted = record.stored_fingerprint(fitted_capture)
+    assert fitted is not None
+    baseline = _one_run(ctx, replay_run) if replay_run else run
+    tables = [closeness_table(fit_mod.closeness(original, fitted)), performance_table(baseline, fitted_run)]
+    emit_tables(tables, fmt, {"job": text, "closeness": [
+        {"metric": r.metric, "unit": r.unit, "original": r.original, "fitted": r.fitted, "error": r.error}
+        for r in fit_mod.closeness(original, fitted)], "fitted_run": fitted_run.info.id,
+        "fitted_capture": fitted_capture.info.id})
+
+
+def _one_run(ctx: click.Context, selector: str) -> Run:
+    ids = store_of(ctx).resolve(selector)
+    return store_of(ctx).get_run(ids[-1])
+
+
+def _check_fit(ctx: click.Context, job_path: str, check: str, destroy: Sequence[str], capture_id: int
+               ) -> tuple[Run, Run]:
+    """Run the fitted job on the --check device through execute while capturing that device."""
+    from .. import execute
+    from .. import suite as suite_mod
+    from .method import print_findings
+    from .run import _describe_plan, _LiveProgress
+
+    name, sep, device = check.partition("=")
+    if not sep or not name or not device:
+        raise UsageError(f"--check {check!r}: expected NAME=DEVICE")
+    store = store_of(ctx)
+    suite = suite_mod.with_targets(suite_mod.load(job_path), {name: device})
+    options = execute.RunOptions(destroy=tuple(destroy))
+    plan = execute.prepare(suite, options)
+    _describe_plan(plan)
+    print_findings(plan.findings)
+    run_id = execute.start(store, plan, options, label=f"fit-of-{capture_id}", tags={"fit_of": str(capture_id)})
+    with record.Background(device) as background, _LiveProgress() as progress:
+        execute.execute(store, run_id, options, on_event=progress)
+    capture_id_fitted = record.save(store, background.result(), label=f"fit-of-{capture_id}-capture",
+                                    tags={"fit_of": str(capture_id)})
+    err.print(f"Fitted job: run {run_id}; its capture: run {capture_id_fitted}")
+    return store.get_run(run_id), store.get_run(capture_id_fitted)

@@ -148,3 +148,51 @@ def _depth_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
         tooltip=["t_s:Q", "depth:Q"],
     ).properties(width=720, height=200, title=alt.Title(f"{name}: depth over time", anchor="start"))
     return chart.to_dict()  # type: ignore[no-any-return]
+
+
+def closeness_table(rows: Sequence[Any]) -> Table:
+    """``capture.fit.closeness`` rows: metric, original, fitted, error."""
+    def num(value: float | None, unit: str) -> str:
+        if value is None:
+            return "–"
+        return f"{value:,.1f}{' ' + unit if unit else ''}" if abs(value) >= 10 or unit == "%" else f"{value:.2f}"
+    cols = (Column("metric", "metric"), Column("original", "original", True), Column("fitted", "fitted", True),
+            Column("error", "error", True))
+    out = []
+    for r in rows:
+        error = r.error
+        text = "–" if error is None else (f"{error:+.1f} pt" if r.unit == "%" else
+                                          f"{100 * r.relative:+.1f} %" if r.relative is not None else f"{error:+.2f}")
+        out.append((Cell(r.metric), Cell(num(r.original, r.unit), r.original), Cell(num(r.fitted, r.unit), r.fitted),
+                    Cell(text, error)))
+    return Table("fingerprint: original vs fitted job (captured)", cols, tuple(out),
+                 notes=("error: percentage points for shares, relative change for the rest",))
+
+
+def performance_table(baseline: Run, fitted: Run) -> Table:
+    """IOPS and clat p99 per direction: the baseline (the capture, or a replay of it) beside the fitted job's run."""
+    from ..fio.merge import by_job
+    def totals(run: Run) -> dict[str, tuple[float, float | None]]:
+        out: dict[str, list[Any]] = {}
+        for result in run.results:
+            for (_, direction), d in by_job(result.report).items():
+                out.setdefault(direction, []).append(d)
+        summary = {}
+        for direction, ds in out.items():
+            p99s = [d.clat.percentile(99) for d in ds if d.clat and d.clat.percentile(99) is not None]
+            summary[direction] = (sum(d.iops or 0 for d in ds), max(p99s) if p99s else None)
+        return summary
+    a, b = totals(baseline), totals(fitted)
+    cols = (Column("direction", "dir"), Column("metric", "metric"), Column("a", f"run {baseline.info.id}", True),
+            Column("b", f"fitted run {fitted.info.id}", True), Column("change", "change", True))
+    rows = []
+    for direction in ("read", "write"):
+        if direction not in a or direction not in b:
+            continue
+        for i, metric in enumerate(("IOPS", "clat p99 (worst class)")):
+            x, y = a[direction][i], b[direction][i]
+            change = f"{100 * (y / x - 1):+.1f} %" if x and y is not None else "–"
+            fmt = (lambda v: f"{v:,.0f}") if i == 0 else (lambda v: f"{v / 1000:,.1f} µs")
+            rows.append((Cell(direction), Cell(metric), Cell(fmt(x) if x is not None else "–", x),
+                         Cell(fmt(y) if y is not None else "–", y), Cell(change)))
+    return Table(f"{baseline.info.suite_name} vs the fitted job", cols, tuple(rows))
