@@ -199,6 +199,12 @@ def test_a_capture_is_a_stored_run_that_show_and_selectors_see(tmp_path: Path) -
     assert "skew: hottest 1 %" in csv
     markdown = iolab("show", "dd-read", "--format", "markdown", db=db).stdout
     assert "| random |" in markdown
+    html = tmp_path / "capture.html"
+    reported = iolab("report", "dd-read", "-o", str(html), db=db)
+    assert reported.returncode == 0, reported.stderr
+    page = html.read_text()
+    for title in ("block sizes", "LBA heat over time", "depth over time"):
+        assert f"run 1: {title}" in page
     store = Store(str(db))
     run = store.get_run(store.resolve("dd-read")[0])
     trace = record.load_trace(store, run)

@@ -101,11 +101,11 @@ def capture_charts(runs: Sequence[Run]) -> tuple[Any, ...]:
             continue
         name = f"run {run.info.id}"
         out += [
-            Chart(f"capture-{run.info.id}-bs", f"{name}: block sizes", "capture",
+            Chart(f"capture-{run.info.id}-bs", f"{name}: block sizes", "Captured workload",
                   "Requests per block size and direction, as the device saw them.", _bs_spec(fp, name)),
-            Chart(f"capture-{run.info.id}-heat", f"{name}: LBA heat over time", "capture",
+            Chart(f"capture-{run.info.id}-heat", f"{name}: LBA heat over time", "Captured workload",
                   "Requests per time bin and LBA bin: hot regions are dark.", _heat_spec(fp, name)),
-            Chart(f"capture-{run.info.id}-depth", f"{name}: depth over time", "capture",
+            Chart(f"capture-{run.info.id}-depth", f"{name}: depth over time", "Captured workload",
                   "Mean requests in flight per time bin (time-weighted).", _depth_spec(fp, name)),
         ]
     return tuple(out)
@@ -129,13 +129,16 @@ def _heat_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     import altair as alt
     span = max(fp.lba_end_bytes - fp.lba_first_bytes, 1)
     lba_bins = len(fp.heat[0]) if fp.heat else 1
-    rows = [{"t_s": round(i * fp.bin_s, 3), "lba_mib": round((fp.lba_first_bytes + j * span / lba_bins) / 2**20, 2),
-             "requests": c} for i, row in enumerate(fp.heat) for j, c in enumerate(row) if c]
+    step = span / lba_bins / 2**20
+    rows = [{"t_s": round(i * fp.bin_s, 4), "t_end_s": round((i + 1) * fp.bin_s, 4),
+             "lba_mib": round(fp.lba_first_bytes / 2**20 + j * step, 3),
+             "lba_end_mib": round(fp.lba_first_bytes / 2**20 + (j + 1) * step, 3), "requests": c}
+            for i, row in enumerate(fp.heat) for j, c in enumerate(row) if c]
     chart = alt.Chart(alt.Data(values=rows)).mark_rect().encode(
-        x=alt.X("t_s:O", title="time (s, bin start)", axis=alt.Axis(labelOverlap=True)),
-        y=alt.Y("lba_mib:O", title="LBA (MiB, bin start)", sort="descending", axis=alt.Axis(labelOverlap=True)),
-        color=alt.Color("requests:Q", scale=alt.Scale(scheme="blues")),
-        tooltip=["t_s:O", "lba_mib:O", "requests:Q"],
+        x=alt.X("t_s:Q", title="time (s)"), x2="t_end_s:Q",
+        y=alt.Y("lba_mib:Q", title="LBA (MiB)"), y2="lba_end_mib:Q",
+        color=alt.Color("requests:Q", scale=alt.Scale(scheme="blues", type="sqrt")),
+        tooltip=["t_s:Q", "lba_mib:Q", "requests:Q"],
     ).properties(width=720, height=260, title=alt.Title(f"{name}: LBA heat over time", anchor="start"))
     return chart.to_dict()  # type: ignore[no-any-return]
 
