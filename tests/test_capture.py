@@ -30,7 +30,7 @@ LINES = """\
              fio-7798    [000] .....   278.240124: block_rq_issue: 7,0 FWFS 4096 () 4000 + 8 be,0,4 [fio]
      kworker/0:1-40      [000] .....   278.240130: block_rq_issue: 7,0 FF 0 () 0 + 0 be,0,4 [kworker/0:1]
           <idle>-0       [001] d.h1.   278.244084: block_rq_complete: 7,0 WS () 1984 + 16 be,0,4 [0]
-          <idle>-0       [001] d.h1.   278.244090: block_rq_complete: 7,0 FF () 0 + 0 be,0,4 [0]
+          <idle>-0       [001] d.h1.   278.244090: block_rq_complete: 7,0 FF () 18446744073709551615 + 0 be,0,4 [0]
 """
 
 

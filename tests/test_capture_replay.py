@@ -53,6 +53,8 @@ def test_sqlite_captured_then_replayed_plain_and_throttled(tmp_path: Path) -> No
         fp = json.loads(done.stdout)["fingerprint"]
         assert fp["ios"]["write"] >= 300  # a journal and a database write per commit at least
         assert fp["flush_pct"] > 0 or fp["fua_pct"] > 0  # synchronous=FULL: fsync reaches the device
+        assert fp["latency_us"]["flush"]["count"] == fp["ios"]["flush"]  # every flush completed (sector -1)
+        assert fp["depth_max"] < 64
         assert "jbd2" in " ".join(fp["processes"])  # ext4's journal thread wrote too: the device's view
         traced = fp["ios"].get("read", 0) + fp["ios"]["write"]
 

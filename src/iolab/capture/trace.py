@@ -130,7 +130,8 @@ def parse_lines(lines: Iterable[str], lost_events: int = 0, duration_ns: int | N
         t_ns = int(m["ts"]) * 1_000_000_000 + int(m["us"].ljust(9, "0")[:9])
         op, flags = parse_rwbs(m["rwbs"])
         sector = int(m["sector"])
-        key = (sector, op == FLUSH)
+        # a flush has no sector: issued at 0, completed at (sector_t)-1 (seen on 6.18)
+        key = (-1, True) if op == FLUSH else (sector, False)
         if m["event"] == "issue":
             pid = int(m["pid"])
             comms.setdefault(pid, m["task"].strip())
