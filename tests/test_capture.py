@@ -199,6 +199,13 @@ def test_a_capture_is_a_stored_run_that_show_and_selectors_see(tmp_path: Path) -
     assert "skew: hottest 1 %" in csv
     markdown = iolab("show", "dd-read", "--format", "markdown", db=db).stdout
     assert "| random |" in markdown
+    job = tmp_path / "fitted.fio"
+    fitted = iolab("fit", "dd-read", "-o", str(job), db=db)
+    assert fitted.returncode == 0, fitted.stderr
+    options = dict(line.split("=", 1) for line in job.read_text().splitlines() if "=" in line)
+    assert options["rw"] == "read" and options["bssplit"] == "64k/100" and options["size"] == str(64 * 65536)
+    checked = subprocess.run(["fio", "--parse-only", str(job)], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr  # a normal job file fio accepts
     html = tmp_path / "capture.html"
     reported = iolab("report", "dd-read", "-o", str(html), db=db)
     assert reported.returncode == 0, reported.stderr

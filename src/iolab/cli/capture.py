@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import click
 
 from ..capture import record
-from ..errors import UsageError
+from ..errors import IolabError, UsageError
 from ..model import Run
 from ..report.capture import fingerprint_table
 from ..units import parse_duration_us
@@ -204,7 +204,10 @@ def _check_fit(ctx: click.Context, job_path: str, check: str, destroy: Sequence[
     print_findings(plan.findings)
     run_id = execute.start(store, plan, options, label=f"fit-of-{capture_id}", tags={"fit_of": str(capture_id)})
     with record.Background(device) as background, _LiveProgress() as progress:
-        execute.execute(store, run_id, options, on_event=progress)
+        status = execute.execute(store, run_id, options, on_event=progress)
+    if status != "complete":
+        raise IolabError(f"the fitted job failed on {device} (run {run_id}): nothing to compare",
+                         hint=f"see fio's message: iolab show {run_id}")
     capture_id_fitted = record.save(store, background.result(), label=f"fit-of-{capture_id}-capture",
                                     tags={"fit_of": str(capture_id)})
     err.print(f"Fitted job: run {run_id}; its capture: run {capture_id_fitted}")
