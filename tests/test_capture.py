@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -226,3 +227,15 @@ def test_fingerprint_is_a_pure_function() -> None:
     trace = trace_mod.from_rows(rows)
     assert fp_mod.fingerprint(trace) == fp_mod.fingerprint(trace_mod.decode(trace_mod.encode(trace),
                                                                             duration_ns=trace.duration_ns))
+
+
+@requires_loop
+def test_a_background_capture_records_every_request_of_a_small_workload(tmp_path: Path) -> None:
+    """Few events (far below the buffer's half): the final drain must still read them all."""
+    with loop_device(tmp_path, size_bytes=16 * MiB) as loop:
+        with record.Background(loop.path) as background:
+            time.sleep(0.3)
+            subprocess.run(["dd", f"if={loop.path}", "of=/dev/null", "bs=64k", "count=50", "iflag=direct"],
+                           check=True, capture_output=True)
+        trace = background.result().trace
+    assert len(trace) == 50 and set(trace.nbytes.tolist()) == {65536}

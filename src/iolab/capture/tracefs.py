@@ -22,7 +22,6 @@ import contextlib
 import errno
 import itertools
 import os
-import select
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -161,9 +160,10 @@ class _Pipe:
         self.lines: list[str] = []
         self._rest = b""
 
-    def drain(self, timeout_s: float = 0.0) -> None:
-        ready, _, _ = select.select([self.fd], [], [], timeout_s)
-        while ready:
+    def drain(self) -> None:
+        """Read everything waiting, without select(): poll on trace_pipe may wait for the buffer to
+        be ``buffer_percent`` full, and reports nothing ready before (seen on 6.18)."""
+        while True:
             try:
                 chunk = os.read(self.fd, 1 << 20)
             except BlockingIOError:
@@ -193,11 +193,11 @@ def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACE
             while not until_done():
                 time.sleep(POLL_S)
                 if _fullest_kb(inst) > buffer_kb // 2:
-                    pipe.drain(0.0)
+                    pipe.drain()
             for event in EVENTS:
                 (inst / "events" / "block" / event / "enable").write_text("0")
             elapsed = time.monotonic_ns() - started
-            pipe.drain(0.0)
+            pipe.drain()
             lost = _lost(inst)
         finally:
             pipe.close()

@@ -36,6 +36,9 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
     """
     if command and command[0] == "--":
         command = command[1:]
+    if (duration is None) == (not command):
+        raise UsageError("capture for a --duration, or while a command runs (-- COMMAND …), not both or neither",
+                         hint="iolab capture /dev/sdb --duration 60s, or iolab capture /dev/sdb -- COMMAND ARGS")
     duration_s = parse_duration_us(duration) / 1e6 if duration else None
     what = f"while `{' '.join(command)}` runs" if command else f"for {duration}"
     err.print(f"Capturing the block I/O of {device} {what}…")
