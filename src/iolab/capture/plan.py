@@ -45,7 +45,8 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     scale = replay.needed_scale(end, facts.size_bytes)
     settings = replace(settings, scale=scale)
     directory = record.replay_dir(store, run.info.id)
-    iologs = replay.write_iologs(trace, directory, str((run.info.options or {}).get("device", "capture")))
+    iologs = replay.write_iologs(trace, directory, str((run.info.options or {}).get("device", "capture")),
+                                 settings.quantum_us)
     text = replay.job_text(trace, iologs, settings, f"replay of capture {run.info.id}")
     text = text.replace("[global]\n", f"[global]\nreplay_redirect={target_path}\n", 1)
     job = directory / "replay.fio"
@@ -56,6 +57,8 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     timing = ("as fast as possible (replay_no_stall=1)" if settings.as_fast_as_possible else
               "original timing" if settings.time_scale_pct == 100 else
               f"timing scaled to {settings.time_scale_pct} % (replay_time_scale)")
+    if not settings.as_fast_as_possible:
+        timing += f", issue times rounded to {settings.quantum_us / 1000:g} ms"
     notes = [f"replay of capture {run.info.id}: {len(trace):,} requests in {len(iologs)} job(s) "
              f"({', '.join(iologs)}), {timing}; iologs in {directory}"]
     if scale > 1:

@@ -39,7 +39,7 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
     if (duration is None) == (not command):
         raise UsageError("capture for a --duration, or while a command runs (-- COMMAND …), not both or neither",
                          hint="iolab capture /dev/sdb --duration 60s, or iolab capture /dev/sdb -- COMMAND ARGS")
-    duration_s = parse_duration_us(duration) / 1e6 if duration else None
+    duration_s = _duration_us("--duration", duration) / 1e6 if duration else None
     what = f"while `{' '.join(command)}` runs" if command else f"for {duration}"
     err.print(f"Capturing the block I/O of {device} {what}…")
     captured = record.capture(device, duration_s, tuple(command))
@@ -55,6 +55,13 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
     if captured.returncode:
         err.print(f"[red]{command[0]} exited with status {captured.returncode}[/]")
         ctx.exit(1)
+
+
+def _duration_us(option: str, text: str, unit: str = "s") -> int:
+    try:
+        return parse_duration_us(text, unit)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: expected a duration such as 60s, 500ms or 5m") from None
 
 
 def _one_capture(ctx: click.Context, selector: str) -> Run:
@@ -77,13 +84,16 @@ def _one_capture(ctx: click.Context, selector: str) -> Run:
               help="Issue as fast as the recorded depth allows (replay_no_stall), not at the recorded times.")
 @click.option("--time-scale", type=click.FloatRange(0.01, 100.0), default=1.0, show_default=True,
               help="Stretch the recorded timing by this factor (2: half as fast; replay_time_scale).")
+@click.option("--timing-quantum", "quantum", default="1ms", show_default=True,
+              help="Round the recorded issue times down to this (fio loses time on every sleep; larger quanta "
+                   "keep the rate better but issue in bursts).")
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Replays in a row.")
 @click.option("--label", help="A name for this replay, usable wherever a run id is.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the replay (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.pass_context
 def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[str], fast: bool, time_scale: float,
-           repeat: int, label: str | None, tags: Sequence[str], fmt: str) -> None:
+           quantum: str, repeat: int, label: str | None, tags: Sequence[str], fmt: str) -> None:
     """Replay a capture on other storage with fio; the result is a run like any other.
 
     CAPTURE is a capture's id, label or tag. The capture's requests are replayed at their
@@ -108,7 +118,8 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
         raise UsageError(f"--target {target!r}: expected NAME=DEVICE")
     run = _one_capture(ctx, capture_run)
     store = store_of(ctx)
-    settings = ReplaySettings(as_fast_as_possible=fast, time_scale_pct=round(100 * time_scale))
+    settings = ReplaySettings(as_fast_as_possible=fast, time_scale_pct=round(100 * time_scale),
+                              quantum_us=max(1, _duration_us("--timing-quantum", quantum, "ms")))
     planned = plan_mod.replay_suite(store, run, name, path, settings)
     options = execute.RunOptions(destroy=tuple(destroy))
     plan = execute.prepare(planned.suite, options, repeat=repeat)
