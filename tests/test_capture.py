@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from clirun import iolab
 from iolab.capture import fingerprint as fp_mod
 from iolab.capture import fit, record, tracefs
+from iolab.capture import replay as replay_mod
 from iolab.capture import trace as trace_mod
 from iolab.capture.trace import FLUSH, FUA, PREFLUSH, READ, SYNC, WRITE
 from iolab.store import Store
@@ -239,3 +240,24 @@ def test_a_background_capture_records_every_request_of_a_small_workload(tmp_path
                            check=True, capture_output=True)
         trace = background.result().trace
     assert len(trace) == 50 and set(trace.nbytes.tolist()) == {65536}
+
+
+def test_iologs_per_size_class_with_flushes_in_the_job_of_the_write_before() -> None:
+    rows = [(0, 10, 0, 4096, WRITE, 0, 1), (1_500_000, 1_600_000, 64, 65536, WRITE, 0, 1),
+            (1_700_000, 1_800_000, 0, 0, FLUSH, 0, 1), (2_100_000, 2_200_000, 800, 8192, READ, 0, 1)]
+    trace = trace_mod.from_rows(rows)
+    groups = replay_mod.classes(trace)
+    assert {k: v.tolist() for k, v in groups.items()} == {"bs-4k": [0], "bs-8k": [3], "bs-64k": [1, 2]}
+    text = replay_mod.iolog_text(trace, groups["bs-64k"], "/dev/x")
+    assert text.splitlines() == ["fio version 3 iolog", "0 /dev/x add", "0 /dev/x open",
+                                 "1000 /dev/x write 32768 65536", "1000 /dev/x sync 0 0", "1001 /dev/x close"]
+    assert replay_mod.iolog_text(trace, groups["bs-64k"], "/dev/x", 1).splitlines()[3:5] == [
+        "1500 /dev/x write 32768 65536", "1700 /dev/x sync 0 0"]
+
+
+def test_a_target_smaller_than_the_traced_range_is_replayed_with_replay_scale() -> None:
+    assert replay_mod.needed_scale(100 * MiB, 32 * MiB) == 4
+    assert replay_mod.needed_scale(32 * MiB, 32 * MiB) == 1 and replay_mod.needed_scale(5, None) == 1
+    trace = trace_mod.from_rows([(0, 10, 0, 4096, READ, 0, 1)])
+    text = replay_mod.job_text(trace, {"bs-4k": Path("/x/bs-4k.iolog")}, replay_mod.ReplaySettings(scale=4), "d")
+    assert "replay_scale=4\nreplay_align=4096" in text and "read_iolog=/x/bs-4k.iolog" in text
