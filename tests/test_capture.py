@@ -261,3 +261,16 @@ def test_a_target_smaller_than_the_traced_range_is_replayed_with_replay_scale() 
     trace = trace_mod.from_rows([(0, 10, 0, 4096, READ, 0, 1)])
     text = replay_mod.job_text(trace, {"bs-4k": Path("/x/bs-4k.iolog")}, replay_mod.ReplaySettings(scale=4), "d")
     assert "replay_scale=4\nreplay_align=4096" in text and "read_iolog=/x/bs-4k.iolog" in text
+
+
+@requires_loop
+def test_a_partition_is_captured_alone_with_offsets_from_its_own_start(tmp_path: Path) -> None:
+    with loop_device(tmp_path, size_bytes=16 * MiB) as loop:
+        part = loop.partition(first_sector=2048, sectors=8192)
+        with record.Background(part) as background:
+            time.sleep(0.3)
+            for device, skip in ((part, 16), (loop.path, 100)):  # the disk outside the partition: not recorded
+                subprocess.run(["dd", f"if={device}", "of=/dev/null", "bs=4k", "count=8", f"skip={skip}",
+                                "iflag=direct"], check=True, capture_output=True)
+        trace = background.result().trace
+    assert len(trace) == 8 and trace.sector.tolist() == [16 * 8 + 8 * i for i in range(8)]

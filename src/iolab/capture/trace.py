@@ -6,7 +6,8 @@ request issued before the capture began has no issue event and is left out; one 
 when it ended has ``complete_ns == -1``.
 
 Times are ns since the first issue (tracefs prints µs, so they are multiples of 1000); sectors
-are 512-byte units, as the block layer counts them (``include/linux/blk_types.h``).
+are 512-byte units, as the block layer counts them (``include/linux/blk_types.h``), from the start
+of the captured device (for a partition, ``tracefs.record`` subtracts its start on the disk).
 """
 
 from __future__ import annotations

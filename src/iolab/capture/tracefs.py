@@ -201,7 +201,11 @@ def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACE
             lost = _lost(inst)
         finally:
             pipe.close()
-    return trace_mod.parse_lines(pipe.lines, lost_events=lost, duration_ns=elapsed)
+    trace = trace_mod.parse_lines(pipe.lines, lost_events=lost, duration_ns=elapsed)
+    if device.first_sector:  # the events count a partition's sectors from the disk's start
+        data = trace.op != trace_mod.FLUSH
+        trace.sector[data] -= device.first_sector
+    return trace
 
 
 def for_duration(duration_s: float) -> Callable[[], bool]:
