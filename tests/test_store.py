@@ -165,7 +165,15 @@ def test_integrity_problems_reports_stuck_results(store):
     assert store.integrity_problems() == ["1 result(s) left in state 'running'"]
 
 
-HEAD = max(p.name.split("_")[0] for p in (Path(__file__).parents[1] / "src/iolab/migrations/versions").glob("0*.py"))
+def _head() -> str:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parents[1] / "src/iolab/migrations"))
+    return ScriptDirectory.from_config(config).get_current_head()  # type: ignore[return-value]
+
+
+HEAD = _head()  # a revision id need not be its file's number (0006_issue22)
 
 
 def test_reopening_does_not_migrate_again(tmp_path):

@@ -32,6 +32,7 @@ NOT_WORKLOAD = frozenset({
     "group_reporting", "stats", "percentile_list", "clat_percentiles", "lat_percentiles",
     "slat_percentiles", "significant_figures", "unified_rw_reporting", "bwavgtime", "iopsavgtime",
     "cpus_allowed", "cpus_allowed_policy", "cpumask", "numa_cpu_nodes",
+    "replay_redirect",  # where a replay's I/O goes: a location, like filename (capture.plan)
 })
 
 _SECTION_RE = re.compile(r"^\[([^\]]+)\]\s*$")

@@ -130,6 +130,14 @@ host_samples = sa.Table(
     sa.Column("samples", sa.JSON, nullable=False),
 )
 
+traces = sa.Table(
+    "traces", metadata,  # captures' block traces (0006_issue22_traces; written by capture.record)
+    sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("requests", sa.Integer, nullable=False),
+    sa.Column("meta", sa.JSON, nullable=False),  # comms, lost_events, duration_ns
+    sa.Column("data", sa.LargeBinary, nullable=False),  # capture.trace.encode
+)
+
 
 def default_url() -> str:
     """``$IOLAB_DB`` (URL or path) or the XDG data-dir SQLite file."""

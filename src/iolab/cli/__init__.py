@@ -211,6 +211,7 @@ def _report_error(exc: IolabError, debug: bool = False) -> None:
         click.echo(f"Hint: {exc.hint}", err=True)
 
 
+from . import capture as _capture  # noqa: E402,F401  (registers its commands)
 from . import compare as _compare  # noqa: E402,F401  (registers its commands)
 from . import crashtest as _crashtest  # noqa: E402,F401  (registers its commands)
 from . import importer as _importer  # noqa: E402,F401  (registers its commands)

@@ -17,6 +17,7 @@ from ..observe.config import with_args
 from ..remote.jobs import RemoteTarget
 from ..report import results as results_report
 from ..report.autotune import ranking_table
+from ..report.capture import fingerprint_document, fingerprint_table
 from ..report.costs import cost_table
 from ..report.crashtest import crash_document, crash_table
 from ..report.saturation import saturation_table
@@ -288,15 +289,17 @@ def _extra_tables(run: Run) -> list[Table]:
     """The tables that follow the results when the run has them: every host's cost when it was
     observed (``report.costs``), the warm-up curve of a run with passes and its cache counters
     (``report.warmup``), the cuts of a crash test (``report.crashtest``)."""
-    return [t for t in (cost_table(run), warmup_table(run), cache_table(run), crash_table(run)) if t is not None]
+    return [t for t in (fingerprint_table(run), cost_table(run), warmup_table(run), cache_table(run), crash_table(run))
+            if t is not None]
 
 
 def run_document(run: Run) -> dict[str, Any]:
     """The run's JSON document (``report.results.run_document``) with its warm-up curves and crash-test
     cuts when it has them (``"warmup"``, ``"crash_test"``)."""
     document = results_report.run_document(run)
-    curves, crashes = warmup_document(run), crash_document(run)
-    return {**document, **({"warmup": curves} if curves else {}), **({"crash_test": crashes} if crashes else {})}
+    curves, crashes, fingerprint = warmup_document(run), crash_document(run), fingerprint_document(run)
+    return {**document, **({"warmup": curves} if curves else {}), **({"crash_test": crashes} if crashes else {}),
+            **({"fingerprint": fingerprint} if fingerprint else {})}
 
 
 def _print_run(store: Store, run_id: int, fmt: str) -> None:

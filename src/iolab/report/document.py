@@ -18,6 +18,7 @@ from ..model import HostSamples, Run, RunInfo, TimeSeries
 from . import charts as charts_mod
 from . import costs as costs_mod
 from . import facts, saturation, warmup
+from .capture import capture_charts
 from .chartdata import run_name, subjects
 from .comparison import comparison_tables
 from .crashtest import crash_table
@@ -147,7 +148,7 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]] | None
         comparison = compare_runs(runs)
     return Report(
         title=title, runs=tuple(r.info for r in runs), summary=summary_tables(runs, comparison),
-        charts=(*charts_mod.build(runs, series or {}, comparison), *warmup.warmup_charts(runs),
+        charts=(*capture_charts(runs), *charts_mod.build(runs, series or {}, comparison), *warmup.warmup_charts(runs),
                 *cost_charts(runs, samples or {}, series or {})),
         findings=findings(runs),
         facts=tuple(t for t in (facts.host_table(runs), facts.target_table(runs), facts.other_hosts_table(runs))

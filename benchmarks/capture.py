@@ -1,0 +1,198 @@
+"""Capture, replay and fit: what recording costs, how faithfully a replay reproduces, how close a fit is.
+
+1. **Capture overhead.** An application's throughput captured / not captured, rounds alternating (best
+   of each counts: this machine is shared, other jobs only ever slow a measurement down). Two
+   applications on loop devices: SQLite committing 3 KB transactions with synchronous=FULL on ext4
+   (commits/s), and fio 4k random reads at QD8 (IOPS; the hard case: every request is two events).
+   Target >= 0.95.
+2. **Replay fidelity.** fio randrw 4k 70/30 at QD4, rate-limited (``rate_iops``) so that the
+   recorded timing matters, captured; the capture replayed on the same device with its original
+   timing (``iolab replay``). Per direction: replay IOPS / original IOPS (target within 5 %) and
+   replay clat p99 / original clat p99 (target within 20 %); the ratios are printed as |ratio - 1|.
+3. **Fit error.** A randrw 70/30, bssplit 4k/60:64k/40, zipf:1.2, QD8 job captured, fitted
+   (``iolab fit --check``: the fitted job run through iolab on the same device and captured), and the
+   fingerprints compared metric by metric: error in percentage points for shares, relative for the rest.
+
+    .venv/bin/python benchmarks/capture.py [--rounds 3] [--runtime 5] [--json]
+
+Needs root (loop devices, tracefs). Everything it creates is removed afterwards, by id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ratios import Ratio, add_json_option, emit, say
+
+APP = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA synchronous=FULL")
+db.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v BLOB)")
+start, n = time.monotonic(), int(sys.argv[2])
+for i in range(n):
+    db.execute("BEGIN"); db.execute("INSERT INTO t (v) VALUES (randomblob(3000))"); db.execute("COMMIT")
+print(n / (time.monotonic() - start))
+"""
+
+
+def sh(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@contextlib.contextmanager
+def loop(directory: Path, name: str, size_mib: int) -> Iterator[str]:
+    image = directory / name
+    image.write_bytes(b"")
+    os.truncate(image, size_mib << 20)
+    device = sh("losetup", "-f", "--show", str(image))
+    try:
+        yield device
+    finally:
+        subprocess.run(["losetup", "-d", device], check=False)
+
+
+def iolab(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "IOLAB_DB": str(db), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "iolab", *args], env=env, capture_output=True, text=True,
+                          check=False)
+
+
+def fio_iops(output: Path) -> float:
+    job = json.loads(output.read_text())["jobs"][0]
+    return float(job["read"]["iops"] + job["write"]["iops"])
+
+
+def overhead(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio]:
+    db = tmp / "overhead.db"
+    out: list[Ratio] = []
+    with loop(tmp, "app.img", 256) as disk:
+        sh("mkfs.ext4", "-q", disk)
+        mnt = tmp / "mnt"
+        mnt.mkdir()
+        sh("mount", disk, str(mnt))
+        try:
+            (tmp / "app.py").write_text(APP)
+            sqlite = [sys.executable, str(tmp / "app.py"), str(mnt / "a.sqlite"), "400"]
+            fio = ["fio", "--name=r", f"--filename={disk}", "--rw=randread", "--bs=4k", "--direct=1",
+                   "--ioengine=libaio", "--iodepth=8", "--size=200M", f"--runtime={runtime}", "--time_based",
+                   "--output-format=json", f"--output={tmp / 'fio.json'}"]
+            for name, argv, measure in (("sqlite commits/s", sqlite, None), ("fio 4k randread IOPS", fio, "fio")):
+                best = {"plain": 0.0, "captured": 0.0}
+                for r in range(rounds):
+                    for side in (("plain", "captured") if r % 2 == 0 else ("captured", "plain")):
+                        if side == "plain":
+                            text = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+                        else:
+                            done = iolab(db, "capture", disk, "--format", "json", "--", *argv)
+                            if done.returncode != 0:
+                                sys.exit(done.stderr)
+                            text = ""
+                        if measure == "fio":
+                            value = fio_iops(tmp / "fio.json")
+                        elif side == "plain":
+                            value = float(text.strip().splitlines()[-1])
+                        else:
+                            value = _app_rate(done)
+                        best[side] = max(best[side], value)
+                        say(f"  {name} round {r + 1} {side}: {value:,.0f}", as_json)
+                out.append(Ratio(f"capture overhead: {name} captured / not", best["captured"] / best["plain"],
+                                 0.95, "higher"))
+        finally:
+            subprocess.run(["umount", str(mnt)], check=False)
+    return out
+
+
+def _app_rate(done: subprocess.CompletedProcess[str]) -> float:
+    """The SQLite app prints its commits/s on stdout before iolab's JSON document."""
+    first = done.stdout.lstrip().split("\n", 1)[0]
+    return float(first)
+
+
+def fidelity(tmp: Path, runtime: int, as_json: bool) -> list[Ratio]:
+    db = tmp / "fidelity.db"
+    with loop(tmp, "dev.img", 256) as device:
+        out = tmp / "orig.json"
+        job = ["fio", "--name=orig", f"--filename={device}", "--rw=randrw", "--rwmixread=70", "--bs=4k",
+               "--direct=1", "--ioengine=libaio", "--iodepth=4", "--rate_iops=2100,900", "--size=200M",
+               f"--runtime={runtime}", "--time_based", "--output-format=json", f"--output={out}"]
+        done = iolab(db, "capture", device, "--label", "orig", "--", *job)
+        if done.returncode != 0:
+            sys.exit(done.stderr)
+        original = json.loads(out.read_text())["jobs"][0]
+        replayed = iolab(db, "replay", "orig", "--target", f"same={device}", "--destroy", device, "--format", "json")
+        if replayed.returncode != 0:
+            sys.exit(replayed.stderr)
+        doc = json.loads(replayed.stdout)
+    ratios = []
+    for direction in ("read", "write"):
+        stats = [d for j in doc["results"][0]["jobs"] for k, d in j["directions"].items() if k == direction]
+        iops = sum(d["iops"] for d in stats)
+        p99 = max(d["clat"]["percentiles_ns"]["99"] for d in stats)
+        orig_p99 = float(original[direction]["clat_ns"]["percentile"]["99.000000"])
+        say(f"  {direction}: IOPS {original[direction]['iops']:,.0f} -> {iops:,.0f}; clat p99 "
+            f"{orig_p99 / 1000:,.0f} -> {p99 / 1000:,.0f} µs", as_json)
+        ratios += [Ratio(f"replay fidelity: {direction} IOPS |replay/original - 1|",
+                         abs(iops / original[direction]["iops"] - 1), 0.05, "lower"),
+                   Ratio(f"replay fidelity: {direction} clat p99 |replay/original - 1|", abs(p99 / orig_p99 - 1),
+                         0.20, "lower")]
+    return ratios
+
+
+FIT_TARGETS = {"%": 3.0, "": 0.25, "IOPS": 0.25, "µs": 0.5}
+
+
+def fit_error(tmp: Path, runtime: int, as_json: bool) -> list[Ratio]:
+    db = tmp / "fit.db"
+    with loop(tmp, "a.img", 256) as a, loop(tmp, "b.img", 256) as b:
+        job = ["fio", "--name=known", f"--filename={a}", "--rw=randrw", "--rwmixread=70", "--bssplit=4k/60:64k/40",
+               "--random_distribution=zipf:1.2", "--direct=1", "--ioengine=libaio", "--iodepth=8", "--size=128M",
+               f"--runtime={runtime}", "--time_based", "--output-format=terse", f"--output={tmp / 'known.terse'}"]
+        done = iolab(db, "capture", a, "--label", "known", "--", *job)
+        if done.returncode != 0:
+            sys.exit(done.stderr)
+        fitted = iolab(db, "fit", "known", "-o", str(tmp / "fitted.fio"), "--check", f"b={b}", "--destroy", b,
+                       "--format", "json")
+        if fitted.returncode != 0:
+            sys.exit(fitted.stderr)
+    ratios = []
+    for row in json.loads(fitted.stdout)["closeness"]:
+        if row["original"] in (None, 0) or row["fitted"] is None:
+            continue
+        pct = row["unit"] == "%"
+        value = abs(row["error"]) if pct else abs(row["fitted"] / row["original"] - 1)
+        say(f"  {row['metric']}: {row['original']:.2f} -> {row['fitted']:.2f}", as_json)
+        ratios.append(Ratio(f"fit error: {row['metric']} ({'points' if pct else 'relative'})", value,
+                            FIT_TARGETS.get(row["unit"], 0.25), "lower"))
+    return ratios
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runtime", type=int, default=5, help="seconds per fio run")
+    add_json_option(parser)
+    args = parser.parse_args()
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="iolab-bench-capture-") as tmp:
+        say("capture overhead", args.json)
+        ratios = overhead(Path(tmp), args.rounds, args.runtime, args.json)
+        say("replay fidelity", args.json)
+        ratios += fidelity(Path(tmp), args.runtime, args.json)
+        say("fit error", args.json)
+        ratios += fit_error(Path(tmp), args.runtime, args.json)
+    say(f"({time.monotonic() - started:.0f} s)", args.json)
+    emit("capture", ratios, args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""A workload's fingerprint: what a block trace says about its I/O, as a pure function of the trace.
+
+Definitions (each a statement about the requests the device saw, after the page cache and the
+I/O scheduler's merging):
+
+- **mix**: reads, writes, discards and flushes by requests and bytes; ``read_pct`` is reads over
+  reads + writes (fio's ``rwmixread``), by requests and by bytes.
+- **block sizes**: requests per exact size and kind (fio's ``bssplit`` is this, as percentages).
+- **sequential share**: a data request is sequential when it starts where the previous request of
+  the same *stream* ended; a stream is one issuing task and one direction, as fio keeps one last
+  position per file and direction (``io_u.c``, ``get_next_seq_offset``). ``random_pct`` is the rest
+  (fio's ``percentage_random``).
+- **depth**: requests in flight (issued, not completed) over time, from the issue and complete
+  events; its time-weighted distribution over the whole capture and its mean while busy.
+- **inter-arrival**: gaps between consecutive issues; their coefficient of variation (stddev/mean)
+  is 1 for a Poisson (open-loop) stream and small for a closed loop at a fixed depth.
+- **skew**: data requests per 4 KiB granule at their start offset; the share of requests to the
+  hottest 1 % and 10 % of the granules touched.
+- **latency**: device service time, complete - issue, of each completed request.
+- **flushes**: requests that are a flush or carry REQ_PREFLUSH, REQ_FUA, REQ_SYNC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .trace import FLUSH, FUA, OP_NAMES, PREFLUSH, READ, SYNC, WRITE, Trace
+
+GRANULE_BYTES = 4096
+#: Bins of the charts' aggregates: depth and heat over time, heat over the LBA span.
+TIME_BINS, LBA_BINS = 60, 32
+
+
+@dataclass(frozen=True)
+class Dist:
+    """A distribution's summary, in the unit its name says (µs for times)."""
+
+    mean: float | None = None
+    p50: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """See the module docstring. Percentages 0-100; ``bs_counts`` maps kind -> {bytes: requests};
+    ``depth_time_pct`` maps a depth to the share of the capture's time spent at it; ``depth_over_time``
+    and ``heat`` are chart aggregates over ``TIME_BINS`` equal time bins (``bin_s`` each): the mean
+    depth per bin, and data requests per time bin × LBA bin (``LBA_BINS`` equal bins from
+    ``lba_first_bytes`` to ``lba_end_bytes``)."""
+
+    requests: int
+    duration_s: float
+    lost_events: int
+    ios: Mapping[str, int]
+    bytes: Mapping[str, int]
+    read_pct_ios: float | None
+    read_pct_bytes: float | None
+    iops: float
+    bw_bytes_s: float
+    bs_counts: Mapping[str, Mapping[int, int]]
+    sequential_pct: float | None
+    random_pct: float | None
+    sequential_pct_by_kind: Mapping[str, float]
+    depth_mean: float
+    depth_mean_busy: float | None
+    depth_max: int
+    depth_at_issue: Dist
+    depth_time_pct: Mapping[int, float]
+    busy_pct: float
+    interarrival_us: Dist
+    interarrival_cv: float | None
+    latency_us: Mapping[str, Dist]
+    hot1_pct: float | None
+    hot10_pct: float | None
+    granules_touched: int
+    lba_first_bytes: int
+    lba_end_bytes: int
+    flush_pct: float
+    fua_pct: float
+    sync_write_pct: float | None
+    processes: Mapping[str, int]
+    bin_s: float
+    depth_over_time: tuple[float, ...]
+    heat: tuple[tuple[int, ...], ...] = field(default_factory=tuple)
+
+    @property
+    def data_ios(self) -> int:
+        return self.ios.get("read", 0) + self.ios.get("write", 0)
+
+
+def _pct(part: float, whole: float) -> float | None:
+    return 100.0 * part / whole if whole else None
+
+
+def _dist(values: np.ndarray) -> Dist:
+    if values.size == 0:
+        return Dist()
+    p50, p99 = np.percentile(values, [50, 99])
+    return Dist(float(values.mean()), float(p50), float(p99), float(values.max()), int(values.size))
+
+
+def sequential_mask(trace: Trace) -> np.ndarray:
+    """Per request: starts where the previous request of its stream (pid, kind) ended. Non-data
+    requests are False."""
+    seq = np.zeros(len(trace), dtype=bool)
+    last_end: dict[tuple[int, int], int] = {}
+    end = trace.sector + trace.nbytes // 512
+    for i, (op, pid, start, stop) in enumerate(zip(trace.op.tolist(), trace.pid.tolist(), trace.sector.tolist(),
+                                                   end.tolist(), strict=True)):
+        if op not in (READ, WRITE):
+            continue
+        seq[i] = last_end.get((pid, op)) == start
+        last_end[(pid, op)] = stop
+    return seq
+
+
+def depth_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """``(t_ns, depth)``: the in-flight count after each issue or completion, in time order (an
+    issue before a completion at the same instant, so the count never goes below zero); requests
+    not completed stay in flight."""
+    done = trace.complete_ns >= 0
+    times = np.concatenate([trace.issue_ns, trace.complete_ns[done]])
+    steps = np.concatenate([np.ones(len(trace), dtype=np.int64), -np.ones(int(done.sum()), dtype=np.int64)])
+    order = np.lexsort((-steps, times))
+    return times[order], np.cumsum(steps[order])
+
+
+def _depth(trace: Trace, duration_ns: int) -> dict[str, object]:
+    t, depth = depth_steps(trace)
+    if t.size == 0:
+        return {"depth_mean": 0.0, "depth_mean_busy": None, "depth_max": 0, "depth_time_pct": {}, "busy_pct": 0.0,
+                "depth_over_time": (), "depth_at_issue": Dist()}
+    spans = np.diff(np.append(t, max(duration_ns, int(t[-1]))))
+    total = max(int(spans.sum()), 1)
+    weights = np.bincount(depth, weights=spans)
+    busy = float(spans[depth > 0].sum())
+    issue_depth = np.searchsorted(t, trace.issue_ns, side="right")  # index after the issue's own step
+    at_issue = depth[np.clip(issue_depth - 1, 0, depth.size - 1)]
+    edges = np.linspace(0, int(t[-1] + spans[-1]), TIME_BINS + 1)
+    # time-weighted mean depth per bin: the step function's integral, read at the bin edges
+    area = np.concatenate([[0.0], np.cumsum(spans * depth)])
+    at = np.interp(edges, np.append(t, t[-1] + spans[-1]), area)
+    per_bin = np.diff(at) / np.diff(edges)
+    return {
+        "depth_mean": float((spans * depth).sum() / total),
+        "depth_mean_busy": float((spans * depth).sum() / busy) if busy else None,
+        "depth_max": int(depth[spans > 0].max(initial=0)) or int(depth.max()),  # not a same-instant tie
+        "depth_time_pct": {d: 100.0 * float(w) / total for d, w in enumerate(weights) if w > 0},
+        "busy_pct": 100.0 * busy / total,
+        "depth_over_time": tuple(round(float(x), 3) for x in per_bin),
+        "depth_at_issue": _dist(at_issue.astype(np.float64)),
+    }
+
+
+def _skew(offsets: np.ndarray) -> tuple[float | None, float | None, int]:
+    if offsets.size == 0:
+        return None, None, 0
+    _, counts = np.unique(offsets // GRANULE_BYTES, return_counts=True)
+    hottest = np.sort(counts)[::-1]
+    cum = np.cumsum(hottest)
+
+    def share(fraction: float) -> float:
+        n = max(1, round(fraction * hottest.size))
+        return 100.0 * float(cum[n - 1]) / float(cum[-1])
+    return share(0.01), share(0.10), int(hottest.size)
+
+
+def _heat(trace: Trace, data: np.ndarray, duration_ns: int, first: int, end: int) -> tuple[tuple[int, ...], ...]:
+    if not data.any() or end <= first:
+        return ()
+    t_bins = np.minimum((trace.issue_ns[data] * TIME_BINS) // max(duration_ns, 1), TIME_BINS - 1)
+    l_bins = np.minimum(((trace.sector[data] * 512 - first) * LBA_BINS) // (end - first), LBA_BINS - 1)
+    grid = np.zeros((TIME_BINS, LBA_BINS), dtype=np.int64)
+    np.add.at(grid, (t_bins, l_bins), 1)
+    return tuple(tuple(int(x) for x in row) for row in grid)
+
+
+def fingerprint(trace: Trace) -> Fingerprint:
+    """The fingerprint of ``trace`` (see the module docstring). Pure and deterministic."""
+    n = len(trace)
+    duration_ns = max(trace.duration_ns, int(trace.issue_ns.max(initial=0)), 1)
+    ios = {name: int((trace.op == i).sum()) for i, name in enumerate(OP_NAMES) if (trace.op == i).any()}
+    nbytes = {name: int(trace.nbytes[trace.op == i].sum()) for i, name in enumerate(OP_NAMES) if name in ios}
+    data = (trace.op == READ) | (trace.op == WRITE)
+    reads, writes = ios.get("read", 0), ios.get("write", 0)
+    seq = sequential_mask(trace)
+    offsets = trace.sector[data] * 512
+    first = int(offsets.min()) if offsets.size else 0
+    end = int((trace.sector[data] * 512 + trace.nbytes[data]).max()) if offsets.size else 0
+    hot1, hot10, touched = _skew(offsets)
+    gaps_us = np.diff(trace.issue_ns).astype(np.float64) / 1000.0
+    lat = trace.latency_ns
+    comms: dict[str, int] = {}
+    for pid, count in zip(*np.unique(trace.pid, return_counts=True), strict=True):
+        name = trace.comms.get(int(pid), str(pid))
+        comms[name] = comms.get(name, 0) + int(count)
+    writes_mask = trace.op == WRITE
+    return Fingerprint(
+        requests=n, duration_s=duration_ns / 1e9, lost_events=trace.lost_events, ios=ios, bytes=nbytes,
+        read_pct_ios=_pct(reads, reads + writes),
+        read_pct_bytes=_pct(nbytes.get("read", 0), nbytes.get("read", 0) + nbytes.get("write", 0)),
+        iops=(reads + writes) * 1e9 / duration_ns, bw_bytes_s=float(trace.nbytes[data].sum()) * 1e9 / duration_ns,
+        bs_counts={OP_NAMES[k]: {int(b): int(c) for b, c in zip(*np.unique(trace.nbytes[trace.op == k],
+                                                                           return_counts=True), strict=True)}
+                   for k in (READ, WRITE) if (trace.op == k).any()},
+        sequential_pct=_pct(int(seq.sum()), reads + writes),
+        random_pct=_pct(reads + writes - int(seq.sum()), reads + writes),
+        sequential_pct_by_kind={OP_NAMES[k]: 100.0 * float(seq[trace.op == k].mean())
+                                for k in (READ, WRITE) if (trace.op == k).any()},
+        **_depth(trace, duration_ns),  # type: ignore[arg-type]
+        interarrival_us=_dist(gaps_us),
+        interarrival_cv=float(gaps_us.std() / gaps_us.mean()) if gaps_us.size > 1 and gaps_us.mean() > 0 else None,
+        latency_us={OP_NAMES[k]: _dist(lat[(trace.op == k) & (lat >= 0)].astype(np.float64) / 1000.0)
+                    for k in (READ, WRITE, FLUSH) if (trace.op == k).any()},
+        hot1_pct=hot1, hot10_pct=hot10, granules_touched=touched, lba_first_bytes=first, lba_end_bytes=end,
+        flush_pct=100.0 * float(((trace.op == FLUSH) | (trace.flags & PREFLUSH > 0)).sum()) / max(n, 1),
+        fua_pct=100.0 * float((trace.flags & FUA > 0).sum()) / max(n, 1),
+        sync_write_pct=_pct(int((writes_mask & (trace.flags & SYNC > 0)).sum()), writes),
+        processes=dict(sorted(comms.items(), key=lambda kv: -kv[1])[:8]),
+        bin_s=duration_ns / 1e9 / TIME_BINS,
+        heat=_heat(trace, data, duration_ns, first, end),
+    )

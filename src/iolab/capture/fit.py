@@ -1,0 +1,232 @@
+"""A fio job that reproduces a fingerprint, and how close a run of it came.
+
+The job (``fit_job``), from the fingerprint alone:
+
+- ``rw`` randrw/rw (or one direction), ``rwmixread`` the read share by requests,
+  ``percentage_random`` when the trace is neither all random nor all sequential;
+- ``bssplit`` per direction (reads, writes) from the block-size histogram, the sizes covering 99 %
+  of requests with integer percentages summing to 100 (largest remainder; fio requires 100);
+- ``offset``/``size``: the traced LBA range;
+- ``random_distribution``: ``zipf:θ`` or ``pareto:h`` with the parameter whose expected share of
+  requests to the hottest 10 % of touched 4 KiB granules matches the trace's (found by bisection
+  over samples of as many requests as the trace holds: the touched set depends on the count), or
+  ``zoned:H1/1:H10-H1/9:rest/90`` (the hot shares put in contiguous zones), or uniform when the
+  trace is no more skewed than uniform sampling would be;
+- closed loop (depth kept up: mean depth while busy >= 1.5, or busy most of the time) ->
+  ``iodepth``: the depth held longest (or the mean while busy, if larger); open loop ->
+  ``rate_iops`` per direction and ``iodepth`` at the depth's 99th percentile. Not
+  ``rate_process=poisson``, though bursty arrivals call for it: fio 3.33 died of SIGFPE with it in a
+  write-only job (``got signal=8``), so the fitted arrivals are evenly spaced;
+- ``fsync=N`` when the trace flushes (one flush every N writes);
+- ``runtime`` the capture's duration, ``time_based``, ``direct=1``, ``ioengine=libaio``.
+
+fio's generators: ``zipf``/``pareto`` pick a rank from the distribution over the range's blocks
+and scramble it (``lib/zipf.c``), so hot blocks are scattered like an application's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import jobfile
+from .fingerprint import GRANULE_BYTES, Fingerprint
+
+DISTRIBUTIONS = ("auto", "zipf", "pareto", "zoned", "random")
+_SAMPLE_GRANULES = 1 << 20
+
+
+def _percentages(counts: Mapping[int, int], cover: float = 0.99) -> list[tuple[int, int]]:
+    total = sum(counts.values())
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    kept, running = [], 0
+    for size, count in ranked:
+        kept.append((size, count))
+        running += count
+        if running >= cover * total:
+            break
+    shares = [100 * c / running for _, c in kept]
+    floors = [math.floor(s) for s in shares]
+    for i in sorted(range(len(kept)), key=lambda i: floors[i] - shares[i])[:100 - sum(floors)]:
+        floors[i] += 1
+    return sorted(((size, p) for (size, _), p in zip(kept, floors, strict=True) if p > 0))
+
+
+def _size(nbytes: int) -> str:
+    for unit, shift in (("m", 20), ("k", 10)):
+        if nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift}{unit}"
+    return str(nbytes)
+
+
+def bssplit(fp: Fingerprint, reads: bool = True, writes: bool = True) -> str:
+    """fio's ``bssplit`` for reads and writes: ``4k/60:64k/40,4k/50:8k/50`` (one list when they agree
+    or only one direction is kept)."""
+    parts = [":".join(f"{_size(s)}/{p}" for s, p in _percentages(fp.bs_counts[kind])) if kind in fp.bs_counts
+             and keep else "" for kind, keep in (("read", reads), ("write", writes))]
+    if parts[0] and parts[1] and parts[1] != parts[0]:
+        return ",".join(parts)
+    return parts[0] or parts[1]
+
+
+def _hot10(weights: np.ndarray, n: int, rng: np.random.Generator) -> float:
+    """The expected share of ``n`` requests (drawn with ``weights`` over granules) that go to the
+    hottest 10 % of the granules they touch."""
+    draws = rng.choice(weights.size, size=n, p=weights / weights.sum())
+    counts = np.sort(np.bincount(draws))[::-1]
+    counts = counts[counts > 0]
+    top = max(1, round(0.1 * counts.size))
+    return 100.0 * float(counts[:top].sum()) / float(counts.sum())
+
+
+def _weights(kind: str, param: float, granules: int) -> np.ndarray:
+    ranks = np.arange(1, granules + 1, dtype=np.float64)
+    if kind == "zipf":
+        return ranks ** -param
+    # pareto: fio's h in (0,1): the share 1-h of accesses go to h of the blocks ... as a power law
+    alpha = math.log(1 - param) / math.log(param) if 0 < param < 1 else 1.0
+    return ranks ** (-1.0 / max(alpha, 1e-3)) if alpha > 0 else np.ones(granules)
+
+
+def fit_skew(fp: Fingerprint, kind: str, seed: int = 1) -> float:
+    """The ``zipf`` θ (0.05..3) or ``pareto`` h (0.01..0.99) whose expected hot-10 % share matches
+    the fingerprint's, by bisection (the share grows with θ, and falls as h grows)."""
+    granules = min(_SAMPLE_GRANULES, max(1, (fp.lba_end_bytes - fp.lba_first_bytes) // GRANULE_BYTES))
+    n = max(1, min(fp.data_ios, 200_000))
+    target = fp.hot10_pct or 0.0
+    lo, hi = (0.05, 3.0) if kind == "zipf" else (0.01, 0.99)
+    for _ in range(18):
+        mid = (lo + hi) / 2
+        share = _hot10(_weights(kind, mid, granules), n, np.random.default_rng(seed))
+        if (share < target) == (kind == "zipf"):
+            lo = mid
+        else:
+            hi = mid
+    return round((lo + hi) / 2, 3)
+
+
+def uniform_hot10(fp: Fingerprint, seed: int = 1) -> float:
+    """The hot-10 % share uniform sampling gives for as many requests over the same range."""
+    granules = min(_SAMPLE_GRANULES, max(1, (fp.lba_end_bytes - fp.lba_first_bytes) // GRANULE_BYTES))
+    return _hot10(np.ones(granules), max(1, min(fp.data_ios, 200_000)), np.random.default_rng(seed))
+
+
+def distribution(fp: Fingerprint, kind: str = "auto") -> str | None:
+    """fio's ``random_distribution`` value for the fingerprint's skew; None for uniform."""
+    if fp.hot10_pct is None or fp.hot1_pct is None or kind == "random":
+        return None
+    if kind == "auto":
+        if fp.hot10_pct <= 1.2 * uniform_hot10(fp):
+            return None
+        kind = "zipf"
+    if kind == "zoned":
+        hot1, hot10 = round(fp.hot1_pct), round(fp.hot10_pct)
+        return f"zoned:{hot1}/1:{hot10 - hot1}/9:{100 - hot10}/90"
+    return f"{kind}:{fit_skew(fp, kind)}"
+
+
+@dataclass(frozen=True)
+class FittedJob:
+    """The fitted job's options (fio names, in order) and why the timing model was chosen."""
+
+    options: tuple[tuple[str, str | None], ...]
+    closed_loop: bool
+    reason: str
+
+    def text(self, header: Sequence[str] = ()) -> str:
+        return jobfile.render((jobfile.Section("fitted", self.options),), header)
+
+
+def fit_job(fp: Fingerprint, kind: str = "auto") -> FittedJob:
+    """The fio job reproducing ``fp`` (see the module docstring). Pure."""
+    reads, writes = fp.ios.get("read", 0), fp.ios.get("write", 0)
+    # a direction under 1 % of the requests (a filesystem's odd metadata read) is left out: fio paces a
+    # mixed job by its slower direction, so rate_iops=1,N would stall the whole job
+    reads, writes = (0 if reads < 0.01 * (reads + writes) else reads), (0 if writes < 0.01 * (reads + writes)
+                                                                       else writes)
+    random = (fp.random_pct or 0) >= 50
+    rw = ("randrw" if random else "rw") if reads and writes else \
+        (("randread" if random else "read") if reads else ("randwrite" if random else "write"))
+    opts: list[tuple[str, str | None]] = [("ioengine", "libaio"), ("direct", "1"), ("rw", rw)]
+    if reads and writes:
+        opts.append(("rwmixread", str(round(fp.read_pct_ios or 0))))
+    opts.append(("bssplit", bssplit(fp, reads > 0, writes > 0)))
+    if 1 <= round(fp.random_pct or 0) <= 99:
+        opts.append(("percentage_random", str(round(fp.random_pct or 0))))
+    first = fp.lba_first_bytes // GRANULE_BYTES * GRANULE_BYTES
+    opts += [("offset", str(first)), ("size", str(max(GRANULE_BYTES, fp.lba_end_bytes - first)))]
+    dist = distribution(fp, kind)
+    if dist and random:
+        opts.append(("random_distribution", dist))
+    busy_depth = fp.depth_mean_busy or 0.0
+    closed = busy_depth >= 1.5 or fp.busy_pct >= 80
+    if closed:
+        # the depth held longest: a closed loop at iodepth N sits at N, dipping while completions are reaped
+        held = max((d for d in fp.depth_time_pct if d > 0), key=lambda d: fp.depth_time_pct[d], default=1)
+        opts.append(("iodepth", str(max(held, round(busy_depth)))))
+        reason = (f"closed loop: mean depth while busy {busy_depth:.2f} (most often {held}), busy "
+                  f"{fp.busy_pct:.0f} % of the time")
+    else:
+        duration = max(fp.duration_s, 1e-3)
+        opts += [("iodepth", str(max(1, round(fp.depth_at_issue.p99 or 1)))),
+                 ("rate_iops", ",".join(str(max(1, round(n / duration))) for n in (reads, writes) if n)
+                  if not (reads and writes) else f"{round(reads / duration)},{round(writes / duration)}")]
+        reason = (f"open loop: mean depth while busy {busy_depth:.2f}, busy {fp.busy_pct:.0f} % of the time; "
+                  f"arrivals at the traced rate, evenly spaced (the trace's inter-arrival CV: "
+                  f"{fp.interarrival_cv or 0:.2f})")
+    flushes = fp.ios.get("flush", 0)
+    if flushes and writes:
+        opts.append(("fsync", str(max(1, round(writes / flushes)))))
+    opts += [("runtime", f"{max(1, math.ceil(fp.duration_s))}s"), ("time_based", None)]
+    return FittedJob(tuple(opts), closed, reason)
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    """One fingerprint metric, original vs fitted; ``error`` is fitted - original, in the metric's
+    unit (points for percentages), ``relative`` the ratio - 1 where it makes sense."""
+
+    metric: str
+    unit: str
+    original: float | None
+    fitted: float | None
+
+    @property
+    def error(self) -> float | None:
+        return None if self.original is None or self.fitted is None else self.fitted - self.original
+
+    @property
+    def relative(self) -> float | None:
+        if self.original in (None, 0) or self.fitted is None:
+            return None
+        return self.fitted / self.original - 1  # type: ignore[operator]
+
+
+def _bs_share(fp: Fingerprint, kind: str, size: int) -> float | None:
+    counts = fp.bs_counts.get(kind)
+    return 100.0 * counts.get(size, 0) / sum(counts.values()) if counts else None
+
+
+def closeness(original: Fingerprint, fitted: Fingerprint) -> list[MetricRow]:
+    """Metric by metric: the mix, the main block sizes' shares, randomness, depth, rate, skew, flushes."""
+    rows = [MetricRow("read share (rwmixread)", "%", original.read_pct_ios, fitted.read_pct_ios)]
+    for kind in ("read", "write"):
+        for size, _ in _percentages(original.bs_counts.get(kind, {}))[:4]:
+            rows.append(MetricRow(f"{kind} bs {_size(size)} share", "%", _bs_share(original, kind, size),
+                                  _bs_share(fitted, kind, size)))
+    rows += [
+        MetricRow("random", "%", original.random_pct, fitted.random_pct),
+        MetricRow("depth mean while busy", "", original.depth_mean_busy, fitted.depth_mean_busy),
+        MetricRow("IOPS (device)", "IOPS", original.iops, fitted.iops),
+        MetricRow("hottest 1 % share", "%", original.hot1_pct, fitted.hot1_pct),
+        MetricRow("hottest 10 % share", "%", original.hot10_pct, fitted.hot10_pct),
+        MetricRow("flush share", "%", original.flush_pct, fitted.flush_pct),
+        MetricRow("inter-arrival CV", "", original.interarrival_cv, fitted.interarrival_cv),
+    ]
+    for kind in ("read", "write"):
+        a, b = original.latency_us.get(kind), fitted.latency_us.get(kind)
+        rows.append(MetricRow(f"service time {kind} p99", "µs", a.p99 if a else None, b.p99 if b else None))
+    return rows

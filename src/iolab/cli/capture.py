@@ -1,0 +1,228 @@
+"""``iolab capture``, ``iolab replay``, ``iolab fit``: an application's block I/O, recorded, replayed, fitted."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from ..capture import record
+from ..errors import IolabError, UsageError
+from ..model import Run
+from ..report.capture import fingerprint_table
+from ..units import parse_duration_us
+from . import FORMATS, cli, emit_tables, err, parse_tags, store_of
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("device")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
+@click.option("--duration", help="Record for this long (60s, 5m) instead of while COMMAND runs.")
+@click.option("--label", help="A name for this capture, usable wherever a run id is.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the capture (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.pass_context
+def capture(ctx: click.Context, device: str, command: Sequence[str], duration: str | None, label: str | None,
+            tags: Sequence[str], fmt: str) -> None:
+    """Record DEVICE's block I/O and store it as a run (origin capture) with its fingerprint.
+
+    Records every request the kernel issues to DEVICE (tracefs block tracepoints, in a private
+    ftrace instance filtered by the device number; tracefs is mounted if it is not) for
+    --duration, or while COMMAND runs. Only reads the device.
+
+    \b
+    iolab capture /dev/sdb --duration 60s --label oltp
+    iolab capture /dev/loop3 --label sqlite -- python3 app.py
+    """
+    if command and command[0] == "--":
+        command = command[1:]
+    if (duration is None) == (not command):
+        raise UsageError("capture for a --duration, or while a command runs (-- COMMAND …), not both or neither",
+                         hint="iolab capture /dev/sdb --duration 60s, or iolab capture /dev/sdb -- COMMAND ARGS")
+    duration_s = _duration_us("--duration", duration) / 1e6 if duration else None
+    what = f"while `{' '.join(command)}` runs" if command else f"for {duration}"
+    err.print(f"Capturing the block I/O of {device} {what}…")
+    captured = record.capture(device, duration_s, tuple(command))
+    store = store_of(ctx)
+    run_id = record.save(store, captured, label=label, tags=parse_tags(tags))
+    err.print(f"Capture [bold]{run_id}[/] stored in {store.display_url}: {len(captured.trace):,} requests")
+    if captured.trace.lost_events:
+        err.print(f"[yellow]The kernel dropped {captured.trace.lost_events:,} events[/]: the trace is incomplete.")
+    run = store.get_run(run_id)
+    table = fingerprint_table(run)
+    from .run import run_document
+    emit_tables([table] if table else [], fmt, run_document(run))
+    if captured.returncode:
+        err.print(f"[red]{command[0]} exited with status {captured.returncode}[/]")
+        ctx.exit(1)
+
+
+def _duration_us(option: str, text: str, unit: str = "s") -> int:
+    try:
+        return parse_duration_us(text, unit)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: expected a duration such as 60s, 500ms or 5m") from None
+
+
+def _one_capture(ctx: click.Context, selector: str) -> Run:
+    store = store_of(ctx)
+    ids = store.resolve(selector)
+    if len(ids) != 1:
+        raise UsageError(f"{selector!r} matches {len(ids)} runs; name one capture",
+                         hint="use its id (iolab runs lists them)")
+    run = store.get_run(ids[0])
+    record.capture_result_id(run)  # raises when it is not a capture
+    return run
+
+
+@cli.command()
+@click.argument("capture_run", metavar="CAPTURE")
+@click.option("-t", "--target", "target", required=True, metavar="NAME=DEVICE",
+              help="Replay onto this block device (its contents are destroyed).")
+@click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device (required).")
+@click.option("--as-fast-as-possible", "fast", is_flag=True,
+              help="Issue as fast as the recorded depth allows (replay_no_stall), not at the recorded times.")
+@click.option("--time-scale", type=click.FloatRange(0.01, 100.0), default=1.0, show_default=True,
+              help="Stretch the recorded timing by this factor (2: half as fast; replay_time_scale).")
+@click.option("--timing-quantum", "quantum", default="1ms", show_default=True,
+              help="Round the recorded issue times down to this (fio loses time on every sleep; larger quanta "
+                   "keep the rate better but issue in bursts).")
+@click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Replays in a row.")
+@click.option("--label", help="A name for this replay, usable wherever a run id is.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the replay (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.pass_context
+def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[str], fast: bool, time_scale: float,
+           quantum: str, repeat: int, label: str | None, tags: Sequence[str], fmt: str) -> None:
+    """Replay a capture on other storage with fio; the result is a run like any other.
+
+    CAPTURE is a capture's id, label or tag. The capture's requests are replayed at their
+    recorded times (fio read_iolog, iolog v3, replay_redirect onto the target), one fio job per
+    size class (bs-4k, bs-64k, …) running together, so results come per class and direction
+    and `iolab compare` pairs two replays (or a replay and the capture). A target smaller than
+    the traced range is replayed with replay_scale, as the plan says.
+
+    \b
+    iolab replay oltp --target ssd=/dev/sdc --destroy /dev/sdc --label oltp-on-ssd
+    iolab replay oltp --target hdd=/dev/sdd --destroy /dev/sdd --as-fast-as-possible --repeat 3
+    iolab compare oltp-on-ssd oltp-on-hdd
+    """
+    from .. import execute
+    from ..capture import plan as plan_mod
+    from ..capture.replay import ReplaySettings
+    from .method import print_findings
+    from .run import _describe_plan, _LiveProgress, _print_run
+
+    name, sep, path = target.partition("=")
+    if not sep or not name or not path:
+        raise UsageError(f"--target {target!r}: expected NAME=DEVICE")
+    run = _one_capture(ctx, capture_run)
+    store = store_of(ctx)
+    settings = ReplaySettings(as_fast_as_possible=fast, time_scale_pct=round(100 * time_scale),
+                              quantum_us=max(1, _duration_us("--timing-quantum", quantum, "ms")))
+    planned = plan_mod.replay_suite(store, run, name, path, settings)
+    options = execute.RunOptions(destroy=tuple(destroy))
+    plan = execute.prepare(planned.suite, options, repeat=repeat)
+    _describe_plan(plan)
+    for note in planned.notes:
+        err.print(f"  {note}", markup=False, highlight=False)
+    print_findings(plan.findings)
+    run_id = execute.start(store, plan, options, label=label,
+                           tags={"capture": str(run.info.id), **parse_tags(tags)})
+    err.print(f"Replay [bold]{run_id}[/] stored in {store.display_url}")
+    with _LiveProgress() as progress:
+        status = execute.execute(store, run_id, options, on_event=progress)
+    _print_run(store, run_id, fmt)
+    if status != "complete":
+        err.print(f"[red]The replay failed[/]; fio's messages are stored (iolab show {run_id}).")
+        ctx.exit(1)
+
+
+@cli.command()
+@click.argument("capture_run", metavar="CAPTURE")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), required=True,
+              help="The fio job file to write.")
+@click.option("--distribution", type=click.Choice(("auto", "zipf", "pareto", "zoned", "random")), default="auto",
+              show_default=True, help="random_distribution for the skew (auto: zipf, or uniform when not skewed).")
+@click.option("--check", "check", metavar="NAME=DEVICE",
+              help="Run the fitted job on this block device through iolab (destroying its contents), capture it, "
+                   "and print its fingerprint beside the original's.")
+@click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device (for --check).")
+@click.option("--replay", "replay_run", metavar="RUN", help="A replay of the capture to set the fitted run's IOPS "
+              "and latency beside (default: the capture's own figures).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.pass_context
+def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, check: str | None,
+        destroy: Sequence[str], replay_run: str | None, fmt: str) -> None:
+    """Write a fio job file that reproduces a capture's fingerprint; with --check, show how close it is.
+
+    The job has bssplit, rwmixread, percentage_random, random_distribution for the skew, and
+    iodepth (closed loop) or rate_iops (open loop), fsync for flushes, runtime = the capture's
+    duration. It is a normal job file: `iolab run job.fio --target …` runs it anywhere.
+
+    \b
+    iolab fit oltp -o oltp.fio
+    iolab fit oltp -o oltp.fio --check scratch=/dev/sdc --destroy /dev/sdc
+    """
+    from pathlib import Path
+
+    from ..capture import fit as fit_mod
+    from ..report.capture import closeness_table, performance_table
+
+    run = _one_capture(ctx, capture_run)
+    original = record.stored_fingerprint(run)
+    assert original is not None
+    job = fit_mod.fit_job(original, distribution)
+    text = job.text([f"fitted by iolab to capture {run.info.id} ({(run.info.options or {}).get('device', '')})",
+                     job.reason])
+    try:
+        Path(output).write_text(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    err.print(f"{output}: {job.reason}")
+    if check is None:
+        click.echo(text, nl=False)
+        return
+    fitted_run, fitted_capture = _check_fit(ctx, output, check, destroy, run.info.id)
+    fitted = record.stored_fingerprint(fitted_capture)
+    assert fitted is not None
+    baseline = _one_run(ctx, replay_run) if replay_run else run
+    tables = [closeness_table(fit_mod.closeness(original, fitted)), performance_table(baseline, fitted_run)]
+    emit_tables(tables, fmt, {"job": text, "closeness": [
+        {"metric": r.metric, "unit": r.unit, "original": r.original, "fitted": r.fitted, "error": r.error}
+        for r in fit_mod.closeness(original, fitted)], "fitted_run": fitted_run.info.id,
+        "fitted_capture": fitted_capture.info.id})
+
+
+def _one_run(ctx: click.Context, selector: str) -> Run:
+    ids = store_of(ctx).resolve(selector)
+    return store_of(ctx).get_run(ids[-1])
+
+
+def _check_fit(ctx: click.Context, job_path: str, check: str, destroy: Sequence[str], capture_id: int
+               ) -> tuple[Run, Run]:
+    """Run the fitted job on the --check device through execute while capturing that device."""
+    from .. import execute
+    from .. import suite as suite_mod
+    from .method import print_findings
+    from .run import _describe_plan, _LiveProgress
+
+    name, sep, device = check.partition("=")
+    if not sep or not name or not device:
+        raise UsageError(f"--check {check!r}: expected NAME=DEVICE")
+    store = store_of(ctx)
+    suite = suite_mod.with_targets(suite_mod.load(job_path), {name: device})
+    options = execute.RunOptions(destroy=tuple(destroy))
+    plan = execute.prepare(suite, options)
+    _describe_plan(plan)
+    print_findings(plan.findings)
+    run_id = execute.start(store, plan, options, label=f"fit-of-{capture_id}", tags={"fit_of": str(capture_id)})
+    with record.Background(device) as background, _LiveProgress() as progress:
+        status = execute.execute(store, run_id, options, on_event=progress)
+    if status != "complete":
+        raise IolabError(f"the fitted job failed on {device} (run {run_id}): nothing to compare",
+                         hint=f"see fio's message: iolab show {run_id}")
+    capture_id_fitted = record.save(store, background.result(), label=f"fit-of-{capture_id}-capture",
+                                    tags={"fit_of": str(capture_id)})
+    err.print(f"Fitted job: run {run_id}; its capture: run {capture_id_fitted}")
+    return store.get_run(run_id), store.get_run(capture_id_fitted)

@@ -1,0 +1,276 @@
+"""Capture: tracefs lines -> trace -> fingerprint (pure), and the real thing: fio's I/O on a loop
+device recorded from the kernel's block tracepoints, recovered within stated tolerances, stored
+as a run that ``runs``, ``show`` and selectors see."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clirun import iolab
+from iolab.capture import fingerprint as fp_mod
+from iolab.capture import fit, record, tracefs
+from iolab.capture import replay as replay_mod
+from iolab.capture import trace as trace_mod
+from iolab.capture.trace import FLUSH, FUA, PREFLUSH, READ, SYNC, WRITE
+from iolab.store import Store
+from loopdev import MiB, loop_device, requires_loop
+
+LINES = """\
+# tracer: nop
+             fio-7798    [000] .....   278.212658: block_rq_issue: 7,0 R 4096 () 1976 + 8 be,0,4 [fio]
+     ksoftirqd/1-22      [001] ..s..   278.232115: block_rq_complete: 7,0 R () 1976 + 8 be,0,4 [0]
+             fio-7798    [000] .....   278.240114: block_rq_issue: 7,0 WS 8192 () 1984 + 16 be,0,4 [fio]
+             fio-7798    [000] .....   278.240124: block_rq_issue: 7,0 FWFS 4096 () 4000 + 8 be,0,4 [fio]
+     kworker/0:1-40      [000] .....   278.240130: block_rq_issue: 7,0 FF 0 () 0 + 0 be,0,4 [kworker/0:1]
+          <idle>-0       [001] d.h1.   278.244084: block_rq_complete: 7,0 WS () 1984 + 16 be,0,4 [0]
+          <idle>-0       [001] d.h1.   278.244090: block_rq_complete: 7,0 FF () 18446744073709551615 + 0 be,0,4 [0]
+"""
+
+
+def test_rwbs_as_the_kernel_writes_it() -> None:
+    assert trace_mod.parse_rwbs("R") == (READ, 0)
+    assert trace_mod.parse_rwbs("WS") == (WRITE, SYNC)
+    assert trace_mod.parse_rwbs("FWFS") == (WRITE, PREFLUSH | FUA | SYNC)
+    assert trace_mod.parse_rwbs("FF") == (FLUSH, PREFLUSH)
+    assert trace_mod.parse_rwbs("RA")[0] == READ
+
+
+def test_lines_become_requests_matched_to_their_completion() -> None:
+    trace = trace_mod.parse_lines(LINES.splitlines())
+    assert len(trace) == 4
+    assert trace.issue_ns.tolist() == [0, 27_456_000, 27_466_000, 27_472_000]
+    assert trace.latency_ns.tolist() == [19_457_000, 3_970_000, -1, 3_960_000]
+    assert trace.nbytes.tolist() == [4096, 8192, 4096, 0]
+    assert trace.op.tolist() == [READ, WRITE, WRITE, FLUSH]
+    assert trace.comms[7798] == "fio" and trace.comms[40] == "kworker/0:1"
+    fp = fp_mod.fingerprint(trace)
+    assert fp.ios == {"read": 1, "write": 2, "flush": 1}
+    assert fp.sequential_pct == 0.0  # the write at 1984 starts where the read ended: another stream (direction)
+    assert fp.flush_pct == 50.0 and fp.fua_pct == 25.0
+
+
+def test_a_completion_printed_before_its_issue_in_the_same_microsecond_still_closes_it() -> None:
+    lines = ["  <idle>-0 [001] d.h1.  10.000005: block_rq_complete: 7,0 W () 64 + 8 be,0,4 [0]",
+             "     fio-9 [000] .....  10.000005: block_rq_issue: 7,0 W 4096 () 64 + 8 be,0,4 [fio]",
+             "     fio-9 [000] .....  10.000009: block_rq_issue: 7,0 W 4096 () 64 + 8 be,0,4 [fio]",
+             "  <idle>-0 [001] d.h1.  10.000020: block_rq_complete: 7,0 W () 64 + 8 be,0,4 [0]"]
+    trace = trace_mod.parse_lines(lines)
+    assert trace.latency_ns.tolist() == [0, 11_000]
+    assert fp_mod.fingerprint(trace).depth_max == 1
+
+
+def _trace(rows: list[tuple[int, int, int, int, int, int, int]]) -> trace_mod.Trace:
+    return trace_mod.from_rows(rows)
+
+
+def test_sequential_share_is_per_stream_and_direction() -> None:
+    # pid 1 reads 0,8,16 (sequential after the first); pid 2 reads 100, 200 (random); a write at 24 by pid 1
+    rows = [(0, 10, 0, 4096, READ, 0, 1), (1, 11, 100, 4096, READ, 0, 2), (2, 12, 8, 4096, READ, 0, 1),
+            (3, 13, 200, 4096, READ, 0, 2), (4, 14, 16, 4096, READ, 0, 1), (5, 15, 24, 4096, WRITE, 0, 1)]
+    fp = fp_mod.fingerprint(_trace(rows))
+    assert fp.sequential_pct == pytest.approx(200 / 6)
+    assert fp.sequential_pct_by_kind == {"read": 40.0, "write": 0.0}
+
+
+def test_depth_is_time_weighted_from_issue_and_complete() -> None:
+    # two requests overlapping for 5 ns out of 20: depth 1 for 10 ns, 2 for 5, 0 for 5
+    rows = [(0, 10, 0, 4096, READ, 0, 1), (5, 15, 64, 4096, READ, 0, 1)]
+    trace = trace_mod.from_rows(rows, duration_ns=20)
+    fp = fp_mod.fingerprint(trace)
+    assert fp.depth_max == 2
+    assert fp.depth_mean == pytest.approx((5 * 1 + 5 * 2 + 5 * 1) / 20)
+    assert fp.depth_time_pct == {0: 25.0, 1: 50.0, 2: 25.0}
+    assert fp.busy_pct == 75.0
+
+
+def test_skew_counts_requests_to_the_hottest_granules() -> None:
+    # 100 granules touched once, one granule 100 times: the hottest 1 % (1 granule) gets half the requests
+    rows = [(i, i + 1, 8 * i, 4096, READ, 0, 1) for i in range(100)]
+    rows += [(100 + i, 101 + i, 8 * 5000, 4096, READ, 0, 1) for i in range(100)]
+    fp = fp_mod.fingerprint(_trace(rows))
+    assert fp.granules_touched == 101
+    assert fp.hot1_pct == pytest.approx(50.0)
+
+
+columns = st.lists(st.tuples(st.integers(0, 10**12), st.integers(-1, 10**9), st.integers(0, 2**40),
+                             st.integers(0, 2**24), st.sampled_from([0, 1, 2, 3, 4]), st.integers(0, 31),
+                             st.integers(0, 2**22)), max_size=50)
+
+
+@given(columns)
+def test_stored_form_round_trips(rows: list[tuple[int, int, int, int, int, int, int]]) -> None:
+    trace = trace_mod.from_rows([(t, -1 if c < 0 else t + c, *rest) for t, c, *rest in rows],  # type: ignore[misc]
+                                comms={1: "x"}, lost_events=3, duration_ns=77)
+    back = trace_mod.decode(trace_mod.encode(trace), trace.comms, trace.lost_events, trace.duration_ns)
+    for a, b in zip(trace.columns(), back.columns(), strict=True):
+        assert a.tolist() == b.tolist()
+
+
+def test_a_path_that_is_not_a_block_device_is_refused(tmp_path: Path) -> None:
+    from iolab.errors import UsageError
+    with pytest.raises(UsageError, match="not a block device"):
+        tracefs.device_ref(str(tmp_path))
+
+
+# -- the real thing ------------------------------------------------------------------------------
+
+FIO_RANDRW = ["--rw=randrw", "--rwmixread=70", "--bssplit=4k/60:64k/40", "--direct=1", "--ioengine=libaio",
+              "--iodepth=8", "--size=96M", "--io_size=160M", "--randrepeat=0", "--output-format=json"]
+
+
+def _fio_capture(device: str, out: Path, *options: str) -> tuple[record.Capture, dict[str, int]]:
+    command = ["fio", "--name=known", f"--filename={device}", *FIO_RANDRW, *options, f"--output={out}"]
+    captured = record.capture(device, command=command)
+    job = json.loads(out.read_text())["jobs"][0]
+    return captured, {d: job[d]["total_ios"] for d in ("read", "write")}
+
+
+@requires_loop
+def test_a_known_fio_workload_is_recovered(tmp_path: Path) -> None:
+    """randrw 70/30, bssplit 4k/60:64k/40, zipf:1.2 at iodepth 8. Tolerances: every request fio
+    counted is in the trace (exactly); mix and size shares within 3 points (binomial sd < 0.8 with
+    ~5000 requests); random >= 99 %; depth never above iodepth and 8 at the 99th percentile at issue;
+    the hottest 1 % of granules take over 30 % of the requests under zipf and under 10 % uniformly."""
+    instances = Path("/sys/kernel/tracing/instances")
+    with loop_device(tmp_path, size_bytes=128 * MiB) as loop:
+        captured, counted = _fio_capture(loop.path, tmp_path / "zipf.json", "--random_distribution=zipf:1.2")
+        fp = fp_mod.fingerprint(captured.trace)
+        assert captured.trace.lost_events == 0
+        assert {k: fp.ios.get(k, 0) for k in ("read", "write")} == counted
+        assert fp.read_pct_ios == pytest.approx(70, abs=3)
+        for kind in ("read", "write"):
+            counts = fp.bs_counts[kind]
+            assert set(counts) == {4096, 65536}
+            assert 100 * counts[4096] / sum(counts.values()) == pytest.approx(60, abs=3)
+        assert fp.random_pct is not None and fp.random_pct >= 99
+        assert fp.depth_max <= 8 and fp.depth_at_issue.p99 == 8
+        assert fp.lba_end_bytes <= 96 * MiB
+        assert fp.hot1_pct is not None and fp.hot1_pct > 30
+        assert set(fp.processes) == {"fio"}
+        uniform, _ = _fio_capture(loop.path, tmp_path / "uniform.json")
+        assert (fp_mod.fingerprint(uniform.trace).hot1_pct or 100) < 10
+        # the fitted job recovers the options (zipf θ within 0.2: fio's own sampling noise at ~5000 requests)
+        job = dict(fit.fit_job(fp).options)
+        assert job["rw"] == "randrw" and abs(int(job["rwmixread"] or 0) - 70) <= 3
+        assert job["bssplit"] == "4k/60:64k/40" or _near_bssplit(job["bssplit"] or "")
+        assert job["iodepth"] == "8" and "percentage_random" not in job
+        kind, theta = (job["random_distribution"] or "").split(":")
+        assert kind == "zipf" and float(theta) == pytest.approx(1.2, abs=0.2)
+        assert "random_distribution" not in dict(fit.fit_job(fp_mod.fingerprint(uniform.trace)).options)
+    assert not list(instances.glob(f"iolab-{os.getpid()}-*"))  # the private ftrace instances are gone
+
+
+@requires_loop
+def _near_bssplit(text: str) -> bool:
+    """``4k/59:64k/41`` or ``4k/60:64k/40,4k/58:64k/42``: each share within 3 points of 60/40."""
+    for direction in text.split(","):
+        shares = dict(part.split("/") for part in direction.split(":"))
+        if set(shares) != {"4k", "64k"} or abs(int(shares["4k"]) - 60) > 3:
+            return False
+    return True
+
+
+@requires_loop
+def test_a_capture_is_a_stored_run_that_show_and_selectors_see(tmp_path: Path) -> None:
+    db = tmp_path / "iolab.db"
+    with loop_device(tmp_path, size_bytes=32 * MiB) as loop:
+        other = subprocess.Popen(["dd", "if=/dev/zero", f"of={tmp_path / 'noise'}", "bs=1M", "count=8",
+                                  "oflag=direct"])  # I/O elsewhere on the machine is not recorded
+        done = iolab("capture", loop.path, "--label", "dd-read", "--tag", "app=dd", "--",
+                     "dd", f"if={loop.path}", "of=/dev/null", "bs=64k", "count=64", "iflag=direct", db=db)
+        other.wait()
+    assert done.returncode == 0, done.stderr
+    assert "fingerprint of" in done.stdout and "read 64 (4.00 MiB)" in done.stdout
+    listed = iolab("runs", "--format", "json", db=db)
+    assert json.loads(listed.stdout)[0]["origin"] == "capture"
+    shown = json.loads(iolab("show", "app=dd", "--format", "json", db=db).stdout)
+    fp = shown["fingerprint"]
+    assert fp["ios"] == {"read": 64} and fp["bs_counts"] == {"read": {"65536": 64}}
+    assert fp["sequential_pct"] == pytest.approx(100 * 63 / 64)
+    assert "bs-64k" in iolab("show", "dd-read", db=db).stdout  # the capture's results, per size class
+    csv = iolab("show", "dd-read", "--format", "csv", db=db).stdout
+    assert "skew: hottest 1 %" in csv
+    markdown = iolab("show", "dd-read", "--format", "markdown", db=db).stdout
+    assert "| random |" in markdown
+    job = tmp_path / "fitted.fio"
+    fitted = iolab("fit", "dd-read", "-o", str(job), db=db)
+    assert fitted.returncode == 0, fitted.stderr
+    options = dict(line.split("=", 1) for line in job.read_text().splitlines() if "=" in line)
+    assert options["rw"] == "read" and options["bssplit"] == "64k/100" and options["size"] == str(64 * 65536)
+    checked = subprocess.run(["fio", "--parse-only", str(job)], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr  # a normal job file fio accepts
+    html = tmp_path / "capture.html"
+    reported = iolab("report", "dd-read", "-o", str(html), db=db)
+    assert reported.returncode == 0, reported.stderr
+    page = html.read_text()
+    for title in ("block sizes", "LBA heat over time", "depth over time"):
+        assert f"run 1: {title}" in page
+    store = Store(str(db))
+    run = store.get_run(store.resolve("dd-read")[0])
+    trace = record.load_trace(store, run)
+    assert len(trace) == 64 and fp_mod.fingerprint(trace) == record.stored_fingerprint(run)
+
+
+def test_fingerprint_is_a_pure_function() -> None:
+    rng = np.random.default_rng(1)
+    rows = [(int(t), int(t) + 50, int(s) * 8, 4096, int(o), 0, 1)
+            for t, s, o in zip(np.cumsum(rng.integers(1, 100, 500)), rng.integers(0, 10_000, 500),
+                               rng.integers(0, 2, 500), strict=True)]
+    trace = trace_mod.from_rows(rows)
+    assert fp_mod.fingerprint(trace) == fp_mod.fingerprint(trace_mod.decode(trace_mod.encode(trace),
+                                                                            duration_ns=trace.duration_ns))
+
+
+@requires_loop
+def test_a_background_capture_records_every_request_of_a_small_workload(tmp_path: Path) -> None:
+    """Few events (far below the buffer's half): the final drain must still read them all."""
+    with loop_device(tmp_path, size_bytes=16 * MiB) as loop:
+        with record.Background(loop.path) as background:
+            time.sleep(0.3)
+            subprocess.run(["dd", f"if={loop.path}", "of=/dev/null", "bs=64k", "count=50", "iflag=direct"],
+                           check=True, capture_output=True)
+        trace = background.result().trace
+    assert len(trace) == 50 and set(trace.nbytes.tolist()) == {65536}
+
+
+def test_iologs_per_size_class_with_flushes_in_the_job_of_the_write_before() -> None:
+    rows = [(0, 10, 0, 4096, WRITE, 0, 1), (1_500_000, 1_600_000, 64, 65536, WRITE, 0, 1),
+            (1_700_000, 1_800_000, 0, 0, FLUSH, 0, 1), (2_100_000, 2_200_000, 800, 8192, READ, 0, 1)]
+    trace = trace_mod.from_rows(rows)
+    groups = replay_mod.classes(trace)
+    assert {k: v.tolist() for k, v in groups.items()} == {"bs-4k": [0], "bs-8k": [3], "bs-64k": [1, 2]}
+    text = replay_mod.iolog_text(trace, groups["bs-64k"], "/dev/x")
+    assert text.splitlines() == ["fio version 3 iolog", "0 /dev/x add", "0 /dev/x open",
+                                 "1000 /dev/x write 32768 65536", "1000 /dev/x sync 0 0", "1001 /dev/x close"]
+    assert replay_mod.iolog_text(trace, groups["bs-64k"], "/dev/x", 1).splitlines()[3:5] == [
+        "1500 /dev/x write 32768 65536", "1700 /dev/x sync 0 0"]
+
+
+def test_a_target_smaller_than_the_traced_range_is_replayed_with_replay_scale() -> None:
+    assert replay_mod.needed_scale(100 * MiB, 32 * MiB) == 4
+    assert replay_mod.needed_scale(32 * MiB, 32 * MiB) == 1 and replay_mod.needed_scale(5, None) == 1
+    trace = trace_mod.from_rows([(0, 10, 0, 4096, READ, 0, 1)])
+    text = replay_mod.job_text(trace, {"bs-4k": Path("/x/bs-4k.iolog")}, replay_mod.ReplaySettings(scale=4), "d")
+    assert "replay_scale=4\nreplay_align=4096" in text and "read_iolog=/x/bs-4k.iolog" in text
+
+
+@requires_loop
+def test_a_partition_is_captured_alone_with_offsets_from_its_own_start(tmp_path: Path) -> None:
+    with loop_device(tmp_path, size_bytes=16 * MiB) as loop:
+        part = loop.partition(first_sector=2048, sectors=8192)
+        with record.Background(part) as background:
+            time.sleep(0.3)
+            for device, skip in ((part, 16), (loop.path, 100)):  # the disk outside the partition: not recorded
+                subprocess.run(["dd", f"if={device}", "of=/dev/null", "bs=4k", "count=8", f"skip={skip}",
+                                "iflag=direct"], check=True, capture_output=True)
+        trace = background.result().trace
+    assert len(trace) == 8 and trace.sector.tolist() == [16 * 8 + 8 * i for i in range(8)]
