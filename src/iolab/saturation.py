@@ -219,11 +219,12 @@ def point_of(result: ResultRecord, iodepth: int, numjobs: int, slo: Slo | None) 
 @dataclass(frozen=True)
 class Verdict:
     """Whether the chosen point meets the SLO over its full-length repetitions: ``outcome`` is
-    ``meets`` (the 95 % t-interval of the SLO metric's mean lies on the SLO's side of the limit),
-    ``fails`` (the mean does not meet it), ``edge`` (the mean meets it but the interval crosses the
-    limit) or ``untested`` (one repetition: no interval; its value decides only as ``meets``/``fails``
-    of that one run). ``values_ns`` are the repetitions' SLO metric, ``ci95_ns`` the interval of their
-    mean (None with fewer than two)."""
+    ``meets`` (the 95 % interval of the SLO metric lies on the SLO's side of the limit), ``fails``
+    (its geometric mean does not meet it), ``edge`` (the mean meets it but the interval crosses the
+    limit) or ``untested`` (one repetition that met it: no interval). ``values_ns`` are the
+    repetitions' SLO metric, ``mean_ns`` their geometric mean and ``ci95_ns`` its 95 % Student-t
+    interval on log values (None with fewer than two): latencies are positive and vary by ratios,
+    and an interval on their own scale would reach below zero with few, spread repetitions."""
 
     outcome: str
     values_ns: tuple[float, ...]
@@ -238,15 +239,17 @@ def verdict(slo: Slo, values_ns: Sequence[float | None]) -> Verdict:
     """The chosen point's repetitions against ``slo`` (see ``Verdict``). Source of the interval: the
     Student-t interval of the mean (``stats.describe``); a repetition without the metric counts as
     not meeting it."""
-    known = tuple(float(v) for v in values_ns if v is not None)
-    summary = stats.describe(known)
-    if summary.mean is None or len(known) < len(values_ns):
-        return Verdict(FAILS, known, summary.mean, summary.ci95)
-    if not slo.met_by(summary.mean):
-        return Verdict(FAILS, known, summary.mean, summary.ci95)
-    if summary.ci95 is None:
-        return Verdict(UNTESTED, known, summary.mean, None)
-    return Verdict(MEETS if slo.met_by(summary.ci95[1]) else EDGE, known, summary.mean, summary.ci95)
+    known = tuple(float(v) for v in values_ns if v is not None and v > 0)
+    logs = stats.describe([math.log(v) for v in known])
+    mean = math.exp(logs.mean) if logs.mean is not None else None
+    ci = (math.exp(logs.ci95[0]), math.exp(logs.ci95[1])) if logs.ci95 else None
+    if known and min(known) == max(known):  # exactly, not through exp(log(x)), which may round below a limit
+        mean, ci = known[0], (known[0], known[0]) if ci else None
+    if mean is None or len(known) < len(values_ns) or not slo.met_by(mean):
+        return Verdict(FAILS, known, mean, ci)
+    if ci is None:
+        return Verdict(UNTESTED, known, mean, None)
+    return Verdict(MEETS if slo.met_by(ci[1]) else EDGE, known, mean, ci)
 
 
 def next_below(points: Sequence[Point], chosen: Point, slo: Slo | None) -> Point | None:

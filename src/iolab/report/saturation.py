@@ -72,7 +72,8 @@ def _held(slo: saturation.Slo, found: Mapping[str, Any], finals: Sequence[satura
     (``saturation.verdict``), in words, offering the next point below when it did not."""
     v = saturation.verdict(slo, [p.slo_ns for p in finals])
     values = ", ".join(format_ns(x) for x in v.values_ns)
-    interval = f", 95% CI of the mean {format_ns(v.ci95_ns[0])}–{format_ns(v.ci95_ns[1])} (t)" if v.ci95_ns else ""
+    interval = (f", geometric mean {format_ns(v.mean_ns)}, 95% CI {format_ns(v.ci95_ns[0])}–{format_ns(v.ci95_ns[1])} "
+                "(t on log values)" if v.ci95_ns and v.mean_ns else "")
     measured = f"{slo.metric.title} over its {len(finals)} repetition(s): {values}{interval}"
     if v.outcome == saturation.MEETS:
         return f"the chosen point meets {slo}: {measured}"
