@@ -158,12 +158,13 @@ def metric_table(c: SideComparison, threshold: float) -> Table:
         pairs, options = [pairs[i] for i in order], [options[i] for i in order]
     workload = [Column(k, k.removeprefix("tune."), k in sweep.GRID) for k in naming.keys] if naming.by_options \
         else [Column("workload", "workload")]
-    spread = " (±CI95)" if any(r.a.ci95 or r.b.ci95 for p in pairs for r in p.metrics) else ""
+    spread_a, spread_b = (" (±CI95)" if any(getattr(r, side).ci95 for p in pairs for r in p.metrics) else ""
+                          for side in ("a", "b"))
     columns = (
         *((Column("target", "target"),) if several_targets else ()), *workload,
         Column("direction", "dir"), Column("metric", "metric"), Column("unit", "unit", csv_only=True),
-        Column("n", "n", True), Column("a_mean", c.baseline.selector + spread, True),
-        Column("a_ci95_half", "", True, csv_only=True), Column("b_mean", c.other.selector + spread, True),
+        Column("n", "n", True), Column("a_mean", c.baseline.selector + spread_a, True),
+        Column("a_ci95_half", "", True, csv_only=True), Column("b_mean", c.other.selector + spread_b, True),
         Column("b_ci95_half", "", True, csv_only=True),
         Column("change", "change", True), Column("ratio", "ratio (95% CI)", True),
         Column("ratio_ci95_low", "", True, csv_only=True), Column("ratio_ci95_high", "", True, csv_only=True),
