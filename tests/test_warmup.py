@@ -89,8 +89,8 @@ def test_a_page_cache_in_front_of_a_throttled_device_warms_up(tmp_path):
         uncached = iolab("run", str(suite), "--label", "uncached", db=db, wrapper=group.wrapper())
     assert cached.returncode == 0 and uncached.returncode == 0, cached.stderr + uncached.stderr
     text = " ".join(cached.stdout.split())
-    assert "warm-up: 4 passes" in text and "warm at pass 4 (passes 2–4 change by" in text, cached.stdout
-    assert "mean of passes 2–4" in text
+    assert "warm-up: 4 passes" in text and "warm at pass 4: passes 2–4 change by" in text, cached.stdout
+    assert "within ±5%; mean of passes 2–4: 2,000 IOPS" in text
     store = Store(f"sqlite:///{db}")
     (curve,) = warmup.curves([store.get_run(1)])
     first, *later = curve.points

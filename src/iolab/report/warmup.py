@@ -26,8 +26,9 @@ def _count(value: float | None) -> str:
 
 
 def describe_warm(curve: warmup.Curve) -> str:
-    """``warm at pass 4 (within the noise of passes 2–3): 52,000 IOPS, p99 20.5 us, hit ratio 99.8%`` or
-    ``not warm after 5 passes``."""
+    """``warm at pass 4: passes 2–4 change by +0.1% (95% CI -0.2…+0.4%, n 3), within ±5%; mean of passes
+    2–5: 52,000 IOPS, p99 20.5 us, hit ratio 99.8%`` or ``not warm after 5 pass(es): passes 3–5 change by
+    …``."""
     w = curve.warm
     if w is None:
         last = curve.last_trend
@@ -37,9 +38,9 @@ def describe_warm(curve: warmup.Curve) -> str:
             if last.n <= warmup.WINDOW and last.change_ci is not None and _within(last) else ""
         return f"not warm after {len(curve.points)} pass(es): passes {_trend(last)}{hint}"
     hit = f", hit ratio {format_share(w.hit_ratio)}" if w.hit_ratio is not None else ""
-    return (f"warm at pass {w.pass_index} (passes {_trend(w.trend) if w.trend else ''}): mean of passes "
-            f"{w.plateau_from}–{curve.points[-1].pass_index}: {format_iops(w.iops)} IOPS, p99 {format_ns(w.p99_ns)}"
-            f"{hit}")
+    flat = f": passes {_trend(w.trend)}, within ±{warmup.THRESHOLD * 100:g}%" if w.trend else ""
+    return (f"warm at pass {w.pass_index}{flat}; mean of passes {w.plateau_from}–{curve.points[-1].pass_index}: "
+            f"{format_iops(w.iops)} IOPS, p99 {format_ns(w.p99_ns)}{hit}")
 
 
 def _within(t: warmup.Trend) -> bool:
