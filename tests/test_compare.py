@@ -296,7 +296,7 @@ def test_two_real_runs_end_to_end(tmp_path):
     assert all(p["unchecked"] == [] and p["differences"] == [] for p in c["pairs"])
     iops = next(m for m in c["pairs"][0]["metrics"] if m["metric"] == "iops")
     assert iops["tested"] and iops["method"].startswith("Welch") and len(iops["a"]["values"]) == 2
-    assert 0 <= iops["p_value"] <= 1 and iops["verdict"] in cmp.VERDICTS
+    assert 0 <= iops["p_value"] <= 1 and iops["verdict"] in cmp.WORDS
     assert math.isclose(iops["ratio"], iops["b"]["mean"] / iops["a"]["mean"])
     table = iolab("compare", "first", "second", db=db).stdout
     assert "first (run 1) → second (run 2)" in table and "randread-4k-qd1   read    IOPS" in table

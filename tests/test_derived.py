@@ -67,5 +67,10 @@ def test_verdicts_with_one_repetition_a_zero_baseline_and_noise():
     noisy = compare.compare_metric(iops, [100.0, 150.0], [170.0, 110.0], 0.05)
     assert noisy.verdict == compare.INCONCLUSIVE == "inconclusive"
     assert noisy.ratio_ci95 is not None and noisy.ratio_ci95[0] < 1 < noisy.ratio_ci95[1]  # wider than the change
+    # the row: one run against two whose interval is ±327.7 %: not 'better (untested)'
+    lopsided = compare.compare_metric(iops, [2000.0], [600.0, 4613.4], 0.05)
+    assert compare.verdict_word(lopsided) == "inconclusive" and not lopsided.tested
+    tight = compare.compare_metric(iops, [2000.0], [2600.0, 2610.0], 0.05)
+    assert compare.verdict_word(tight) == "better (untested)"  # its interval is narrower than the change
     steady = compare.compare_metric(iops, [1000.0, 1001.0, 999.0], [1200.0, 1201.0, 1199.0], 0.05)
     assert compare.verdict_word(steady) == "better" and steady.tested

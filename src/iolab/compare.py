@@ -29,7 +29,8 @@ nothing can be tested: verdicts then follow the threshold alone and are marked u
 **Verdicts** (direction-aware: IOPS and bandwidth higher is better, latency lower):
 ``unchanged`` (|relative change| <= threshold), ``better``/``worse`` (beyond the threshold and
 significant, or untested), ``inconclusive`` (beyond the threshold but not significant: the 95 %
-interval of the ratio is wider than the change and includes 1; called ``noisy`` before), ``not comparable``
+interval of the ratio is wider than the change and includes 1 — or, with one repetition on one side, the
+other side's own 95 % interval is wider than the change; called ``noisy`` before), ``not comparable``
 (job options differ), ``missing`` (no result or no value on a side), ``failed`` (fio failed on a
 side). A geometric mean of the ratios summarises each metric over the tested-or-untested pairs.
 
@@ -56,6 +57,8 @@ INCONCLUSIVE = NOISY
 UNTESTED_SUFFIX = " (untested)"
 NOT_COMPARABLE, MISSING, FAILED = "not comparable", "missing", "failed"
 VERDICTS = (BETTER, WORSE, UNCHANGED, NOISY, NOT_COMPARABLE, MISSING, FAILED)
+#: Every word ``verdict_word`` gives (what every format shows).
+WORDS = (*VERDICTS, BETTER + UNTESTED_SUFFIX, WORSE + UNTESTED_SUFFIX)
 ALPHA = 0.05
 METHOD_LOG_WELCH = "Welch t-test on log values; 95 % interval of the ratio of geometric means"
 METHOD_WELCH = "Welch t-test on the values (some not positive); 95 % interval of the difference"
@@ -462,14 +465,18 @@ def compare_metric(m: Metric, a_values: Sequence[float | None], b_values: Sequen
             row["method"] = METHOD_WELCH
             if sa.mean:
                 row["ratio_ci95"] = (1 + test.ci95[0] / sa.mean, 1 + test.ci95[1] / sa.mean)
-    return MetricRow(**row, verdict=_verdict(m, row, threshold, alpha))
+    # one side repeated, the other not: no test, but when that side's own interval is wider than the
+    # change, the change is inside its noise
+    spread = next((s.ci95 for s in (sa, sb) if s.ci95 is not None), None) if not row["tested"] else None
+    wide = spread is not None and abs(row["change"]) <= (spread[1] - spread[0]) / 2
+    return MetricRow(**row, verdict=_verdict(m, row, threshold, alpha, wide))
 
 
-def _verdict(m: Metric, row: Mapping[str, Any], threshold: float, alpha: float) -> str:
+def _verdict(m: Metric, row: Mapping[str, Any], threshold: float, alpha: float, wide: bool = False) -> str:
     change, relative = row["change"], row["relative_change"]
     if change == 0 or (relative is not None and abs(relative) <= threshold):
         return UNCHANGED
-    if row["tested"] and row["p_value"] >= alpha:
+    if (row["tested"] and row["p_value"] >= alpha) or wide:
         return NOISY
     return BETTER if (change > 0) == m.higher_is_better else WORSE
 
@@ -526,8 +533,7 @@ def _geomeans(pairs: Sequence[Pair], metrics: Sequence[Metric]) -> tuple[GeoMean
             continue
         ratios = [r.ratio for r in rows if r.verdict in (BETTER, WORSE, UNCHANGED, NOISY) and r.ratio and r.ratio > 0]
         ratio = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
-        words = (*VERDICTS, BETTER + UNTESTED_SUFFIX, WORSE + UNTESTED_SUFFIX)
-        counts = {v: sum(1 for r in rows if verdict_word(r) == v) for v in words}
+        counts = {v: sum(1 for r in rows if verdict_word(r) == v) for v in WORDS}
         out.append(GeoMean(m, len(ratios), ratio, {k: n for k, n in counts.items() if n}))
     return tuple(out)
 

@@ -203,7 +203,7 @@ def _notes(c: SideComparison, threshold: float) -> tuple[str, ...]:
     methods = {r.method for r in rows if r.verdict not in (NOT_COMPARABLE, MISSING, FAILED)}
     if METHOD_SINGLE in methods:
         notes.append("single run on a side: no significance test is possible, verdicts beyond the threshold are "
-                     "untested")
+                     "untested, or 'inconclusive' where the other side's own 95% interval is wider than the change")
     if METHOD_LOG_WELCH in methods or METHOD_WELCH in methods:
         notes.append("with repeats on both sides: Welch's t-test on log values, 95% interval of the ratio of "
                      "geometric means; 'inconclusive' = beyond the threshold, but the interval is wider than the "

@@ -54,10 +54,15 @@ def _trend(t: warmup.Trend) -> str:
 
 
 def _hit_cell(p: warmup.PassPoint) -> Cell:
-    """The hit ratio, or why there is none (``tiers.Accounting.hit_problems``)."""
+    """The hit ratio, or why there is none (``tiers.Accounting.hit_problems``); CSV gets an empty
+    value (the reason is in the ``hit_ratio_problem`` column)."""
     if p.hit_problems:
-        return Cell("n/a: " + "; ".join(p.hit_problems), None)
+        return Cell("n/a: " + "; ".join(p.hit_problems), "")
     return Cell(format_share(p.hit_ratio), p.hit_ratio)
+
+
+def _problem_cell(p: warmup.PassPoint) -> Cell:
+    return Cell("", "; ".join(p.hit_problems))
 
 
 def warmup_table(run: Run) -> Table | None:
@@ -71,7 +76,8 @@ def warmup_table(run: Run) -> Table | None:
                Column("direction", "dir"), Column("pass", "pass", True), Column("repeats", "n", True),
                Column("iops", "IOPS", True), Column("clat_p99_ns", "clat p99", True)]
     if tiered:
-        columns += [Column("hit_ratio", "hit ratio", True), Column("origin_ios", "origin I/Os", True),
+        columns += [Column("hit_ratio", "hit ratio", True), Column("hit_ratio_problem", "", csv_only=True),
+                    Column("origin_ios", "origin I/Os", True),
                     Column("fio_ios", "fio I/Os", True)]
     columns.append(Column("warm", "warm"))
     rows = []
@@ -82,7 +88,7 @@ def warmup_table(run: Run) -> Table | None:
             rows.append((*([Cell(c.target)] if several else []), Cell(c.name), Cell(c.direction),
                          Cell(str(p.pass_index), p.pass_index), Cell(str(len(p.iops_values)), len(p.iops_values)),
                          Cell(format_iops(p.iops), p.iops), Cell(format_ns(p.p99_ns), p.p99_ns),
-                         *([_hit_cell(p), Cell(_count(origin), origin),
+                         *([_hit_cell(p), _problem_cell(p), Cell(_count(origin), origin),
                             Cell(_count(issued), issued)] if tiered else []),
                          Cell("← warm" if warm else "", warm, "green" if warm else None)))
     notes = [f"{c.name} {c.direction}: {describe_warm(c)}" for c in found]
@@ -166,14 +172,15 @@ def _warm_note(name_a: str, a: warmup.Curve, name_b: str, b: warmup.Curve) -> st
 
 def warmup_document(run: Run) -> list[dict[str, Any]]:
     """The run's warm-up curves for its JSON document (``"warmup"``): per curve its passes (IOPS,
-    p99 in ns, hit ratio 0..1, origin and fio I/Os, one value per repetition and the mean) and where
-    it became warm (null when it did not)."""
+    p99 in ns, hit ratio 0..1 or null with ``hit_ratio_problems`` saying why, origin and fio I/Os, one
+    value per repetition and the mean) and where it became warm (null when it did not)."""
     out = []
     for c in warmup.curves([run]):
         w = c.warm
         out.append({"target": c.target, "workload": c.workload, "job": c.job, "direction": c.direction,
                     "passes": [{"pass": p.pass_index, "iops": p.iops, "iops_values": list(p.iops_values),
                                 "clat_p99_ns": p.p99_ns, "hit_ratio": p.hit_ratio,
+                                "hit_ratio_problems": list(p.hit_problems),
                                 "origin_ios": list(p.origin_values), "fio_ios": list(p.issued_values)}
                                for p in c.points],
                     "warm": None if w is None else {"pass": w.pass_index, "plateau_from": w.plateau_from,
