@@ -97,7 +97,7 @@ def saturation_table(run: Run) -> Table | None:
         return None
     slo = found.get("slo")
     what = slo["text"] if slo else "no SLO"
-    metric = slo["text"].split(" ≤")[0] if slo else "SLO metric"
+    metric = _slo(found).metric.title if slo else "SLO metric"  # type: ignore[union-attr]
     objective = _slo(found)
     columns: tuple[Column, ...] = (Column("point", "point"), Column("at", "iodepth × numjobs"),
                                    Column("iops", "IOPS", True, "IOPS"),
