@@ -65,10 +65,11 @@ def test_run_show_json_csv_markdown(tmp_path, db):
     assert rows[("mixed", "write")]["repeats"] == 2 and len(rows[("mixed", "write")]["iops"]["values"]) == 2
 
     csv = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
-    assert csv[0] == "target,workload,direction,repeats,iops,bw_mib_s,clat_mean_ns,clat_p99_ns"
+    assert csv[0] == ("target,workload,direction,repeats,iops,iops_cv_pct,bw_mib_s,bw_cv_pct,clat_mean_ns,"
+                      "clat_mean_cv_pct,clat_p99_ns,clat_p99_cv_pct")  # each figure and its spread, in units
     assert len(csv) == 1 + 4
     md = iolab("show", "1", "--format", "markdown", db=db).stdout
-    assert "| target | workload | dir | n | IOPS |" in md
+    assert "| target | workload | dir | n | IOPS ±CV | MiB/s ±CV |" in md  # which spread the ± is
     listing = iolab("runs", db=db).stdout
     assert "first" in listing and "complete" in listing and "path=local" in listing
 

@@ -78,6 +78,13 @@ def test_the_knee_and_the_most_iops_under_a_mean_slo_follow_littles_law(capped, 
     assert header.count("clat mean") == 1  # the SLO's metric is that column: not printed twice
     assert re.search(r"the chosen point.s row is the mean of its repetitions: \d+ IOPS, 95% CI \d+–\d+ "
                      r"\(t on log", shown)
+    # N / C: the chosen point's repetitions hold the SLO (or it says that they do not, and offers another)
+    text = " ".join(shown.split())
+    assert re.search(r"the chosen point (meets clat mean ≤ 5\.0 ms: clat mean over its 2 repetition\(s\): "
+                     r"[\d.]+ ms, [\d.]+ ms, geometric mean [\d.]+ ms, 95% CI|is at the SLO's edge|DOES NOT MEET)",
+                     text), text
+    assert "[probe 1 · most IOPS with clat mean ≤ 5.0 ms]" in proc.stderr  # progress: the search, not [1/1]
+    assert re.search(r"\[QD\d+ ×\d+ chosen after \d+ probes · repetition 2/2\]", proc.stderr)
 
 
 def test_a_p99_slo_with_the_throttles_tolerance_and_two_targets_compared(capped, tmp_path):

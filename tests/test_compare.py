@@ -19,7 +19,7 @@ from iolab.cli.compare import sides_of
 from iolab.errors import UsageError
 from iolab.model import DirectionStats, FioReport, HostFacts, JobResult, Latency
 from iolab.report.comparison import comparison_document, comparison_tables, environment_table
-from iolab.report.table import to_markdown
+from iolab.report.table import read_csv, to_markdown
 from iolab.store import PendingResult, Store
 
 DATA = Path(__file__).parent / "data" / "fio"
@@ -195,7 +195,8 @@ def test_three_sides_each_against_the_baseline_and_geomean(store):
     c = run_compare(store, "base", "x", "y", metrics=["iops"])
     assert [(s.baseline.selector, s.other.selector) for s in c.comparisons] == [("base", "x"), ("base", "y")]
     (gx,), (gy,) = c.comparisons[0].geomeans, c.comparisons[1].geomeans
-    assert gx.ratio == pytest.approx(1.0) and gx.verdicts == {cmp.BETTER: 1, cmp.WORSE: 1}  # sqrt(2 x 0.5)
+    assert gx.ratio == pytest.approx(1.0)  # sqrt(2 x 0.5)
+    assert gx.verdicts == {"better (untested)": 1, "worse (untested)": 1}  # one run a side: counted apart
     assert gy.ratio == pytest.approx(1.0) and gy.verdicts == {cmp.UNCHANGED: 2}
     assert c.comparisons[0].environment == ()
     assert [(e.item, e.a, e.b) for e in c.comparisons[1].environment] == [("kernel", "6.1.0", "6.9.0")]
@@ -266,8 +267,11 @@ def test_fail_on_regression_exits_3(tmp_path):
     assert " worse " in proc.stdout and "Welch" in proc.stdout
     assert iolab("compare", "old", "new", db=db).returncode == 0  # reported, but no --fail-on-regression
     assert iolab("compare", "old", "new", "--threshold", "25%", "--fail-on-regression", db=db).returncode == 0
-    csv = iolab("compare", "old", "new", "--metric", "iops", "--format", "csv", db=db).stdout.splitlines()
-    assert csv[0].startswith("table,workload,direction,metric,n,a_mean,b_mean,change,ratio")
+    csv = iolab("compare", "old", "new", "--metric", "iops", "--format", "csv", db=db).stdout
+    (title, rows), (summary, _) = read_csv(csv)[:2]
+    assert title == "old (run 1) → new (run 2)" and summary.startswith("Summary")
+    assert rows[0][:8] == ["workload", "direction", "metric", "unit", "n", "a_mean", "a_ci95_half", "b_mean"]
+    assert rows[1][2:4] == ["iops", "IOPS"] and rows[1][-1] == "worse"
     bad = iolab("compare", "old", "--metric", "iops", db=db)
     assert bad.returncode == 2 and "at least two" in bad.stderr
     assert iolab("compare", "old", "new", "--metric", "cpu", db=db).returncode == 2
@@ -292,7 +296,7 @@ def test_two_real_runs_end_to_end(tmp_path):
     assert all(p["unchecked"] == [] and p["differences"] == [] for p in c["pairs"])
     iops = next(m for m in c["pairs"][0]["metrics"] if m["metric"] == "iops")
     assert iops["tested"] and iops["method"].startswith("Welch") and len(iops["a"]["values"]) == 2
-    assert 0 <= iops["p_value"] <= 1 and iops["verdict"] in cmp.VERDICTS
+    assert 0 <= iops["p_value"] <= 1 and iops["verdict"] in cmp.WORDS
     assert math.isclose(iops["ratio"], iops["b"]["mean"] / iops["a"]["mean"])
     table = iolab("compare", "first", "second", db=db).stdout
     assert "first (run 1) → second (run 2)" in table and "randread-4k-qd1   read    IOPS" in table

@@ -15,11 +15,13 @@ STATE = (Path(__file__).parent / "data" / "fio" / "not-output" / "local-pc-0-ver
 
 
 def test_what_cannot_give_a_verified_crash_test_is_refused():
-    ok = crashtest.Settings(trigger_timeout="2s")
+    ok = crashtest.Settings(trigger_timeout="2s", trigger="virsh reset vm")
     crashtest.check(ok, crashtest.DEFAULT_OPTIONS, remote=False)
     for settings, options, message in (
-        (crashtest.Settings(), {}, "when should the cut happen"),
-        (crashtest.Settings(trigger_timeout="500ms"), {}, "whole seconds"),
+        (crashtest.Settings(trigger="x"), {}, "when should the cut happen"),
+        (crashtest.Settings(trigger_timeout="2s"), {}, "nothing would cut"),  # fio would only stop
+        (crashtest.Settings(trigger_file="/tmp/cut"), {}, "nothing would cut"),
+        (crashtest.Settings(trigger_timeout="500ms", trigger="x"), {}, "whole seconds"),
         (crashtest.Settings(trigger_timeout="2s", trigger_remote="x"), {}, "runs on fio servers"),
         (ok, {"verify": "md5", "time_based": "1"}, "time_based: the crash test sets these itself"),
         (ok, {"verify": "pattern"}, "needs a checksum, crc32c or stronger"),

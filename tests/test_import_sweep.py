@@ -16,6 +16,7 @@ import pytest
 import benchfio
 import cgroup
 from clirun import iolab
+from iolab.report.table import read_csv
 from iolab.store import Store
 from loopdev import loop_device, requires_loop
 
@@ -81,8 +82,9 @@ def test_show_names_rows_by_the_options_that_vary_and_draws_grids(sweep_dir, tmp
         assert title in shown
     grid = shown.split("IOPS · randread 4k")[1]
     assert re.search(r"iodepth \\ numjobs\s+1\s+2", grid) and re.search(r"\n\s+16\s+[\d,]+\s+[\d,]+", grid)
-    csv_lines = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
-    assert csv_lines[0].startswith("table,target,rw,iodepth,numjobs,direction,repeats,iops")
+    tables = read_csv(iolab("show", "1", "--format", "csv", db=db).stdout)  # results, then the grids
+    assert tables[0][0] == "run 1: ssd (complete)" and tables[1][0] == "IOPS · randread 4k"
+    assert ",".join(tables[0][1][0]).startswith("target,rw,iodepth,numjobs,direction,repeats,iops,iops_cv_pct")
     doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
     row = doc["summary"][0]
     assert row["options"]["iodepth"] == "1" and row["options"]["rw"] == "randread" and row["workload"].startswith(

@@ -64,10 +64,11 @@ def test_a_comparison_report_starts_with_the_verdicts_compare_gives(hostile, rep
     assert verdicts.title == f"{EVIL_LABEL} (run 1) → other (run 2)" and verdicts.columns[-1].title == "verdict"
     rows = {(r[1].text, r[2].text, r[3].text): r[-1] for r in verdicts.rows}  # target workload dir metric
     capped = rows[(f"{EVIL_WORKLOAD}-qd4", "read", "IOPS")]  # run B capped this one at 500 IOPS per job
-    assert capped.text == "worse (untested)" and capped.style == "red"
+    assert capped.text == "worse (untested)" and capped.style is None  # no test: never coloured as a finding
     assert rows[(f"{EVIL_WORKLOAD}-qd1", "read", "IOPS")].text == "unchanged"  # the same fio run in both
     assert any(r[0].text == EVIL_TARGET and r[-1].text == "missing" for r in verdicts.rows)  # run B lacks it
-    assert rest == []  # same machine and fio, same options: no differences (the loop device test has some)
+    (why,) = rest  # same machine and fio, same options: no differences (the loop device test has some)
+    assert why.title == "Why results do not pair" and why.rows[0][0].text == EVIL_LABEL  # the target B lacks
     only = document.build(runs[:1])
     assert [t.title for t in only.summary] == [f"run 1: hostile<suite> [{EVIL_LABEL}] (complete)"]  # one run
 
@@ -77,7 +78,7 @@ def test_html_verdicts_are_coloured_and_long_tables_grouped(report):
     summary = text[text.index('<section id="summary">'):text.index("</section>")]
     captions = re.findall(r"<caption>(.*?)</caption>", summary)
     assert captions[0].startswith("Summary: geometric mean") and "→" in captions[1]
-    assert '<td class="style-red">worse (untested)</td>' in summary
+    assert '<td>worse (untested)</td>' in summary and "style-red" not in summary  # untested: not a finding
     assert '<td class="style-dim">missing</td>' in summary
     view = html.table_view(report.summary[1])
     assert "repeat" not in view[0]["cells"][1]["class"] and "repeat" in view[1]["cells"][1]["class"]
@@ -179,7 +180,8 @@ def test_cli_report_writes_html_png_and_markdown(hostile, tmp_path):
     assert chosen.returncode == 0, chosen.stderr
     markdown_text = (tmp_path / "c.md").read_text()
     tables = [t for t in compared.stdout.split("### ") if t]
-    assert len(tables) == 2 and "threshold ±3%" in compared.stdout and "| clat p99 |" in compared.stdout
+    assert len(tables) == 3 and "threshold ±3%" in compared.stdout and "| clat p99 |" in compared.stdout
+    assert tables[2].startswith("Why results do not pair")  # run 2 lacks a target
     for table in tables:  # exactly the rows compare prints, at the top of the report
         assert "### " + table.rstrip() in markdown_text.split("## Throughput")[0]
     bad = iolab("report", *map(str, hostile.run_ids), "--metric", "speed", db=hostile.db, cwd=tmp_path)
@@ -245,8 +247,8 @@ def test_report_of_a_file_against_a_throttled_loop_device(tmp_path):
     summary = unescape(page[page.index('<section id="summary">'):page.index("</section>")])
     assert "<caption>fast (run 1) → slow (run 2)</caption>" in summary
     iops = re.findall(r"<td>(randread-4k-qd\d)</td><td>read</td><td>IOPS</td>"
-                      r".*?<td class=\"([^\"]*)\">([^<]*)</td></tr>", summary)
-    assert iops == [("randread-4k-qd1", "style-red", "worse (untested)"),
-                    ("randread-4k-qd8", "style-red", "worse (untested)")]
+                      r".*?<td(?: class=\"([^\"]*)\")?>([^<]*)</td></tr>", summary)
+    assert iops == [("randread-4k-qd1", "", "worse (untested)"),  # one run a side: untested, not coloured
+                    ("randread-4k-qd8", "", "worse (untested)")]
     assert "<caption>Environment differences</caption>" in summary
     assert re.search(r"<td>device</td><td>[^<]+</td><td>loop\d+</td>", summary)

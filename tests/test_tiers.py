@@ -113,10 +113,24 @@ def test_hit_ratio_is_one_minus_origin_ios_over_fio_ios():
     ramped = tiers.accounting(_result({"tiers": stored}, job_text="[j]\nramp_time=2s\n"),
                               [tiers.parse_tier("origin", "/dev/loop3")])
     assert ramped is not None and "include its ramp_time" in ramped.notes[0]
+    assert ramped.hit_ratio == {"read": None} and ramped.hit_problems == {"read": tiers.RAMP}  # never 75 % or < 0
     for job_text, noted in (("[global]\nramp_time=1\n[j]\n", True), ("[j]\nramp_time=0s\n", False)):
         again = tiers.accounting(_result({"tiers": stored}, job_text=job_text), [tiers.parse_tier("origin", "loop3")])
         assert again is not None and bool(again.notes) == noted, job_text
     assert tiers.accounting(_result({}), [tiers.parse_tier("origin", "sdb")]) is None
+
+
+def test_a_hit_ratio_is_never_negative_nor_above_one():
+    """Read-ahead or other I/O on the origin (2,000 reads for fio's 1,024): no ratio, and why; a tier
+    that is the target itself, counting exactly fio's I/Os: 0; nothing reached the origin: 1."""
+    origin = [tiers.parse_tier("origin", "/dev/loop3")]
+    for after, ratio, problem in (("2100 0 0 0 0 0 0 0 0 0 0", None, tiers.MORE),
+                                  ("1124 0 0 0 0 0 0 0 0 0 0", 0.0, None), ("100 0 0 0 0 0 0 0 0 0 0", 1.0, None)):
+        stored = {"devices": {"origin": "loop3"}, "before": {"stat": {"loop3": "100 0 0 0 0 0 0 0 0 0 0"}},
+                  "after": {"stat": {"loop3": after}}}
+        found = tiers.accounting(_result({"tiers": stored}), origin)
+        assert found is not None and found.hit_ratio == {"read": ratio}, after
+        assert found.hit_problems == ({"read": problem} if problem else {})
 
 
 def test_tier_specs():

@@ -137,7 +137,7 @@ def rank(repetitions: Mapping[Config, Sequence[Point]], slo: Slo | None) -> list
         logs = stats.describe([math.log(p.iops) for p in points if p.iops > 0])
         interval = (math.exp(logs.ci95[0]), math.exp(logs.ci95[1])) if logs.ci95 else None
         slo_ns = stats.describe([p.slo_ns for p in points]).mean
-        ok = slo is None or (slo_ns is not None and slo_ns <= slo.limit_ns)
+        ok = slo is None or slo.met_by(slo_ns)
         out.append(Ranked(config, iops, interval, slo_ns, ok))
     return sorted(out, key=lambda r: (r.feasible, r.iops.mean or 0.0), reverse=True)
 

@@ -28,9 +28,15 @@ nothing can be tested: verdicts then follow the threshold alone and are marked u
 
 **Verdicts** (direction-aware: IOPS and bandwidth higher is better, latency lower):
 ``unchanged`` (|relative change| <= threshold), ``better``/``worse`` (beyond the threshold and
-significant, or untested), ``noisy`` (beyond the threshold but not significant), ``not comparable``
+significant, or untested), ``inconclusive`` (beyond the threshold but not significant: the 95 %
+interval of the ratio is wider than the change and includes 1 — or, with one repetition on one side, the
+other side's own 95 % interval is wider than the change; called ``noisy`` before), ``not comparable``
 (job options differ), ``missing`` (no result or no value on a side), ``failed`` (fio failed on a
 side). A geometric mean of the ratios summarises each metric over the tested-or-untested pairs.
+
+**Words.** ``verdict_word`` is the one word every format shows (terminal, Markdown, CSV, HTML and
+the JSON ``verdict``): a verdict beyond the threshold without a test is ``better (untested)`` or
+``worse (untested)``, never a bare ``better``, and the summary counts it apart from tested ones.
 """
 
 from __future__ import annotations
@@ -46,9 +52,13 @@ from .fio.merge import by_job
 from .model import DirectionStats, Latency, ResultRecord, Run, pct_key
 from .observe import usage
 
-BETTER, WORSE, UNCHANGED, NOISY = "better", "worse", "unchanged", "noisy"
+BETTER, WORSE, UNCHANGED, NOISY = "better", "worse", "unchanged", "inconclusive"
+INCONCLUSIVE = NOISY
+UNTESTED_SUFFIX = " (untested)"
 NOT_COMPARABLE, MISSING, FAILED = "not comparable", "missing", "failed"
 VERDICTS = (BETTER, WORSE, UNCHANGED, NOISY, NOT_COMPARABLE, MISSING, FAILED)
+#: Every word ``verdict_word`` gives (what every format shows).
+WORDS = (*VERDICTS, BETTER + UNTESTED_SUFFIX, WORSE + UNTESTED_SUFFIX)
 ALPHA = 0.05
 METHOD_LOG_WELCH = "Welch t-test on log values; 95 % interval of the ratio of geometric means"
 METHOD_WELCH = "Welch t-test on the values (some not positive); 95 % interval of the difference"
@@ -382,6 +392,46 @@ def pair_slots(a_slots: Sequence[Slot], b_slots: Sequence[Slot],
     return pairs
 
 
+@dataclass(frozen=True)
+class Nearest:
+    """Why a slot found no partner: ``slot`` (of side ``side``, ``a`` the baseline or ``b``), the
+    other side's slot that comes closest (the same direction, then the fewest options that block,
+    then the same job name) and the options that block between them, with the ``--ignore`` flags
+    that would let them pair (None when nothing on the other side has its direction)."""
+
+    side: str
+    slot: Slot
+    candidate: Slot | None
+    blocking: tuple[canonical.Difference, ...]
+
+    @property
+    def flags(self) -> str:
+        return " ".join(f"--ignore {d.option}" for d in self.blocking)
+
+
+def nearest(pairs: Sequence[Pair], ignore: Sequence[str] = ()) -> list[Nearest]:
+    """For every slot that is missing its partner, the nearest slot of the other side (``Nearest``)."""
+    a_slots = [p.a for p in pairs if p.a is not None]
+    b_slots = [p.b for p in pairs if p.b is not None]
+    out = []
+    for p in pairs:
+        if (p.a is None) == (p.b is None):
+            continue
+        side, slot, others = ("a", p.a, b_slots) if p.a is not None else ("b", p.b, a_slots)
+        assert slot is not None
+        best: tuple[tuple[int, bool], Slot, list[canonical.Difference]] | None = None
+        for other in others:
+            if not _same_direction(slot, other):
+                continue
+            a_opts, b_opts = (slot.options, other.options) if side == "a" else (other.options, slot.options)
+            blocking = [d for d in canonical.differences(a_opts, b_opts, ignore)[0] if d.effect == "blocking"]
+            score = (len(blocking), other.job != slot.job)
+            if best is None or score < best[0]:
+                best = (score, other, blocking)
+        out.append(Nearest(side, slot, best[1] if best else None, tuple(best[2]) if best else ()))
+    return out
+
+
 def _same_direction(a: Slot, b: Slot) -> bool:
     return a.direction == b.direction or "–" in (a.direction, b.direction)
 
@@ -415,16 +465,27 @@ def compare_metric(m: Metric, a_values: Sequence[float | None], b_values: Sequen
             row["method"] = METHOD_WELCH
             if sa.mean:
                 row["ratio_ci95"] = (1 + test.ci95[0] / sa.mean, 1 + test.ci95[1] / sa.mean)
-    return MetricRow(**row, verdict=_verdict(m, row, threshold, alpha))
+    # one side repeated, the other not: no test, but when that side's own interval is wider than the
+    # change, the change is inside its noise
+    spread = next((s.ci95 for s in (sa, sb) if s.ci95 is not None), None) if not row["tested"] else None
+    wide = spread is not None and abs(row["change"]) <= (spread[1] - spread[0]) / 2
+    return MetricRow(**row, verdict=_verdict(m, row, threshold, alpha, wide))
 
 
-def _verdict(m: Metric, row: Mapping[str, Any], threshold: float, alpha: float) -> str:
+def _verdict(m: Metric, row: Mapping[str, Any], threshold: float, alpha: float, wide: bool = False) -> str:
     change, relative = row["change"], row["relative_change"]
     if change == 0 or (relative is not None and abs(relative) <= threshold):
         return UNCHANGED
-    if row["tested"] and row["p_value"] >= alpha:
+    if (row["tested"] and row["p_value"] >= alpha) or wide:
         return NOISY
     return BETTER if (change > 0) == m.higher_is_better else WORSE
+
+
+def verdict_word(row: MetricRow) -> str:
+    """The verdict as every format shows it: ``better (untested)`` for a change beyond the threshold
+    that no test backs (one repetition on a side), else the verdict itself."""
+    untested = row.verdict in (BETTER, WORSE) and not row.tested
+    return row.verdict + (UNTESTED_SUFFIX if untested else "")
 
 
 def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: float, ignore: Sequence[str],
@@ -472,7 +533,7 @@ def _geomeans(pairs: Sequence[Pair], metrics: Sequence[Metric]) -> tuple[GeoMean
             continue
         ratios = [r.ratio for r in rows if r.verdict in (BETTER, WORSE, UNCHANGED, NOISY) and r.ratio and r.ratio > 0]
         ratio = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
-        counts = {v: sum(1 for r in rows if r.verdict == v) for v in VERDICTS}
+        counts = {v: sum(1 for r in rows if verdict_word(r) == v) for v in WORDS}
         out.append(GeoMean(m, len(ratios), ratio, {k: n for k, n in counts.items() if n}))
     return tuple(out)
 

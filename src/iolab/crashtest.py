@@ -102,6 +102,11 @@ def check(settings: Settings, options: Mapping[str, str], remote: bool) -> None:
         raise UsageError(f"--cuts {settings.cuts}: at least one cut")
     if not settings.trigger_timeout and not settings.trigger_file:
         raise UsageError("when should the cut happen? give --trigger-timeout DURATION or --trigger-file PATH")
+    if not settings.trigger and not settings.trigger_remote:
+        raise UsageError("nothing would cut: at the trigger fio only saves its verify state and stops writing, "
+                         "which tests a clean stop, not a power cut, and every cut would verify as intact",
+                         hint="give --trigger CMD (run here: a PDU, IPMI or hypervisor power-off) or "
+                         "--trigger-remote CMD (run on each fio server's host)")
     if settings.trigger_timeout:
         try:
             seconds = units.parse_duration_us(settings.trigger_timeout) / 1e6

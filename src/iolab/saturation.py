@@ -15,7 +15,8 @@ maximum is where the curve bends. It needs no smoothing or normalisation of a sa
 a handful of points).
 
 **The most IOPS under an SLO** is the probe with the highest IOPS whose SLO metric (p99 completion
-latency, any percentile, or a mean) is at most the limit. IOPS does not fall and latency does not
+latency, any percentile, or a mean) is below the limit (``<``) or at most the limit (``<=``, ``≤``), as
+the SLO says. IOPS does not fall and latency does not
 drop as concurrency grows, so the feasible probes end at a frontier and the best lies on it.
 
 **The search** (``Search.next``) walks iodepth at one job in steps of ×4 (1, 4, 16, 64, 256) until
@@ -32,7 +33,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import compare, units
+from . import compare, stats, units
 from .errors import UsageError
 from .fio.merge import by_job
 from .model import DirectionStats, ResultRecord
@@ -45,28 +46,37 @@ COARSE_STEP, FINE_STEP = 2, 1
 
 @dataclass(frozen=True)
 class Slo:
-    """A latency objective: ``metric`` (``compare.metric``: clat_p99, lat_mean …) at most
-    ``limit_ns`` nanoseconds."""
+    """A latency objective: ``metric`` (``compare.metric``: clat_p99, lat_mean …) below ``limit_ns``
+    nanoseconds when ``strict`` (``p99<2ms``), else at most it (``p99<=2ms``)."""
 
     metric: compare.Metric
     limit_ns: float
+    strict: bool = False
 
     def __str__(self) -> str:
-        return f"{self.metric.title} ≤ {units.format_ns(self.limit_ns)}"
+        return f"{self.metric.title} {'<' if self.strict else '≤'} {units.format_ns(self.limit_ns)}"
 
     def value(self, d: DirectionStats) -> float | None:
         return self.metric.value(d)
 
+    def met_by(self, value_ns: float | None) -> bool:
+        """Whether a value of the SLO metric meets it (``<`` or ``≤`` as the SLO says); None does not."""
+        if value_ns is None:
+            return False
+        return value_ns < self.limit_ns if self.strict else value_ns <= self.limit_ns
 
-_SLO_RE = re.compile(r"^\s*(?P<metric>[a-z_]*p?[\d.]*|[a-z_]*mean)\s*(?P<op><=|<)\s*(?P<limit>[\d.]+\s*[a-zµ]*)\s*$")
+
+_SLO_RE = re.compile(r"^\s*(?P<metric>[a-z_]*p?[\d.]*|[a-z_]*mean)\s*(?P<op><=|≤|<)\s*(?P<limit>[\d.]+\s*[a-zµ]*)\s*$")
 
 
 def parse_slo(text: str) -> Slo:
-    """``p99<=2ms``, ``clat_p99.9<=10ms``, ``lat_mean<500us``, ``mean<=1ms`` as an ``Slo``; a bare
-    ``pNN`` or ``mean`` is completion latency (clat). Raises ``UsageError`` for anything else."""
+    """``p99<=2ms``, ``clat_p99.9<=10ms``, ``lat_mean<500us``, ``mean≤1ms`` as an ``Slo``; a bare
+    ``pNN`` or ``mean`` is completion latency (clat). ``<`` is strict, ``<=`` and ``≤`` are not.
+    Raises ``UsageError`` for anything else."""
     match = _SLO_RE.match(text)
     if not match:
-        raise UsageError(f"--slo {text!r}: expected METRIC<=LIMIT such as p99<=2ms or lat_mean<=500us")
+        raise UsageError(f"--slo {text!r}: expected METRIC<=LIMIT or METRIC<LIMIT such as p99<=2ms or "
+                         "lat_mean<500us")
     name = match["metric"]
     name = f"clat_{name}" if name.startswith("p") or name == "mean" else name
     metric = compare.metric(name)
@@ -78,7 +88,7 @@ def parse_slo(text: str) -> Slo:
         raise UsageError(f"--slo {text!r}: {exc}") from None
     if limit_ns <= 0:
         raise UsageError(f"--slo {text!r}: the limit must be above zero")
-    return Slo(metric, float(limit_ns))
+    return Slo(metric, float(limit_ns), match["op"] == "<")
 
 
 @dataclass(frozen=True)
@@ -116,7 +126,7 @@ def knee(points: Sequence[Point]) -> Point | None:
 
 def feasible(point: Point, slo: Slo | None) -> bool:
     """Whether ``point`` meets ``slo`` (every point does without one; one without the metric does not)."""
-    return slo is None or (point.slo_ns is not None and point.slo_ns <= slo.limit_ns)
+    return slo is None or slo.met_by(point.slo_ns)
 
 
 def best_under(points: Sequence[Point], slo: Slo | None) -> Point | None:
@@ -204,3 +214,46 @@ def point_of(result: ResultRecord, iodepth: int, numjobs: int, slo: Slo | None) 
             if j.usr_cpu_pct is not None and j.sys_cpu_pct is not None]
     return Point(iodepth, numjobs, iops, mean, max(values) if values else None,
                  sum(cpus) / len(cpus) if cpus else None)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the chosen point meets the SLO over its full-length repetitions: ``outcome`` is
+    ``meets`` (the 95 % interval of the SLO metric lies on the SLO's side of the limit), ``fails``
+    (its geometric mean does not meet it), ``edge`` (the mean meets it but the interval crosses the
+    limit) or ``untested`` (one repetition that met it: no interval). ``values_ns`` are the
+    repetitions' SLO metric, ``mean_ns`` their geometric mean and ``ci95_ns`` its 95 % Student-t
+    interval on log values (None with fewer than two): latencies are positive and vary by ratios,
+    and an interval on their own scale would reach below zero with few, spread repetitions."""
+
+    outcome: str
+    values_ns: tuple[float, ...]
+    mean_ns: float | None
+    ci95_ns: tuple[float, float] | None
+
+
+MEETS, FAILS, EDGE, UNTESTED = "meets", "fails", "edge", "untested"
+
+
+def verdict(slo: Slo, values_ns: Sequence[float | None]) -> Verdict:
+    """The chosen point's repetitions against ``slo`` (see ``Verdict``). Source of the interval: the
+    Student-t interval of the mean (``stats.describe``); a repetition without the metric counts as
+    not meeting it."""
+    known = tuple(float(v) for v in values_ns if v is not None and v > 0)
+    logs = stats.describe([math.log(v) for v in known])
+    mean = math.exp(logs.mean) if logs.mean is not None else None
+    ci = (math.exp(logs.ci95[0]), math.exp(logs.ci95[1])) if logs.ci95 else None
+    if known and min(known) == max(known):  # exactly, not through exp(log(x)), which may round below a limit
+        mean, ci = known[0], (known[0], known[0]) if ci else None
+    if mean is None or len(known) < len(values_ns) or not slo.met_by(mean):
+        return Verdict(FAILS, known, mean, ci)
+    if ci is None:
+        return Verdict(UNTESTED, known, mean, None)
+    return Verdict(MEETS if slo.met_by(ci[1]) else EDGE, known, mean, ci)
+
+
+def next_below(points: Sequence[Point], chosen: Point, slo: Slo | None) -> Point | None:
+    """The probe with the most IOPS below ``chosen``'s that met ``slo`` in its probe, at fewer
+    outstanding I/Os: what to offer when the chosen point does not hold the SLO over its repetitions."""
+    lower = [p for p in points if p.concurrency < chosen.concurrency and feasible(p, slo)]
+    return max(lower, key=lambda p: (p.iops, -p.concurrency)) if lower else None

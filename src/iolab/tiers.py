@@ -9,8 +9,12 @@ A suite (or ``--tier NAME=DEVICE``) names the devices under a cached target::
 
 **Hit ratio** (per direction) = 1 − I/Os that reached the origin / I/Os fio issued (``total_ios``
 of the direction, all jobs and hosts). It needs nothing from the cache, so it works for any cache
-(dm-cache, lvmcache, bcache, ZFS L2ARC, an array's cache, the page cache in front of a device);
-below 0 when the origin sees more I/Os than fio issued (read-ahead, write-back of earlier writes).
+(dm-cache, lvmcache, bcache, ZFS L2ARC, an array's cache, the page cache in front of a device).
+It is given only where both counts cover the same window, so it lies in [0, 1]; otherwise it is
+None and ``Accounting.hit_problems`` says why (``RAMP``: device counts read before and after fio
+include its ``ramp_time``, which fio's ``total_ios`` leaves out, so the two windows differ;
+``MORE``: the origin completed more I/Os than fio issued — read-ahead, write-back of earlier
+writes, another process — so the share of fio's I/Os it served cannot be told).
 Device counts are diskstats (``Documentation/admin-guide/iostats.rst``, ``/sys/block/DEV/stat``):
 completed reads and writes, not bytes, so merged or split requests shift the ratio (bytes are
 stored too).
@@ -361,16 +365,23 @@ class CacheCounters:
     problem: str | None = None
 
 
+#: Why a hit ratio is not given (``Accounting.hit_problems``; see the module docstring).
+RAMP = "ramp_time counted by the device, not by fio"
+MORE = "origin did more I/Os than fio"
+
+
 @dataclass(frozen=True)
 class Accounting:
     """Tier accounting of one fio invocation: fio's issued I/Os per direction, each tier's I/Os, the
-    hit ratio per direction (None without an origin tier or I/Os), cache counters, and notes."""
+    hit ratio per direction (in [0, 1]; None without an origin tier or I/Os, or where the counts do
+    not cover the same window: ``hit_problems`` says why), cache counters, and notes."""
 
     issued: Mapping[str, int]
     tiers: tuple[TierIO, ...]
     hit_ratio: Mapping[str, float | None]
     caches: tuple[CacheCounters, ...] = ()
     notes: tuple[str, ...] = ()
+    hit_problems: Mapping[str, str] = field(default_factory=dict)
 
 
 def issued_ios(result: ResultRecord) -> dict[str, int]:
@@ -460,11 +471,24 @@ def accounting(result: ResultRecord, tiers: Sequence[Tier]) -> Accounting | None
         return None
     issued = issued_ios(result)
     origin = next((t for t in found if t.tier == ORIGIN), None)
-    ratios = {d: (1 - origin.ios(d) / n if origin is not None and n else None) for d, n in issued.items()}
+    ratios: dict[str, float | None] = {}
+    problems: dict[str, str] = {}
+    ramp = _ramp(result)
+    for d, n in issued.items():
+        ratios[d] = None
+        if origin is None or not n:
+            continue
+        if origin.source == "sysfs" and ramp:
+            problems[d] = RAMP
+        elif origin.ios(d) > n:
+            problems[d] = MORE
+        else:
+            ratios[d] = 1 - origin.ios(d) / n
     notes = []
-    if any(t.source == "sysfs" for t in found) and _ramp(result):
-        notes.append("device counts read before and after fio include its ramp_time; fio's I/Os do not")
-    return Accounting(issued, tuple(found), ratios, caches, tuple(notes))
+    if any(t.source == "sysfs" for t in found) and ramp:
+        notes.append("device counts read before and after fio include its ramp_time; fio's I/Os do not, so no hit "
+                     "ratio is given (run the passes with ramp_time=0: a warm-up needs none)")
+    return Accounting(issued, tuple(found), ratios, caches, tuple(notes), problems)
 
 
 def _ramp(result: ResultRecord) -> bool:

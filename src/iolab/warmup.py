@@ -7,17 +7,21 @@ result of its own (``extra["pass"]``); ``curves`` reads them back as a curve per
 and direction: IOPS, p99 completion latency and, with tiers named, the hit ratio (``tiers``) per
 pass, repetitions of the whole sequence pooled pass by pass.
 
-**Warm** (``warm_pass``): the first pass k ≥ 3 whose IOPS is within the noise of both passes k−1
-and k−2 ("a pass within the noise of the previous two is warm", iolab issue 14). Two passes are
-within the noise when their IOPS differ by at most the larger of ``THRESHOLD`` (5 %, ``iolab
-compare``'s default threshold) of the larger one and twice the standard error of the difference
-(about a 95 % band, normal approximation): the standard error of a pass's mean IOPS is the sample
-standard deviation of its repetitions over √n with two or more, else that of fio's per-interval
-IOPS samples (``iops_samples``, every ``iopsavgtime`` ms) over √samples, else 0. Per-interval samples
-are autocorrelated, so that error is a lower bound, and the 5 % floor keeps a long, steady pass from
-calling 1 % apart "different". The **warm values** are the means over the plateau: the two passes
-the warm one agrees with, the warm one and every pass after it; a curve that never becomes warm has
-none.
+**Warm** (``warm_pass``): the first pass k ≥ 3 that ends a *stable window* of ``WINDOW`` (3) passes
+k−2 … k, shown by repeated evidence rather than by three single numbers looking alike. Over the
+window, every repetition's IOPS is one point (pass, IOPS) and a least-squares line is fitted; the
+window is stable when (1) the 95 % Student-t interval of the line's change over the window (slope ×
+(WINDOW − 1), t with n − 2 degrees of freedom) lies entirely within ±``THRESHOLD`` (5 %, ``iolab
+compare``'s default) of the window's mean, and (2) every pass's mean IOPS is within ±``THRESHOLD`` of
+it. This is an equivalence test (two one-sided tests, Schuirmann 1987, J. Pharmacokinet. Biopharm.
+15: a change is shown to be small when its whole interval is), in the shape of the SNIA PTS
+steady-state rule (range and least-squares excursion over a window; PTS v2.0.2 §3.1.1) with an
+interval instead of the fit alone. A window of three single repetitions has one degree of freedom
+(t = 12.7), so only passes that agree closely (a rate-capped pass, a pass served from memory) are
+warm without ``--repeat``; noise such as 124k → 311k → 204k IOPS never is. A curve without a stable
+window is "not warm after N passes", with the last window's interval. The **warm values** are the
+means over the plateau — the window and every later pass — so no pass before the window is averaged
+in.
 
 This is not the SNIA PTS steady state (``method``: five rounds within 20 % and a flat fit), which
 judges a device's own state under a long workload; a cache's warm-up is shorter and steeper.
@@ -34,10 +38,11 @@ from . import tiers as tiers_mod
 from .fio.merge import by_job
 from .model import DirectionStats, Run
 
-#: Passes whose IOPS differ by at most this fraction are within the noise (see the module docstring).
+#: A window's change and every pass's mean must lie within this fraction of its mean (see the module
+#: docstring).
 THRESHOLD = 0.05
-#: Standard errors of the difference that count as noise (about 95 %).
-Z = 2.0
+#: Passes in the window a plateau is judged over.
+WINDOW = 3
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,7 @@ class PassPoint:
     origin_values: tuple[float | None, ...] = ()
     issued_values: tuple[float | None, ...] = ()
     sample_se: float | None = None
+    hit_problems: tuple[str, ...] = ()
 
     @property
     def iops(self) -> float | None:
@@ -65,7 +71,8 @@ class PassPoint:
 
     @property
     def hit_ratio(self) -> float | None:
-        return stats.describe(self.hit_values).mean
+        """The mean hit ratio; None when a repetition's counts do not match (``hit_problems``)."""
+        return None if self.hit_problems else stats.describe(self.hit_values).mean
 
     @property
     def standard_error(self) -> float:
@@ -77,15 +84,37 @@ class PassPoint:
 
 
 @dataclass(frozen=True)
+class Trend:
+    """The least-squares line of IOPS over a window of passes (``trend``): ``first``/``last`` pass,
+    ``n`` repetitions in all, the window's mean IOPS, the line's change over the window relative to
+    that mean with its 95 % t-interval (None with fewer than 3 values), and the largest distance of
+    a pass's mean from the window's mean, relative."""
+
+    first: int
+    last: int
+    n: int
+    mean: float
+    change: float
+    change_ci: tuple[float, float] | None
+    spread: float
+
+    def stable(self, threshold: float = THRESHOLD) -> bool:
+        """Whether the window shows a plateau (see the module docstring)."""
+        return (self.change_ci is not None and -threshold <= self.change_ci[0] and self.change_ci[1] <= threshold
+                and self.spread <= threshold)
+
+
+@dataclass(frozen=True)
 class Warm:
-    """Where a curve became warm: the pass, the first pass of its plateau (two before it), and the
-    means over the plateau (None where unknown)."""
+    """Where a curve became warm: the pass, the first pass of its plateau (the window's first), the
+    means over the plateau (None where unknown) and the window's ``Trend``."""
 
     pass_index: int
     plateau_from: int
     iops: float | None
     p99_ns: float | None
     hit_ratio: float | None
+    trend: Trend | None = None
 
 
 @dataclass(frozen=True)
@@ -102,26 +131,48 @@ class Curve:
     notes: tuple[str, ...] = field(default=())
 
     @property
+    def last_trend(self) -> Trend | None:
+        """The trend of the last window (what a curve that is not warm shows)."""
+        return trend(self.points[-WINDOW:]) if len(self.points) >= WINDOW else None
+
+    @property
     def name(self) -> str:
         return self.workload if self.job == self.workload else f"{self.workload} · {self.job}"
 
 
-def within_noise(a: PassPoint, b: PassPoint, threshold: float = THRESHOLD) -> bool:
-    """Whether the IOPS of two passes differ by no more than the noise (see the module docstring)."""
-    if a.iops is None or b.iops is None:
-        return False
-    band = max(threshold * max(a.iops, b.iops), Z * math.hypot(a.standard_error, b.standard_error))
-    return abs(a.iops - b.iops) <= band
+def trend(window: Sequence[PassPoint]) -> Trend | None:
+    """The least-squares line of every repetition's IOPS against its pass over ``window`` (see
+    ``Trend``); None when a pass has no IOPS or the window's mean is not positive."""
+    xy = [(p.pass_index, float(v)) for p in window for v in p.iops_values if v is not None]
+    means = [p.iops for p in window]
+    if not xy or any(m is None for m in means):
+        return None
+    n = len(xy)
+    mx, my = sum(x for x, _ in xy) / n, sum(y for _, y in xy) / n
+    sxx = sum((x - mx) ** 2 for x, _ in xy)
+    if my <= 0 or sxx == 0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in xy) / sxx
+    span = window[-1].pass_index - window[0].pass_index
+    spread = max(abs(m - my) for m in means if m is not None) / my
+    interval = None
+    if n >= 3:
+        residual = sum((y - my - slope * (x - mx)) ** 2 for x, y in xy) / (n - 2)
+        half = stats.t_quantile(0.975, n - 2) * math.sqrt(residual / sxx)
+        interval = ((slope - half) * span / my, (slope + half) * span / my)
+    return Trend(window[0].pass_index, window[-1].pass_index, n, my, slope * span / my, interval, spread)
 
 
 def warm_pass(points: Sequence[PassPoint], threshold: float = THRESHOLD) -> Warm | None:
-    """The first pass within the noise of the two before it, with the plateau's means; None when
-    there is none (fewer than three passes, or still changing)."""
-    for k in range(2, len(points)):
-        if within_noise(points[k], points[k - 1], threshold) and within_noise(points[k], points[k - 2], threshold):
-            plateau = points[k - 2:]
-            means = (stats.describe([getattr(p, f) for p in plateau]).mean for f in ("iops", "p99_ns", "hit_ratio"))
-            return Warm(points[k].pass_index, plateau[0].pass_index, *means)
+    """The last pass of the first stable window, with the plateau's means; None when there is none
+    (fewer than ``WINDOW`` passes, or still changing, or too noisy to tell)."""
+    for k in range(WINDOW - 1, len(points)):
+        found = trend(points[k - WINDOW + 1:k + 1])
+        if found is not None and found.stable(threshold):
+            plateau = points[k - WINDOW + 1:]
+            iops, p99, hit = (stats.describe([getattr(p, f) for p in plateau]).mean
+                              for f in ("iops", "p99_ns", "hit_ratio"))
+            return Warm(points[k].pass_index, plateau[0].pass_index, iops, p99, hit, found)
     return None
 
 
@@ -175,10 +226,11 @@ def _point(number: int, seen: Sequence[tuple[DirectionStats, tiers_mod.Accountin
     origins = [next((t.ios(direction) for t in acc.tiers if t.tier == tiers_mod.ORIGIN), None) if acc else None
                for _, acc in seen]
     ses = [s for d, _ in seen if (s := _sample_se(d)) is not None]
+    problems = tuple(dict.fromkeys(p for _, acc in seen if acc and (p := acc.hit_problems.get(direction))))
     return PassPoint(number, tuple(d.iops for d, _ in seen), tuple(_p99(d) for d, _ in seen),
                      tuple(acc.hit_ratio.get(direction) if acc else None for _, acc in seen), tuple(origins),
                      tuple(acc.issued.get(direction) if acc else None for _, acc in seen),
-                     stats.describe(ses).mean if ses else None)
+                     stats.describe(ses).mean if ses else None, problems)
 
 
 def pair_curves(a: Sequence[Curve], b: Sequence[Curve]) -> list[tuple[Curve, Curve]]:

@@ -51,7 +51,8 @@ def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str,
 @click.option("--trigger-timeout", metavar="DURATION", help="Cut this long after fio starts (whole seconds).")
 @click.option("--trigger-file", metavar="PATH", help="Cut when this file appears (fio removes it).")
 @click.option("--trigger", "trigger", metavar="CMD", help="Run this here at the cut (a PDU, IPMI or hypervisor "
-              "power-off), once fio has saved its verify state.")
+              "power-off), once fio has saved its verify state. This or --trigger-remote is required: without "
+              "either nothing is cut, fio only stops.")
 @click.option("--trigger-remote", metavar="CMD", help="Run this on each fio server's host at the cut.")
 @click.option("--settle", default="0s", show_default=True, metavar="DURATION",
               help="Wait this long after the cut before looking for the hosts (a power-off takes time to act).")

@@ -31,11 +31,13 @@ def _write(path: Path, text: str) -> None:
               help="Also write a Markdown report that shows the PNG charts (from --png DIR, else FILE's "
                    "directory/<name>_files).")
 @click.option("--title", help="The report's title [default: the run, or the runs compared].")
+@click.option("--independent-y", is_flag=True, help="Give each panel of a chart its own y scale (by default the "
+              "panels of one metric share one, so their heights compare).")
 @comparison_options
 @click.pass_context
 def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, png_dir: Path | None,
-           markdown_path: Path | None, title: str | None, metrics: str | None, threshold: str,
-           ignore: Sequence[str]) -> None:
+           markdown_path: Path | None, title: str | None, independent_y: bool, metrics: str | None,
+           threshold: str, ignore: Sequence[str]) -> None:
     """Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE.
 
     One run gives its results table. Several start with the comparison `iolab compare` prints
@@ -52,7 +54,7 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
     iolab report baseline candidate -o compare.html --png charts/ --markdown compare.md
     iolab report old new --metric iops,clat_p99 --threshold 3%
     """
-    from ..report import document, html, images, markdown  # Altair and Jinja2: only when reporting
+    from ..report import charts, document, html, images, markdown  # Altair and Jinja2: only when reporting
 
     store = store_of(ctx)
     sides = sides_of(store, selectors, 1, lambda exc: report_unreadable(ctx, exc))
@@ -70,7 +72,8 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
     series = {rid: s for i in ids for rid, s in store.time_series(i).items()}
     samples = {rid: s for i in ids for rid, s in store.host_samples(i).items()}
     err.print(f"Building the report of run{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}…")
-    doc = document.build(runs, series, title, comparison, samples)
+    with charts.y_scales(independent_y):
+        doc = document.build(runs, series, title, comparison, samples)
     output = output or Path(f"iolab-report-{'-'.join(map(str, ids))}.html")
     _write(output, html.render(doc))
     click.echo(f"{output}  (HTML, {len(doc.charts)} charts)")

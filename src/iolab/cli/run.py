@@ -121,6 +121,9 @@ class _LiveProgress:
         )
         self.task: TaskID | None = None
         self.hosts: dict[str, TaskID] = {}
+        #: What the jobs are for, in place of ``[i/n]`` (a workflow's ``probe 3 · …``; ``{index}`` and
+        #: ``{total}`` stand for the job's number and count).
+        self.stage: str | None = None
 
     def __enter__(self) -> _LiveProgress:
         self.progress.__enter__()
@@ -130,7 +133,9 @@ class _LiveProgress:
         self.progress.__exit__(*exc)
 
     def __call__(self, event: execute.JobEvent) -> None:
-        title = f"[{event.index + 1}/{event.total}] {event.target} · {event.workload}" + \
+        where = self.stage.format(index=event.index + 1, total=event.total) if self.stage \
+            else f"{event.index + 1}/{event.total}"
+        title = f"{escape('[' + where + ']')} {event.target} · {event.workload}" + \
             (f" #{event.repeat + 1}" if event.repeat else "")
         if event.kind == "start":
             self.task = self.progress.add_task(title, total=event.expected_s, detail="starting fio")

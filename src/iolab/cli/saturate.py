@@ -46,13 +46,17 @@ def search_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.argument("options", nargs=-1, metavar="[FIO_OPTION=VALUE]..."),
         click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH",
                      help="The file, directory or block device to measure."),
-        click.option("--slo", help="Latency objective: p99<=2ms, p99.9<=10ms, mean<=500us (completion latency; "
-                     "lat_p99<=… for total latency)."),
+        click.option("--slo", help="Latency objective: p99<=2ms, p99.9<10ms, mean<=500us (completion latency; "
+                     "lat_p99<=… for total latency; < is strict, <= or ≤ is not)."),
         click.option("--max-iodepth", type=int, default=256, show_default=True),
         click.option("--max-numjobs", type=int, help="[default: the online CPUs]"),
         click.option("--probe-runtime", default="3s", show_default=True, help="How long each probe runs."),
         click.option("--runtime", default="10s", show_default=True,
                      help="How long each full-length repetition runs."),
+        click.option("--ramp-time", metavar="DURATION",
+                     help="fio's ramp_time of every probe and repetition: I/O in it is not counted, so each point "
+                     "is measured once queues and caches have settled (0 for none; the fio option ramp_time=… "
+                     f"says the same).  [default: {workflow.DEFAULT_OPTIONS['ramp_time']}]"),
         click.option("--repeat", type=int, default=3, show_default=True, help="Full-length repetitions."),
         click.option("--label", help="A name for the run."),
         click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE"),
@@ -77,6 +81,9 @@ def _setup(args: Mapping[str, Any]) -> _Setup:
     """The target, the workload's fio options, the SLO and the search of a command's arguments."""
     (name, path), = suite.parse_target_args([args["target_arg"]]).items()
     user = fio_options(args["options"])
+    if "ramp_time" in user and args["ramp_time"] is not None:
+        raise UsageError("give the probes' ramp once: --ramp-time or ramp_time=, not both")
+    ramp = user.pop("ramp_time", None) or args["ramp_time"] or workflow.DEFAULT_OPTIONS["ramp_time"]
     objective = saturation.parse_slo(args["slo"]) if args["slo"] else None
     cpus = os.cpu_count() or 1
     jobs = args["max_numjobs"] or cpus
@@ -85,10 +92,10 @@ def _setup(args: Mapping[str, Any]) -> _Setup:
                   "scheduler as much as the storage (lint P6)")
     kind = targets.inspect(os.path.abspath(path)).kind
     size = None if kind == "block" or "size" in user else workflow.DEFAULT_SIZE
-    base = {**workflow.DEFAULT_OPTIONS, **user}
+    base = {**workflow.DEFAULT_OPTIONS, "ramp_time": ramp, **user}
     settings = {"target": path, "fio_options": base, "slo": args["slo"], "max_iodepth": args["max_iodepth"],
-                "max_numjobs": jobs, "probe_runtime": args["probe_runtime"], "runtime": args["runtime"],
-                "repeat": args["repeat"]}
+                "max_numjobs": jobs, "probe_runtime": args["probe_runtime"], "ramp_time": ramp,
+                "runtime": args["runtime"], "repeat": args["repeat"]}
     return _Setup(suite.Target(name, path, size), base, objective,
                   saturation.Search(args["max_iodepth"], jobs, objective), settings)
 
@@ -118,12 +125,14 @@ def _show(ctx: click.Context, run_id: int | None, fmt: str, summary: Callable[[R
               help="Also run fio's own latency_target search (one job, a percentile --slo) to compare with.")
 @click.pass_context
 def saturate(ctx: click.Context, fio_target: bool, **args: Any) -> None:
-    """Find where a target saturates: the knee of its latency–IOPS curve and, with --slo, the most
-    IOPS whose latency stays under the objective. Short probes walk iodepth ×4 from 1 at one job
-    until IOPS stops growing by 10 % or the SLO breaks, refine ×2, then double numjobs while that
-    helps; the chosen point is repeated at full length for a confidence interval. The knee is the
-    probe with the most IOPS per ms of mean latency (Kleinrock's power). Everything is one stored
-    run: show, report and compare it as any other.
+    """Find where a target saturates: the knee of its latency–IOPS curve and, with --slo, the most IOPS
+    whose latency stays under the objective (`<` is strict, `<=` is not). Short probes walk iodepth
+    ×4 from 1 at one job until IOPS stops growing by 10 % or the SLO breaks, refine ×2, then double
+    numjobs while that helps; the chosen point is repeated at full length for a confidence interval,
+    and its SLO metric over the repetitions is checked against the SLO (when the interval crosses
+    it, the next point below is offered). Every probe and repetition starts with --ramp-time of
+    uncounted I/O. The knee is the probe with the most IOPS per ms of mean latency (Kleinrock's
+    power). Everything is one stored run: show, report and compare it as any other.
 
     \b
     iolab saturate -t ssd=/mnt/ssd/test.bin --slo p99<=2ms
@@ -134,7 +143,7 @@ def saturate(ctx: click.Context, fio_target: bool, **args: Any) -> None:
         raise UsageError("--fio-latency-target needs a percentile --slo such as p99<=2ms: fio's search judges one")
     with _LiveProgress() as progress, _prober(ctx, setup, args, "iolab saturate", progress) as prober:
         found = workflow.saturate(prober, setup.base, setup.search, args["probe_runtime"], args["runtime"],
-                                  args["repeat"])
+                                  args["repeat"], stage=lambda text: setattr(progress, "stage", text))
         if fio_target and setup.slo is not None:
             own = workflow.fio_latency_target(prober, setup.base, setup.slo, args["max_iodepth"], args["runtime"])
             found = replace(found, fio_target=own)

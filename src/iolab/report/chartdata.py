@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import sweep
-from ..compare import Comparison
+from ..compare import Comparison, verdict_word
 from ..fio.merge import by_job, merge_latency
 from ..model import DirectionStats, Latency, ResultRecord, Run, TimeSeries
 from .results import ALL_HOSTS, ResultRow, result_rows
@@ -205,7 +205,7 @@ def ratio_rows(comparison: Comparison) -> list[Row]:
                          + (f" {pair.direction}" if options.get("rw") in (None, "rw", "randrw") else ""),
                          "metric": metric.title, "higher_is_better": metric.higher_is_better,
                          "iodepth": _int(options.get("iodepth")), "numjobs": _int(options.get("numjobs")),
-                         "ratio": row.ratio, "verdict": row.verdict})
+                         "ratio": row.ratio, "verdict": verdict_word(row)})
     return rows
 
 

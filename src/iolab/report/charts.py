@@ -1,15 +1,21 @@
 """The report's charts: one Vega-Lite spec each (built with Altair), used as-is for the
 interactive HTML (vega-embed) and for PNG/SVG (vl-convert).
 
-Every chart facets by workload (or workload family), one panel each with its own y scale, and
-colours by subject with the same colour for a subject in every chart. Latency axes are
-logarithmic (a throttled disk and an SSD differ by orders of magnitude). All data is inline.
+Every chart facets by workload (or workload family), one panel each, and colours by subject with
+the same colour for a subject in every chart. The panels of one chart show one metric on one shared
+y scale, so 124k and 311k IOPS never look alike (``iolab report --independent-y``, ``y_scales``,
+gives each panel its own). Sweep and saturation charts size their panels to the report's card width
+(``CARD_WIDTH``). Latency axes are logarithmic (a throttled disk and an SSD differ by orders of
+magnitude) and labelled in µs, ms or s as each value needs; time axes in s, min or h as the run's
+length needs. All data is inline.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +31,21 @@ from .chartdata import Row
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac")
 PANEL_WIDTH, PANEL_HEIGHT, COLUMNS = 230, 170, 4
+#: The drawing width of a report card (a 1,400 px window less the page's and the card's padding, the
+#: y axis and the legend): wide charts share it between their panels.
+CARD_WIDTH = 1180
+#: Whether the panels of a chart get their own y scale (``iolab report --independent-y``; ``y_scales``).
+_INDEPENDENT_Y: ContextVar[bool] = ContextVar("independent_y", default=False)
+
+
+@contextlib.contextmanager
+def y_scales(independent: bool) -> Iterator[None]:
+    """Charts built inside give each panel its own y scale when ``independent`` (else one shared)."""
+    token = _INDEPENDENT_Y.set(independent)
+    try:
+        yield
+    finally:
+        _INDEPENDENT_Y.reset(token)
 #: Above this many points per line the time series are drawn without point marks.
 MAX_POINTS_WITH_MARKS = 300
 
@@ -50,13 +71,26 @@ def _color(subjects: Sequence[str], shown: Sequence[str] | None = None) -> alt.C
                      legend=alt.Legend(orient="top", labelLimit=400))
 
 
-def _finish(layer: Any, rows: list[Row], facet: str, sort: Sequence[str], title: str, subtitle: str) -> dict[str, Any]:
-    """Facet ``layer`` by ``facet`` over inline ``rows`` and return the spec as a dict."""
-    chart = layer.properties(width=PANEL_WIDTH, height=PANEL_HEIGHT).facet(
+def panel_size(panels: int, wide: bool) -> tuple[int, int]:
+    """(width, height) of each panel: the default size, or for a ``wide`` chart the card's width
+    shared by the panels of a row (never narrower than the default), taller when there are few."""
+    if not wide:
+        return PANEL_WIDTH, PANEL_HEIGHT
+    columns = max(1, min(COLUMNS, panels))
+    width = max(PANEL_WIDTH, (CARD_WIDTH - 70 * columns) // columns)
+    return width, (PANEL_HEIGHT * 2 if columns == 1 else int(PANEL_HEIGHT * 1.5) if columns == 2 else PANEL_HEIGHT)
+
+
+def _finish(layer: Any, rows: list[Row], facet: str, sort: Sequence[str], title: str, subtitle: str,
+            wide: bool = False) -> dict[str, Any]:
+    """Facet ``layer`` by ``facet`` over inline ``rows`` and return the spec as a dict: the panels
+    share the y scale unless ``y_scales(True)``; ``wide`` sizes them to the card (``panel_size``)."""
+    width, height = panel_size(len(sort), wide)
+    chart = layer.properties(width=width, height=height).facet(
         facet=alt.Facet(f"{facet}:N", sort=list(sort), title=None,
-                        header=alt.Header(labelFontWeight="bold", labelFontSize=12, labelLimit=PANEL_WIDTH)),
+                        header=alt.Header(labelFontWeight="bold", labelFontSize=12, labelLimit=width)),
         columns=max(1, min(COLUMNS, len(sort))), data=alt.Data(values=rows),
-    ).resolve_scale(y="independent", x="independent").properties(
+    ).resolve_scale(y="independent" if _INDEPENDENT_Y.get() else "shared", x="independent").properties(
         title=alt.Title(title, subtitle=subtitle, anchor="start", fontSize=15),
     ).configure(background="white", font="Helvetica, Arial, sans-serif").configure_view(stroke="#ddd")
     return chart.to_dict()  # type: ignore[no-any-return]
@@ -89,7 +123,8 @@ def percentiles(rows: list[Row], labels: Sequence[str], subjects: Sequence[str],
     """Completion-latency percentile curves, log latency axis."""
     line = alt.Chart().mark_line(point=True).encode(
         x=alt.X("pct:N", sort=list(labels), title="percentile", axis=alt.Axis(labelAngle=-45)),
-        y=alt.Y("lat_us:Q", scale=alt.Scale(type="log"), title="completion latency (µs)"),
+        y=alt.Y("lat_us:Q", scale=alt.Scale(type="log"), title="completion latency",
+                axis=alt.Axis(labelExpr=LATENCY_LABELS)),
         color=_color(subjects), detail="repeat:N",
         tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("category:N", title="workload"),
                  alt.Tooltip("pct:N", title="percentile"),
@@ -146,7 +181,7 @@ def sweep_lines(rows: list[Row], subjects: Sequence[str], x: str, field: str, un
     what = "IOPS" if field == "iops" else "p99 completion latency"
     lines = other if panel == "panel" else "subject"
     return _finish(line, rows, panel, panels, f"{what} vs {x}",
-                   f"a line per {lines}; mean of the repetitions" + ("; log scale" if log_y else ""))
+                   f"a line per {lines}; mean of the repetitions" + ("; log scale" if log_y else ""), wide=True)
 
 
 def sweep_heatmap(rows: list[Row]) -> dict[str, Any]:
@@ -168,7 +203,7 @@ def sweep_heatmap(rows: list[Row]) -> dict[str, Any]:
     )
     panels = list(dict.fromkeys(r["panel"] for r in rows))
     spec = _finish(alt.layer(cells, text), rows, "panel", panels, "IOPS over iodepth × numjobs",
-                   "mean of the repetitions; each panel its own colour scale")
+                   "mean of the repetitions; each panel its own colour scale", wide=True)
     spec["resolve"] = {**spec.get("resolve", {}), "scale": {**spec.get("resolve", {}).get("scale", {}),
                                                            "color": "independent"}}
     return spec
@@ -197,7 +232,7 @@ def saturation(rows: list[Row], subjects: Sequence[str]) -> dict[str, Any]:
     lines = "numjobs" if panel == "panel" else "subject"
     return _finish(line, rows, panel, panels, "Latency vs IOPS: the saturation curve",
                    f"a line per {lines} through its iodepths; solid: p99, dashed: mean completion latency; log "
-                   "latency" + (" and IOPS" if log else ""))
+                   "latency" + (" and IOPS" if log else ""), wide=True)
 
 
 def ratio_heatmap(rows: list[Row]) -> dict[str, Any]:
@@ -223,7 +258,8 @@ def ratio_heatmap(rows: list[Row]) -> dict[str, Any]:
     panels = list(dict.fromkeys(r["panel"] for r in rows))
     metric = rows[0]["metric"]
     return _finish(alt.layer(cells, text), labelled, "panel", panels, f"{metric} ratio over iodepth × numjobs",
-                   f"other side / baseline; {'higher' if higher else 'lower'} is better: blue better, red worse")
+                   f"other side / baseline; {'higher' if higher else 'lower'} is better: blue better, red worse",
+                   wide=True)
 
 
 def wide_spread(rows: list[Row], field: str, ratio: float = 10.0, panel: str = "category") -> bool:
@@ -239,6 +275,16 @@ def wide_spread(rows: list[Row], field: str, ratio: float = 10.0, panel: str = "
     return any(max(m) > ratio * min(m) for m in medians.values() if len(m) > 1)
 
 
+def time_axis(longest_s: float) -> tuple[str, str]:
+    """The title and label expression of a time axis in seconds: labelled in s up to 5 minutes, in
+    min up to 5 hours, else in h (``300 s`` reads better as ``5 min``, ``36,000 s`` as ``10 h``)."""
+    if longest_s > 5 * 3600:
+        return "time (h)", "format(datum.value / 3600, '~g')"
+    if longest_s > 300:
+        return "time (min)", "format(datum.value / 60, '~g')"
+    return "time (s)", "format(datum.value, '~g')"
+
+
 def timeseries(rows: list[Row], subjects: Sequence[str], categories: Sequence[str], field: str,
                unit: str, fmt: str, log: bool = False) -> dict[str, Any]:
     """Per-second values of each job over its run, repetitions overlaid (one line each); a
@@ -250,15 +296,17 @@ def timeseries(rows: list[Row], subjects: Sequence[str], categories: Sequence[st
         per_line[key] = per_line.get(key, 0) + 1
     marks = max(per_line.values(), default=0) <= MAX_POINTS_WITH_MARKS
     condition = f"isValid(datum.{field})" + (f" && datum.{field} > 0" if log else "")
+    time_title, time_labels = time_axis(max((r["t_s"] for r in rows if r.get("t_s") is not None), default=0))
     line = alt.Chart().transform_filter(condition).mark_line(
         point=alt.OverlayMarkDef(size=14) if marks else False, opacity=0.85, strokeWidth=1.5,
     ).encode(
-        x=alt.X("t_s:Q", title="time (s)"),
-        y=alt.Y(f"{field}:Q", title=unit, scale=_log_if(log)),
+        x=alt.X("t_s:Q", title=time_title, axis=alt.Axis(labelExpr=time_labels)),
+        y=alt.Y(f"{field}:Q", title=unit, scale=_log_if(log),
+                axis=alt.Axis(labelExpr=LATENCY_LABELS) if field == "lat_us" else alt.Undefined),
         color=_color(subjects, [s for s in subjects if any(r["subject"] == s for r in rows)]), detail="repeat:N",
         tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("category:N", title="workload"),
                  alt.Tooltip("repeat:O"), alt.Tooltip("t_s:Q", title="time (s)"),
-                 alt.Tooltip(f"{field}:Q", title=unit, format=fmt)],
+                 alt.Tooltip(f"{field}:Q", title=unit + (" (µs)" if field == "lat_us" else ""), format=fmt)],
     )
     shown = [c for c in categories if any(r["category"] == c and r[field] is not None for r in rows)]
     what = {"iops": "IOPS", "mib_s": "Bandwidth", "lat_us": "Completion latency"}[field]
@@ -293,7 +341,8 @@ def search_chart(rows: list[Row]) -> dict[str, Any]:
         y=alt.Y("mean(slo_us):Q"))
     subjects = list(dict.fromkeys(r["subject"] for r in rows))
     return _finish(alt.layer(line, points, labels, slo), rows, "subject", subjects, "Saturation search",
-                   "each probe's latency against its IOPS, a line per numjobs through its iodepths; dashed: the SLO")
+                   "each probe's latency against its IOPS, a line per numjobs through its iodepths; dashed: the SLO",
+                   wide=True)
 
 
 def sweep_charts(rows: list[Row], ratios: list[Row], subjects: Sequence[str]) -> list[Chart]:
@@ -366,6 +415,6 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]],
                   timeseries(ts, lines, categories, "mib_s", "MiB/s", ",.1f")),
             Chart("timeseries-latency", "Completion latency over time", "Time series",
                   "Per-second mean completion latency of each job, log scale.",
-                  timeseries(ts, lines, categories, "lat_us", "clat (µs)", ",.1f", log=True)),
+                  timeseries(ts, lines, categories, "lat_us", "clat", ",.1f", log=True)),
         ]
     return charts

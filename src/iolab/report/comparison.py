@@ -24,11 +24,17 @@ JSON document (``comparison_document``)::
                         "a": {"n", "mean", "stdev", "ci95": [lo, hi] | null, "values": [...]},
                         "b": {…}, "change": b-a, "relative_change": (b-a)/a, "ratio": b/a,
                         "ratio_ci95": [lo, hi] | null, "p_value": p | null, "method": "…",
-                        "tested": bool, "verdict": "better|worse|unchanged|noisy|not comparable|missing|failed"}]}],
+                        "tested": bool,
+                        "verdict": "better|worse|better (untested)|worse (untested)|unchanged|inconclusive|
+                                    not comparable|missing|failed"}]}],  # the word every format shows
         "geometric_means": [{"metric", "pairs", "ratio", "verdicts": {"better": 1, …}}],
         "environment": [{"item": "kernel", "a": "6.1.0" | null, "b": …}]}]}
 
 Units: IOPS, bytes/s and ns as the metric's ``unit``; null is unknown, never zero.
+
+CSV (``table.to_csv``): the metric table's values are in the metric's unit, named per row in the
+``unit`` column (``IOPS``, ``B/s``, ``ns``), ``metric`` is the metric's name (``bw``, ``clat_p99``), and
+``a_ci95_half``/``b_ci95_half`` are the half-widths of each side's 95 % t-interval in that unit.
 """
 
 from __future__ import annotations
@@ -51,10 +57,13 @@ from ..compare import (
     Comparison,
     Metric,
     MetricRow,
+    Nearest,
     Pair,
     Side,
     SideComparison,
     Slot,
+    nearest,
+    verdict_word,
 )
 from ..stats import Summary
 from ..units import format_ns, format_rate
@@ -88,10 +97,15 @@ def _change(unit: str, change: float | None, relative: float | None) -> str:
 
 
 def _side_cell(unit: str, s: Summary) -> Cell:
+    """A side's mean ``±`` the half-width of its 95 % t-interval, in % of the mean."""
     text = format_value(unit, s.mean)
     if s.ci95 is not None and s.mean:
         text += f" ±{(s.ci95[1] - s.ci95[0]) / 2 / abs(s.mean) * 100:.1f}%"
     return Cell(text, s.mean)
+
+
+def _half(s: Summary) -> Cell:
+    return Cell("–", None if s.ci95 is None else (s.ci95[1] - s.ci95[0]) / 2)
 
 
 def _ratio(ratio: float | None, ci: tuple[float, float] | None) -> str:
@@ -108,8 +122,9 @@ def _p(p: float | None) -> str:
 
 
 def _verdict(row: MetricRow) -> Cell:
-    untested = row.verdict in (BETTER, WORSE) and not row.tested
-    return Cell(row.verdict + (" (untested)" if untested else ""), row.verdict, _STYLE.get(row.verdict))
+    """The verdict word (``verdict_word``); an untested one is not coloured as a finding."""
+    word = verdict_word(row)
+    return Cell(word, word, _STYLE.get(row.verdict) if word == row.verdict else None)
 
 
 def describe_side(side: Side) -> str:
@@ -143,12 +158,17 @@ def metric_table(c: SideComparison, threshold: float) -> Table:
         pairs, options = [pairs[i] for i in order], [options[i] for i in order]
     workload = [Column(k, k.removeprefix("tune."), k in sweep.GRID) for k in naming.keys] if naming.by_options \
         else [Column("workload", "workload")]
+    spread_a, spread_b = (" (±CI95)" if any(getattr(r, side).ci95 for p in pairs for r in p.metrics) else ""
+                          for side in ("a", "b"))
     columns = (
         *((Column("target", "target"),) if several_targets else ()), *workload,
-        Column("direction", "dir"), Column("metric", "metric"),
-        Column("n", "n", True), Column("a_mean", c.baseline.selector, True), Column("b_mean", c.other.selector, True),
-        Column("change", "change", True), Column("ratio", "ratio (95% CI)", True), Column("p_value", "p", True),
-        Column("verdict", "verdict"),
+        Column("direction", "dir"), Column("metric", "metric"), Column("unit", "unit", csv_only=True),
+        Column("n", "n", True), Column("a_mean", c.baseline.selector + spread_a, True),
+        Column("a_ci95_half", "", True, csv_only=True), Column("b_mean", c.other.selector + spread_b, True),
+        Column("b_ci95_half", "", True, csv_only=True),
+        Column("change", "change", True), Column("ratio", "ratio (95% CI)", True),
+        Column("ratio_ci95_low", "", True, csv_only=True), Column("ratio_ci95_high", "", True, csv_only=True),
+        Column("p_value", "p", True), Column("verdict", "verdict"),
     )
     rows = []
     for pair, opts in zip(pairs, options, strict=True):
@@ -158,10 +178,11 @@ def metric_table(c: SideComparison, threshold: float) -> Table:
             unit = r.metric.unit
             rows.append((
                 *((Cell(pair.target),) if several_targets else ()), *names,
-                Cell(pair.direction), Cell(r.metric.title),
-                Cell(f"{r.a.n}/{r.b.n}"), _side_cell(unit, r.a), _side_cell(unit, r.b),
+                Cell(pair.direction), Cell(r.metric.title, r.metric.name), Cell(unit),
+                Cell(f"{r.a.n}/{r.b.n}"), _side_cell(unit, r.a), _half(r.a), _side_cell(unit, r.b), _half(r.b),
                 Cell(_change(unit, r.change, r.relative_change), r.change),
                 Cell(_ratio(r.ratio, r.ratio_ci95), r.ratio),
+                *(Cell("–", r.ratio_ci95[i] if r.ratio_ci95 else None) for i in (0, 1)),
                 Cell(_p(r.p_value), r.p_value), _verdict(r),
             ))
     title = f"{describe_side(c.baseline)} → {describe_side(c.other)}"
@@ -182,28 +203,80 @@ def _notes(c: SideComparison, threshold: float) -> tuple[str, ...]:
     methods = {r.method for r in rows if r.verdict not in (NOT_COMPARABLE, MISSING, FAILED)}
     if METHOD_SINGLE in methods:
         notes.append("single run on a side: no significance test is possible, verdicts beyond the threshold are "
-                     "untested")
+                     "untested, or 'inconclusive' where the other side's own 95% interval is wider than the change")
     if METHOD_LOG_WELCH in methods or METHOD_WELCH in methods:
         notes.append("with repeats on both sides: Welch's t-test on log values, 95% interval of the ratio of "
-                     "geometric means; 'noisy' = beyond the threshold but p >= 0.05")
+                     "geometric means; 'inconclusive' = beyond the threshold, but the interval is wider than the "
+                     "change and includes ×1 (p >= 0.05)")
     if any(r.a.ci95 or r.b.ci95 for r in rows):
-        notes.append("± is the half-width of a side's 95% t-interval of the mean over its repeats (n = A/B)")
-    blocked = [p for p in c.pairs if p.a is not None and p.b is not None and not p.comparable]
-    paired = sum(1 for p in c.pairs if p.a is not None and p.b is not None)
-    if blocked:
-        notes.append(f"{len(blocked)} of {paired} pair(s) not comparable: job options differ (see the option "
-                     f"differences; --ignore OPTION compares them anyway)")
-    elif paired:
-        notes.append(f"job options: all {paired} pair(s) comparable, no option differs")
+        notes.append("±CI95: the half-width of a side's 95% t-interval of the mean over its repeats, in % of the "
+                     "mean (n = A/B)")
+    notes += _pairing_notes(c)
     unchecked = sorted({u for p in c.pairs for u in p.unchecked})
     if unchecked:
         notes.append(f"not recorded by a side's fio output, so not checked: {', '.join(unchecked)}")
     return tuple(notes)
 
 
+def _pairing_notes(c: SideComparison) -> list[str]:
+    """What paired and what did not, in words that agree with the option-differences table."""
+    notes = []
+    blocked = [p for p in c.pairs if p.a is not None and p.b is not None and not p.comparable]
+    paired = sum(1 for p in c.pairs if p.a is not None and p.b is not None)
+    other = sorted({f"{d.option} ({'does not change the I/O' if d.effect == 'soft' else 'ignored'})"
+                    for p in c.pairs for d in p.differences if d.effect != "blocking"})
+    if blocked:
+        notes.append(f"{len(blocked)} of {paired} pair(s) not comparable: job options differ (see the option "
+                     f"differences; --ignore OPTION compares them anyway)")
+    elif paired and other:
+        notes.append(f"job options: all {paired} pair(s) comparable; options that differ without blocking (see the "
+                     f"option differences): {', '.join(other)}")
+    elif paired:
+        notes.append(f"job options: all {paired} pair(s) comparable, no option differs")
+    alone = [p for p in c.pairs if (p.a is None) != (p.b is None)]
+    if alone:
+        notes.append(f"{len(alone)} result(s) found no partner on the other side: see 'Why results do not pair'")
+    return notes
+
+
+def nearest_table(c: SideComparison, ignore: Sequence[str] = ()) -> Table | None:
+    """For each result without a partner: the other side's nearest result, the options that keep them
+    apart and the exact ``--ignore`` flags that would pair them (``compare.nearest``); None when
+    everything paired."""
+    found = nearest(c.pairs, ignore)
+    if not found:
+        return None
+    names = {"a": (c.baseline.selector, c.other.selector), "b": (c.other.selector, c.baseline.selector)}
+    rows = []
+    for n in found:
+        mine, theirs = names[n.side]
+        rows.append((Cell(mine), Cell(n.slot.job), Cell(n.slot.direction),
+                     Cell(f"{theirs}: {n.candidate.job}" if n.candidate else f"{theirs}: –"),
+                     Cell(_blocking(n)), Cell(n.flags or _why_not(n))))
+    flags = sorted({d.option for n in found for d in n.blocking})
+    notes = (f"to pair them all: {' '.join(f'--ignore {o}' for o in flags)} (compares workloads whose options "
+             "differ: say so where you quote the numbers)",) if flags else ()
+    columns = (Column("side", "side"), Column("job", "fio job"), Column("direction", "dir"),
+               Column("nearest", "nearest on the other side"), Column("differ", "options that differ"),
+               Column("flags", "to pair it"))
+    return Table(title="Why results do not pair", columns=columns, rows=tuple(rows), notes=notes)
+
+
+def _blocking(n: Nearest) -> str:
+    a_first = n.side == "a"
+    return "; ".join(f"{d.option}: {_opt(d.a if a_first else d.b)} vs {_opt(d.b if a_first else d.a)}"
+                     for d in n.blocking) or "–"
+
+
+def _why_not(n: Nearest) -> str:
+    if n.candidate is None:
+        return "nothing on the other side has this direction"
+    return "no option differs: its nearest pairs with a closer match (same target or job), none is left for it"
+
+
 def summary_table(c: SideComparison) -> Table:
     """The geometric mean of the ratios per metric, and how many pairs got each verdict."""
-    shown = (BETTER, WORSE, UNCHANGED, NOISY)
+    shown = (BETTER, WORSE, UNCHANGED, NOISY)  # tested verdicts; untested ones count under "other"
     columns = (Column("metric", "metric"), Column("pairs", "pairs", True),
                Column("geomean_ratio", "geo-mean ratio", True), *(Column(v, v, True) for v in shown),
                Column("other", "other"))
@@ -261,7 +334,8 @@ def comparison_tables(comparison: Comparison, summary_first: bool = False) -> li
         pair = [metric_table(c, comparison.threshold), summary_table(c)]
         tables += pair[::-1] if summary_first else pair
         tables += comparison_grids(comparison, c)
-        tables += [t for t in (differences_table(c), environment_table(c)) if t is not None]
+        tables += [t for t in (nearest_table(c, comparison.ignore), differences_table(c), environment_table(c))
+                   if t is not None]
     return tables
 
 
@@ -292,7 +366,7 @@ def _row(r: MetricRow) -> dict[str, Any]:
             "a": _summary(r.a, r.a_values), "b": _summary(r.b, r.b_values), "change": r.change,
             "relative_change": r.relative_change, "ratio": r.ratio,
             "ratio_ci95": list(r.ratio_ci95) if r.ratio_ci95 else None, "p_value": r.p_value, "method": r.method,
-            "tested": r.tested, "verdict": r.verdict}
+            "tested": r.tested, "verdict": verdict_word(r)}
 
 
 def _pair(p: Pair) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import jinja2
 from markupsafe import Markup
 
 from .document import Report
-from .table import Table
+from .table import Table, shown
 
 GROUP_IDS = {"Throughput": "throughput", "Latency": "latency", "Sweep": "sweep", "Time series": "timeseries",
              "Host cost": "hostcost"}
@@ -129,4 +129,5 @@ def render(report: Report) -> str:
             groups.append({"id": GROUP_IDS.get(chart.group, "charts"), "title": chart.group, "charts": []})
         groups[-1]["charts"].append(chart)
     return template.render(report=report, groups=groups, csp=csp, css=Markup(_template("report.css")),
-                           vega_js=Markup(vega_js), init_js=Markup(init_js), table_view=table_view)
+                           vega_js=Markup(vega_js), init_js=Markup(init_js), table_view=table_view,
+                           shown=shown)

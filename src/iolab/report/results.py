@@ -170,6 +170,16 @@ def _spread(summary: stats.Summary, fmt: Any) -> str:
     return text
 
 
+#: The figures of a results row: CSV key, title, unit of the raw value, and the CSV key of its CV.
+_FIGURES = (("iops", "IOPS", "IOPS", "iops_cv"), ("bw_mib_s", "MiB/s", "MiB/s", "bw_cv"),
+            ("clat_mean_ns", "clat mean", "ns", "clat_mean_cv"), ("clat_p99_ns", "clat p99", "ns", "clat_p99_cv"))
+
+
+def _cv(summary: stats.Summary) -> Cell:
+    """The CV in % for CSV (the display shows it inside the figure's cell)."""
+    return Cell("–", None if summary.cv is None else summary.cv * 100)
+
+
 def results_table(run: Run) -> Table:
     """The run's results for people: IOPS, MiB/s, mean and p99 clat.
 
@@ -194,10 +204,11 @@ def results_table(run: Run) -> Table:
         columns.append(Column("workload", "workload"))
     if show_job:
         columns.append(Column("job", "fio job"))
+    cv = " ±CV" if any(len(r.iops_values) > 1 for r in rows) else ""  # which spread the ± shows
     columns += [
-        Column("direction", "dir"), Column("repeats", "n", True), Column("iops", "IOPS", True),
-        Column("bw_mib_s", "MiB/s", True), Column("clat_mean_ns", "clat mean", True),
-        Column("clat_p99_ns", "clat p99", True),
+        Column("direction", "dir"), Column("repeats", "n", True),
+        *(c for key, title, unit, cv_key in _FIGURES
+          for c in (Column(key, title + cv, True, unit), Column(cv_key, "", True, "%", csv_only=True))),
     ]
     if show_failed:
         columns.append(Column("failed", "failed", True))
@@ -215,10 +226,10 @@ def results_table(run: Run) -> Table:
         cells += [Cell(r.job)] if show_job else []
         cells += [
             Cell(r.direction), Cell(str(len(r.iops_values)), len(r.iops_values)),
-            Cell(_spread(r.iops, format_iops), r.iops.mean),
-            Cell(_spread(r.bw, format_rate), None if r.bw.mean is None else r.bw.mean / 1048576),
-            Cell(_spread(r.clat_mean, format_ns), r.clat_mean.mean),
-            Cell(_spread(r.clat_p99, format_ns), r.clat_p99.mean),
+            Cell(_spread(r.iops, format_iops), r.iops.mean), _cv(r.iops),
+            Cell(_spread(r.bw, format_rate), None if r.bw.mean is None else r.bw.mean / 1048576), _cv(r.bw),
+            Cell(_spread(r.clat_mean, format_ns), r.clat_mean.mean), _cv(r.clat_mean),
+            Cell(_spread(r.clat_p99, format_ns), r.clat_p99.mean), _cv(r.clat_p99),
         ]
         if show_failed:
             cells.append(Cell(str(r.failed) if r.failed else "", r.failed, "red" if r.failed else None))
@@ -245,7 +256,7 @@ def _notes(run: Run, rows: Sequence[ResultRow], naming: sweep.Naming) -> tuple[s
     if naming.note():
         notes += (str(naming.note()),)
     if any(len(r.iops_values) > 1 for r in rows):
-        notes += ("± is the repeats' sample standard deviation relative to the mean (CV)",)
+        notes += ("±CV: the repeats' sample standard deviation relative to the mean (coefficient of variation)",)
     notes += tuple(f"failed: {r.target}/{r.workload} repeat {r.repeat + 1}: {(r.error or '').splitlines()[0]}"
                    for r in run.results if r.status == "failed")
     if any(r.partial for r in rows):

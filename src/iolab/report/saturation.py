@@ -26,7 +26,7 @@ def record(run: Run) -> Mapping[str, Any] | None:
 
 def _slo(found: Mapping[str, Any]) -> saturation.Slo | None:
     slo = found.get("slo")
-    return saturation.Slo(compare.metric(slo["metric"]), slo["limit_ns"]) if slo else None
+    return saturation.Slo(compare.metric(slo["metric"]), slo["limit_ns"], bool(slo.get("strict"))) if slo else None
 
 
 def final_points(run: Run) -> list[saturation.Point]:
@@ -67,6 +67,29 @@ def _point(stored: Mapping[str, Any] | None) -> list[saturation.Point]:
     return [] if stored is None else [saturation.Point(**stored)]
 
 
+def _held(slo: saturation.Slo, found: Mapping[str, Any], finals: Sequence[saturation.Point]) -> str:
+    """Whether the chosen point held the SLO over its full-length repetitions
+    (``saturation.verdict``), in words, offering the next point below when it did not."""
+    v = saturation.verdict(slo, [p.slo_ns for p in finals])
+    values = ", ".join(format_ns(x) for x in v.values_ns)
+    interval = (f", geometric mean {format_ns(v.mean_ns)}, 95% CI {format_ns(v.ci95_ns[0])}–{format_ns(v.ci95_ns[1])} "
+                "(t on log values)" if v.ci95_ns and v.mean_ns else "")
+    measured = f"{slo.metric.title} over its {len(finals)} repetition(s): {values}{interval}"
+    if v.outcome == saturation.MEETS:
+        return f"the chosen point meets {slo}: {measured}"
+    if v.outcome == saturation.UNTESTED:
+        return f"the chosen point met {slo} in its one repetition ({values}); one repetition gives no interval"
+    text = (f"the chosen point DOES NOT MEET {slo} (its probe did): {measured}" if v.outcome == saturation.FAILS
+            else f"the chosen point is at the SLO's edge: {measured} crosses {format_ns(slo.limit_ns)}")
+    probes = [saturation.Point(**p) for p in found.get("probes", ()) if p]
+    below = saturation.next_below(probes, saturation.Point(**found["chosen"]), slo)
+    if below is None:
+        return text + "; no probe below it met the SLO"
+    return (text + f"; the next point below that met it in its probe: {below.label()}, "
+            f"{format_iops(below.iops)} IOPS, {slo.metric.title} {format_ns(below.slo_ns)} "
+            f"(a probe, not repeated: --max-iodepth {below.iodepth} --max-numjobs {below.numjobs} repeats it)")
+
+
 def saturation_table(run: Run) -> Table | None:
     """The knee and the chosen point of a saturation run (None for other runs)."""
     found = record(run)
@@ -74,10 +97,12 @@ def saturation_table(run: Run) -> Table | None:
         return None
     slo = found.get("slo")
     what = slo["text"] if slo else "no SLO"
-    metric = slo["text"].split(" ≤")[0] if slo else "SLO metric"
+    metric = _slo(found).metric.title if slo else "SLO metric"  # type: ignore[union-attr]
+    objective = _slo(found)
     columns: tuple[Column, ...] = (Column("point", "point"), Column("at", "iodepth × numjobs"),
-                                   Column("iops", "IOPS", True), Column("lat_mean_ns", "clat mean", True),
-                                   Column("slo_ns", metric, True))
+                                   Column("iops", "IOPS", True, "IOPS"),
+                                   Column("lat_mean_ns", "clat mean", True, "ns"),
+                                   Column("slo_ns", metric, True, "ns"))
     rows: list[tuple[Cell, ...]] = [(Cell("knee (most IOPS per ms of latency)"), *_cells(_point(found.get("knee"))))]
     chosen = found.get("chosen")
     label = f"most IOPS with {what}" if slo else "chosen (the knee)"
@@ -88,6 +113,7 @@ def saturation_table(run: Run) -> Table | None:
         rows.append((Cell("fio's latency_target search (one job)"), Cell(f"QD{fio['depth']} ×1", fio["depth"]),
                      Cell(format_iops(fio["iops"]), fio["iops"]), Cell("–"), Cell(format_ns(fio["slo_ns"]),
                                                                                   fio["slo_ns"])))
+    held = _held(objective, found, finals) if objective is not None and chosen is not None and finals else None
     summary = chosen_iops(run)
     settings = found.get("settings", {})
     notes = [f"{len(found.get('probes', ()))} probes of {settings.get('probe_runtime')} each; the chosen point "
@@ -97,6 +123,8 @@ def saturation_table(run: Run) -> Table | None:
         interval = f", 95% CI {format_iops(ci[0])}–{format_iops(ci[1])} (t on log IOPS)" if ci else ""
         notes.append(f"the chosen point's row is the mean of its repetitions: {format_iops(summary.mean)} IOPS"
                      f"{interval}; the knee's is its probe")
+    if held is not None:
+        notes.append(held)
     if chosen is None and slo:
         notes.append(f"no probe met {what}: even the lightest load is slower than the SLO")
     if fio:

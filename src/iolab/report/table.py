@@ -18,11 +18,30 @@ from rich.table import Table as RichTable
 
 @dataclass(frozen=True)
 class Column:
-    """``key`` names the raw value in CSV; ``numeric`` columns are right-aligned."""
+    """``key`` names the raw value in CSV; ``numeric`` columns are right-aligned; ``unit`` is the
+    unit of the raw values (``IOPS``, ``B/s``, ``ns``, ``%``, ``s`` …), named in the CSV header
+    (``csv_header``); ``csv_only`` columns carry raw values the display shows inside another cell
+    (a spread, a unit) and appear in CSV only."""
 
     key: str
     title: str
     numeric: bool = False
+    unit: str | None = None
+    csv_only: bool = False
+
+    @property
+    def csv_header(self) -> str:
+        """``key``, with the unit appended unless the key already ends with it: ``slo_ns``,
+        ``iops``, ``bw_bytes_s``, ``lat_mean_ns``, ``a_mean`` (no unit: the row says it)."""
+        if self.unit is None:
+            return self.key
+        slug = _UNIT_SLUGS.get(self.unit, self.unit)
+        return self.key if self.key == slug or self.key.endswith(f"_{slug}") else f"{self.key}_{slug}"
+
+
+#: Units as they end a CSV header (``units in names``, DESIGN.md).
+_UNIT_SLUGS = {"IOPS": "iops", "B/s": "bytes_s", "MiB/s": "mib_s", "ns": "ns", "µs": "us", "ms": "ms", "s": "s",
+               "%": "pct", "bytes": "bytes", "ratio": "ratio"}
 
 
 @dataclass(frozen=True)
@@ -40,8 +59,18 @@ class Table:
     notes: tuple[str, ...] = field(default=())
 
 
+def shown(table: Table) -> Table:
+    """The table as people see it: without its ``csv_only`` columns."""
+    keep = [i for i, c in enumerate(table.columns) if not c.csv_only]
+    if len(keep) == len(table.columns):
+        return table
+    return Table(table.title, tuple(table.columns[i] for i in keep),
+                 tuple(tuple(row[i] for i in keep) for row in table.rows), table.notes)
+
+
 def to_rich(table: Table) -> RichTable:
     """A rich Table for the terminal."""
+    table = shown(table)
     out = RichTable(title=_escape(table.title), box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
     for col in table.columns:
         out.add_column(_escape(col.title), justify="right" if col.numeric else "left", no_wrap=col.numeric)
@@ -64,6 +93,7 @@ def to_markdown(table: Table) -> str:
         text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
         return text.replace("|", "\\|").replace("\n", " ")
 
+    table = shown(table)
     lines = [f"### {cell(table.title)}", ""] if table.title else []
     lines.append("| " + " | ".join(cell(c.title) for c in table.columns) + " |")
     lines.append("|" + "|".join("---:" if c.numeric else "---" for c in table.columns) + "|")
@@ -74,18 +104,33 @@ def to_markdown(table: Table) -> str:
 
 
 def to_csv(tables: Sequence[Table]) -> str:
-    """CSV of the raw values (display text where there is no raw value); one header row per
-    table shape, with a ``table`` column when there are several tables."""
+    """CSV of the raw values (display text where there is no raw value), every header naming its
+    unit (``Column.csv_header``).
+
+    One table is one header row and its rows. Several tables (a comparison's metrics, summary and
+    differences) are blocks separated by one empty line, each block a row ``# TITLE`` (one field)
+    and then that table's header and rows: ``read_csv`` (or ``text.split("\\n\\n")`` and any CSV
+    reader per block, skipping the ``#`` row) reads it back. Notes are not part of the CSV."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    header: tuple[str, ...] | None = None
-    for table in tables:
-        keys = tuple(c.key for c in table.columns)
-        if keys != header:
-            writer.writerow((["table"] if len(tables) > 1 else []) + list(keys))
-            header = keys
+    for index, table in enumerate(tables):
+        if len(tables) > 1:
+            if index:
+                buf.write("\n")
+            writer.writerow([f"# {table.title}"])
+        writer.writerow([c.csv_header for c in table.columns])
         for row in table.rows:
-            values = ["" if c.value is None and c.text == "–" else (c.text if c.value is None else c.value)
-                      for c in row]
-            writer.writerow(([table.title] if len(tables) > 1 else []) + values)
+            writer.writerow(["" if c.value is None and c.text == "–" else (c.text if c.value is None else c.value)
+                             for c in row])
     return buf.getvalue()
+
+
+def read_csv(text: str) -> list[tuple[str | None, list[list[str]]]]:
+    """``to_csv``'s output read back: ``(title, rows)`` per table, the header first among the rows
+    (title None for a single table). Raises nothing; an empty text gives no table."""
+    out: list[tuple[str | None, list[list[str]]]] = []
+    for block in (b for b in text.split("\n\n") if b.strip()):
+        rows = list(csv.reader(io.StringIO(block)))
+        title = rows[0][0][2:] if len(rows[0]) == 1 and rows[0][0].startswith("# ") else None
+        out.append((title, rows[1:] if title is not None else rows))
+    return out

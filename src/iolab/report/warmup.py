@@ -16,8 +16,9 @@ from .table import Cell, Column, Table
 if TYPE_CHECKING:
     from .charts import Chart
 
-RULE = ("warm: the first pass whose IOPS is within the noise of the two before it (±5 % or 2 standard errors, "
-        "whichever is larger); warm values are the means over those three passes and every later one")
+RULE = ("warm: the last pass of the first window of 3 passes whose IOPS are shown flat — the 95 % t-interval of "
+        "the least-squares change over the window (every repetition a point) within ±5 % of its mean, and every "
+        "pass's mean within ±5 % — warm values are the means over that window and every later pass (see the README)")
 
 
 def _count(value: float | None) -> str:
@@ -25,14 +26,43 @@ def _count(value: float | None) -> str:
 
 
 def describe_warm(curve: warmup.Curve) -> str:
-    """``warm at pass 4 (within the noise of passes 2–3): 52,000 IOPS, p99 20.5 us, hit ratio 99.8%`` or
-    ``not warm after 5 passes``."""
+    """``warm at pass 4: passes 2–4 change by +0.1% (95% CI -0.2…+0.4%, n 3), within ±5%; mean of passes
+    2–5: 52,000 IOPS, p99 20.5 us, hit ratio 99.8%`` or ``not warm after 5 pass(es): passes 3–5 change by
+    …``."""
     w = curve.warm
     if w is None:
-        return f"not warm after {len(curve.points)} pass(es)"
+        last = curve.last_trend
+        if last is None:
+            return f"not warm after {len(curve.points)} pass(es) (a plateau needs {warmup.WINDOW} passes)"
+        hint = "; one repetition a pass gives a wide interval: --repeat 3 narrows it" \
+            if last.n <= warmup.WINDOW and last.change_ci is not None and _within(last) else ""
+        return f"not warm after {len(curve.points)} pass(es): passes {_trend(last)}{hint}"
     hit = f", hit ratio {format_share(w.hit_ratio)}" if w.hit_ratio is not None else ""
-    return (f"warm at pass {w.pass_index} (within the noise of passes {w.plateau_from}–{w.pass_index - 1}): "
+    flat = f": passes {_trend(w.trend)}, within ±{warmup.THRESHOLD * 100:g}%" if w.trend else ""
+    return (f"warm at pass {w.pass_index}{flat}; mean of passes {w.plateau_from}–{curve.points[-1].pass_index}: "
             f"{format_iops(w.iops)} IOPS, p99 {format_ns(w.p99_ns)}{hit}")
+
+
+def _within(t: warmup.Trend) -> bool:
+    return t.spread <= warmup.THRESHOLD and abs(t.change) <= warmup.THRESHOLD
+
+
+def _trend(t: warmup.Trend) -> str:
+    """``2–4 change by -0.1 % (95 % CI -0.4…+0.2 %, n 3)``."""
+    ci = f"95% CI {t.change_ci[0] * 100:+.1f}…{t.change_ci[1] * 100:+.1f}%" if t.change_ci else "no interval"
+    return f"{t.first}–{t.last} change by {t.change * 100:+.1f}% ({ci}, n {t.n})"
+
+
+def _hit_cell(p: warmup.PassPoint) -> Cell:
+    """The hit ratio, or why there is none (``tiers.Accounting.hit_problems``); CSV gets an empty
+    value (the reason is in the ``hit_ratio_problem`` column)."""
+    if p.hit_problems:
+        return Cell("n/a: " + "; ".join(p.hit_problems), "")
+    return Cell(format_share(p.hit_ratio), p.hit_ratio)
+
+
+def _problem_cell(p: warmup.PassPoint) -> Cell:
+    return Cell("", "; ".join(p.hit_problems))
 
 
 def warmup_table(run: Run) -> Table | None:
@@ -41,12 +71,13 @@ def warmup_table(run: Run) -> Table | None:
     if not found:
         return None
     several = len({c.target for c in found}) > 1
-    tiered = any(p.hit_values and any(v is not None for v in p.hit_values) for c in found for p in c.points)
+    tiered = any(any(v is not None for v in (*p.hit_values, *p.origin_values)) for c in found for p in c.points)
     columns = [*([Column("target", "target")] if several else []), Column("workload", "workload"),
                Column("direction", "dir"), Column("pass", "pass", True), Column("repeats", "n", True),
                Column("iops", "IOPS", True), Column("clat_p99_ns", "clat p99", True)]
     if tiered:
-        columns += [Column("hit_ratio", "hit ratio", True), Column("origin_ios", "origin I/Os", True),
+        columns += [Column("hit_ratio", "hit ratio", True), Column("hit_ratio_problem", "", csv_only=True),
+                    Column("origin_ios", "origin I/Os", True),
                     Column("fio_ios", "fio I/Os", True)]
     columns.append(Column("warm", "warm"))
     rows = []
@@ -57,7 +88,7 @@ def warmup_table(run: Run) -> Table | None:
             rows.append((*([Cell(c.target)] if several else []), Cell(c.name), Cell(c.direction),
                          Cell(str(p.pass_index), p.pass_index), Cell(str(len(p.iops_values)), len(p.iops_values)),
                          Cell(format_iops(p.iops), p.iops), Cell(format_ns(p.p99_ns), p.p99_ns),
-                         *([Cell(format_share(p.hit_ratio), p.hit_ratio), Cell(_count(origin), origin),
+                         *([_hit_cell(p), _problem_cell(p), Cell(_count(origin), origin),
                             Cell(_count(issued), issued)] if tiered else []),
                          Cell("← warm" if warm else "", warm, "green" if warm else None)))
     notes = [f"{c.name} {c.direction}: {describe_warm(c)}" for c in found]
@@ -114,13 +145,13 @@ def comparison_table(sides: Sequence[tuple[str, Sequence[Run]]]) -> Table | None
             pb = warmup.by_pass(b)
             for pa in a.points:
                 q = pb.get(pa.pass_index)
-                iops_b, p99_b, hit_b = (q.iops, q.p99_ns, q.hit_ratio) if q else (None, None, None)
+                iops_b, p99_b = (q.iops, q.p99_ns) if q else (None, None)
                 ratio = iops_b / pa.iops if iops_b is not None and pa.iops else None
                 rows.append((Cell(a.name), Cell(a.direction), Cell(str(pa.pass_index), pa.pass_index), Cell(name),
                              Cell(format_iops(pa.iops), pa.iops), Cell(format_iops(iops_b), iops_b),
                              Cell("–" if ratio is None else f"×{ratio:.3g}", ratio),
                              Cell(format_ns(pa.p99_ns), pa.p99_ns), Cell(format_ns(p99_b), p99_b),
-                             Cell(format_share(pa.hit_ratio), pa.hit_ratio), Cell(format_share(hit_b), hit_b)))
+                             _hit_cell(pa), _hit_cell(q) if q else Cell("–")))
             notes.append(_warm_note(base_name, a, name, b))
     if not rows:
         return None
@@ -141,14 +172,15 @@ def _warm_note(name_a: str, a: warmup.Curve, name_b: str, b: warmup.Curve) -> st
 
 def warmup_document(run: Run) -> list[dict[str, Any]]:
     """The run's warm-up curves for its JSON document (``"warmup"``): per curve its passes (IOPS,
-    p99 in ns, hit ratio 0..1, origin and fio I/Os, one value per repetition and the mean) and where
-    it became warm (null when it did not)."""
+    p99 in ns, hit ratio 0..1 or null with ``hit_ratio_problems`` saying why, origin and fio I/Os, one
+    value per repetition and the mean) and where it became warm (null when it did not)."""
     out = []
     for c in warmup.curves([run]):
         w = c.warm
         out.append({"target": c.target, "workload": c.workload, "job": c.job, "direction": c.direction,
                     "passes": [{"pass": p.pass_index, "iops": p.iops, "iops_values": list(p.iops_values),
                                 "clat_p99_ns": p.p99_ns, "hit_ratio": p.hit_ratio,
+                                "hit_ratio_problems": list(p.hit_problems),
                                 "origin_ios": list(p.origin_values), "fio_ios": list(p.issued_values)}
                                for p in c.points],
                     "warm": None if w is None else {"pass": w.pass_index, "plateau_from": w.plateau_from,
@@ -184,7 +216,8 @@ def _curve(rows: list[Row], field: str, unit: str, fmt: str, log: bool, title: s
     subjects = list(dict.fromkeys(r["subject"] for r in rows))
     categories = list(dict.fromkeys(r["category"] for r in rows))
     base = alt.Chart().transform_filter(f"isValid(datum.{field})" + (f" && datum.{field} > 0" if log else ""))
-    y = alt.Y(f"{field}:Q", title=unit, scale=alt.Scale(type="log") if log else alt.Undefined)
+    y = alt.Y(f"{field}:Q", title=unit, scale=alt.Scale(type="log") if log else alt.Undefined,
+              axis=alt.Axis(labelExpr=charts.LATENCY_LABELS) if field.endswith("_us") else alt.Undefined)
     line = base.mark_line(point=True).encode(
         x=alt.X("pass:O", title="pass"), y=y, color=charts._color(subjects),
         tooltip=[alt.Tooltip("subject:N"), alt.Tooltip("category:N", title="workload"), alt.Tooltip("pass:O"),
@@ -192,7 +225,8 @@ def _curve(rows: list[Row], field: str, unit: str, fmt: str, log: bool, title: s
     label = base.transform_filter("datum.warm == 'warm'").mark_text(dy=-10, fontSize=11).encode(
         x="pass:O", y=y, text="warm:N", color=charts._color(subjects))
     return charts._finish(alt.layer(line, label), rows, "category", categories, title,
-                          "a point per pass; 'warm' marks the first pass within the noise of the two before it"
+                          "a point per pass; 'warm' marks the last pass of the first window of 3 shown flat "
+                          "(see the README)"
                           + ("; log scale" if log else ""))
 
 
@@ -207,7 +241,7 @@ def warmup_charts(runs: Sequence[Run]) -> list[Chart]:
                         _curve(rows, "iops", "IOPS", ",.0f", charts.wide_spread(rows, "iops"), "Warm-up: IOPS")),
            charts.Chart("warmup-p99", "p99 latency per pass", "Warm-up",
                         "p99 completion latency of each pass, log scale.",
-                        _curve(rows, "p99_us", "p99 completion latency (µs)", ",.1f", True, "Warm-up: p99 latency"))]
+                        _curve(rows, "p99_us", "p99 completion latency", ",.1f", True, "Warm-up: p99 latency"))]
     if any(r["hit_pct"] is not None for r in rows):
         out.append(charts.Chart("warmup-hit-ratio", "Hit ratio per pass", "Warm-up",
                                 "1 − I/Os that reached the origin device / I/Os fio issued, in %.",
