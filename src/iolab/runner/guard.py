@@ -1,0 +1,115 @@
+"""The static guard over a whole job file, and the fence built from what it checked.
+
+``check`` reads the rendered job file as fio will (``fiopaths``), then applies the destructive-write
+rule (``safety.check_block_write``) to every block **and character** device found, whether it came
+from the target, the job's own ``filename=`` lines, a global section, an include, ``${ENV}``, a
+section name, ``filename_format``, ``replay_redirect`` or an iolog; and refuses programs
+(``exec_prerun``, ``exec_postrun``, ``ioengine=exec``, external engines) unless allowed. It runs
+when the plan is made and again right before each job (``--resume`` included), because devices
+change. ``fence_for`` turns the checked paths into the job's fence (``fence.build``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import safety, targets
+from ..errors import SafetyError, SuiteError
+from ..model import TargetFacts
+from . import fence as fence_mod
+from . import fiopaths
+
+
+def resolved(path: str, workdir: Path) -> str:
+    """``path`` as fio opens it: relative names are in fio's working directory, ``workdir``."""
+    return os.path.normpath(os.path.join(workdir, path))
+
+
+def planned_paths(job_text: str, target_path: str | None, workdir: Path,
+                  env: Mapping[str, str] | None = None) -> tuple[list[str], fiopaths.JobPaths]:
+    """The target and every data file the job opens, absolute, and what ``fiopaths`` found."""
+    try:
+        found = fiopaths.job_paths(job_text, env)
+    except SuiteError:
+        found = fiopaths.JobPaths((), (), ())  # fio's --parse-only reports the problem in its words
+    paths = [target_path] if target_path else []
+    paths += [resolved(p, workdir) for p in found.files]
+    return list(dict.fromkeys(paths)), found
+
+
+def check(job_text: str, target_path: str | None, writes: bool, destroy: Collection[str], workdir: Path, *,
+          allow_exec: bool = False, where: str = "job", facts: Mapping[str, TargetFacts] | None = None,
+          env: Mapping[str, str] | None = None) -> list[str]:
+    """Check every path the job opens; returns them (absolute), devices included only after they
+    passed. ``facts`` are already inspected paths (the plan's targets), reused as they are.
+
+    Raises ``SafetyError``: a written device not named with ``--destroy`` or holding data
+    (``safety.check_block_write``), a log written to a device, a program run without
+    ``allow_exec``."""
+    paths, found = planned_paths(job_text, target_path, workdir, env)
+    fiopaths.check_exec(found, allow_exec, where)
+    for path in paths:
+        seen = (facts or {}).get(path) or targets.inspect(path)
+        if seen.kind in ("block", "other") and writes:
+            safety.check_block_write(seen, destroy)
+    for log in found.written:
+        seen = targets.inspect(resolved(log, workdir))
+        if seen.kind in ("block", "other"):
+            raise SafetyError(f"{where}: fio would write its log or iolog to {seen.path}, which is a device",
+                              hint="name logs with a plain relative name; they go to iolab's work directory")
+    return paths
+
+
+def fence_for(job_text: str, target_path: str | None, writes: bool, destroy: Collection[str], workdir: Path, *,
+              allow_exec: bool = False, where: str = "job", bwrap: str = "bwrap") -> fence_mod.Fence:
+    """The job checked again (``check``) and its fence: the checked paths writable, the rest read-only.
+
+    Raises ``SafetyError`` as ``check`` does."""
+    paths = check(job_text, target_path, writes, destroy, workdir, allow_exec=allow_exec, where=where)
+    return fence_mod.build(paths, workdir, bwrap)
+
+
+def job_fence(job_text: str, target_path: str | None, writes: bool, destroy: Collection[str], workdir: Path, *,
+              fenced: bool = True, allow_exec: bool = False, where: str = "job") -> fence_mod.Fence | None:
+    """The job checked again right before fio starts (``check``: the job file as fio reads it,
+    devices as they are now, ``--resume`` included) and its fence. None when ``fenced`` is False
+    (``--no-fence``) or when no fence can be set up for a job that only reads.
+
+    Raises ``SafetyError``: a refused path, or no fence for a writing job."""
+    if fenced and fence_mod.status().ok:
+        return fence_for(job_text, target_path, writes, destroy, workdir, allow_exec=allow_exec, where=where)
+    check(job_text, target_path, writes, destroy, workdir, allow_exec=allow_exec, where=where)
+    if fenced and writes:
+        fence_mod.require()
+    return None
+
+
+@dataclass(frozen=True)
+class FencePlan:
+    """What a plan says about the fence: ``tool`` (``bubblewrap 0.8.0``), or None when fio runs
+    unfenced and ``reason`` says why; ``writable`` the places fio may write besides iolab's work
+    directory of each job."""
+
+    tool: str | None
+    reason: str | None
+    writable: tuple[str, ...]
+
+
+def plan_fence(local_writes: Sequence[bool], writable: tuple[str, ...], fenced: bool) -> FencePlan:
+    """The fence of a plan whose local jobs write or not (``local_writes``, one per job), failing
+    closed: without a fence (no bwrap, no namespaces) a plan whose local jobs write is refused
+    unless ``fenced`` is False (``--no-fence``). Raises ``SafetyError``."""
+    if not local_writes:
+        return FencePlan(None, "no job runs fio on this machine", ())
+    if not fenced:
+        return FencePlan(None, "--no-fence: fio runs unfenced; only the static guard protects devices", writable)
+    found = fence_mod.status()
+    if found.ok:
+        built = fence_mod.build(writable, Path("/nonexistent"))
+        return FencePlan(found.tool, None, (*built.devices, *built.writable))
+    if any(local_writes):
+        fence_mod.require()
+    return FencePlan(None, f"{found.reason}; this run only reads, so fio runs unfenced", writable)
