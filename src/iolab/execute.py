@@ -228,6 +228,8 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                               else ())
             if text not in checked:
                 _check_method(suite, spec, facts.get(spec.target.name), spec.target.name in remote)
+                # before fio parses it: parsing loads an external engine's code
+                guard.check_exec(text, options.allow_exec, f"{spec.workload.origin} ({spec.workload.name})")
                 problem = local.check_job(text, Path(tmp).resolve(), options.fio, parse_fence)
                 if problem and strict:
                     raise SuiteError(f"{spec.workload.origin} ({spec.workload.name}): fio rejects the job:\n{problem}",

@@ -40,6 +40,13 @@ def planned_paths(job_text: str, target_path: str | None, workdir: Path,
     return list(dict.fromkeys(paths)), found
 
 
+def check_exec(job_text: str, allow_exec: bool, where: str) -> None:
+    """Refuse a job file that runs programs or loads code unless ``allow_exec`` (``fiopaths.check_exec``);
+    call it before fio parses the job, which loads an external engine. Raises ``SafetyError``."""
+    _, found = planned_paths(job_text, None, Path("/"))
+    fiopaths.check_exec(found, allow_exec, where)
+
+
 def check(job_text: str, target_path: str | None, writes: bool, destroy: Collection[str], workdir: Path, *,
           allow_exec: bool = False, where: str = "job", facts: Mapping[str, TargetFacts] | None = None,
           env: Mapping[str, str] | None = None) -> list[str]:

@@ -181,7 +181,7 @@ def run(
         timed_out = _follow(proc, output, on_status, timeout_s)
     ended = datetime.now(UTC)
     outcome = _outcome(proc.returncode, command, started, ended, workdir, timed_out)
-    if fence is not None and outcome.status == "failed":
+    if fence is not None:
         outcome = _stopped(outcome, workdir, fence)
     return _with_logs(outcome, job_text, workdir) if log_args else outcome
 
@@ -192,18 +192,23 @@ def _fenced_preexec() -> None:
 
 
 _STOPPED_TEXT = re.compile(r"Read-only file system|Permission denied|Operation not permitted")
-_FUNC_PATH = re.compile(r"func=\w+\(([^)]*)\)|(?:open|unlink|create|file) ?(?:of )?[\"']?(/[^\s\"',:]+)")
+_FUNC_PATH = re.compile(r"func=\w+\(([^)]*)\)|[\"'‘’`](/[^\s\"'‘’`]+)[\"'‘’`]"
+                        r"|(?:open|unlink|create|file) ?(?:of )?(/[^\s\"',:]+)")
 
 
 def _stopped(outcome: Outcome, workdir: Path, fence: Fence) -> Outcome:
-    """A failure the fence caused (fio's errno or message says read-only / permission denied)
+    """A failure the fence caused (fio's errno or message says read-only / permission denied) —
+    or a program fio ran (``exec_prerun``/``exec_postrun``, whose output fio keeps in
+    ``JOB.prerun.txt``/``JOB.postrun.txt`` and whose failure it ignores) that the fence stopped —
     becomes ``stopped_message`` naming the paths fio named (its failing jobs' ``filename`` and
     ``directory``, or the path in its message); the report is dropped."""
     report = outcome.report
     failing = [j for j in report.jobs if j.error in STOPPED_ERRNOS] if report is not None else []
+    execs = "".join(p.read_text(errors="replace") for p in sorted(workdir.glob("*.p*run.txt")))
     messages = (workdir / "fio.stderr").read_text(errors="replace") + (workdir / "fio.stdout").read_text(
-        errors="replace") + (outcome.error or "")
-    if not failing and not _STOPPED_TEXT.search(messages):
+        errors="replace") + (outcome.error or "") + execs
+    stopped_exec = bool(_STOPPED_TEXT.search(execs))
+    if not stopped_exec and (outcome.status != "failed" or (not failing and not _STOPPED_TEXT.search(messages))):
         return outcome
     paths: list[str] = []
     for job in failing:
@@ -212,7 +217,7 @@ def _stopped(outcome: Outcome, workdir: Path, fence: Fence) -> Outcome:
             if value:
                 paths += [p.replace("\\:", ":") for p in re.split(r"(?<!\\):", value) if p]
     for match in _FUNC_PATH.finditer(messages):
-        found = match.group(1) or match.group(2)
+        found = match.group(1) or match.group(2) or match.group(3)
         if found and found.startswith("/"):
             paths.append(found)
     outside = [p for p in dict.fromkeys(paths) if not _inside(p, fence)]
