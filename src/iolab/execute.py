@@ -599,7 +599,8 @@ def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | Non
             done = local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
                              cwd=Path.cwd(), timeout_s=_timeout(events.expected_s),
                              extra_args=crashphase.fio_args(phase, workdir, local=True), fence=fence)
-            messages, hosts, extra = (workdir / "fio.stderr").read_text(errors="replace"), [crashphase.LOCAL], {}
+            messages, hosts = (workdir / "fio.stderr").read_text(errors="replace"), [crashphase.LOCAL]
+            extra = {"fence": fence.record()} if fence is not None else {}
         else:
             remote = remote_jobs.run_job(
                 result.job_text, target, workdir, options.fio, options.destroy,

@@ -85,6 +85,10 @@ class Fence:
                  "--die-with-parent", "--", *command]
         return tuple(args)
 
+    def record(self) -> dict[str, list[str]]:
+        """What is stored with the result (``extra["fence"]``): the devices and paths fio could write."""
+        return {"devices": list(self.devices), "writable": list(self.writable)}
+
     def describe(self) -> list[str]:
         """The writable places, for messages: devices, then files and directories, then the work
         directory."""
