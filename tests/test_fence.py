@@ -5,6 +5,7 @@ devices; and that a writing run without a fence refuses unless --no-fence."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -18,6 +19,7 @@ from clirun import iolab
 from iolab.runner import fence
 from iolab.store import Store
 from loopdev import MiB, loop_device, requires_loop
+from netns import lab, requires_netns
 
 pytestmark = pytest.mark.skipif(not fence.status().ok, reason=f"no fence here: {fence.status().reason}")
 
@@ -37,7 +39,8 @@ def test_only_the_planned_device_and_paths_are_writable(tmp_path: Path) -> None:
     with loop_device(tmp_path, 4 * MiB, "a.img") as planned, loop_device(tmp_path, 4 * MiB, "b.img") as other:
         f = fence.build([planned.path, str(target)], work)
         assert f.devices == (planned.path,) and f.writable == (str(target),)
-        seen = _inside(f, f"ls /dev; grep CapEff /proc/self/status; ls /proc | grep -c '^[0-9]'; cat /proc/1/comm; pwd; "
+        seen = _inside(f, "ls /dev; grep CapEff /proc/self/status; ls /proc | grep -c '^[0-9]'; cat /proc/1/comm; "
+                          f"pwd; "
                           f"touch {target}/ok && echo target-ok; touch {work}/ok && echo work-ok; "
                           f"touch /etc/iolab-x 2>&1; touch /dev/{other.name} 2>&1; "
                           f"dd if=/dev/zero of={other.path} bs=4k count=1 2>&1; "
@@ -177,3 +180,35 @@ def test_without_a_fence_a_writing_run_refuses_unless_no_fence(tmp_path: Path) -
     assert forced.returncode == 0, forced.stderr
     assert "fence: none — --no-fence" in forced.stderr
     assert sys.executable  # the tests run iolab with this interpreter, not through PATH
+
+
+@requires_netns
+def test_a_fenced_fio_server_writes_only_what_it_allows(tmp_path: Path) -> None:
+    """`iolab server start --allow FILE` in a namespace host: a client's job on the allowed file
+    runs; one on another file of the same directory fails, the file unchanged."""
+    allowed, other = tmp_path / "allowed.bin", tmp_path / "other.bin"
+    allowed.write_bytes(b"\0" * MiB)
+    other.write_bytes(os.urandom(MiB))
+    before = hashlib.md5(other.read_bytes()).hexdigest()
+    db = tmp_path / "db.sqlite"
+    with lab(1) as (host,):
+        pidfile = tmp_path / "srv.pid"
+        started = subprocess.run(["ip", "netns", "exec", host.namespace, sys.executable, "-m", "iolab", "server",
+                                  "start", "--bind", host.address, "--allow", str(allowed), "--pidfile", str(pidfile)],
+                                 capture_output=True, text=True, timeout=60, check=False)
+        assert started.returncode == 0, started.stderr
+        assert f"its jobs may write only: {allowed}, {tmp_path / 'srv.work'} (iolab's work directory)" \
+            in " ".join(started.stdout.split())
+        try:
+            for name, path in (("ok", allowed), ("no", other)):
+                suite = tmp_path / f"{name}.yaml"
+                suite.write_text(f"targets:\n  t: {{hosts: ['{host.spec()}'], path: {path}}}\n"
+                                 "workloads:\n  - {rw: write, bs: 64k, size: 1m}\n")
+                proc = iolab("run", str(suite), "--label", name, "--no-observe", db=db, cwd=tmp_path)
+                assert proc.returncode == (0 if name == "ok" else 1), proc.stderr
+        finally:
+            subprocess.run([sys.executable, "-m", "iolab", "server", "stop", "--pidfile", str(pidfile)],
+                           capture_output=True, timeout=60, check=False)
+    assert hashlib.md5(other.read_bytes()).hexdigest() == before
+    failed = Store(f"sqlite:///{db}").get_run(2).results[0]
+    assert failed.status in ("failed", "partial") and "Read-only file system" in (failed.error or "")

@@ -17,6 +17,9 @@ import pytest
 
 from clirun import iolab
 from iolab import execute, suite
+from iolab.errors import SafetyError
+from iolab.remote import hosts as remote_hosts
+from iolab.remote import jobs as remote_jobs
 from iolab.runner import guard
 from iolab.store import Store
 from loopdev import MiB, loop_device, requires_loop
@@ -172,3 +175,16 @@ def test_the_fence_alone_stops_the_write(tmp_path: Path, devices: tuple[str, str
     assert stopped.error.startswith(f"fio tried to write {victim}, which this run does not name; nothing was "
                                     "written there"), stopped.error
     assert ok.status == "ok" and ok.report is not None  # the suite went on
+
+
+@pytest.mark.parametrize("spelling", ["//dev/loop0", "/proc/self/root/dev/loop0", "/dev/../dev/loop0",
+                                      "/proc/1/root/dev/loop0"])
+def test_a_remote_device_is_compared_as_resolved_not_as_text(spelling: str) -> None:
+    """Without ssh a remote device cannot be checked: every spelling of /dev/... is refused, and
+    --destroy in another spelling names the same path."""
+    target = suite.Target("t", spelling, hosts=(remote_hosts.parse("10.0.0.1"),))
+    with pytest.raises(SafetyError, match="refusing to write to /dev/loop0 on the hosts of target t: iolab cannot "
+                                          "check a remote device for data without ssh, and it is not named"):
+        remote_jobs.check_safety(target, {target.hosts[0]: None}, True, (), 0)
+    with pytest.raises(SafetyError, match=r"without ssh$"):
+        remote_jobs.check_safety(target, {target.hosts[0]: None}, True, ("/dev/loop0",), 0)

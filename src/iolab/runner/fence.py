@@ -63,13 +63,15 @@ class Fence:
     ``workdir`` is iolab's work directory of the job, given by whoever starts fio (writable; fio's
     working directory). ``devices`` are the device nodes fio may open, each bound at the path the
     job names and at its canonical node; ``writable`` the files and directories fio may write.
-    All paths absolute. ``bwrap`` is the bubblewrap executable.
+    All paths absolute. ``bwrap`` is the bubblewrap executable. ``die_with_parent`` is False only
+    for a fio server, which outlives the ``iolab server start`` that started it.
     """
 
     workdir: Path
     devices: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()
     bwrap: str = "bwrap"
+    die_with_parent: bool = True
 
     def argv(self, command: Sequence[str]) -> tuple[str, ...]:
         """``command`` wrapped in bubblewrap with this fence."""
@@ -82,7 +84,7 @@ class Fence:
             args += ["--bind", path, path]
         workdir = str(self.workdir)
         args += ["--bind", workdir, workdir, "--chdir", workdir, "--unshare-pid", "--cap-drop", "ALL",
-                 "--die-with-parent", "--", *command]
+                 *(["--die-with-parent"] if self.die_with_parent else []), "--", *command]
         return tuple(args)
 
     def record(self) -> dict[str, list[str]]:
