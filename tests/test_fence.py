@@ -65,6 +65,26 @@ def test_only_the_planned_device_and_paths_are_writable(tmp_path: Path) -> None:
         assert not (Path("/etc/iolab-x")).exists()
 
 
+@requires_loop
+@pytest.mark.skipif(not fence.status().landlock, reason="the kernel has no Landlock")
+def test_a_device_a_job_only_reads_cannot_be_written_inside_the_fence(tmp_path: Path) -> None:
+    """Landlock on top of bubblewrap: the device is there to be read, and opening it for writing
+    is refused; iolab's work directory stays writable."""
+    work = tmp_path / "work"
+    work.mkdir()
+    with loop_device(tmp_path, 4 * MiB) as loop:
+        with open(loop.path, "r+b") as dev:
+            dev.write(b"iolab-data" * 100)
+        before = hashlib.md5(Path(loop.path).read_bytes()).hexdigest()
+        f = fence.build([loop.path], work, writes=False)
+        seen = _inside(f, f"head -c 10 {loop.path}; echo; dd if=/dev/zero of={loop.path} bs=4k count=1 2>&1; "
+                          f"touch {work}/ok && echo work-ok; echo x > /dev/null && echo null-ok")
+        assert seen.stdout.startswith("iolab-data")
+        assert f"dd: failed to open '{loop.path}': Permission denied" in seen.stdout
+        assert "work-ok" in seen.stdout and "null-ok" in seen.stdout
+        assert hashlib.md5(Path(loop.path).read_bytes()).hexdigest() == before
+
+
 def _suite(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "s.yaml"
     path.write_text(text)
@@ -89,7 +109,8 @@ def test_a_blank_destroy_device_with_direct_io_on_libaio_and_io_uring(tmp_path: 
         for r in results:
             assert r.status == "ok" and r.report is not None, r.error
             assert sum(d.total_ios for d in r.report.jobs[0].directions.values()) > 0
-            assert r.extra["fence"] == {"devices": [loop.path], "writable": []}
+            key = "devices" if r.workload.startswith("randwrite") else "read_devices"  # reads: not writable
+            assert r.extra["fence"] == {key: [loop.path], "writable": []}
             assert series[r.id]  # iolab's logs, written in the work directory
 
 
@@ -152,7 +173,7 @@ def test_autotune_runs_fenced(tmp_path: Path) -> None:
                      db=db, cwd=tmp_path, env={"XDG_STATE_HOME": str(tmp_path / "state")})
         assert proc.returncode == 0, proc.stderr
         results = Store(f"sqlite:///{db}").get_run(1).results
-        assert results and all(r.status == "ok" and r.extra["fence"]["devices"] == [loop.path] for r in results)
+        assert results and all(r.status == "ok" and r.extra["fence"]["read_devices"] == [loop.path] for r in results)
 
 
 def test_without_a_fence_a_writing_run_refuses_unless_no_fence(tmp_path: Path) -> None:

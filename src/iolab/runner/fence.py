@@ -18,9 +18,11 @@ seen open without it:
 * ``--die-with-parent``: nothing survives iolab.
 
 Device nodes on a read-only mount stay writable (the kernel checks read-only mounts for files,
-directories and links only), so the fence makes a device writable exactly by binding it, and
-every device bound is one the guard checked. Source: bubblewrap(1); Linux ``fs/namei.c``
-``may_open``.
+directories and links only), so a device is present in the fence only when the plan names it, and
+every device bound is one the guard checked. On top, where the kernel has Landlock, fio starts
+through ``landlock.py``, which allows writing only beneath the writable places: a device bound for
+a job that only reads it cannot be opened for writing either. Source: bubblewrap(1); Linux
+``fs/namei.c`` ``may_open``; landlock(7).
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SafetyError
+from . import landlock
 
 #: What the fence is, in one line, for plans and the README.
 RULES = ("read-only root, fresh read-only /dev with only the planned devices, own pid namespace and /proc, "
@@ -50,6 +54,7 @@ class Status:
 
     tool: str | None
     reason: str | None = None
+    landlock: int = 0
 
     @property
     def ok(self) -> bool:
@@ -64,7 +69,9 @@ class Fence:
     working directory). ``devices`` are the device nodes fio may open, each bound at the path the
     job names and at its canonical node; ``writable`` the files and directories fio may write.
     All paths absolute. ``bwrap`` is the bubblewrap executable. ``die_with_parent`` is False only
-    for a fio server, which outlives the ``iolab server start`` that started it.
+    for a fio server, which outlives the ``iolab server start`` that started it. ``write_devices``
+    is False for a job that only reads: its devices are there to be read, and Landlock (where the
+    kernel has it) refuses opening them for writing.
     """
 
     workdir: Path
@@ -72,6 +79,7 @@ class Fence:
     writable: tuple[str, ...] = ()
     bwrap: str = "bwrap"
     die_with_parent: bool = True
+    write_devices: bool = True
 
     def argv(self, command: Sequence[str]) -> tuple[str, ...]:
         """``command`` wrapped in bubblewrap with this fence."""
@@ -84,12 +92,17 @@ class Fence:
             args += ["--bind", path, path]
         workdir = str(self.workdir)
         args += ["--bind", workdir, workdir, "--chdir", workdir, "--unshare-pid", "--cap-drop", "ALL",
-                 *(["--die-with-parent"] if self.die_with_parent else []), "--", *command]
-        return tuple(args)
+                 *(["--die-with-parent"] if self.die_with_parent else []), "--"]
+        if status(self.bwrap).landlock:
+            devices = [p for d in self.devices for p in (d, os.path.realpath(d))] if self.write_devices else []
+            args += [sys.executable, "-I", "-S", landlock.__file__, *devices, *self.writable, workdir, "--"]
+        return (*args, *command)
 
     def record(self) -> dict[str, list[str]]:
-        """What is stored with the result (``extra["fence"]``): the devices and paths fio could write."""
-        return {"devices": list(self.devices), "writable": list(self.writable)}
+        """What is stored with the result (``extra["fence"]``): the devices and paths fio could write
+        (devices it only reads: ``read_devices``)."""
+        key = "devices" if self.write_devices else "read_devices"
+        return {key: list(self.devices), "writable": list(self.writable)}
 
     def describe(self) -> list[str]:
         """The writable places, for messages: devices, then files and directories, then the work
@@ -115,7 +128,9 @@ def status(bwrap: str = "bwrap") -> Status:
         return Status(None, f"bwrap cannot run: {exc}")
     if out.returncode != 0:
         return Status(None, f"bwrap cannot set up the fence here: {(out.stderr or out.stdout).strip()}")
-    return Status(version.stdout.strip() or "bubblewrap")
+    found = landlock.abi()
+    tool = version.stdout.strip() or "bubblewrap"
+    return Status(f"{tool} + Landlock ABI {found}" if found else tool, landlock=found)
 
 
 def require(bwrap: str = "bwrap") -> Status:
@@ -130,7 +145,7 @@ def require(bwrap: str = "bwrap") -> Status:
     return found
 
 
-def build(paths: Iterable[str], workdir: Path, bwrap: str = "bwrap") -> Fence:
+def build(paths: Iterable[str], workdir: Path, bwrap: str = "bwrap", writes: bool = True) -> Fence:
     """The fence for a job whose checked paths are ``paths`` (targets and the job's own files, as
     ``runner.fiopaths`` resolves them): block and character devices are bound as devices, existing
     files and directories as writable; for a file that does not exist yet, its nearest existing
@@ -153,7 +168,7 @@ def build(paths: Iterable[str], workdir: Path, bwrap: str = "bwrap") -> Fence:
         if path != "/" and not any(path == d or path.startswith(d + "/") for d in _NEVER_CREATE):
             writable.append(path)
     kept = [p for p in writable if not any(p != d and p.startswith(d.rstrip("/") + "/") for d in writable)]
-    return Fence(workdir, tuple(devices), tuple(kept), bwrap)
+    return Fence(workdir, tuple(devices), tuple(kept), bwrap, write_devices=writes)
 
 
 def ignore_interrupts() -> None:

@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import safety, targets
+from .. import jobfile, safety, targets
 from ..errors import SafetyError, SuiteError
 from ..model import TargetFacts
 from . import fence as fence_mod
@@ -76,7 +76,19 @@ def fence_for(job_text: str, target_path: str | None, writes: bool, destroy: Col
 
     Raises ``SafetyError`` as ``check`` does."""
     paths = check(job_text, target_path, writes, destroy, workdir, allow_exec=allow_exec, where=where)
-    return fence_mod.build(paths, workdir, bwrap)
+    return fence_mod.build(paths, workdir, bwrap, writes=writes or _opens_for_writing(job_text))
+
+
+def _opens_for_writing(job_text: str) -> bool:
+    """Whether fio opens the job's files read-write although it issues no writes: a writing ``rw``
+    with ``verify_only`` (a crash test's verify phase) still opens them O_RDWR (``filesetup.c``
+    ``file_open_flags`` follows ``td_write``)."""
+    try:
+        jobs = jobfile.effective_jobs(jobfile.parse(job_text))
+    except SuiteError:
+        return True
+    modes = [(o.get("rw") or o.get("readwrite") or "read").split(":", 1)[0].strip() for _, o in jobs]
+    return any(m not in safety.READING_RW for m in modes)
 
 
 def job_fence(job_text: str, target_path: str | None, writes: bool, destroy: Collection[str], workdir: Path, *,
