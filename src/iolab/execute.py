@@ -228,9 +228,15 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                               else ())
             if text not in checked:
                 _check_method(suite, spec, facts.get(spec.target.name), spec.target.name in remote)
-                # before fio parses it: parsing loads an external engine's code
-                guard.check_exec(text, options.allow_exec, f"{spec.workload.origin} ({spec.workload.name})")
-                problem = local.check_job(text, Path(tmp).resolve(), options.fio, parse_fence)
+                try:  # before fio parses it: parsing loads an external engine's code
+                    guard.check_exec(text, options.allow_exec, f"{spec.workload.origin} ({spec.workload.name})")
+                    problem = local.check_job(text, Path(tmp).resolve(), options.fio, parse_fence)
+                except SafetyError as exc:
+                    if strict:
+                        raise
+                    refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
+                                                "iolab safety guard (DESIGN.md)", (spec.workload.name,)))
+                    problem = None
                 if problem and strict:
                     raise SuiteError(f"{spec.workload.origin} ({spec.workload.name}): fio rejects the job:\n{problem}",
                                      hint="fio option names and values are used verbatim; see `fio --cmdhelp=OPTION`")
@@ -538,7 +544,7 @@ def _run_job(store: Store, result: ResultRecord, events: _Events, options: RunOp
             counted = method.counted_devices(facts, target is not None)
             before = tiers_mod.snapshot(counted.values()) if counted else None
             with observers.watch(result.target) as watch:
-                done, hosts = _run_fio_job(result, options, target, events)
+                done, hosts = _run_fio_job(result, options, target, events, facts)
                 samples, usage = watch.finish(done.report, done.started_at, done.ended_at, done.measured_start_ms)
             if before is not None:
                 extra["tiers"] = {"devices": counted, "before": before, "after": tiers_mod.snapshot(counted.values())}
@@ -581,8 +587,8 @@ def _checked_facts(result: ResultRecord, options: RunOptions, method: _JobMethod
     return facts
 
 
-def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | None,
-                 events: _Events) -> tuple[local.Outcome, dict[str, Any]]:
+def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | None, events: _Events,
+                 facts: TargetFacts | None = None) -> tuple[local.Outcome, dict[str, Any]]:
     """fio on this machine, or fio's client driving every host of ``target``: how it ran, and what
     goes into ``extra``: a remote target's per-host records (``remote.jobs.RemoteOutcome.extra``), a
     crash test phase's record (``crashphase``: its options and files around fio, and its verdict on
@@ -593,9 +599,12 @@ def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | Non
         if target is None:
             prefixes = {crashphase.LOCAL: crashphase.LOCAL}
             crashphase.place_states(phase, workdir, prefixes)
+            # the target's facts of this job, not probed again: blkid's reads after drop_caches would
+            # warm the page cache the job is about to measure
             fence = guard.job_fence(result.job_text, result.target_path, _writes(result, None), options.destroy,
                                     workdir, fenced=options.fence, allow_exec=options.allow_exec,
-                                    where=f"{result.target} / {result.workload}")
+                                    where=f"{result.target} / {result.workload}",
+                                    facts={facts.path: facts} if facts is not None else None)
             done = local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
                              cwd=Path.cwd(), timeout_s=_timeout(events.expected_s),
                              extra_args=crashphase.fio_args(phase, workdir, local=True), fence=fence)

@@ -58,9 +58,9 @@ def check(job_text: str, target_path: str | None, writes: bool, destroy: Collect
     ``allow_exec``."""
     paths, found = planned_paths(job_text, target_path, workdir, env)
     fiopaths.check_exec(found, allow_exec, where)
-    for path in paths:
+    for path in paths if writes else ():  # a job that only reads is not probed (blkid would read the device)
         seen = (facts or {}).get(path) or targets.inspect(path)
-        if seen.kind in ("block", "other") and writes:
+        if seen.kind in ("block", "other"):
             safety.check_block_write(seen, destroy)
     for log in found.written:
         seen = targets.inspect(resolved(log, workdir))
@@ -71,11 +71,12 @@ def check(job_text: str, target_path: str | None, writes: bool, destroy: Collect
 
 
 def fence_for(job_text: str, target_path: str | None, writes: bool, destroy: Collection[str], workdir: Path, *,
-              allow_exec: bool = False, where: str = "job", bwrap: str = "bwrap") -> fence_mod.Fence:
+              allow_exec: bool = False, where: str = "job", bwrap: str = "bwrap",
+              facts: Mapping[str, TargetFacts] | None = None) -> fence_mod.Fence:
     """The job checked again (``check``) and its fence: the checked paths writable, the rest read-only.
 
     Raises ``SafetyError`` as ``check`` does."""
-    paths = check(job_text, target_path, writes, destroy, workdir, allow_exec=allow_exec, where=where)
+    paths = check(job_text, target_path, writes, destroy, workdir, allow_exec=allow_exec, where=where, facts=facts)
     return fence_mod.build(paths, workdir, bwrap, writes=writes or _opens_for_writing(job_text))
 
 
@@ -92,15 +93,18 @@ def _opens_for_writing(job_text: str) -> bool:
 
 
 def job_fence(job_text: str, target_path: str | None, writes: bool, destroy: Collection[str], workdir: Path, *,
-              fenced: bool = True, allow_exec: bool = False, where: str = "job") -> fence_mod.Fence | None:
+              fenced: bool = True, allow_exec: bool = False, where: str = "job",
+              facts: Mapping[str, TargetFacts] | None = None) -> fence_mod.Fence | None:
     """The job checked again right before fio starts (``check``: the job file as fio reads it,
     devices as they are now, ``--resume`` included) and its fence. None when ``fenced`` is False
-    (``--no-fence``) or when no fence can be set up for a job that only reads.
+    (``--no-fence``) or when no fence can be set up for a job that only reads. ``facts`` are paths
+    the caller inspected for this job already.
 
     Raises ``SafetyError``: a refused path, or no fence for a writing job."""
     if fenced and fence_mod.status().ok:
-        return fence_for(job_text, target_path, writes, destroy, workdir, allow_exec=allow_exec, where=where)
-    check(job_text, target_path, writes, destroy, workdir, allow_exec=allow_exec, where=where)
+        return fence_for(job_text, target_path, writes, destroy, workdir, allow_exec=allow_exec, where=where,
+                         facts=facts)
+    check(job_text, target_path, writes, destroy, workdir, allow_exec=allow_exec, where=where, facts=facts)
     if fenced and writes:
         fence_mod.require()
     return None
