@@ -73,7 +73,8 @@ def start_cmd(bind: str | None, port: int | None, pidfile: str | None, all_inter
         out.print(f"fence: {fence_status().tool}; its jobs may write only: {', '.join(record.fence)}", markup=False)
     else:
         err.print("Warning: the server runs without the fence (--no-fence)", style="yellow", markup=False)
-    err.print("Warning: " + server.SECURITY_WARNING.format(user=getpass.getuser()), style="yellow", markup=False)
+    warning = server.FENCED_WARNING if record.fence is not None else server.SECURITY_WARNING
+    err.print("Warning: " + warning.format(user=getpass.getuser()), style="yellow", markup=False)
     err.print(f"Stop it with: iolab server stop --pidfile {path}", markup=False)
 
 

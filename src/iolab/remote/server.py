@@ -44,6 +44,11 @@ SECURITY_WARNING = (
     "this user ({user}), which includes reading and writing any file and running commands (exec_prerun, "
     "ioengine=exec). Bind it only to a private interface, and stop it when the tests are done."
 )
+FENCED_WARNING = (
+    "fio's server has no authentication and no encryption: anyone who can connect to it can run job files as "
+    "this user ({user}): read any file and run commands (exec_prerun, ioengine=exec), which the fence limits to "
+    "writing the --allow paths. Bind it only to a private interface, and stop it when the tests are done."
+)
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,9 @@ def start(bind: HostSpec, pidfile: Path | None = None, fio: str = "fio", all_int
                          "there would share the port with it", hint="iolab server status --bind ADDRESS says if it "
                          "is iolab's; stop it, or choose another --port")
     pidfile.parent.mkdir(parents=True, exist_ok=True)
-    fence = server_fence(pidfile, allow, fenced)
+    # fio creates a unix socket where it binds: its directory must be writable
+    socket_dir = [os.path.dirname(os.path.abspath(bind.host))] if bind.kind == "sock" else []
+    fence = server_fence(pidfile, [*allow, *socket_dir], fenced)
     log = pidfile.with_suffix(".log")
     fio_path = find_fio(fio)
     command: tuple[str, ...] = (fio_path, f"--server={bind.fio_arg}")

@@ -71,7 +71,8 @@ class Fence:
     All paths absolute. ``bwrap`` is the bubblewrap executable. ``die_with_parent`` is False only
     for a fio server, which outlives the ``iolab server start`` that started it. ``write_devices``
     is False for a job that only reads: its devices are there to be read, and Landlock (where the
-    kernel has it) refuses opening them for writing.
+    kernel has it) refuses opening them for writing. ``landlock`` False leaves it out (fio's
+    ``--parse-only``, which writes nothing, need not pay for the helper's start).
     """
 
     workdir: Path
@@ -80,6 +81,7 @@ class Fence:
     bwrap: str = "bwrap"
     die_with_parent: bool = True
     write_devices: bool = True
+    landlock: bool = True
 
     def argv(self, command: Sequence[str]) -> tuple[str, ...]:
         """``command`` wrapped in bubblewrap with this fence."""
@@ -93,7 +95,7 @@ class Fence:
         workdir = str(self.workdir)
         args += ["--bind", workdir, workdir, "--chdir", workdir, "--unshare-pid", "--cap-drop", "ALL",
                  *(["--die-with-parent"] if self.die_with_parent else []), "--"]
-        if status(self.bwrap).landlock:
+        if self.landlock and status(self.bwrap).landlock:
             devices = [p for d in self.devices for p in (d, os.path.realpath(d))] if self.write_devices else []
             args += [sys.executable, "-I", "-S", landlock.__file__, *devices, *self.writable, workdir, "--"]
         return (*args, *command)
