@@ -327,11 +327,12 @@ def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targ
             continue  # _check_remote_targets
         mine = [i for i in items if i.job.spec.target.name == target.name]
         known = {target.path: facts[target.name]} if target.path and target.name in facts else {}
+        writes = any(i.writes for i in mine)
         for item in {i.job_text: i for i in mine}.values():
-            writable += guard.check(item.job_text, target.path, any(i.writes for i in mine), options.destroy,
-                                    _PLANNED_WORKDIR, allow_exec=options.allow_exec,
-                                    where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})",
-                                    facts=known)
+            checked = guard.check(item.job_text, target.path, writes, options.destroy, _PLANNED_WORKDIR,
+                                  allow_exec=options.allow_exec,
+                                  where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})", facts=known)
+            writable += checked if writes else [f"{guard.READ_ONLY}{p}" for p in checked]
         f = facts.get(target.name)
         if f is None or f.kind == "block":
             continue
@@ -339,7 +340,8 @@ def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targ
         safety.check_free_space(f, _needed_bytes(sections, f.kind))
         if f.kind == "missing" and target.path:
             scratch.append(target.path)
-    kept = (p for p in dict.fromkeys(writable) if not p.startswith(str(_PLANNED_WORKDIR) + "/"))
+    kept = (p for p in dict.fromkeys(writable)
+            if not p.removeprefix(guard.READ_ONLY).startswith(str(_PLANNED_WORKDIR) + "/"))
     return tuple(scratch), tuple(kept)
 
 

@@ -72,7 +72,10 @@ def describe_fence(fence: FencePlan) -> list[str]:
     if fence.tool is None:
         return [f"fence: none — {fence.reason}"]
     places = ", ".join([*fence.writable, "iolab's work directory of each job"])
-    return [f"fence: {fence.tool} ({FENCE_RULES})", f"  fio may write only: {places}"]
+    lines = [f"fence: {fence.tool} ({FENCE_RULES})", f"  fio may write only: {places}"]
+    if fence.read_devices:
+        lines.append(f"  and may read, not write: {', '.join(fence.read_devices)}")
+    return lines
 
 
 def _describe_observers(plan: execute.Plan) -> list[str]:

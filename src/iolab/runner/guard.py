@@ -22,6 +22,9 @@ from ..model import TargetFacts
 from . import fence as fence_mod
 from . import fiopaths
 
+#: Marks a planned path that jobs only read (``plan_fence``).
+READ_ONLY = "read:"
+
 
 def resolved(path: str, workdir: Path) -> str:
     """``path`` as fio opens it: relative names are in fio's working directory, ``workdir``."""
@@ -119,20 +122,27 @@ class FencePlan:
     tool: str | None
     reason: str | None
     writable: tuple[str, ...]
+    read_devices: tuple[str, ...] = ()
 
 
 def plan_fence(local_writes: Sequence[bool], writable: tuple[str, ...], fenced: bool) -> FencePlan:
     """The fence of a plan whose local jobs write or not (``local_writes``, one per job), failing
     closed: without a fence (no bwrap, no namespaces) a plan whose local jobs write is refused
-    unless ``fenced`` is False (``--no-fence``). Raises ``SafetyError``."""
+    unless ``fenced`` is False (``--no-fence``). ``writable`` entries starting with ``READ_ONLY`` are
+    paths jobs only read. Raises ``SafetyError``."""
+    reads = [p.removeprefix(READ_ONLY) for p in writable if p.startswith(READ_ONLY)]
+    writable = tuple(p for p in writable if not p.startswith(READ_ONLY))
     if not local_writes:
         return FencePlan(None, "no job runs fio on this machine", ())
     if not fenced:
         return FencePlan(None, "--no-fence: fio runs unfenced; only the static guard protects devices", writable)
     found = fence_mod.status()
     if found.ok:
-        built = fence_mod.build(writable, Path("/nonexistent"))
-        return FencePlan(found.tool, None, (*built.devices, *built.writable))
+        built, read = fence_mod.build(writable, Path("/nonexistent")), fence_mod.build(reads, Path("/nonexistent"))
+        read_devices = tuple(d for d in read.devices if d not in built.devices) if found.landlock else ()
+        devices = tuple(d for d in (*built.devices, *read.devices) if d not in read_devices)
+        return FencePlan(found.tool, None, (*devices, *dict.fromkeys((*built.writable, *read.writable))),
+                         read_devices)
     if any(local_writes):
         fence_mod.require()
     return FencePlan(None, f"{found.reason}; this run only reads, so fio runs unfenced", writable)
