@@ -188,3 +188,35 @@ def test_a_remote_device_is_compared_as_resolved_not_as_text(spelling: str) -> N
         remote_jobs.check_safety(target, {target.hosts[0]: None}, True, (), 0)
     with pytest.raises(SafetyError, match=r"without ssh$"):
         remote_jobs.check_safety(target, {target.hosts[0]: None}, True, ("/dev/loop0",), 0)
+
+
+def test_a_device_name_that_is_not_a_device_here_is_refused(tmp_path: Path) -> None:
+    name = f"/dev/iolab-absent-{os.getpid()}"
+    (tmp_path / "j.fio").write_text(f"[j]\nfilename={name}\n{W}")
+    proc = iolab("run", str(tmp_path / "j.fio"), "--no-observe", db=tmp_path / "db.sqlite", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert f"refusing to write to {name}: it names a device that is not on this machine (it is missing)" in proc.stderr
+    assert not os.path.exists(name)
+
+
+def test_a_write_that_lands_in_a_regular_file_where_a_device_was_named_is_a_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unfenced (--no-fence) and with the static guard disabled, fio creates a regular file in /dev
+    for a device name that is not there: the job fails, the file is removed, nothing is stored as a
+    result."""
+    name = f"/dev/iolab-absent-{os.getpid()}"
+    (tmp_path / "j.fio").write_text(f"[j]\nfilename={name}\n{W}")
+    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: [])
+    options = execute.RunOptions(fence=False)
+    store = Store(f"sqlite:///{tmp_path}/db.sqlite")
+    try:
+        run_id = execute.start(store, execute.prepare(suite.load(str(tmp_path / "j.fio")), options), options)
+        assert execute.execute(store, run_id, options) == "failed"
+        (result,) = store.get_run(run_id).results
+        assert result.status == "failed" and result.report is None
+        assert result.error == (f"fio wrote a regular file at {name} where the job named a device; that is not a "
+                                "measurement of a device (the file is removed)")
+        assert not os.path.exists(name)
+    finally:
+        if os.path.isfile(name):
+            os.unlink(name)

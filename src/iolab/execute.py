@@ -607,9 +607,12 @@ def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | Non
                                     workdir, fenced=options.fence, allow_exec=options.allow_exec,
                                     where=f"{result.target} / {result.workload}",
                                     facts={facts.path: facts} if facts is not None else None)
+            named = guard.planned_paths(result.job_text, result.target_path, workdir)[0]
+            files_before = set(guard.not_devices(named))
             done = local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
                              cwd=Path.cwd(), timeout_s=_timeout(events.expected_s),
                              extra_args=crashphase.fio_args(phase, workdir, local=True), fence=fence)
+            done = local.not_a_device(done, [p for p in guard.not_devices(named) if p not in files_before])
             messages, hosts = (workdir / "fio.stderr").read_text(errors="replace"), [crashphase.LOCAL]
             extra = {"fence": fence.record()} if fence is not None else {}
         else:

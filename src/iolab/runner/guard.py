@@ -65,12 +65,29 @@ def check(job_text: str, target_path: str | None, writes: bool, destroy: Collect
         seen = (facts or {}).get(path) or targets.inspect(path)
         if seen.kind in ("block", "other"):
             safety.check_block_write(seen, destroy)
+        elif _in_dev(path):
+            raise SafetyError(f"{where}: refusing to write to {path}: it names a device that is not on this machine "
+                              f"(it is {'missing' if seen.kind == 'missing' else 'a ' + seen.kind}); fio would write a "
+                              "regular file in /dev and report it as the device's speed",
+                              hint="check the device name (lsblk)")
     for log in found.written:
         seen = targets.inspect(resolved(log, workdir))
         if seen.kind in ("block", "other"):
             raise SafetyError(f"{where}: fio would write its log or iolog to {seen.path}, which is a device",
                               hint="name logs with a plain relative name; they go to iolab's work directory")
     return paths
+
+
+def _in_dev(path: str) -> bool:
+    real = os.path.realpath(path)
+    return any(p == "/dev" or p.startswith("/dev/") for p in (path, real)) and not real.startswith("/dev/shm/")
+
+
+def not_devices(paths: Sequence[str]) -> list[str]:
+    """The paths under ``/dev`` a job named that are regular files now: each is a write that landed
+    in a file where the job named a device (``--no-fence``, or a device that vanished), never a
+    measurement of a device."""
+    return [p for p in paths if _in_dev(p) and os.path.isfile(p)]
 
 
 def fence_for(job_text: str, target_path: str | None, writes: bool, destroy: Collection[str], workdir: Path, *,

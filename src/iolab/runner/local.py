@@ -186,6 +186,18 @@ def run(
     return _with_logs(outcome, job_text, workdir) if log_args else outcome
 
 
+def not_a_device(done: Outcome, landed: list[str]) -> Outcome:
+    """A job whose writes landed in regular files it created where it named devices (``/dev/...``)
+    failed: the files are removed and nothing is kept as a measurement."""
+    if not landed:
+        return done
+    for path in landed:
+        Path(path).unlink(missing_ok=True)
+    return replace(done, status="failed", report=None, raw_json=None,
+                   error=f"fio wrote a regular file at {', '.join(landed)} where the job named a device; that is not "
+                         "a measurement of a device (the file is removed)")
+
+
 def _fenced_preexec() -> None:
     _die_with_parent()
     ignore_interrupts()
