@@ -41,7 +41,8 @@ from .observe import config as observe_config
 from .observe.config import Probed
 from .observe.watch import Observers
 from .remote import jobs as remote_jobs
-from .runner import local
+from .runner import fence as fence_mod
+from .runner import guard, local
 from .runner.status import Status
 from .spool import JobEnd, Spool
 from .store import PendingResult, Store
@@ -89,6 +90,7 @@ class Plan:
     host: HostFacts = field(default_factory=HostFacts)
     probed: tuple[Probed, ...] = ()
     observers: Observers = field(default_factory=Observers)
+    fence: guard.FencePlan = field(default_factory=lambda: guard.FencePlan(None, "not planned", ()))
 
     @property
     def errors(self) -> tuple[lint.Finding, ...]:
@@ -134,11 +136,15 @@ class JobEvent:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How to run: ``destroy`` names block devices the user allows iolab to overwrite."""
+    """How to run: ``destroy`` names block devices the user allows iolab to overwrite; ``fence``
+    runs every local fio inside the fence (``runner.fence``; False only with ``--no-fence``);
+    ``allow_exec`` lets jobs run programs (``exec_prerun`` ...), inside the fence."""
 
     destroy: Collection[str] = ()
     keep_files: bool = False
     fio: str = "fio"
+    fence: bool = True
+    allow_exec: bool = False
 
 
 def expected_seconds(options: Mapping[str, str | None]) -> float | None:
@@ -160,18 +166,6 @@ def _job_seconds(sections: tuple[jobfile.Section, ...]) -> float | None:
     if not times or any(t is None for t in times):
         return None
     return max(t for t in times if t is not None)
-
-
-def _job_paths(sections: tuple[jobfile.Section, ...]) -> list[str]:
-    """The files and directories a job file names itself (``filename`` may list several,
-    separated by an unescaped ``:``)."""
-    paths = []
-    for _, opts in jobfile.effective_jobs(sections):
-        for key in ("filename", "directory"):
-            value = opts.get(key)
-            if value:
-                paths += [p.replace("\\:", ":") for p in re.split(r"(?<!\\):", value) if p]
-    return paths
 
 
 def _resolve(suite: Suite) -> Suite:
@@ -226,7 +220,9 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     items: list[PlanItem] = []
     checked: dict[str, None] = {}
     refused: list[lint.Finding] = []
+    fenced = fence_mod.status().ok and options.fence
     with tempfile.TemporaryDirectory(prefix="iolab-check-") as tmp:
+        parse_fence = fence_mod.Fence(Path(tmp).resolve(), landlock=False) if fenced else None
         for job in plan(suite, repeat):
             spec = job.spec
             kind = facts[spec.target.name].kind if spec.target.name in facts else None
@@ -235,7 +231,15 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                               else ())
             if text not in checked:
                 _check_method(suite, spec, facts.get(spec.target.name), spec.target.name in remote)
-                problem = local.check_job(text, Path(tmp), options.fio)
+                try:  # before fio parses it: parsing loads an external engine's code
+                    guard.check_exec(text, options.allow_exec, f"{spec.workload.origin} ({spec.workload.name})")
+                    problem = local.check_job(text, Path(tmp).resolve(), options.fio, parse_fence)
+                except SafetyError as exc:
+                    if strict:
+                        raise
+                    refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
+                                                "iolab safety guard (DESIGN.md)", (spec.workload.name,)))
+                    problem = None
                 if problem and strict:
                     raise SuiteError(f"{spec.workload.origin} ({spec.workload.name}): fio rejects the job:\n{problem}",
                                      hint="fio option names and values are used verbatim; see `fio --cmdhelp=OPTION`")
@@ -252,18 +256,21 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                 writes=any(safety.writes(o) for o in effective) or suite.method.precondition is not None,
             ))
     _check_sizes(suite, items, facts)
+    writable: tuple[str, ...] = ()
     try:
-        scratch = _check_targets(suite, items, facts, options)
+        scratch, writable = _check_targets(suite, items, facts, options)
         _check_remote_targets(remote, items, options)
+        local_items = [i for i in items if not i.job.spec.target.hosts]
+        fence_plan = guard.plan_fence([i.writes for i in local_items], writable, options.fence)
     except SafetyError as exc:
         if strict:
             raise
-        scratch = ()
+        scratch, fence_plan = (), guard.FencePlan(None, exc.message, writable)
         refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "", "iolab safety guard (DESIGN.md)"))
     findings = lint.merge([*refused, *lint.lint_plan(items, facts, suite.method.precondition, machine)])
     return Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch, findings=tuple(findings),
                 pins={name: format_cpus(cpus) for name, cpus in pins.items()}, remote=remote, host=machine,
-                probed=tuple(probed), observers=observers)
+                probed=tuple(probed), observers=observers, fence=fence_plan)
 
 
 def _pins(suite: Suite, facts: Mapping[str, TargetFacts]) -> dict[str, tuple[int, ...]]:
@@ -307,18 +314,28 @@ def method_options(plan_: Plan) -> dict[str, Any]:
             "tune": {i.job.spec.workload.name: dict(i.job.spec.tune) for i in plan_.items if i.job.spec.tune}}
 
 
+#: Where the plan resolves a job's relative file names: fio's working directory is the job's work
+#: directory, made when it runs (``_run_fio_job``); the run checks again with the real one.
+_PLANNED_WORKDIR = Path(tempfile.gettempdir(), "iolab-job-planned")
+
+
 def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts],
-                   options: RunOptions) -> tuple[str, ...]:
-    scratch = []
+                   options: RunOptions) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The static guard on every local job (``runner.guard.check``: the target and every file the
+    job file opens, as fio reads it) and the free-space check; returns the scratch files and the
+    places fio may write (the fence's, besides the work directory)."""
+    scratch, writable = [], []
     for target in suite.targets:
         if target.hosts:
             continue  # _check_remote_targets
         mine = [i for i in items if i.job.spec.target.name == target.name]
-        paths = [target.path] if target.path else sorted({p for i in mine for p in _job_paths(i.job.spec.sections)})
-        for path in paths:
-            seen = facts[target.name] if path == target.path else targets.inspect(path)
-            if seen.kind == "block" and any(i.writes for i in mine):
-                safety.check_block_write(seen, options.destroy)
+        known = {target.path: facts[target.name]} if target.path and target.name in facts else {}
+        writes = any(i.writes for i in mine)
+        for item in {i.job_text: i for i in mine}.values():
+            checked = guard.check(item.job_text, target.path, writes, options.destroy, _PLANNED_WORKDIR,
+                                  allow_exec=options.allow_exec,
+                                  where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})", facts=known)
+            writable += checked if writes else [f"{guard.READ_ONLY}{p}" for p in checked]
         f = facts.get(target.name)
         if f is None or f.kind == "block":
             continue
@@ -326,7 +343,9 @@ def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targ
         safety.check_free_space(f, _needed_bytes(sections, f.kind))
         if f.kind == "missing" and target.path:
             scratch.append(target.path)
-    return tuple(scratch)
+    kept = (p for p in dict.fromkeys(writable)
+            if not p.removeprefix(guard.READ_ONLY).startswith(str(_PLANNED_WORKDIR) + "/"))
+    return tuple(scratch), tuple(kept)
 
 
 def _check_sizes(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts]) -> None:
@@ -621,7 +640,7 @@ def _job_end(result: ResultRecord, events: _Events, options: RunOptions, method:
             counted = method.counted_devices(facts, target is not None)
             before = tiers_mod.snapshot(counted.values()) if counted else None
             with observers.watch(result.target) as watch:
-                done, hosts = _run_fio_job(result, options, target, events, workdir)
+                done, hosts = _run_fio_job(result, options, target, events, workdir, facts)
                 samples, usage = watch.finish(done.report, done.started_at, done.ended_at, done.measured_start_ms)
             if before is not None:
                 extra["tiers"] = {"devices": counted, "before": before, "after": tiers_mod.snapshot(counted.values())}
@@ -646,31 +665,46 @@ def _job_end(result: ResultRecord, events: _Events, options: RunOptions, method:
                   target_facts=facts, extra=extra, series=done.time_series, observations=samples or ())
 
 
+def _writes(result: ResultRecord, method: _JobMethod | None) -> bool:
+    """Whether the job (or, with ``method``, its preconditioning) writes."""
+    jobs = jobfile.effective_jobs(jobfile.parse(result.job_text))
+    return (method is not None and method.writes) or any(safety.writes(o) for _, o in jobs)
+
+
 def _checked_facts(result: ResultRecord, options: RunOptions, method: _JobMethod) -> TargetFacts | None:
     """A local target's facts, checked again by the destructive-write guard when the job (or
     its preconditioning) writes a block device: it may have changed since planning."""
     facts = targets.inspect(result.target_path) if result.target_path else None
-    if facts is not None and facts.kind == "block" and (method.writes or any(
-        safety.writes(o) for _, o in jobfile.effective_jobs(jobfile.parse(result.job_text))
-    )):
+    if facts is not None and facts.kind == "block" and _writes(result, method):
         safety.check_block_write(facts, options.destroy)
     return facts
 
 
-def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | None,
-                 events: _Events, workdir: Path) -> tuple[local.Outcome, dict[str, Any]]:
+def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | None, events: _Events,
+                 workdir: Path, facts: TargetFacts | None = None) -> tuple[local.Outcome, dict[str, Any]]:
     """fio on this machine, or fio's client driving every host of ``target``: how it ran, and what
-    goes into ``extra``: a remote target's per-host records (``remote.jobs.RemoteOutcome.extra``), a
-    crash test phase's record (``crashphase``: its options and files around fio, and its verdict on
-    fio's status). fio works in ``workdir`` (the job's spool directory, which the caller removes)."""
+    goes into ``extra``: a remote target's per-host records (``remote.jobs.RemoteOutcome.extra``), the
+    fence a local job ran in, a crash test phase's record (``crashphase``: its options and files around
+    fio, and its verdict on fio's status). fio works in ``workdir`` (the job's spool directory, which
+    the caller removes)."""
     phase = crashphase.from_extra(result.extra)
     if target is None:
         prefixes = {crashphase.LOCAL: crashphase.LOCAL}
         crashphase.place_states(phase, workdir, prefixes)
+        # the target's facts of this job, not probed again: blkid's reads after drop_caches would
+        # warm the page cache the job is about to measure
+        fence = guard.job_fence(result.job_text, result.target_path, _writes(result, None), options.destroy,
+                                workdir, fenced=options.fence, allow_exec=options.allow_exec,
+                                where=f"{result.target} / {result.workload}",
+                                facts={facts.path: facts} if facts is not None else None)
+        named = guard.planned_paths(result.job_text, result.target_path, workdir)[0]
+        files_before = set(guard.not_devices(named))
         done = local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
                          cwd=Path.cwd(), timeout_s=_timeout(events.expected_s),
-                         extra_args=crashphase.fio_args(phase, workdir, local=True))
-        messages, hosts, extra = (workdir / "fio.stderr").read_text(errors="replace"), [crashphase.LOCAL], {}
+                         extra_args=crashphase.fio_args(phase, workdir, local=True), fence=fence)
+        done = local.not_a_device(done, [p for p in guard.not_devices(named) if p not in files_before])
+        messages, hosts = (workdir / "fio.stderr").read_text(errors="replace"), [crashphase.LOCAL]
+        extra: dict[str, Any] = {"fence": fence.record()} if fence is not None else {}
     else:
         remote = remote_jobs.run_job(
             result.job_text, target, workdir, options.fio, options.destroy,
@@ -708,11 +742,14 @@ def _with_exporter_facts(extra: Mapping[str, Any], observers: Observers) -> dict
     return {**extra, "hosts": hosts}
 
 
-def _run_fio(job_text: str, options: RunOptions, spool: Spool) -> local.Outcome:
-    """fio for a method step (preconditioning), in the run's spool (removed by ``--resume`` after a kill)."""
+def _run_fio(job_text: str, options: RunOptions, spool: Spool, target_path: str | None) -> local.Outcome:
+    """fio for a method step (preconditioning: a fill or a round on the target), fenced like every job,
+    in the run's spool (removed by ``--resume`` after a kill)."""
     workdir = spool.workdir("precondition")
     try:
-        return local.run(job_text, workdir, fio=options.fio, cwd=Path.cwd())
+        fence = guard.job_fence(job_text, target_path, True, options.destroy, workdir, fenced=options.fence,
+                                allow_exec=options.allow_exec, where="precondition")
+        return local.run(job_text, workdir, fio=options.fio, cwd=Path.cwd(), fence=fence)
     finally:
         spool.remove("precondition")
 
@@ -779,7 +816,8 @@ class _JobMethod:
         return out
 
     def _fio(self, label: str, job_text: str) -> FioReport:
-        outcome = _run_fio(job_text, self.options, self.spool)
+        outcome = _run_fio(job_text, self.options, self.spool,
+                           self._region[0] if self._region is not None else None)
         if outcome.status != "ok" or outcome.report is None:
             raise IolabError(f"precondition {label} failed: {outcome.error or 'no fio report'}")
         if label == "fill" and self._region is not None:

@@ -47,7 +47,9 @@ class Section:
 
     @property
     def is_global(self) -> bool:
-        return self.name == "global"
+        """fio treats every section whose name starts with ``global`` as global (``init.c``
+        ``parse_jobs_ini``: ``!strncmp(name, "global", 6)``)."""
+        return self.name.startswith("global")
 
 
 def parse(text: str, source: str = "<job file>", base_dir: Path | None = None) -> tuple[Section, ...]:
@@ -73,8 +75,10 @@ def _read(text: str, source: str, base_dir: Path | None) -> list[Section]:
         line = re.split(r"[;#]", raw, maxsplit=1)[0].strip()
         if not line:
             continue
-        if line.startswith("include ") or line.startswith("include\t"):
-            included = Path(line.split(None, 1)[1].strip())
+        if line.startswith("include"):
+            # fio includes on any line that starts with "include", skipping the one character
+            # after it (init.c parse_jobs_ini: ``p + strlen("include") + 1``): include=x.fio too.
+            included = Path(line[len("include") + 1:].strip())
             if not included.is_absolute() and base_dir is not None:
                 included = base_dir / included
             try:
@@ -118,14 +122,42 @@ def effective_jobs(sections: Iterable[Section]) -> list[tuple[str, dict[str, str
     return jobs
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_text(text: str, where: str) -> None:
+    """Refuse control characters (a newline, a carriage return, NUL ...) in a piece of a job
+    file: one would end the line and start another, injecting options (``description=x`` +
+    newline + ``filename=/dev/sda``). Raises ``SuiteError`` naming ``where``."""
+    found = _CONTROL.search(text)
+    if found:
+        raise SuiteError(f"{where}: {text!r} holds a control character ({found.group()!r}), which would start "
+                         "another line of the fio job file", hint="remove the newline or control character")
+
+
 def render(sections: Iterable[Section], header: Iterable[str] = ()) -> str:
-    """Job-file text for ``sections``; ``header`` lines become leading ``;`` comments."""
-    lines = [f"; {h}" for h in header]
+    """Job-file text for ``sections``; ``header`` lines become leading ``;`` comments.
+
+    Raises ``SuiteError`` for a control character anywhere (``check_text``), a section name
+    with ``]``, or an option named ``include...`` (fio would read the line as an include)."""
+    lines = []
+    for h in header:
+        check_text(h, "job file header")
+        lines.append(f"; {h}")
     for section in sections:
+        check_text(section.name, "section name")
+        if "]" in section.name or "[" in section.name:
+            raise SuiteError(f"section name {section.name!r} holds a bracket")
         if lines:
             lines.append("")
         lines.append(f"[{section.name}]")
-        lines.extend(key if value is None else f"{key}={value}" for key, value in section.options)
+        for key, value in section.options:
+            check_text(key, f"[{section.name}] option name")
+            if value is not None:
+                check_text(value, f"[{section.name}] {key}")
+            if key.strip().startswith("include") or key.strip().startswith("["):
+                raise SuiteError(f"[{section.name}] {key}: fio would read this line as an include or a section")
+            lines.append(key if value is None else f"{key}={value}")
     return "\n".join(lines) + "\n"
 
 

@@ -45,7 +45,8 @@ MIN_FREE_BYTES = 16 * 1024 * 1024
 def spool_root() -> Path:
     """``$XDG_STATE_HOME/iolab/spool`` (default ``~/.local/state/iolab/spool``)."""
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "iolab" / "spool"
+    # resolved: the fence binds it writable by its real path
+    return (Path(base) / "iolab" / "spool").resolve()
 
 
 def make(directory: Path | None = None) -> None:

@@ -211,6 +211,10 @@ def _check_options(options: Mapping[str, Any]) -> dict[str, Any]:
         for v in values:
             if isinstance(v, dict | list):
                 raise ValueError(f"{key}: expected a fio value (text or number), got {type(v).__name__}")
+            text = fio_value(v)
+            if text is not None and re.search(r"[\x00-\x1f\x7f]", text):
+                raise ValueError(f"{key}: {text!r} holds a control character, which would start another line of "
+                                 "the fio job file")
             check = _OPTION_CHECKS.get(key)
             if check is not None and v is not None:
                 try:
@@ -659,6 +663,8 @@ def parse_target_args(args: Sequence[str]) -> dict[str, str]:
             name, path = Path(arg).name or arg, arg
         if not name or not path or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise SuiteError(f"--target {arg!r}: expected NAME=PATH with a name of letters, digits, '.', '_', '-'")
+        if re.search(r"[\x00-\x1f\x7f]", path):
+            raise SuiteError(f"--target {arg!r}: the path holds a control character")
         if name in out:
             raise SuiteError(f"--target {name} is given twice")
         out[name] = path

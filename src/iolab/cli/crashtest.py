@@ -63,12 +63,15 @@ def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str,
 @click.option("--label", help="A name for the run.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE")
 @click.option("--keep-files", is_flag=True, help="Keep the scratch file fio created.")
+@click.option("--no-fence", is_flag=True, help="Run fio without the fence (see `iolab run --help`).")
+@click.option("--allow-exec", is_flag=True, help="Let the job run programs (exec_prerun ...), fenced.")
 @click.option("--fail-on-loss", is_flag=True, help="Exit with code 3 when a cut lost an acknowledged write.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.pass_context
 def crash_test(ctx: click.Context, options: Sequence[str], target_arg: str, hosts: Sequence[str], ssh: bool,
                cuts: int, settle: str, wait_timeout: str, no_wipe: bool, destroy: Sequence[str],
-               label: str | None, tags: Sequence[str], keep_files: bool, fail_on_loss: bool, fmt: str,
+               label: str | None, tags: Sequence[str], keep_files: bool, no_fence: bool, allow_exec: bool,
+               fail_on_loss: bool, fmt: str,
                **trigger: Any) -> None:
     """Write with fio's verification, cut at a trigger, wait for the host, verify what was acknowledged.
 
@@ -98,7 +101,8 @@ def crash_test(ctx: click.Context, options: Sequence[str], target_arg: str, host
     described = {"target": target_arg, "hosts": list(hosts), "fio_options": base, **crashtest.record(
         [], settings, base)["crash_test"]["settings"]}
     with _LiveProgress() as progress:
-        prober = workflow.Prober(store_of(ctx), target, RunOptions(destroy=tuple(destroy), keep_files=keep_files),
+        prober = workflow.Prober(store_of(ctx), target, RunOptions(destroy=tuple(destroy), keep_files=keep_files,
+                                                                          fence=not no_fence, allow_exec=allow_exec),
                                  "crash-test", workflow.describe("iolab crash-test", described), label,
                                  parse_tags(tags), progress)
         with prober:

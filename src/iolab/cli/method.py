@@ -79,11 +79,12 @@ def describe_method(plan: execute.Plan) -> list[str]:
 @click.option("--tune", multiple=True, metavar="KEY=VALUE", help="Tuning as `run --tune` would apply it.")
 @click.option("--pin", type=PIN_CHOICE, help="Pinning as `run --pin` would apply it.")
 @click.option("--destroy", multiple=True, metavar="DEVICE", help="As for `run`: devices you allow iolab to overwrite.")
+@click.option("--allow-exec", is_flag=True, help="As for `run`: jobs may run programs (exec_prerun ...).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "markdown", "csv")), default="table",
               show_default=True)
 @click.pass_context
 def lint_command(ctx: click.Context, suite: str, targets_: Sequence[str], tune: Sequence[str], pin: str | None,
-                 destroy: Sequence[str], fmt: str) -> None:
+                 destroy: Sequence[str], allow_exec: bool, fmt: str) -> None:
     """Check a suite or fio job file for methodology problems (catalogue P1–P16), on the targets
     and host it would run on. Every methodology finding is a warning; errors are what `iolab run`
     refuses before fio starts (a destructive write to a device with data, a job fio rejects), and
@@ -94,7 +95,8 @@ def lint_command(ctx: click.Context, suite: str, targets_: Sequence[str], tune: 
     iolab lint job.fio --target data=/mnt/ssd/test.bin
     """
     loaded = load_planned(suite, targets_, tune, pin)
-    plan = execute.prepare(loaded, execute.RunOptions(destroy=tuple(destroy)), strict=False)
+    plan = execute.prepare(loaded, execute.RunOptions(destroy=tuple(destroy), allow_exec=allow_exec),
+                           strict=False)
     findings = list(plan.findings)
     if fmt == "table":
         print_findings(findings, out, full=True)

@@ -24,6 +24,8 @@ from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
 from ..report.table import Cell, Column, Table
 from ..report.warmup import cache_table, warmup_document, warmup_table
+from ..runner.fence import RULES as FENCE_RULES
+from ..runner.guard import FencePlan
 from ..runner.status import Status
 from ..store import Store, UnreadableRun
 from ..suite import with_passes
@@ -62,6 +64,19 @@ def _describe_plan(plan: execute.Plan) -> None:
         err.print(f"  {line}", markup=False, highlight=False)
     for line in _describe_observers(plan):
         err.print(f"  {line}", markup=False, highlight=False)
+    for line in describe_fence(plan.fence):
+        err.print(f"  {line}", markup=False, highlight=False)
+
+
+def describe_fence(fence: FencePlan) -> list[str]:
+    """The fence every local fio runs in and where it may write, or why fio runs unfenced."""
+    if fence.tool is None:
+        return [f"fence: none — {fence.reason}"]
+    places = ", ".join([*fence.writable, "iolab's work directory of each job"])
+    lines = [f"fence: {fence.tool} ({FENCE_RULES})", f"  fio may write only: {places}"]
+    if fence.read_devices:
+        lines.append(f"  and may read, not write: {', '.join(fence.read_devices)}")
+    return lines
 
 
 def _describe_observers(plan: execute.Plan) -> list[str]:
@@ -195,6 +210,10 @@ def _status_text(s: Status) -> str:
 @click.option("--destroy", multiple=True, metavar="DEVICE",
               help="Allow writes to this block device, destroying its contents (repeatable).")
 @click.option("--keep-files", is_flag=True, help="Keep the scratch files fio created.")
+@click.option("--no-fence", is_flag=True, help="Run fio without the fence (bubblewrap) that lets it write only the "
+              "checked targets; only the static guard then protects your devices.")
+@click.option("--allow-exec", is_flag=True, help="Let jobs run programs (exec_prerun, exec_postrun, ioengine=exec, "
+              "external engines); they run inside the fence.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the job files, run nothing.")
 @click.option("--resume", "resume", type=int, metavar="RUN", help="Finish an interrupted run.")
 @click.option("--tune", multiple=True, metavar="KEY=VALUE",
@@ -219,7 +238,8 @@ def _status_text(s: Status) -> str:
               help="How to print the results at the end.")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
-        tags: Sequence[str], destroy: Sequence[str], keep_files: bool, dry_run: bool, resume: int | None,
+        tags: Sequence[str], destroy: Sequence[str], keep_files: bool, no_fence: bool, allow_exec: bool,
+        dry_run: bool, resume: int | None,
         tune: Sequence[str], pin: str | None, observe: Sequence[str], no_observe: bool, prometheus: str | None,
         passes: int | None, tier_args: Sequence[str], db_wait: float, fmt: str) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
@@ -235,7 +255,8 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     iolab run job.fio --target hdd=/dev/sdb --passes 5 --tier origin=/dev/sdb   # a cache's warm-up curve
     """
     ctx.obj["db_wait"] = db_wait
-    options = execute.RunOptions(destroy=tuple(destroy), keep_files=keep_files)
+    options = execute.RunOptions(destroy=tuple(destroy), keep_files=keep_files, fence=not no_fence,
+                                 allow_exec=allow_exec)
     if resume is not None:
         if suite or targets or dry_run or tune or pin or observe or no_observe or prometheus or passes or tier_args:
             raise UsageError("--resume takes no suite, --target, --tune, --pin, --observe, --passes, --tier or "

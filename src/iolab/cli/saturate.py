@@ -34,6 +34,8 @@ def fio_options(args: Sequence[str]) -> dict[str, str]:
         key, sep, value = arg.partition("=")
         if not sep or not key:
             raise UsageError(f"{arg!r}: expected a fio option as NAME=VALUE, such as rw=randwrite")
+        if any(ord(c) < 0x20 or ord(c) == 0x7f for c in arg):
+            raise UsageError(f"{arg!r}: holds a control character, which would start another line of the fio job file")
         if key in SEARCHED:
             raise UsageError(f"{key} is what the search sets", hint="use --max-iodepth, --max-numjobs, --runtime")
         out[key] = value
@@ -62,6 +64,8 @@ def search_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE"),
         click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device."),
         click.option("--keep-files", is_flag=True, help="Keep the scratch file fio created."),
+        click.option("--no-fence", is_flag=True, help="Run fio without the fence (see `iolab run --help`)."),
+        click.option("--allow-exec", is_flag=True, help="Let the job run programs (exec_prerun ...), fenced."),
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True),
     )):
         command = option(command)
@@ -103,7 +107,9 @@ def _setup(args: Mapping[str, Any]) -> _Setup:
 def _prober(ctx: click.Context, setup: _Setup, args: Mapping[str, Any], command: str,
             progress: _LiveProgress) -> workflow.Prober:
     return workflow.Prober(store_of(ctx), setup.target, RunOptions(destroy=tuple(args["destroy"]),
-                                                                   keep_files=args["keep_files"]),
+                                                                   keep_files=args["keep_files"],
+                                                                   fence=not args["no_fence"],
+                                                                   allow_exec=args["allow_exec"]),
                            command.split()[-1], workflow.describe(command, setup.settings), args["label"],
                            parse_tags(args["tags"]), progress)
 

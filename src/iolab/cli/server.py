@@ -11,6 +11,7 @@ import click
 from ..errors import HostError, UsageError
 from ..remote import hosts, server
 from ..remote.hosts import HostSpec
+from ..runner.fence import status as fence_status
 from . import cli, err, out
 
 
@@ -54,16 +55,26 @@ def server_group() -> None:
 @_PIDFILE
 @click.option("--all-interfaces", is_flag=True, help="Allow binding 0.0.0.0 or :: (every interface).")
 @click.option("--fio", default="fio", show_default=True, help="The fio executable.")
-def start_cmd(bind: str | None, port: int | None, pidfile: str | None, all_interfaces: bool, fio: str) -> None:
-    """Start a fio server bound to ADDRESS, in the background."""
+@click.option("--allow", multiple=True, metavar="PATH", help="A device, file or directory the server's jobs may "
+              "write (repeatable); everything else is read-only to them (the fence, as for local runs).")
+@click.option("--no-fence", is_flag=True, help="Run the server without the fence.")
+def start_cmd(bind: str | None, port: int | None, pidfile: str | None, all_interfaces: bool, fio: str,
+              allow: tuple[str, ...], no_fence: bool) -> None:
+    """Start a fio server bound to ADDRESS, in the background, inside the fence: its jobs may write
+    only the --allow paths and the server's own work directory."""
     if bind is None:
         raise UsageError("give --bind ADDRESS: the fio server listens on that address only")
     spec, path = _bind(bind, port, pidfile)
     assert spec is not None
-    record = server.start(spec, path, fio=fio, all_interfaces=all_interfaces)
+    record = server.start(spec, path, fio=fio, all_interfaces=all_interfaces, allow=allow, fenced=not no_fence)
     out.print(f"fio server listening on {record.label} (pid {record.pid}); pidfile {path}, log {record.log}",
               markup=False)
-    err.print("Warning: " + server.SECURITY_WARNING.format(user=getpass.getuser()), style="yellow", markup=False)
+    if record.fence is not None:
+        out.print(f"fence: {fence_status().tool}; its jobs may write only: {', '.join(record.fence)}", markup=False)
+    else:
+        err.print("Warning: the server runs without the fence (--no-fence)", style="yellow", markup=False)
+    warning = server.FENCED_WARNING if record.fence is not None else server.SECURITY_WARNING
+    err.print("Warning: " + warning.format(user=getpass.getuser()), style="yellow", markup=False)
     err.print(f"Stop it with: iolab server stop --pidfile {path}", markup=False)
 
 
@@ -103,3 +114,5 @@ def status_cmd(ctx: click.Context, bind: str | None, port: int | None, pidfile: 
         out.print(f"fio server {record.label}: running (pid {record.pid}, since {record.started_at}), "
                   f"{answer.fio_version} on {answer.hostname} ({answer.os} {answer.arch}, {answer.cpus} CPUs); "
                   f"log {record.log}", markup=False)
+        out.print(f"fence: its jobs may write only: {', '.join(record.fence)}" if record.fence is not None else
+                  "fence: none (started with --no-fence)", markup=False)

@@ -12,6 +12,8 @@ reads them back).
 
 from __future__ import annotations
 
+import posixpath
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,17 +126,33 @@ def _kind(target: Target, hosts: Sequence[RemoteHost]) -> str:
     return "block" if "block" in kinds.values() else next(iter(kinds.values()))
 
 
+def remote_path(path: str) -> str:
+    """A path on another host as that host's kernel resolves its spelling, without asking it:
+    repeated slashes collapsed, ``.``/``..`` resolved, and ``/proc/self/root``,
+    ``/proc/thread-self/root`` and ``/proc/PID/root`` prefixes (the root again) dropped, so
+    ``//dev/loop0`` and ``/proc/self/root/dev/loop0`` are ``/dev/loop0``."""
+    path = "/" + "/".join(p for p in path.split("/") if p)
+    path = posixpath.normpath(path)
+    while True:
+        stripped = re.sub(r"^/proc/(?:self|thread-self|\d+)/root(?=/|$)", "", path)
+        if stripped == path:
+            return path
+        path = posixpath.normpath(stripped or "/")
+
+
 def check_safety(target: Target, target_facts: Mapping[HostSpec, TargetFacts | None], writes: bool,
                  destroy: Collection[str], needed_bytes: int) -> None:
     """The local safety rules, host by host, on the facts ssh gathered.
 
     A job that writes a remote block device needs ``ssh: true`` (without facts iolab cannot
-    check the device, and not knowing is not clean) and ``--destroy PATH`` naming the exact path
-    of the target (device numbers mean nothing across hosts). Files need room on every host.
-    Raises ``SafetyError`` naming the host.
+    check the device, and not knowing is not clean) and ``--destroy PATH`` naming the target's
+    path (device numbers mean nothing across hosts): paths are compared as resolved
+    (``remote_path``), and a ``--destroy`` path that is the device ssh found under the target
+    names it too. Files need room on every host. Raises ``SafetyError`` naming the host.
     """
-    path = target.path or ""
-    named = path in destroy
+    path = remote_path(target.path or "/")
+    named_paths = {remote_path(d) for d in destroy}
+    named = path in named_paths
     without_facts = [h for h in target.hosts if target_facts.get(h) is None]
     if writes and without_facts and path.startswith("/dev/"):
         raise SafetyError(
@@ -147,7 +165,8 @@ def check_safety(target: Target, target_facts: Mapping[HostSpec, TargetFacts | N
             continue
         try:
             if writes:
-                safety.check_block_write(facts, destroy, named=named)
+                device = facts.device.path if facts.device is not None else None
+                safety.check_block_write(facts, destroy, named=named or device in named_paths)
             safety.check_free_space(facts, needed_bytes)
         except SafetyError as exc:
             raise SafetyError(f"{spec}: {exc.message}", hint=exc.hint) from None

@@ -27,11 +27,13 @@ import re
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import HostError, UsageError
+from ..runner import fence as fence_mod
 from ..runner.local import find_fio
 from .hosts import HostSpec
 from .protocol import ProbeReply, connect, local_protocol_version, probe
@@ -41,6 +43,11 @@ SECURITY_WARNING = (
     "fio's server has no authentication and no encryption: anyone who can connect to it can run job files as "
     "this user ({user}), which includes reading and writing any file and running commands (exec_prerun, "
     "ioengine=exec). Bind it only to a private interface, and stop it when the tests are done."
+)
+FENCED_WARNING = (
+    "fio's server has no authentication and no encryption: anyone who can connect to it can run job files as "
+    "this user ({user}): read any file and run commands (exec_prerun, ioengine=exec), which the fence limits to "
+    "writing the --allow paths. Bind it only to a private interface, and stop it when the tests are done."
 )
 
 
@@ -56,6 +63,7 @@ class ServerRecord:
     log: str
     started_at: str
     start_ticks: int
+    fence: list[str] | None = None
 
 
 def state_dir() -> Path:
@@ -70,13 +78,34 @@ def default_pidfile(bind: HostSpec) -> Path:
     return state_dir() / f"fio-server-{re.sub(r'[^A-Za-z0-9.-]+', '_', bind.label).strip('_')}.pid"
 
 
+def server_fence(pidfile: Path, allow: Sequence[str], fenced: bool = True) -> fence_mod.Fence | None:
+    """The fence a fio server runs in (``runner.fence``, as for local jobs): the ``allow`` paths
+    (``--allow``: devices, files, directories a client's jobs may write) and the server's own work
+    directory next to its pidfile (fio's working directory: logs, verify state) are writable,
+    everything else read-only. None when ``fenced`` is False (``--no-fence``).
+
+    Raises ``SafetyError`` when no fence can be set up; ``UsageError`` for an ``--allow`` path that
+    does not exist, or is not absolute."""
+    if not fenced:
+        return None
+    fence_mod.require()
+    for path in allow:
+        if not path.startswith("/") or not os.path.lexists(path):
+            raise UsageError(f"--allow {path}: expected an existing absolute path (a device, file or directory)")
+    workdir = pidfile.with_suffix(".work")
+    workdir.mkdir(parents=True, exist_ok=True)
+    return replace(fence_mod.build(allow, workdir.resolve()), die_with_parent=False)
+
+
 def start(bind: HostSpec, pidfile: Path | None = None, fio: str = "fio", all_interfaces: bool = False,
-          timeout_s: float = 10.0) -> ServerRecord:
-    """Start ``fio --server`` on ``bind`` and wait until it answers a probe.
+          timeout_s: float = 10.0, allow: Sequence[str] = (), fenced: bool = True) -> ServerRecord:
+    """Start ``fio --server`` on ``bind`` inside its fence (``server_fence``) and wait until it
+    answers a probe.
 
     Raises ``UsageError`` for a wildcard address without ``all_interfaces``, when the pidfile
     names a live server or something already listens there; ``HostError`` when fio exits or does
-    not answer within ``timeout_s`` (the message quotes fio's log).
+    not answer within ``timeout_s`` (the message quotes fio's log); ``SafetyError`` when no fence
+    can be set up and ``fenced``.
     """
     if bind.kind != "sock" and bind.host in WILDCARDS and not all_interfaces:
         raise UsageError(f"refusing to bind a fio server to {bind.host!r} (every interface): it has no authentication",
@@ -91,14 +120,20 @@ def start(bind: HostSpec, pidfile: Path | None = None, fio: str = "fio", all_int
                          "there would share the port with it", hint="iolab server status --bind ADDRESS says if it "
                          "is iolab's; stop it, or choose another --port")
     pidfile.parent.mkdir(parents=True, exist_ok=True)
+    # fio creates a unix socket where it binds: its directory must be writable
+    socket_dir = [os.path.dirname(os.path.abspath(bind.host))] if bind.kind == "sock" else []
+    fence = server_fence(pidfile, [*allow, *socket_dir], fenced)
     log = pidfile.with_suffix(".log")
     fio_path = find_fio(fio)
+    command: tuple[str, ...] = (fio_path, f"--server={bind.fio_arg}")
     with open(log, "wb") as out:
-        proc = subprocess.Popen([fio_path, f"--server={bind.fio_arg}"], stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True, cwd="/")
+        proc = subprocess.Popen(fence.argv(command) if fence is not None else command, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                cwd=str(fence.workdir) if fence is not None else "/")
     record = ServerRecord(pid=proc.pid, spec=bind.fio_arg, label=bind.label, fio=fio_path, log=str(log),
                           started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                          start_ticks=_start_ticks(proc.pid) or 0)
+                          start_ticks=_start_ticks(proc.pid) or 0,
+                          fence=fence.describe() if fence is not None else None)
     version = local_protocol_version(fio_path)
     deadline = time.monotonic() + timeout_s
     while True:

@@ -28,6 +28,7 @@ from ..errors import FioError, FioNotFound, ParseError, SuiteError
 from ..fio import logs
 from ..fio.json import parse_json
 from ..model import FioReport, TimeSeries
+from .fence import STOPPED_ERRNOS, Fence, ignore_interrupts, stopped_message
 from .status import Status, StatusStream
 
 _PR_SET_PDEATHSIG = 1
@@ -85,18 +86,19 @@ def fio_version(fio: str = "fio") -> str:
     return out.stdout.strip().removeprefix("fio-")
 
 
-def check_job(job_text: str, workdir: Path, fio: str = "fio") -> str | None:
+def check_job(job_text: str, workdir: Path, fio: str = "fio", fence: Fence | None = None) -> str | None:
     """fio's own verdict on a job file (``--parse-only``): None when valid, else fio's message.
 
     Catches misspelt options, bad values and engine options on the wrong engine; not unknown
-    engines or ``time_based`` without ``runtime`` (FIO_NOTES §8).
+    engines or ``time_based`` without ``runtime`` (FIO_NOTES §8). With ``fence`` (its work
+    directory must be ``workdir``), fio parses inside it.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "check.fio"
     path.write_text(job_text)
-    out = subprocess.run(
-        [find_fio(fio), "--parse-only", path.name], cwd=workdir, capture_output=True, text=True, check=False
-    )
+    command: tuple[str, ...] = (find_fio(fio), "--parse-only", path.name)
+    out = subprocess.run(fence.argv(command) if fence is not None else command, cwd=workdir,
+                         capture_output=True, text=True, check=False)
     path.unlink()
     if out.returncode == 0:
         return None
@@ -133,11 +135,16 @@ def run(
     extra_args: Sequence[str] = (),
     timeout_s: float | None = None,
     cwd: Path | None = None,
+    fence: Fence | None = None,
 ) -> Outcome:
     """Run ``job_text`` with fio and return its Outcome.
 
     The job file, fio's output and its messages live in ``workdir`` (created); fio itself runs
     in ``cwd`` (default ``workdir``), where relative file names in the job resolve.
+
+    With ``fence`` (``runner.fence``; its work directory must be ``workdir``) fio runs inside it,
+    in ``workdir``, and a job whose write the fence stopped is ``failed`` with a message naming
+    the path, its report dropped: a stopped write is never a measurement.
 
     fio also writes 1-second averaged IOPS, bandwidth and latency logs into ``workdir``
     (command-line options, so the job file stays as given; none when the job file does its own
@@ -164,15 +171,78 @@ def run(
     with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
         try:
             proc = subprocess.Popen(
-                command, cwd=cwd or workdir, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                fence.argv(command) if fence is not None else command,
+                cwd=workdir if fence is not None else cwd or workdir, stdout=out, stderr=err,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_fenced_preexec if fence is not None else _die_with_parent,
             )
         except OSError as exc:
             raise FioError(f"cannot start fio: {exc}") from exc
         timed_out = _follow(proc, output, on_status, timeout_s)
     ended = datetime.now(UTC)
     outcome = _outcome(proc.returncode, command, started, ended, workdir, timed_out)
+    if fence is not None:
+        outcome = _stopped(outcome, workdir, fence)
     return _with_logs(outcome, job_text, workdir) if log_args else outcome
+
+
+def not_a_device(done: Outcome, landed: list[str]) -> Outcome:
+    """A job whose writes landed in regular files it created where it named devices (``/dev/...``)
+    failed: the files are removed and nothing is kept as a measurement."""
+    if not landed:
+        return done
+    for path in landed:
+        Path(path).unlink(missing_ok=True)
+    return replace(done, status="failed", report=None, raw_json=None,
+                   error=f"fio wrote a regular file at {', '.join(landed)} where the job named a device; that is not "
+                         "a measurement of a device (the file is removed)")
+
+
+def _fenced_preexec() -> None:
+    _die_with_parent()
+    ignore_interrupts()
+
+
+_STOPPED_TEXT = re.compile(r"Read-only file system|Permission denied|Operation not permitted")
+_FUNC_PATH = re.compile(r"func=\w+\(([^)]*)\)|[\"'‘’`](/[^\s\"'‘’`]+)[\"'‘’`]"
+                        r"|(?:open|unlink|create|file) ?(?:of )?(/[^\s\"',:]+)")
+
+
+def _stopped(outcome: Outcome, workdir: Path, fence: Fence) -> Outcome:
+    """A failure the fence caused (fio's errno or message says read-only / permission denied) —
+    or a program fio ran (``exec_prerun``/``exec_postrun``, whose output fio keeps in
+    ``JOB.prerun.txt``/``JOB.postrun.txt`` and whose failure it ignores) that the fence stopped —
+    becomes ``stopped_message`` naming the paths fio named (its failing jobs' ``filename`` and
+    ``directory``, or the path in its message); the report is dropped."""
+    report = outcome.report
+    failing = [j for j in report.jobs if j.error in STOPPED_ERRNOS] if report is not None else []
+    execs = "".join(p.read_text(errors="replace") for p in sorted(workdir.glob("*.p*run.txt")))
+    messages = (workdir / "fio.stderr").read_text(errors="replace") + (workdir / "fio.stdout").read_text(
+        errors="replace") + (outcome.error or "") + execs
+    stopped_exec = bool(_STOPPED_TEXT.search(execs))
+    if not stopped_exec and (outcome.status != "failed" or (not failing and not _STOPPED_TEXT.search(messages))):
+        return outcome
+    paths: list[str] = []
+    for job in failing:
+        for key in ("filename", "directory"):
+            value = job.job_options.get(key)
+            if value:
+                paths += [p.replace("\\:", ":") for p in re.split(r"(?<!\\):", value) if p]
+    for match in _FUNC_PATH.finditer(messages):
+        found = match.group(1) or match.group(2) or match.group(3)
+        if found and found.startswith("/"):
+            paths.append(found)
+    outside = [p for p in dict.fromkeys(paths) if not _inside(p, fence)]
+    detail = _error_text(messages)
+    return replace(outcome, status="failed", report=None, raw_json=None,
+                   error=f"{stopped_message(outside or list(dict.fromkeys(paths)), fence)}\nfio said: {detail}")
+
+
+def _inside(path: str, fence: Fence) -> bool:
+    allowed = [*fence.devices, *fence.writable, str(fence.workdir)]
+    real = os.path.realpath(path)
+    return any(p in (a, os.path.realpath(a)) or p.startswith(a.rstrip("/") + "/") for a in allowed
+               for p in (path, real))
 
 
 def _log_args(job_text: str, workdir: Path) -> tuple[str, ...]:

@@ -1,0 +1,192 @@
+"""The fence: every fio iolab starts on this machine runs where only the checked plan can be written.
+
+The static guard (``safety``, ``runner.fiopaths``) reads job files the way fio does, but fio's own
+reading is richer than any resolver, and what matters is what happens at run time. So fio runs in
+a sandbox the kernel enforces, set up by Debian's bubblewrap (``bwrap``), each flag closing a hole
+seen open without it:
+
+* ``--ro-bind / /``: the whole file system is read-only;
+* ``--dev /dev`` then ``--remount-ro /dev``: a fresh ``/dev`` holding only null, zero, full,
+  random, urandom, tty and the planned device nodes (``--dev-bind``); read-only, so a write to a
+  device that is not there fails (EROFS) instead of landing in a regular file of the sandbox's
+  own ``/dev`` and reporting success;
+* ``--bind`` for each file and directory target, and for iolab's work directory of the job
+  (fio's output, logs, verify state), which is also fio's working directory (``--chdir``);
+* ``--unshare-pid`` and a fresh ``/proc``: without a pid namespace ``/proc/PID/root/dev/...``
+  reaches the host's device nodes;
+* ``--cap-drop ALL``: with capabilities kept, a devtmpfs can be mounted inside;
+* ``--die-with-parent``: nothing survives iolab.
+
+Device nodes on a read-only mount stay writable (the kernel checks read-only mounts for files,
+directories and links only), so a device is present in the fence only when the plan names it, and
+every device bound is one the guard checked. On top, where the kernel has Landlock, fio starts
+through ``landlock.py``, which allows writing only beneath the writable places: a device bound for
+a job that only reads it cannot be opened for writing either. Source: bubblewrap(1); Linux
+``fs/namei.c`` ``may_open``; landlock(7).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import SafetyError
+from . import landlock
+
+#: What the fence is, in one line, for plans and the README.
+RULES = ("read-only root, fresh read-only /dev with only the planned devices, own pid namespace and /proc, "
+         "no capabilities, dies with iolab")
+#: Directories whose missing entries iolab never creates to bind them (kernel and device trees).
+_NEVER_CREATE = ("/dev", "/proc", "/sys", "/run")
+
+
+@dataclass(frozen=True)
+class Status:
+    """Whether a fence can be set up here: ``tool`` (``bubblewrap 0.8.0``) or ``reason`` why not."""
+
+    tool: str | None
+    reason: str | None = None
+    landlock: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.tool is not None
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The sandbox of one fio invocation.
+
+    ``workdir`` is iolab's work directory of the job, given by whoever starts fio (writable; fio's
+    working directory). ``devices`` are the device nodes fio may open, each bound at the path the
+    job names and at its canonical node; ``writable`` the files and directories fio may write.
+    All paths absolute. ``bwrap`` is the bubblewrap executable. ``die_with_parent`` is False only
+    for a fio server, which outlives the ``iolab server start`` that started it. ``write_devices``
+    is False for a job that only reads: its devices are there to be read, and Landlock (where the
+    kernel has it) refuses opening them for writing. ``landlock`` False leaves it out (fio's
+    ``--parse-only``, which writes nothing, need not pay for the helper's start).
+    """
+
+    workdir: Path
+    devices: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()
+    bwrap: str = "bwrap"
+    die_with_parent: bool = True
+    write_devices: bool = True
+    landlock: bool = True
+
+    def argv(self, command: Sequence[str]) -> tuple[str, ...]:
+        """``command`` wrapped in bubblewrap with this fence."""
+        args: list[str] = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
+        for device in self.devices:
+            for path in dict.fromkeys((device, os.path.realpath(device))):
+                args += ["--dev-bind", path, path]
+        args += ["--remount-ro", "/dev", "--proc", "/proc"]
+        for path in self.writable:
+            args += ["--bind", path, path]
+        workdir = str(self.workdir)
+        args += ["--bind", workdir, workdir, "--chdir", workdir, "--unshare-pid", "--cap-drop", "ALL",
+                 *(["--die-with-parent"] if self.die_with_parent else []), "--"]
+        if self.landlock and status(self.bwrap).landlock:
+            devices = [p for d in self.devices for p in (d, os.path.realpath(d))] if self.write_devices else []
+            args += [sys.executable, "-I", "-S", landlock.__file__, *devices, *self.writable, workdir, "--"]
+        return (*args, *command)
+
+    def record(self) -> dict[str, list[str]]:
+        """What is stored with the result (``extra["fence"]``): the devices and paths fio could write
+        (devices it only reads: ``read_devices``)."""
+        key = "devices" if self.write_devices else "read_devices"
+        return {key: list(self.devices), "writable": list(self.writable)}
+
+    def describe(self) -> list[str]:
+        """The writable places, for messages: devices, then files and directories, then the work
+        directory."""
+        return [*self.devices, *self.writable, f"{self.workdir} (iolab's work directory)"]
+
+
+@functools.cache
+def status(bwrap: str = "bwrap") -> Status:
+    """Whether bubblewrap is installed and can set up the whole fence here (tried once per process:
+    ``bwrap --ro-bind / / --dev /dev --unshare-pid --cap-drop ALL --die-with-parent true``). A
+    kernel without user or pid namespaces for this user, or a container that forbids them, fails
+    here, and ``reason`` quotes bwrap."""
+    path = shutil.which(bwrap)
+    if path is None:
+        return Status(None, "bubblewrap (bwrap) is not installed")
+    probe = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--remount-ro", "/dev", "--proc", "/proc",
+             "--unshare-pid", "--cap-drop", "ALL", "--die-with-parent", "true"]
+    try:
+        out = subprocess.run(probe, capture_output=True, text=True, timeout=20, check=False)
+        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Status(None, f"bwrap cannot run: {exc}")
+    if out.returncode != 0:
+        return Status(None, f"bwrap cannot set up the fence here: {(out.stderr or out.stdout).strip()}")
+    found = landlock.abi()
+    tool = version.stdout.strip() or "bubblewrap"
+    return Status(f"{tool} + Landlock ABI {found}" if found else tool, landlock=found)
+
+
+def require(bwrap: str = "bwrap") -> Status:
+    """``status()``, raising ``SafetyError`` when no fence can be set up (the caller decided fio
+    must be fenced)."""
+    found = status(bwrap)
+    if not found.ok:
+        raise SafetyError(f"no fence can be set up: {found.reason}; iolab runs fio where only the checked plan "
+                          "can be written, and does not run a writing job without that",
+                          hint="install bubblewrap (apt-get install bubblewrap), or pass --no-fence to run fio "
+                               "unfenced (only the static guard then protects your devices)")
+    return found
+
+
+def build(paths: Iterable[str], workdir: Path, bwrap: str = "bwrap", writes: bool = True) -> Fence:
+    """The fence for a job whose checked paths are ``paths`` (targets and the job's own files, as
+    ``runner.fiopaths`` resolves them): block and character devices are bound as devices, existing
+    files and directories as writable; for a file that does not exist yet, its nearest existing
+    directory (fio creates the file, and lays out a file too small for the job by unlinking and
+    writing it anew, ``filesetup.c`` ``extend_file``: neither works on a bound file). Nothing under
+    ``/dev``, ``/proc``, ``/sys`` or ``/run`` is ever made writable but the devices. Paths under
+    another writable directory are left to it."""
+    devices: list[str] = []
+    writable: list[str] = []
+    for path in dict.fromkeys(os.path.abspath(p) for p in paths):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = 0
+        if stat.S_ISBLK(mode) or stat.S_ISCHR(mode):
+            devices.append(path)
+            continue
+        while not os.path.lexists(path) and path != "/":
+            path = os.path.dirname(path)
+        if path != "/" and not any(path == d or path.startswith(d + "/") for d in _NEVER_CREATE):
+            writable.append(path)
+    kept = [p for p in writable if not any(p != d and p.startswith(d.rstrip("/") + "/") for d in writable)]
+    return Fence(workdir, tuple(devices), tuple(kept), bwrap, write_devices=writes)
+
+
+def ignore_interrupts() -> None:
+    """For bubblewrap's ``preexec_fn``: bwrap ignores SIGINT, so Ctrl-C sent to the process group
+    reaches fio (which installs its own handler and ends cleanly) without killing bwrap, whose
+    death would SIGKILL fio through ``--die-with-parent`` before it wrote its report."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+#: fio's errno for writes the fence stops: EROFS (read-only mount), EACCES/EPERM, ENOENT (a node
+#: that is not in the fence's /dev opened without O_CREAT), EBUSY (unlinking a bound file).
+STOPPED_ERRNOS = frozenset({30, 13, 1, 16})
+
+
+def stopped_message(paths: Sequence[str], fence: Fence) -> str:
+    """The failure of a job whose write the fence stopped: the paths and the rule."""
+    named = ", ".join(paths) if paths else "a path outside the fence"
+    return (f"fio tried to write {named}, which this run does not name; nothing was written there "
+            f"(the fence lets fio write only: {', '.join(fence.describe())})")
