@@ -182,3 +182,28 @@ def test_each_host_is_probed_once_per_run_and_a_slow_one_is_named(tmp_path):
         slow = next((line for line in dry.stderr.splitlines() if "slow to answer" in line), dry.stderr)
         assert hosts[1].spec() in slow and hosts[0].spec() not in slow, dry.stderr
         assert f"{hosts[0].spec()} — " in dry.stderr and "answered in" in dry.stderr
+
+
+def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job(tmp_path):
+    from iolab import execute
+    from iolab import suite as suite_mod
+    from iolab.remote import jobs as remote_jobs
+    from iolab.store import Store
+
+    with lab(2) as hosts:
+        servers = [h.start_fio_server() for h in hosts]
+        suite = suite_mod.load_yaml(_suite(tmp_path, [h.spec() for h in hosts],
+                                           workloads="[{rw: randread, bs: [4k, 8k]}]").read_text()
+                                    .replace("    ssh: true\n", ""), "s.yaml")
+        options = execute.RunOptions()
+        plan = execute.prepare(suite, options)
+        servers[1].kill()  # after the plan's probe: the first job finds it gone
+        servers[1].wait()
+        store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+        run_id = execute.start(store, plan, options)
+        assert execute.execute(store, run_id, options, checked=plan.remote) == "partial"
+    first, second = (remote_jobs.host_records(r) for r in store.get_run(run_id).results)
+    gone = hosts[1].spec()
+    assert [r.status for r in first] == [r.status for r in second] == ["ok", "lost"]
+    assert first[1].error.startswith(f"{gone}: not reachable when the job started: nothing listens there")
+    assert "lost in an earlier job, and cannot connect: nothing listens there" in second[1].error
