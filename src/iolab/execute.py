@@ -221,7 +221,8 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     suite = _resolve(suite)
     machine = host.host_facts(local.fio_version(options.fio))
     facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
-    remote = {t.name: remote_jobs.preflight(t, options.fio, known=(checked or {}).get(t.name)) if contact
+    remote = {t.name: remote_jobs.preflight(t, options.fio, known=(checked or {}).get(t.name),
+                                            fio_version=machine.fio_version) if contact
               else remote_jobs.unchecked(t) for t in suite.targets if t.hosts}
     servers = {name: rt.target.hosts for name, rt in remote.items()}
     probed = observe_config.probe(observe_config.endpoints(suite.observe, servers)) if contact else []

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -111,11 +112,12 @@ _lost: set[HostSpec] = set()
 
 
 def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIMEOUT_S,
-              known: RemoteTarget | None = None) -> RemoteTarget:
+              known: RemoteTarget | None = None, fio_version: str | None = None) -> RemoteTarget:
     """Check every host of ``target`` (see the module docstring), all at once, each within
     ``timeout_s``. ``known`` is what an earlier check of the same run found: it is the answer
     when it checked the same hosts, path and ssh (what a stored run keeps of a target,
-    ``target_from_options``) and none of its hosts was lost since.
+    ``target_from_options``) and none of its hosts was lost since. ``fio_version`` is the local
+    fio's (``3.33``) when the caller knows it already (each lookup starts fio).
 
     Raises ``HostError`` listing every host that fails, each with its cause (nothing listens,
     no answer in time, not a fio server, another fio version, ssh failed).
@@ -124,7 +126,7 @@ def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIM
         with _lock:
             if not _lost.intersection(target.hosts):
                 return known
-    local_version = f"fio-{local.fio_version(fio)}"
+    local_version = f"fio-{fio_version or _fio_version(local.find_fio(fio))}"
     version = protocol.local_protocol_version(local.find_fio(fio))
     answers = host_specs.on_each(target.hosts, lambda h: _timed_probe(h, version, timeout_s), timeout_s + 5,
                                  "the probe")
@@ -146,6 +148,12 @@ def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIM
     with _lock:
         _lost.difference_update(target.hosts)
     return RemoteTarget(target=target, hosts=hosts, kind=_kind(target, hosts))
+
+
+@cache
+def _fio_version(fio_path: str) -> str:
+    """``runner.local.fio_version`` once per fio binary: the plan has just asked (``fio --version``)."""
+    return local.fio_version(fio_path)
 
 
 def _where(target: Target) -> tuple[tuple[HostSpec, ...], str | None, bool]:
