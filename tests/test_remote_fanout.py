@@ -127,6 +127,8 @@ def test_a_dry_run_contacts_no_host_unless_asked_to_probe(tmp_path):
         assert probed.returncode == 1
         assert f"preflight failed for 1 of 1 host(s):\n  {host.spec()}: " in probed.stderr  # no fio server there
         assert "8765" in log.read_text().split()
+        alone = iolab("run", str(suite), "--probe", db=tmp_path / "db.sqlite", cwd=tmp_path)
+        assert alone.returncode == 2 and "--probe goes with --dry-run" in alone.stderr
 
 
 def _server_counting_connections(host, log: Path) -> subprocess.Popen[bytes]:

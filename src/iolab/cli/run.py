@@ -235,6 +235,8 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     iolab run job.fio --target hdd=/dev/sdb --passes 5 --tier origin=/dev/sdb   # a cache's warm-up curve
     """
     options = execute.RunOptions(destroy=tuple(destroy), keep_files=keep_files)
+    if probe and not dry_run:
+        raise UsageError("--probe goes with --dry-run (a run always checks its hosts first)")
     if resume is not None:
         if suite or targets or dry_run or tune or pin or observe or no_observe or prometheus or passes or tier_args:
             raise UsageError("--resume takes no suite, --target, --tune, --pin, --observe, --passes, --tier or "
