@@ -189,6 +189,19 @@ def test_each_host_is_probed_once_per_run_and_a_slow_one_is_named(tmp_path):
         assert f"{hosts[0].spec()} — " in dry.stderr and "answered in" in dry.stderr
 
 
+def _until_refused(address: str, port: int, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((address, port), timeout=0.2).close()
+        except ConnectionRefusedError:
+            return
+        except OSError:
+            pass  # accepted into a backlog nobody serves any more, or timed out: not gone yet
+        assert time.monotonic() < deadline, f"{address}:{port} still accepts connections"
+        time.sleep(0.05)
+
+
 def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job(tmp_path):
     from iolab import execute
     from iolab import suite as suite_mod
@@ -204,6 +217,7 @@ def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job
         plan = execute.prepare(suite, options)
         servers[1].kill()  # after the plan's probe: the first job finds it gone
         servers[1].wait()
+        _until_refused(hosts[1].address, 8765)  # the probe's connection process had the listener too
         store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
         run_id = execute.start(store, plan, options)
         assert execute.execute(store, run_id, options, checked=plan.remote) == "partial"
