@@ -89,10 +89,11 @@ def test_fio_checks_each_distinct_job_text_once(tmp_path, monkeypatch):
         f"targets: {{t: {{path: {tmp_path / 'data'}, size: 4m}}}}\n"
         "defaults: {ioengine: psync, time_based: 1, runtime: 1s}\n"
         "workloads:\n  - {rw: randread, bs: [4k, 8k], unique_option_for_this_test: 1}\n", "s.yaml")
-    with pytest.raises(Exception, match="fio rejects the job"):
-        execute.prepare(suite, execute.RunOptions())
+    with pytest.raises(Exception, match=r"workloads\[0\] \(randread-4k-qd1\): fio rejects the job"):
+        execute.prepare(suite, execute.RunOptions())  # the first rejected job in plan order is named
+    assert len(calls) == 2
     suite = suite_mod.load_yaml(suite.text.replace(", unique_option_for_this_test: 1", ""), "s.yaml")
     first = execute.prepare(suite, execute.RunOptions(), repeat=3)
-    assert len(first.items) == 6 and len(calls) == 3  # the bad job, then each block size once, not per repeat
+    assert len(first.items) == 6 and len(calls) == 4  # each block size once, not per repeat
     execute.prepare(suite, execute.RunOptions())  # a workflow's next step: the same texts
-    assert len(calls) == 3
+    assert len(calls) == 4

@@ -9,6 +9,7 @@ commits each result the moment its job ends.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import shlex
@@ -229,8 +230,7 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     observers = Observers(tuple(observe_config.chosen(suite.observe, probed)), suite.observe.prometheus)
     pins = _pins(suite, facts)
     items: list[PlanItem] = []
-    judged: dict[str, None] = {}
-    refused: list[lint.Finding] = []
+    judged: dict[str, JobSpec] = {}
     with tempfile.TemporaryDirectory(prefix="iolab-check-") as tmp:
         for job in plan(suite, repeat):
             spec = job.spec
@@ -240,15 +240,7 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                               else ())
             if text not in judged:
                 _check_method(suite, spec, facts.get(spec.target.name), spec.target.name in remote)
-                problem = _fio_verdict(text, Path(tmp), options.fio)
-                if problem and strict:
-                    raise SuiteError(f"{spec.workload.origin} ({spec.workload.name}): fio rejects the job:\n{problem}",
-                                     hint="fio option names and values are used verbatim; see `fio --cmdhelp=OPTION`")
-                if problem:
-                    refused.append(lint.Finding("FIO", lint.ERROR, f"fio rejects the job: {problem}",
-                                                "fix the option fio names; see `fio --cmdhelp=OPTION`",
-                                                "fio --parse-only", (spec.workload.name,)))
-                judged[text] = None
+                judged[text] = spec
             params = {**jobfile.workload_params(spec.sections), **{f"tune.{k}": v for k, v in spec.tune.items()}}
             effective = [opts for _, opts in jobfile.effective_jobs(spec.sections)]
             items.append(PlanItem(
@@ -256,6 +248,7 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                 expected_s=_job_seconds(spec.sections),
                 writes=any(safety.writes(o) for o in effective) or suite.method.precondition is not None,
             ))
+        refused = _fio_checks(judged, Path(tmp), options.fio, strict)
     _check_sizes(suite, items, facts)
     try:
         scratch = _check_targets(suite, items, facts, options)
@@ -275,13 +268,28 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
 _verdicts: dict[tuple[str, str], str | None] = {}
 
 
-def _fio_verdict(text: str, workdir: Path, fio: str) -> str | None:
-    """``runner.local.check_job`` once per distinct job text: a workflow prepares a plan per step,
-    mostly of texts fio has already judged (each check starts fio: ~0.1 s)."""
-    key = (fio, text)
-    if key not in _verdicts:
-        _verdicts[key] = local.check_job(text, workdir, fio)
-    return _verdicts[key]
+def _fio_checks(judged: Mapping[str, JobSpec], workdir: Path, fio: str, strict: bool) -> list[lint.Finding]:
+    """fio's own check (``runner.local.check_job``) of each distinct job text, once per process (a
+    workflow prepares a plan per step, mostly of texts fio has judged) and several at once (each
+    check starts fio, ~0.1 s of CPU calibrating its clock: a sweep has dozens). Raises
+    ``SuiteError`` for the first text fio rejects, in plan order, when ``strict``; else returns
+    the rejections as ``FIO`` error findings."""
+    todo = [text for text in judged if (fio, text) not in _verdicts]
+    if todo:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool:
+            verdicts = pool.map(lambda i: local.check_job(todo[i], workdir / str(i), fio), range(len(todo)))
+            _verdicts.update({(fio, text): verdict for text, verdict in zip(todo, verdicts, strict=True)})
+    refused = []
+    for text, spec in judged.items():
+        problem = _verdicts[(fio, text)]
+        if problem and strict:
+            raise SuiteError(f"{spec.workload.origin} ({spec.workload.name}): fio rejects the job:\n{problem}",
+                             hint="fio option names and values are used verbatim; see `fio --cmdhelp=OPTION`")
+        if problem:
+            refused.append(lint.Finding("FIO", lint.ERROR, f"fio rejects the job: {problem}",
+                                        "fix the option fio names; see `fio --cmdhelp=OPTION`",
+                                        "fio --parse-only", (spec.workload.name,)))
+    return refused
 
 
 def _pins(suite: Suite, facts: Mapping[str, TargetFacts]) -> dict[str, tuple[int, ...]]:
