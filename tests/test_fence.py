@@ -148,9 +148,8 @@ def test_crash_test_saves_and_loads_verify_state_inside_the_fence(tmp_path: Path
     db = tmp_path / "db.sqlite"
     with loop_device(tmp_path, 32 * MiB) as loop:
         proc = iolab("crash-test", "-t", f"dev={loop.path}", "--destroy", loop.path, "size=16m", "rate_iops=2000",
-                     "--trigger-timeout", "2s", "--trigger", "true", "--cuts", "1", "--settle", "0s", "--format", "json",
-                     db=db,
-                     cwd=tmp_path)
+                     "--trigger-timeout", "2s", "--trigger", "true", "--cuts", "1", "--settle", "0s",
+                     "--format", "json", db=db, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         cuts = json.loads(proc.stdout)["crash_test"]["cuts"]
         assert cuts[0]["verdict"] == "intact" and cuts[0]["checked"] > 0, cuts

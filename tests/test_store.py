@@ -173,7 +173,7 @@ def _head() -> str:
     return ScriptDirectory.from_config(config).get_current_head()  # type: ignore[return-value]
 
 
-HEAD = _head()  # a revision id need not be its file's number (0006_issue22)
+HEAD = _head()  # Alembic's own head (store.head_revision reads the file names)
 
 
 def test_reopening_does_not_migrate_again(tmp_path):

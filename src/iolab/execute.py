@@ -9,6 +9,7 @@ commits each result the moment its job ends.
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import shlex
@@ -196,11 +197,17 @@ def _needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
     return max(per_job.values(), default=0)
 
 
-def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict: bool = True) -> Plan:
+def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict: bool = True,
+            contact: bool = True, checked: Mapping[str, remote_jobs.RemoteTarget] | None = None) -> Plan:
     """Inspect targets, render and check every job, apply safety rules, lint; nothing is written.
 
     Remote targets (with hosts) pass their preflight first (``remote.jobs.preflight``); then
     every observer's exporter is probed once (``observe.config.probe``, at most a few seconds).
+    ``checked`` are remote targets an earlier plan of the same run checked (by name): not
+    probed again. With ``contact=False`` (a dry run) no other host is contacted: remote targets stay
+    unchecked (``remote.jobs.unchecked``), their facts-based safety checks wait for the run, and
+    no exporter is probed. fio checks each distinct job text once per process
+    (``fio --parse-only``).
 
     Raises ``SafetyError`` (a destructive write, too little space), ``SuiteError`` (fio rejects
     a job: the message names the workload and quotes fio; a method setting does not fit a
@@ -212,42 +219,34 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     suite = _resolve(suite)
     machine = host.host_facts(local.fio_version(options.fio))
     facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
-    remote = {t.name: remote_jobs.preflight(t, options.fio) for t in suite.targets if t.hosts}
+    remote = {t.name: remote_jobs.preflight(t, options.fio, known=(checked or {}).get(t.name),
+                                            fio_version=machine.fio_version) if contact
+              else remote_jobs.unchecked(t) for t in suite.targets if t.hosts}
     servers = {name: rt.target.hosts for name, rt in remote.items()}
-    probed = observe_config.probe(observe_config.endpoints(suite.observe, servers))
+    probed = observe_config.probe(observe_config.endpoints(suite.observe, servers)) if contact else []
     observers = Observers(tuple(observe_config.chosen(suite.observe, probed)), suite.observe.prometheus)
     pins = _pins(suite, facts)
     items: list[PlanItem] = []
-    checked: dict[str, None] = {}
+    judged: dict[str, JobSpec] = {}
     refused: list[lint.Finding] = []
     fenced = fence_mod.status().ok and options.fence
     with tempfile.TemporaryDirectory(prefix="iolab-check-") as tmp:
-        parse_fence = fence_mod.Fence(Path(tmp).resolve(), landlock=False) if fenced else None
         for job in plan(suite, repeat):
             spec = job.spec
             kind = facts[spec.target.name].kind if spec.target.name in facts else None
             kind = remote[spec.target.name].kind if spec.target.name in remote else kind
             text = render_job(spec, kind, pinning.fio_options(pins[spec.target.name]) if spec.target.name in pins
                               else ())
-            if text not in checked:
+            if text not in judged:
                 _check_method(suite, spec, facts.get(spec.target.name), spec.target.name in remote)
                 try:  # before fio parses it: parsing loads an external engine's code
                     guard.check_exec(text, options.allow_exec, f"{spec.workload.origin} ({spec.workload.name})")
-                    problem = local.check_job(text, Path(tmp).resolve(), options.fio, parse_fence)
+                    judged[text] = spec
                 except SafetyError as exc:
                     if strict:
                         raise
                     refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
-                                                "iolab safety guard (DESIGN.md)", (spec.workload.name,)))
-                    problem = None
-                if problem and strict:
-                    raise SuiteError(f"{spec.workload.origin} ({spec.workload.name}): fio rejects the job:\n{problem}",
-                                     hint="fio option names and values are used verbatim; see `fio --cmdhelp=OPTION`")
-                if problem:
-                    refused.append(lint.Finding("FIO", lint.ERROR, f"fio rejects the job: {problem}",
-                                                "fix the option fio names; see `fio --cmdhelp=OPTION`",
-                                                "fio --parse-only", (spec.workload.name,)))
-                checked[text] = None
+                                                "iolab safety guard (docs/design.md)", (spec.workload.name,)))
             params = {**jobfile.workload_params(spec.sections), **{f"tune.{k}": v for k, v in spec.tune.items()}}
             effective = [opts for _, opts in jobfile.effective_jobs(spec.sections)]
             items.append(PlanItem(
@@ -255,6 +254,7 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                 expected_s=_job_seconds(spec.sections),
                 writes=any(safety.writes(o) for o in effective) or suite.method.precondition is not None,
             ))
+        refused += _fio_checks(judged, Path(tmp).resolve(), options.fio, strict, fenced)
     _check_sizes(suite, items, facts)
     writable: tuple[str, ...] = ()
     try:
@@ -271,6 +271,38 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     return Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch, findings=tuple(findings),
                 pins={name: format_cpus(cpus) for name, cpus in pins.items()}, remote=remote, host=machine,
                 probed=tuple(probed), observers=observers, fence=fence_plan)
+
+
+#: fio's verdict on each job text it checked in this process, by (fio, job text).
+_verdicts: dict[tuple[str, str], str | None] = {}
+
+
+def _fio_checks(judged: Mapping[str, JobSpec], workdir: Path, fio: str, strict: bool,
+               fenced: bool) -> list[lint.Finding]:
+    """fio's own check (``runner.local.check_job``) of each distinct job text, once per process (a
+    workflow prepares a plan per step, mostly of texts fio has judged) and several at once (each
+    check starts fio, ~0.1 s of CPU calibrating its clock: a sweep has dozens); inside the fence
+    when ``fenced`` (parsing a job can open files). Raises
+    ``SuiteError`` for the first text fio rejects, in plan order, when ``strict``; else returns
+    the rejections as ``FIO`` error findings."""
+    todo = [text for text in judged if (fio, text) not in _verdicts]
+    if todo:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool:
+            verdicts = pool.map(lambda i: local.check_job(
+                todo[i], workdir / str(i), fio,
+                fence_mod.Fence(workdir / str(i), landlock=False) if fenced else None), range(len(todo)))
+            _verdicts.update({(fio, text): verdict for text, verdict in zip(todo, verdicts, strict=True)})
+    refused = []
+    for text, spec in judged.items():
+        problem = _verdicts[(fio, text)]
+        if problem and strict:
+            raise SuiteError(f"{spec.workload.origin} ({spec.workload.name}): fio rejects the job:\n{problem}",
+                             hint="fio option names and values are used verbatim; see `fio --cmdhelp=OPTION`")
+        if problem:
+            refused.append(lint.Finding("FIO", lint.ERROR, f"fio rejects the job: {problem}",
+                                        "fix the option fio names; see `fio --cmdhelp=OPTION`",
+                                        "fio --parse-only", (spec.workload.name,)))
+    return refused
 
 
 def _pins(suite: Suite, facts: Mapping[str, TargetFacts]) -> dict[str, tuple[int, ...]]:
@@ -391,6 +423,8 @@ def _capacity(facts: TargetFacts) -> int | None:
 def _check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items: list[PlanItem],
                           options: RunOptions) -> None:
     for name, rt in remote.items():
+        if rt.target.ssh and not rt.checked:
+            continue  # its facts come from the hosts: checked when the run contacts them
         mine = [i for i in items if i.job.spec.target.name == name]
         sections = [s for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
         remote_jobs.check_safety(rt.target, rt.target_facts, any(i.writes for i in mine), options.destroy,
@@ -459,13 +493,16 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def execute(store: Store, run_id: int, options: RunOptions,
-            on_event: Callable[[JobEvent], None] = lambda e: None) -> str:
+            on_event: Callable[[JobEvent], None] = lambda e: None,
+            checked: Mapping[str, remote_jobs.RemoteTarget] | None = None) -> str:
     """Run every invocation of ``run_id`` that has not ended yet; returns the run's status.
 
     First the results the spool holds for the run (finished, but not stored: the database was away,
     or iolab was killed in the write) are stored, and work directories of jobs that never finished
     are removed (``spool``). Then the database must take a write, with room for the results to come
-    (``Store.check_writable``, raises ``StoreError`` before any job).
+    (``Store.check_writable``, raises ``StoreError`` before any job). ``checked`` are the remote
+    targets the run's plan checked (``Plan.remote``): their hosts are not probed again (a resume,
+    without them, probes).
 
     Status: ``complete`` (all ok), ``partial`` (hosts of a remote target were lost mid-run; the
     other hosts' results are kept) or ``failed`` (some job failed; fio's message is stored).
@@ -486,7 +523,7 @@ def execute(store: Store, run_id: int, options: RunOptions,
     store.check_writable(len(todo))
     spool.check()
     try:
-        remote = _remote_targets(run.info.options, todo, options)
+        remote = _remote_targets(run.info.options, todo, options, checked or {})
     except HostError as exc:
         store.finish_run(run_id, "failed")
         hint = f"{exc.hint}; then " if exc.hint else ""
@@ -560,13 +597,14 @@ def _waits_as_events(told: list[_Events]) -> Callable[[dbfaults.Wait], None]:
     return on_wait
 
 
-def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: RunOptions) -> dict[str, Target]:
+def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: RunOptions,
+                    checked: Mapping[str, remote_jobs.RemoteTarget]) -> dict[str, Target]:
     """The remote targets with work left, each past its preflight (raises ``HostError``)."""
     out = {}
     for result in todo:
         target = remote_jobs.target_from_options(result.target, result.target_path, run_options)
         if target is not None and target.name not in out:
-            remote_jobs.preflight(target, options.fio)
+            remote_jobs.preflight(target, options.fio, known=checked.get(target.name))
             out[target.name] = target
     return out
 

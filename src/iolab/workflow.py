@@ -25,6 +25,7 @@ from .execute import JobEvent, RunOptions
 from .jobfile import Section
 from .method import Method
 from .model import ResultRecord
+from .remote.jobs import RemoteTarget
 from .saturation import Point, Search, Slo, knee, point_of
 from .store import Store
 from .suite import Suite, Target, Workload
@@ -54,6 +55,7 @@ class Prober:
     on_event: Callable[[JobEvent], None] = lambda e: None
     run_id: int | None = None
     findings: list[lint.Finding] = field(default_factory=list)
+    checked: Mapping[str, RemoteTarget] = field(default_factory=dict)
 
     def run(self, workload: str, fio_options: Mapping[str, str], repeat: int = 1,
             tune: Mapping[str, str] | None = None, pin: str | None = None, first_repeat: int = 0,
@@ -71,14 +73,15 @@ class Prober:
                       workloads=(Workload(workload, (section,), workload),), repeat=repeat,
                       tune={k: (v,) for k, v in (tune or {}).items()}, method=Method(pin=pin))
         options = replace(self.options, keep_files=True)
-        plan = execute.prepare(suite, options)
+        plan = execute.prepare(suite, options, checked=self.checked)
+        self.checked = {**self.checked, **plan.remote}  # each host probed once per run, not per probe
         self.findings += [f for f in plan.findings if not (f.severity == "warning" and f.id in waived)]
         if self.run_id is None:
             self.run_id = execute.start(self.store, plan, options, label=self.label, tags=self.tags, planned=planned)
         else:
             execute.extend(self.store, self.run_id, plan, first_repeat, planned)
         first = max(r.seq for r in self.store.get_run(self.run_id).results) - len(plan.items) + 1
-        execute.execute(self.store, self.run_id, options, on_event=self.on_event)
+        execute.execute(self.store, self.run_id, options, on_event=self.on_event, checked=self.checked)
         return [r for r in self.store.get_run(self.run_id).results if r.seq >= first]
 
     def __enter__(self) -> Prober:

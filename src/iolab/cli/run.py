@@ -105,8 +105,19 @@ def _describe_remote(remote: RemoteTarget) -> None:
     target = remote.target
     err.print(f"  target [cyan]{target.name}[/]: {target.path} on {len(remote.hosts)} host(s) through fio's "
               f"client/server mode{' (facts over ssh)' if target.ssh else ''}")
+    if not remote.checked:
+        err.print("    hosts not checked (a dry run contacts no host; --probe checks them): "
+                  + ", ".join(h.spec.label for h in remote.hosts), markup=False, highlight=False)
+        return
+    if remote.slow:
+        err.print("    [yellow]slow to answer[/]: " + escape(", ".join(
+            f"{h.spec.label} ({h.answer_s:.2f} s)" for h in remote.slow)) + " — loaded, distant or stuck?")
     for h in remote.hosts:
+        if h.server is None:
+            continue
         detail = f"{h.server.hostname}, {h.server.fio_version}, {h.server.os} {h.server.arch}, {h.server.cpus} CPUs"
+        if h.answer_s is not None:
+            detail += f", answered in {h.answer_s * 1000:.0f} ms"
         t = h.facts.target if h.facts is not None else None
         if t is not None:
             detail += f"; {target.path}: {t.kind}" + (f" ({t.device.name})" if t.device is not None else "")
@@ -214,7 +225,8 @@ def _status_text(s: Status) -> str:
               "checked targets; only the static guard then protects your devices.")
 @click.option("--allow-exec", is_flag=True, help="Let jobs run programs (exec_prerun, exec_postrun, ioengine=exec, "
               "external engines); they run inside the fence.")
-@click.option("--dry-run", is_flag=True, help="Print the plan and the job files, run nothing.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and the job files, run nothing; contact no host.")
+@click.option("--probe", is_flag=True, help="With --dry-run: check the remote hosts and exporters as a run would.")
 @click.option("--resume", "resume", type=int, metavar="RUN", help="Finish an interrupted run.")
 @click.option("--tune", multiple=True, metavar="KEY=VALUE",
               help="Host tuning while jobs run, restored after each (repeatable; a key given twice is an axis): "
@@ -239,7 +251,7 @@ def _status_text(s: Status) -> str:
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
         tags: Sequence[str], destroy: Sequence[str], keep_files: bool, no_fence: bool, allow_exec: bool,
-        dry_run: bool, resume: int | None,
+        dry_run: bool, probe: bool, resume: int | None,
         tune: Sequence[str], pin: str | None, observe: Sequence[str], no_observe: bool, prometheus: str | None,
         passes: int | None, tier_args: Sequence[str], db_wait: float, fmt: str) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
@@ -250,6 +262,7 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     iolab run my-suite.yaml --repeat 3 --label baseline --tag path=virtio
     iolab run job.fio --target data=/data            # a fio job file, unchanged
     iolab run --resume 12                            # finish an interrupted run
+    iolab run hosts.yaml --dry-run --probe           # the plan, with what every fio server says
     iolab run my-suite.yaml --tune scheduler=none --tune scheduler=mq-deadline --pin mq
     iolab run my-suite.yaml --observe nvmet=10.0.0.5:9100   # also watch a storage target's node_exporter
     iolab run job.fio --target hdd=/dev/sdb --passes 5 --tier origin=/dev/sdb   # a cache's warm-up curve
@@ -257,6 +270,8 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     ctx.obj["db_wait"] = db_wait
     options = execute.RunOptions(destroy=tuple(destroy), keep_files=keep_files, fence=not no_fence,
                                  allow_exec=allow_exec)
+    if probe and not dry_run:
+        raise UsageError("--probe goes with --dry-run (a run always checks its hosts first)")
     if resume is not None:
         if suite or targets or dry_run or tune or pin or observe or no_observe or prometheus or passes or tier_args:
             raise UsageError("--resume takes no suite, --target, --tune, --pin, --observe, --passes, --tier or "
@@ -272,7 +287,7 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         loaded = with_passes(loaded, passes, _tiers(tier_args))
-        plan = execute.prepare(loaded, options, repeat=repeat)
+        plan = execute.prepare(loaded, options, repeat=repeat, contact=not dry_run or probe)
         _describe_plan(plan)
         print_findings(plan.findings)
         if dry_run:
@@ -283,7 +298,8 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
     store = store_of(ctx)
     try:
         with _LiveProgress() as progress:
-            status = execute.execute(store, run_id, options, on_event=progress)
+            status = execute.execute(store, run_id, options, on_event=progress,
+                                     checked=plan.remote if resume is None else None)
     except Interrupted:
         _print_run(store, run_id, fmt)
         raise

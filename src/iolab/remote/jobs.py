@@ -5,6 +5,12 @@ the timeout, and it is the local fio's version (the protocol is version-locked, 
 With ``ssh: true`` it also gathers host and target facts on every host (``remote.facts``); they
 decide how the path is given to fio and feed the same safety rules as local targets.
 
+Each host is probed once per run: ``preflight`` given what an earlier check of the run found
+(``known``, the plan's) returns it, and the job itself (``runner.client``) sends no probe of
+its own. A host lost in a job is probed again before its next job, and left out of it (lost,
+with the probe's cause) when it still does not answer. ``unchecked`` is a target nobody
+contacted (``iolab run --dry-run``).
+
 ``run_job`` runs one job on all hosts (``runner.client``) and describes each host's part for
 the store: ``extra["hosts"]`` of the result holds one ``HostRecord`` per host (``host_records``
 reads them back).
@@ -14,8 +20,11 @@ from __future__ import annotations
 
 import posixpath
 import re
+import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +42,22 @@ from .protocol import ProbeReply
 
 #: Seconds a host has to answer the preflight probe (connect and reply).
 PREFLIGHT_TIMEOUT_S = 5.0
+#: A probe answered later than this names its host in the plan: an answer takes milliseconds
+#: on a LAN, so this is a loaded, distant or stuck host (or a server that slept, ``protocol``).
+SLOW_PROBE_S = 0.25
 #: The bound of a remote job whose duration fio decides (no ``runtime``): one hour.
 DEFAULT_BOUND_S = 3600.0
 
 
 @dataclass(frozen=True)
 class RemoteHost:
-    """A host as preflight found it: its server's own description, and facts with ``ssh``."""
+    """A host as preflight found it: its server's own description (None: not contacted, a dry
+    run), facts with ``ssh``, and ``answer_s``, how long its probe took (connect to reply)."""
 
     spec: HostSpec
-    server: ProbeReply
+    server: ProbeReply | None
     facts: RemoteFacts | None = None
+    answer_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +70,12 @@ class RemoteTarget:
     target: Target
     hosts: tuple[RemoteHost, ...]
     kind: str
+    checked: bool = True
+
+    @property
+    def slow(self) -> tuple[RemoteHost, ...]:
+        """Hosts whose probe took longer than ``SLOW_PROBE_S``."""
+        return tuple(h for h in self.hosts if h.answer_s is not None and h.answer_s > SLOW_PROBE_S)
 
     @property
     def target_facts(self) -> dict[HostSpec, TargetFacts | None]:
@@ -88,31 +108,82 @@ class RemoteOutcome:
         return {"hosts": [to_jsonable(r) for r in self.records]}
 
 
-def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIMEOUT_S) -> RemoteTarget:
-    """Check every host of ``target`` (see the module docstring), all at once.
+_lock = threading.Lock()
+#: Hosts lost in an earlier job of this process: probed again before their next job.
+_lost: set[HostSpec] = set()
+
+
+def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIMEOUT_S,
+              known: RemoteTarget | None = None, fio_version: str | None = None) -> RemoteTarget:
+    """Check every host of ``target`` (see the module docstring), all at once, each within
+    ``timeout_s``. ``known`` is what an earlier check of the same run found: it is the answer
+    when it checked the same hosts, path and ssh (what a stored run keeps of a target,
+    ``target_from_options``) and none of its hosts was lost since. ``fio_version`` is the local
+    fio's (``3.33``) when the caller knows it already (each lookup starts fio).
 
     Raises ``HostError`` listing every host that fails, each with its cause (nothing listens,
     no answer in time, not a fio server, another fio version, ssh failed).
     """
-    local_version = f"fio-{local.fio_version(fio)}"
+    if known is not None and known.checked and _where(known.target) == _where(target):
+        with _lock:
+            if not _lost.intersection(target.hosts):
+                return known
+    local_version = f"fio-{fio_version or _fio_version(local.find_fio(fio))}"
     version = protocol.local_protocol_version(local.find_fio(fio))
-    answers = protocol.probe_all(list(target.hosts), version, timeout_s)
+    answers = host_specs.on_each(target.hosts, lambda h: _timed_probe(h, version, timeout_s), timeout_s + 5,
+                                 "the probe")
     problems = []
     for spec, answer in answers.items():
         if isinstance(answer, HostError):
             problems.append(answer.message)
-        elif answer.fio_version != local_version:
-            problems.append(f"{spec}: its fio server is {answer.fio_version} ({answer.hostname}), local fio is "
-                            f"{local_version}; client and server must be the same fio")
+        elif answer[0].fio_version != local_version:
+            problems.append(f"{spec}: its fio server is {answer[0].fio_version} ({answer[0].hostname}), local fio "
+                            f"is {local_version}; client and server must be the same fio")
     if problems:
         raise HostError(f"target {target.name}: preflight failed for {len(problems)} of {len(answers)} host(s):\n  "
                         + "\n  ".join(problems),
                         hint="start `iolab server start --bind ADDRESS` (same fio version) on each host, "
                         "or remove the host from the target")
     found = remote_facts.gather_all(list(target.hosts), target.path) if target.ssh else None
-    hosts = tuple(RemoteHost(spec, answers[spec], found[i] if found else None)  # type: ignore[arg-type]
+    hosts = tuple(RemoteHost(spec, answers[spec][0], found[i] if found else None, answers[spec][1])  # type: ignore[index]
                   for i, spec in enumerate(target.hosts))
+    with _lock:
+        _lost.difference_update(target.hosts)
     return RemoteTarget(target=target, hosts=hosts, kind=_kind(target, hosts))
+
+
+@cache
+def _fio_version(fio_path: str) -> str:
+    """``runner.local.fio_version`` once per fio binary: the plan has just asked (``fio --version``)."""
+    return local.fio_version(fio_path)
+
+
+def _where(target: Target) -> tuple[tuple[HostSpec, ...], str | None, bool]:
+    return target.hosts, target.path, target.ssh
+
+
+def _timed_probe(host: HostSpec, version: int, timeout_s: float) -> tuple[ProbeReply, float]:
+    started = time.monotonic()
+    reply = protocol.probe(host, version, timeout_s)
+    return reply, time.monotonic() - started
+
+
+def unchecked(target: Target) -> RemoteTarget:
+    """``target`` as a plan shows it without contacting its hosts: no server answers, no facts,
+    the path's kind from its spelling."""
+    hosts = tuple(RemoteHost(spec, None) for spec in target.hosts)
+    return RemoteTarget(target=target, hosts=hosts, kind=_kind(target, hosts), checked=False)
+
+
+def _recheck(hosts: Sequence[HostSpec], fio: str) -> dict[HostSpec, str]:
+    """Probe the hosts lost in an earlier job again, at once: those that still do not answer,
+    each with the cause."""
+    if not hosts:
+        return {}
+    version = protocol.local_protocol_version(local.find_fio(fio))
+    answers = protocol.probe_all(list(hosts), version, PREFLIGHT_TIMEOUT_S)
+    return {spec: f"lost in an earlier job, and {a.message.removeprefix(f'{spec}: ')}"
+            for spec, a in answers.items() if isinstance(a, HostError)}
 
 
 def _kind(target: Target, hosts: Sequence[RemoteHost]) -> str:
@@ -206,8 +277,13 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
     if target.ssh and any(safety.writes(o) for _, o in jobfile.effective_jobs(sections)):
         fresh = {s: f.target if isinstance(f, RemoteFacts) else None for s, f in found.items()}
         check_safety(target, fresh, True, destroy, 0)
+    with _lock:
+        suspects = [h for h in target.hosts if h in _lost]
     outcome = client.run(job_text, list(target.hosts), workdir, on_status, fio=fio, timeout_s=timeout_s,
-                         extra_args=extra_args, before_start=before_start)
+                         extra_args=extra_args, before_start=before_start, unreachable=_recheck(suspects, fio))
+    with _lock:
+        for spec, host in zip(target.hosts, outcome.hosts, strict=True):
+            (_lost.add if host.status == "lost" else _lost.discard)(spec)
     records = []
     for spec, host in zip(target.hosts, outcome.hosts, strict=True):
         f = found.get(spec)

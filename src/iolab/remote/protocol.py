@@ -12,6 +12,16 @@ server.c), so client and server must be the same fio. iolab learns the local fio
 version from fio itself (``local_protocol_version``: fio connects to a one-shot loopback
 listener and its first message is read), so no table of versions is needed.
 
+A fio server's per-connection process looks at its socket without waiting (``poll(…, 0)``) and
+then sleeps up to 1 s (100 ms while a job runs) on a semaphore that only its own outgoing
+messages post (``handle_connection()``, server.c@fio-3.33, unchanged in 3.42). A message that
+arrives while it sleeps waits for the rest of that second: a probe sent a few milliseconds
+after the connect (a busy machine, a thread waiting for the GIL) came back exactly 1.00 s late.
+So ``connect`` holds back the last packet of TCP's handshake until iolab's first message can
+ride on it (``TCP_DEFER_ACCEPT`` on a connecting socket delays that ACK for up to 200 ms,
+``tcp_rcv_synsent_state_process()``, net/ipv4/tcp_input.c): the server accepts the connection
+only when the message is already there, and answers at its first look.
+
 ``probe`` sends ``FIO_NET_CMD_PROBE`` (``struct cmd_client_probe_pdu``) and reads the reply
 (``struct cmd_probe_reply_pdu``: server host name, fio version, OS, architecture, CPUs), the
 same exchange fio's client starts every connection with. ``decode_eta`` reads the progress
@@ -27,6 +37,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from ..errors import HostError
 from .hosts import HostSpec, on_each
@@ -213,27 +224,37 @@ def local_protocol_version(fio: str = "fio") -> int:
     return int(HEADER.unpack_from(data)[0])
 
 
-def connect(host: HostSpec, timeout_s: float) -> socket.socket:
-    """A connected socket to ``host``; raises ``OSError`` (``TimeoutError`` past ``timeout_s``)."""
+def connect(host: HostSpec, timeout_s: float, first: bytes = b"") -> socket.socket:
+    """A connected socket to ``host`` that has sent ``first``; raises ``OSError``
+    (``TimeoutError`` past ``timeout_s``).
+
+    Send the first message here, not afterwards: over TCP the handshake's last packet waits for
+    it (see the module docstring), so a fio server finds it at once instead of up to 1 s later.
+    A unix socket has no handshake to hold back; ``first`` goes out right after the connect.
+    """
     if host.kind == "sock":
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout_s)
-        try:
-            sock.connect(host.host)
-        except OSError:
-            sock.close()
-            raise
-        return sock
-    family = socket.AF_INET6 if host.kind == "ip6" else socket.AF_INET
-    infos = socket.getaddrinfo(host.host, host.port, family, socket.SOCK_STREAM)
-    sock = socket.socket(family, socket.SOCK_STREAM)
+        address: Any = host.host
+    else:
+        family = socket.AF_INET6 if host.kind == "ip6" else socket.AF_INET
+        address = socket.getaddrinfo(host.host, host.port, family, socket.SOCK_STREAM)[0][4]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        with contextlib.suppress(OSError, AttributeError):  # Linux; elsewhere the plain handshake
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
     sock.settimeout(timeout_s)
     try:
-        sock.connect(infos[0][4])
+        sock.connect(address)
+        if first:
+            sock.sendall(first)
     except OSError:
         sock.close()
         raise
     return sock
+
+
+def probe_message(version: int, name: str) -> bytes:
+    """``FIO_NET_CMD_PROBE`` as fio's client sends it (``probe_client()``, client.c)."""
+    return encode(version, CMD_PROBE, _PROBE_PDU.pack(1, name.encode()[:127]), tag=1)
 
 
 def probe(host: HostSpec, version: int, timeout_s: float = 5.0) -> ProbeReply:
@@ -245,8 +266,9 @@ def probe(host: HostSpec, version: int, timeout_s: float = 5.0) -> ProbeReply:
     answering, which is what a fio server of another protocol version does.
     """
     deadline = time.monotonic() + timeout_s
+    name = host.host if host.kind != "sock" else "localhost"
     try:
-        sock = connect(host, timeout_s)
+        sock = connect(host, timeout_s, probe_message(version, name))
     except TimeoutError:
         raise HostError(f"{host}: no connection within {timeout_s:g} s (host down or traffic dropped)") from None
     except socket.gaierror as exc:
@@ -256,11 +278,9 @@ def probe(host: HostSpec, version: int, timeout_s: float = 5.0) -> ProbeReply:
             else (exc.strerror or str(exc))
         raise HostError(f"{host}: cannot connect: {cause}",
                         hint=f"start a fio server there: iolab server start --bind {host.host}") from None
-    name = host.host if host.kind != "sock" else "localhost"
     reader = MessageReader()
     with sock:
         try:
-            sock.sendall(encode(version, CMD_PROBE, _PROBE_PDU.pack(1, name.encode()[:127]), tag=1))
             while True:
                 sock.settimeout(max(0.01, deadline - time.monotonic()))
                 data = sock.recv(65536)

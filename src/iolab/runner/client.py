@@ -96,7 +96,7 @@ class ClientOutcome:
 def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable[[HostStatus], None] | None = None,
         fio: str = "fio", timeout_s: float | None = None, connect_timeout_s: float = 5.0,
         extra_args: Sequence[str] = (), before_start: Callable[[Mapping[str, str]], None] | None = None,
-        ) -> ClientOutcome:
+        unreachable: Mapping[HostSpec, str] | None = None) -> ClientOutcome:
     """Run ``job_text`` on every host of ``hosts`` at once and return the ClientOutcome.
 
     ``workdir`` (created) holds the job file, fio's output and messages; fio's client runs there
@@ -109,7 +109,8 @@ def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable
 
     ``extra_args`` are fio options for the client's command line (a crash test's trigger options);
     ``before_start`` is called with ``ClientOutcome.prefixes`` once the relays are open, before fio
-    starts (to put files fio's servers will ask the client for into ``workdir``).
+    starts (to put files fio's servers will ask the client for into ``workdir``). Hosts in
+    ``unreachable`` (host -> why) are left out: lost before the start, with that cause.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     workdir = workdir.resolve()
@@ -120,7 +121,7 @@ def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable
     output = workdir / OUTPUT_NAME
     output.unlink(missing_ok=True)
     started = datetime.now(UTC)
-    relays = open_relays(hosts, connect_timeout_s)
+    relays = open_relays(hosts, connect_timeout_s, unreachable)
     try:
         live = [r for r in relays if r.error is None]
         for r in relays if on_status is not None else ():

@@ -3,14 +3,14 @@
 One row per capture result; ``meta`` holds the task names by pid, the kernel's lost-event count
 and the capture's duration.
 
-Revision ID: 0006_issue22
+Revision ID: 0006
 Revises: 0005
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0006_issue22"
+revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
