@@ -22,7 +22,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
 import orjson
 import pydantic
 import sqlalchemy as sa
@@ -142,6 +141,19 @@ def _normalise_url(url: str) -> str:
     if "://" not in url:
         return f"sqlite:///{Path(url).expanduser().resolve()}"
     return url
+
+
+def require_existing(url: str | None = None) -> None:
+    """Raise ``UsageError`` when ``url`` (default ``default_url()``) names an SQLite file that does
+    not exist: commands that only read must not create a database (or its directory) from a typo.
+    A server URL (PostgreSQL) is left to the connection to judge."""
+    url = _normalise_url(url or default_url())
+    if not url.startswith("sqlite:///"):
+        return
+    path = Path(url.removeprefix("sqlite:///"))
+    if str(path) != ":memory:" and not path.is_file():
+        raise UsageError(f"no results database at {path}",
+                         hint="`iolab run` and `iolab import` create one; check --db / $IOLAB_DB")
 
 
 @dataclass(frozen=True)
@@ -685,6 +697,7 @@ def encode_series(t_ms: Sequence[int], values: Sequence[float]) -> bytes:
     all are integers below 2**53, as fio's IOPS, KiB/s and ns logs mostly are). Raises ValueError
     when the two sequences differ in length.
     """
+    import numpy as np  # here: reading run lists and reports needs no numpy
     t = np.asarray(t_ms, dtype=np.int64)
     v = np.asarray(values, dtype=np.float64)
     if t.shape != v.shape or t.ndim != 1:
@@ -704,6 +717,7 @@ def decode_series(blob: bytes) -> tuple[tuple[int, ...], tuple[float, ...]]:
     if version != SERIES_FORMAT or len(data) != _SERIES_HEADER.size + 16 * count:
         raise StoreError(f"a stored time series is in format {version} with {len(data)} bytes for {count} samples; "
                          f"this iolab reads format {SERIES_FORMAT}", hint="upgrade iolab")
+    import numpy as np
     arrays = np.frombuffer(data, dtype="<i8", offset=_SERIES_HEADER.size).reshape(2, count)
     values = (np.cumsum(arrays[1]).astype(np.float64) if flags & _INTEGRAL
               else np.frombuffer(data, dtype="<f8", offset=_SERIES_HEADER.size + 8 * count))

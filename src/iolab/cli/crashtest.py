@@ -13,9 +13,10 @@ from ..execute import RunOptions
 from ..remote import hosts as host_specs
 from ..report import results as results_report
 from ..report.crashtest import crash_table
-from . import FORMATS, cli, emit_tables, err, parse_tags, store_of
-from .run import _LiveProgress, run_document
+from . import FORMATS, emit_tables, err, parse_tags, store_of
+from .run import _LiveProgress
 from .saturate import fio_options
+from .show import run_document
 
 
 def _seconds(option: str, text: str) -> float:
@@ -40,7 +41,7 @@ def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str,
     return suite.Target(name, path, size, hosts=specs, ssh=ssh)
 
 
-@cli.command("crash-test")
+@click.command("crash-test")
 @click.argument("options", nargs=-1, metavar="[FIO_OPTION=VALUE]...")
 @click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH",
               help="The file or block device to write (on each --host, when given).")

@@ -13,10 +13,10 @@ from .. import importer
 from ..errors import IolabError
 from ..report import results as results_report
 from ..report.table import Cell, Column, Table
-from . import FORMATS, _report_error, cli, emit_tables, err, load_runs, parse_tags, store_of
+from . import FORMATS, _report_error, emit_tables, err, load_runs, parse_tags, store_of
 
 
-@cli.command("import")
+@click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="FILE|DIR...")
 @click.option("--label", help="A name for the imported runs, usable wherever a run id is.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the imported runs (repeatable).")

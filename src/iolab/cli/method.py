@@ -18,7 +18,7 @@ from ..report.method import findings_table
 from ..report.table import Cell, Column, Table
 from ..runner import local
 from ..units import format_bytes
-from . import cli, emit_tables, err, out
+from . import emit_tables, err, out
 
 PIN_CHOICE = click.Choice(pinning.MODES)
 
@@ -72,7 +72,7 @@ def describe_method(plan: execute.Plan) -> list[str]:
     return lines
 
 
-@cli.command("lint")
+@click.command("lint")
 @click.argument("suite")
 @click.option("-t", "--target", "targets_", multiple=True, metavar="NAME=PATH",
               help="Lint for this file, directory or block device (repeatable); replaces the suite's targets.")
@@ -124,7 +124,7 @@ def _facts_rows(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-@cli.command("host")
+@click.command("host")
 @click.option("--device", metavar="PATH", help="Also describe this block device (or the device under a file).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "markdown", "csv")), default="table",
               show_default=True)
@@ -160,7 +160,7 @@ def host_command(device: str | None, fmt: str) -> None:
     emit_tables([table], fmt, document)
 
 
-@cli.command("restore")
+@click.command("restore")
 @click.option("--discard", is_flag=True, help="Forget journals whose values cannot be written back.")
 def restore_command(discard: bool) -> None:
     """Write back host tuning left behind by an iolab run that was killed (every command also

@@ -12,24 +12,15 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 
 from .. import execute
 from ..errors import Interrupted, UsageError
-from ..model import Run, to_jsonable
 from ..observe.config import with_args
 from ..remote.jobs import RemoteTarget
-from ..report import results as results_report
-from ..report.autotune import ranking_table
-from ..report.costs import cost_table
-from ..report.crashtest import crash_document, crash_table
-from ..report.saturation import saturation_table
-from ..report.sweeps import run_grids
-from ..report.table import Cell, Column, Table
-from ..report.warmup import cache_table, warmup_document, warmup_table
 from ..runner.status import Status
-from ..store import Store, UnreadableRun
 from ..suite import with_passes
 from ..tiers import Tier, parse_tier
 from ..units import format_bytes, format_duration, format_iops, format_rate
-from . import FORMATS, cli, emit_tables, err, load_runs, out, parse_tags, report_unreadable, store_of
+from . import FORMATS, err, out, parse_tags, store_of
 from .method import describe_method, load_planned, print_findings
+from .show import print_run
 
 
 def _describe_plan(plan: execute.Plan) -> None:
@@ -175,7 +166,7 @@ def _status_text(s: Status) -> str:
     return detail
 
 
-@cli.command()
+@click.command()
 @click.argument("suite", required=False)
 @click.option("-t", "--target", "targets", multiple=True, metavar="NAME=PATH",
               help="Run on this file, directory or block device (repeatable); replaces the suite's targets.")
@@ -250,9 +241,9 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         with _LiveProgress() as progress:
             status = execute.execute(store, run_id, options, on_event=progress)
     except Interrupted:
-        _print_run(store, run_id, fmt)
+        print_run(store, run_id, fmt)
         raise
-    _print_run(store, run_id, fmt)
+    print_run(store, run_id, fmt)
     if status == "partial":
         err.print(f"[yellow]Run {run_id} is partial[/]: hosts were lost mid-run; the other hosts' results are "
                   f"stored (iolab show {run_id}).")
@@ -274,75 +265,6 @@ def _tiers(args: Sequence[str]) -> list[Tier]:
         except ValueError as exc:
             raise UsageError(f"--tier {arg!r}: {exc}") from None
     return out
-
-
-def _extra_tables(run: Run) -> list[Table]:
-    """The tables that follow the results when the run has them: every host's cost when it was
-    observed (``report.costs``), the warm-up curve of a run with passes and its cache counters
-    (``report.warmup``), the cuts of a crash test (``report.crashtest``)."""
-    return [t for t in (cost_table(run), warmup_table(run), cache_table(run), crash_table(run)) if t is not None]
-
-
-def run_document(run: Run) -> dict[str, Any]:
-    """The run's JSON document (``report.results.run_document``) with its warm-up curves and crash-test
-    cuts when it has them (``"warmup"``, ``"crash_test"``)."""
-    document = results_report.run_document(run)
-    curves, crashes = warmup_document(run), crash_document(run)
-    return {**document, **({"warmup": curves} if curves else {}), **({"crash_test": crashes} if crashes else {})}
-
-
-def _print_run(store: Store, run_id: int, fmt: str) -> None:
-    stored = store.get_run(run_id)
-    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt, run_document(stored))
-
-
-# runs, show
-
-
-@cli.command()
-@click.option("-n", "--limit", type=int, default=50, show_default=True, help="How many runs to list.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.pass_context
-def runs(ctx: click.Context, limit: int, fmt: str) -> None:
-    """List stored runs, newest first."""
-    listed = store_of(ctx).list_runs(limit)
-    columns = tuple(Column(k, t, n) for k, t, n in (
-        ("id", "id", True), ("created_at", "created (UTC)", False), ("status", "status", False),
-        ("origin", "origin", False), ("suite", "suite", False), ("label", "label", False),
-        ("tags", "tags", False), ("fio", "fio", False), ("host", "host", False)))
-    rows = tuple((
-        Cell(str(i.id), i.id), Cell(i.created_at.strftime("%Y-%m-%d %H:%M:%S"), i.created_at.isoformat()),
-        Cell(i.status, style={"complete": "green", "failed": "red", "interrupted": "yellow",
-                              "partial": "yellow"}.get(i.status)),
-        Cell(i.origin), Cell(i.suite_name), Cell(i.label or ""),
-        Cell(" ".join(f"{k}={v}" for k, v in i.tags.items())), Cell(i.fio_version or "–"),
-        Cell(i.host.hostname if i.host and i.host.hostname else "–"),
-    ) if not isinstance(i, UnreadableRun) else (
-        Cell(str(i.run_id), i.run_id), Cell(""), Cell("unreadable", style="red"), *(Cell("") for _ in range(6)),
-    ) for i in listed)
-    document = [to_jsonable(i) if not isinstance(i, UnreadableRun) else {"id": i.run_id, "unreadable": i.reason}
-                for i in listed]
-    emit_tables([Table("runs", columns, rows)], fmt, document)
-    for problem in listed:
-        if isinstance(problem, UnreadableRun):
-            report_unreadable(ctx, problem)
-
-
-@cli.command()
-@click.argument("selectors", nargs=-1, required=True, metavar="RUN...")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.pass_context
-def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
-    """Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."""
-    store = store_of(ctx)
-    ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
-    stored = load_runs(ctx, ids)
-    if not stored:
-        return
-    document: Any = [run_document(r) for r in stored]
-    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_extra_tables(r),
-                                             saturation_table(r), ranking_table(r)) if t is not None], fmt,
-                document[0] if len(document) == 1 else document)
 
 
 # ---------------------------------------------------------------------------------------------

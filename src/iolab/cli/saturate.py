@@ -20,7 +20,7 @@ from ..report.autotune import ranking_table
 from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
 from ..report.table import Table
-from . import FORMATS, cli, emit_tables, err, parse_tags, store_of
+from . import FORMATS, emit_tables, err, parse_tags, store_of
 from .run import _LiveProgress
 
 #: Options the search itself sets.
@@ -112,7 +112,7 @@ def _show(ctx: click.Context, run_id: int | None, fmt: str, summary: Callable[[R
     return run
 
 
-@cli.command()
+@click.command()
 @search_options
 @click.option("--fio-latency-target", "fio_target", is_flag=True,
               help="Also run fio's own latency_target search (one job, a percentile --slo) to compare with.")
@@ -142,7 +142,7 @@ def saturate(ctx: click.Context, fio_target: bool, **args: Any) -> None:
     _show(ctx, prober.run_id, args["fmt"], saturation_table)
 
 
-@cli.command("autotune")
+@click.command("autotune")
 @search_options
 @click.option("--budget", default="10m", show_default=True, help="How long the whole search may take.")
 @click.option("--axes", default=",".join(autotune.ORDER), show_default=True,
