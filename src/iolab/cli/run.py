@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 from .. import execute
 from ..errors import Interrupted, UsageError
 from ..observe.config import with_args
+from ..observe.local import SELF
 from ..remote.jobs import RemoteTarget
 from ..runner.status import Status
 from ..suite import with_passes
@@ -55,15 +56,16 @@ def _describe_plan(plan: execute.Plan) -> None:
 
 
 def _describe_observers(plan: execute.Plan) -> list[str]:
-    """One line per exporter probed: observed or not, and what it said."""
+    """One line per observer probed: observed or not, and what it said."""
     if not plan.probed:
         return []
     chosen = {p.endpoint for p in plan.observers.probed}
     how = f"read afterwards from {plan.observers.prometheus}" if plan.observers.prometheus else "sampled at 1 s"
-    lines = [f"observers (node_exporter, {how}):"]
+    lines = [f"observers ({how}):"]
     for p in plan.probed:
         e = p.endpoint
-        what = f"{e.host} ({e.role}) at {e.address}"
+        what = f"{e.host} ({e.role}) from /proc and /sys" if e.address == SELF else \
+            f"{e.host} ({e.role}) at {e.address}, node_exporter"
         if p.facts is not None:
             f = p.facts.host
             detail = ", ".join(x for x in (f.hostname, f"{f.cpu_count} CPUs" if f.cpu_count else None,

@@ -30,14 +30,22 @@ def _extra_tables(run: Run) -> list[Table]:
 
 
 def run_document(run: Run) -> dict[str, Any]:
-    """The run's JSON document (``report.results.run_document``) with its warm-up curves and crash-test
-    cuts when it has them (``"warmup"``, ``"crash_test"``)."""
+    """The run's JSON document (``report.results.run_document``) with every table ``show`` prints
+    beside the results: each observed host's cost per result (``results[].host_costs``) and as the
+    cost table's rows (``host_costs``, ``report.costs.cost_document``), and the warm-up curves and
+    crash-test cuts when it has them (``"warmup"``, ``"crash_test"``)."""
     from ..report import results as results_report
+    from ..report.costs import cost_document, result_costs
     from ..report.crashtest import crash_document
     from ..report.warmup import warmup_document
     document = results_report.run_document(run)
-    curves, crashes = warmup_document(run), crash_document(run)
-    return {**document, **({"warmup": curves} if curves else {}), **({"crash_test": crashes} if crashes else {})}
+    for doc, result in zip(document["results"], run.results, strict=True):
+        costs = result_costs(result)
+        if costs:
+            doc["host_costs"] = costs
+    costs, curves, crashes = cost_document(run), warmup_document(run), crash_document(run)
+    return {**document, **({"host_costs": costs} if costs else {}), **({"warmup": curves} if curves else {}),
+            **({"crash_test": crashes} if crashes else {})}
 
 
 def print_run(store: Store, run_id: int, fmt: str) -> None:
