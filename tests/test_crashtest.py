@@ -164,12 +164,12 @@ def test_the_destructive_guard_refuses_before_anything_runs(tmp_path):
     with loop_device(tmp_path, 32 * MiB) as loop:
         before = loop.sha256()
         proc = iolab("crash-test", "-t", f"dev={loop.path}", "size=8m", "--trigger-timeout", "1s", db=db)
-        assert proc.returncode == 1 and "not named with --destroy" in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and "not named with --destroy" in proc.stderr, proc.stderr
         loop.make_ext4()
         before = loop.sha256()
         proc = iolab("crash-test", "-t", f"dev={loop.path}", "--destroy", loop.path, "size=8m",
                      "--trigger-timeout", "1s", db=db)
-        assert proc.returncode == 1 and "ext4" in proc.stderr, proc.stderr
+        assert proc.returncode == 2 and "ext4" in proc.stderr, proc.stderr
         assert loop.sha256() == before
         proc = iolab("crash-test", "-t", f"dev={loop.path}", "--destroy", loop.path, "verify=md5", "rw=randread",
                      "--trigger-timeout", "1s", db=db)

@@ -16,7 +16,7 @@ import os
 import struct
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
@@ -42,6 +42,7 @@ from .model import (
     to_json_text,
     to_jsonable,
 )
+from .owner import effective_status
 
 T = TypeVar("T")
 metadata = sa.MetaData()
@@ -568,6 +569,8 @@ class Store:
                 where = f"result {r['seq']} ({r['target']} / {r['workload']})"
                 raise UnreadableRun(run_id, f"{where}: {result.reason}") from result.__cause__
             loaded.append(result)
+        if info.status == "interrupted" and row["status"] == "running":  # its process is gone (owner.py)
+            loaded = [replace(r, status="interrupted") if r.status == "running" else r for r in loaded]
         return Run(info=info, results=tuple(loaded))
 
     def raw_json(self, result_id: int) -> str | None:
@@ -655,7 +658,8 @@ class Store:
     def _info(row: Any, tags: Mapping[str, str]) -> RunInfo:
         return RunInfo(
             id=row["id"], created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
-            finished_at=_utc(row["finished_at"]), status=row["status"], origin=row["origin"],
+            finished_at=_utc(row["finished_at"]), status=effective_status(row["status"], row["options"]),
+            origin=row["origin"],
             suite_name=row["suite_name"], suite_text=row["suite_text"], label=row["label"], tags=dict(tags),
             fio_version=row["fio_version"], host=_column("host", HostFacts, row["host"]) if row["host"] else None,
             warnings=tuple(row["warnings"] or ()), source=row["source"], options=row["options"] or {},

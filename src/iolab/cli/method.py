@@ -15,7 +15,7 @@ from .. import suite as suite_mod
 from ..errors import IolabError, UsageError
 from ..model import to_jsonable
 from ..report.method import findings_table
-from ..report.table import Cell, Column, Table
+from ..report.table import Cell, Column, Table, compact_places
 from ..runner import local
 from ..units import format_bytes
 from . import emit_tables, err, out
@@ -39,11 +39,12 @@ def print_findings(findings: Sequence[lint.Finding], console: Console = err, *, 
     for f in findings:
         style = "red" if f.severity == lint.ERROR else "yellow"
         console.print(f"  {f.id} {f.severity}", style=f"bold {style}", end="", markup=False)
-        console.print(f"  {', '.join(f.where)}", markup=False, highlight=False)
-        console.print(f"      {f.message}", markup=False, highlight=False)
-        console.print(f"      Remedy: {f.remedy}", markup=False, highlight=False)
-        if full:
-            console.print(f"      Source: {f.source}", style="dim", markup=False, highlight=False)
+        console.print(f"  {compact_places(f.where)}", markup=False, highlight=False)
+        for label, text in (("", f.message), ("Remedy: ", f.remedy), *((("Source: ", f.source),) if full else ())):
+            lines = text.splitlines() or [""]  # fio's own messages span lines ("Did you mean iodepth?")
+            console.print("\n".join(f"      {label if i == 0 else ' ' * len(label)}{line}"
+                                    for i, line in enumerate(lines)), markup=False, highlight=False,
+                          style="dim" if label == "Source: " else None)
 
 
 def describe_method(plan: execute.Plan) -> list[str]:

@@ -4,23 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import click
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from .. import execute
 from ..errors import Interrupted, UsageError
 from ..observe.config import with_args
 from ..observe.local import SELF
 from ..remote.jobs import RemoteTarget
-from ..runner.status import Status
 from ..suite import with_passes
 from ..tiers import Tier, parse_tier
-from ..units import format_bytes, format_duration, format_iops, format_rate
+from ..units import format_bytes, format_duration
 from . import FORMATS, err, out, parse_tags, store_of
 from .method import describe_method, load_planned, print_findings
+from .progress import LiveProgress as _LiveProgress  # noqa: F401  (command modules of other branches import it)
+from .progress import job_progress
 from .show import print_run
 
 
@@ -103,71 +101,6 @@ def _dry_run(plan: execute.Plan) -> None:
         out.print(item.job_text, markup=False, highlight=False)
 
 
-class _LiveProgress:
-    """A rich progress bar per job, fed by execute's events."""
-
-    def __init__(self) -> None:
-        self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
-            TimeElapsedColumn(), TextColumn("{task.fields[detail]}"), console=err, transient=False,
-        )
-        self.task: TaskID | None = None
-        self.hosts: dict[str, TaskID] = {}
-
-    def __enter__(self) -> _LiveProgress:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.progress.__exit__(*exc)
-
-    def __call__(self, event: execute.JobEvent) -> None:
-        title = f"[{event.index + 1}/{event.total}] {event.target} · {event.workload}" + \
-            (f" #{event.repeat + 1}" if event.repeat else "")
-        if event.kind == "start":
-            self.task = self.progress.add_task(title, total=event.expected_s, detail="starting fio")
-            self.hosts = {}
-        elif event.kind == "status" and event.host is not None:
-            self._host(event)
-        elif event.kind == "status" and self.task is not None and event.status is not None:
-            s = event.status
-            self.progress.update(self.task, completed=s.elapsed_s, detail=_status_text(s))
-        elif event.kind == "note" and event.detail:
-            self.progress.console.print(f"    {event.detail}", style="cyan", markup=False, highlight=False)
-        elif event.kind == "end" and self.task is not None:
-            ok = event.outcome == "ok"
-            mark = "[green]✓[/]" if ok else f"[red]✗ {event.outcome}[/]"
-            self.progress.update(self.task, completed=event.expected_s or 1, total=event.expected_s or 1,
-                                 detail=mark)
-            for host_task in self.hosts.values():
-                self.progress.stop_task(host_task)
-            if not ok and event.error:
-                self.progress.console.print(f"    {event.error.splitlines()[0]}", style="red", markup=False)
-
-    def _host(self, event: execute.JobEvent) -> None:
-        """One row per host of a remote target, under its job's row."""
-        assert event.host is not None
-        if event.host not in self.hosts:
-            self.hosts[event.host] = self.progress.add_task(f"    {escape(event.host)}", total=event.expected_s,
-                                                            detail="connecting")
-        task = self.hosts[event.host]
-        s = event.status
-        if s is None and event.note is not None:
-            self.progress.update(task, detail=f"[red]✗ lost: {escape(event.note)}[/]")
-            self.progress.stop_task(task)
-        if s is None:
-            return
-        self.progress.update(task, completed=s.elapsed_s, detail=_status_text(s))
-
-
-def _status_text(s: Status) -> str:
-    detail = f"{format_iops(s.iops)} IOPS  {format_rate(s.bw_bytes_s)} MiB/s" if s.iops is not None \
-        else "ramping / laying out"
-    if s.eta_s is not None:
-        detail += f"  ETA {format_duration(s.eta_s)}"
-    return detail
-
-
 @click.command()
 @click.argument("suite", required=False)
 @click.option("-t", "--target", "targets", multiple=True, metavar="NAME=PATH",
@@ -197,11 +130,13 @@ def _status_text(s: Status) -> str:
                    "the hit ratio.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results at the end.")
+@click.option("-q", "--quiet", is_flag=True, help="No plan and no progress on stderr: lint findings, errors and the "
+              "results only. (Without a terminal, progress is a line per job start and end and every 10 s.)")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
         tags: Sequence[str], destroy: Sequence[str], keep_files: bool, dry_run: bool, resume: int | None,
         tune: Sequence[str], pin: str | None, observe: Sequence[str], no_observe: bool, prometheus: str | None,
-        passes: int | None, tier_args: Sequence[str], fmt: str) -> None:
+        passes: int | None, tier_args: Sequence[str], fmt: str, quiet: bool) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
 
     \b
@@ -231,7 +166,8 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
             raise UsageError(str(exc)) from None
         loaded = with_passes(loaded, passes, _tiers(tier_args))
         plan = execute.prepare(loaded, options, repeat=repeat)
-        _describe_plan(plan)
+        if not quiet:
+            _describe_plan(plan)
         print_findings(plan.findings)
         if dry_run:
             _dry_run(plan)
@@ -240,7 +176,7 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         err.print(f"Run [bold]{run_id}[/] stored in {store_of(ctx).display_url}")
     store = store_of(ctx)
     try:
-        with _LiveProgress() as progress:
+        with job_progress(quiet) as progress:
             status = execute.execute(store, run_id, options, on_event=progress)
     except Interrupted:
         print_run(store, run_id, fmt)

@@ -89,3 +89,23 @@ def to_csv(tables: Sequence[Table]) -> str:
                       for c in row]
             writer.writerow(([table.title] if len(tables) > 1 else []) + values)
     return buf.getvalue()
+
+
+def compact_places(where: Sequence[str], shown: int = 3) -> str:
+    """A finding's places (``WORKLOAD on TARGET``) in one short line: up to ``shown`` of them as they
+    are, else per target ``N workloads on TARGET (first, …, last)``."""
+    if len(where) <= shown:
+        return ", ".join(where)
+    by_target: dict[str, list[str]] = {}
+    for place in where:
+        workload, sep, target = place.rpartition(" on ")
+        by_target.setdefault(target if sep else "", []).append(workload if sep else place)
+    parts = []
+    for target, workloads in by_target.items():
+        names = ", ".join(workloads) if len(workloads) <= 2 else f"{workloads[0]}, …, {workloads[-1]}"
+        if not target:
+            parts.append(names)
+        else:
+            parts.append(f"{len(workloads)} workloads on {target} ({names})" if len(workloads) > 1
+                         else f"{workloads[0]} on {target}")
+    return "; ".join(parts)
