@@ -65,8 +65,11 @@ def test_run_show_json_csv_markdown(tmp_path, db):
     assert rows[("mixed", "write")]["repeats"] == 2 and len(rows[("mixed", "write")]["iops"]["values"]) == 2
 
     csv = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
-    assert csv[0] == "target,workload,direction,repeats,iops,bw_mib_s,clat_mean_ns,clat_p99_ns"
-    assert len(csv) == 1 + 4
+    # every table show prints: the results, then this host's cost (observed from /proc without setup)
+    assert csv[0] == "table,target,workload,direction,repeats,iops,bw_mib_s,clat_mean_ns,clat_p99_ns"
+    assert len([line for line in csv if line.startswith("run 1: small [first] (complete),")]) == 4
+    cost_header = next(i for i, line in enumerate(csv) if line.startswith("table,target,workload,host,repeats,"))
+    assert "cpu_us_per_io,cpu_busy_pct" in csv[cost_header] and cost_header == 5
     md = iolab("show", "1", "--format", "markdown", db=db).stdout
     assert "| target | workload | dir | n | IOPS |" in md
     listing = iolab("runs", db=db).stdout
