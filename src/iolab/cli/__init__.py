@@ -72,11 +72,11 @@ class LazyGroup(click.Group):
     ``--help`` and completion served from ``COMMANDS`` without importing any of them."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
+        return sorted(set(COMMANDS) | set(self.commands))  # a command registered the eager way still shows
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
-            return None
+            return super().get_command(ctx, cmd_name)
         module_name, _, attr = COMMANDS[cmd_name][0].partition(":")
         command = getattr(importlib.import_module(f"{__name__}.{module_name}"), attr)
         if not isinstance(command, click.Command):
@@ -86,13 +86,15 @@ class LazyGroup(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(map(len, names))  # as click.Group.format_commands
-        rows = [(name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit)) for name in names]
+        rows = [(name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit) if name in COMMANDS
+                 else self.commands[name].get_short_help_str(limit)) for name in names]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
     def shell_complete(self, ctx: click.Context, incomplete: str) -> list[Any]:
         from click.shell_completion import CompletionItem
-        items = [CompletionItem(name, help=text) for name, (_, text) in sorted(COMMANDS.items())
+        items = [CompletionItem(name, help=COMMANDS[name][1] if name in COMMANDS
+                                else self.commands[name].get_short_help_str()) for name in self.list_commands(ctx)
                  if name.startswith(incomplete)]
         if incomplete.startswith("-"):
             items += click.Command.shell_complete(self, ctx, incomplete)

@@ -1,4 +1,4 @@
-"""``iolab run``, ``runs`` and ``show``: the main job and its stored results."""
+"""``iolab run``: plan, lint, run and print a suite or fio job file (``runs`` and ``show`` are in show.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,10 @@ from . import FORMATS, err, out, parse_tags, store_of
 from .method import describe_method, load_planned, print_findings
 from .progress import LiveProgress as _LiveProgress  # noqa: F401  (command modules of other branches import it)
 from .progress import job_progress
-from .show import print_run
+
+# other branches' command modules import _LiveProgress, _print_run and run_document from here
+from .show import print_run, run_document  # noqa: F401
+from .show import print_run as _print_run  # noqa: F401
 
 
 def _describe_plan(plan: execute.Plan) -> None:
