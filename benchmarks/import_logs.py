@@ -14,6 +14,13 @@ database (one run; every log checked against the attribution rules, stored as co
 two alternate for ``--rounds`` rounds and the best of each counts. Targets: import throughput >= 1/5
 of the bare read; the database <= 2x the text imported.
 
+Then the command as people run it, on a bench-fio directory pair shaped like the real sweeps users
+import (fio-plot's flat layout: ``randread-16-8.json``, randread and randwrite × iodepth 1-64 ×
+numjobs 1-64, 98 outputs per directory; logs named by queue depth and thread only,
+``random-read-depth-16_iops.8.log`` at 1 s over 60 s, so later runs overwrite earlier ones: 2,240
+per directory): ``iolab import DIR1 DIR2`` timed from process start to exit, against the bare read
+of the same files in this process. Target: <= 5x.
+
     .venv/bin/python benchmarks/import_logs.py [--rounds 3] [--dir /dev/shm] [--json]
 """
 
@@ -23,6 +30,7 @@ import argparse
 import copy
 import json
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -124,6 +132,74 @@ def import_once(root: Path, db: Path) -> importer.Outcome:
         store.close()  # the last connection checkpoints the write-ahead log into the file
 
 
+BENCHFIO_DEPTHS = BENCHFIO_NUMJOBS = (1, 2, 4, 8, 16, 32, 64)
+
+
+def make_benchfio_dir(directory: Path, template: dict, rng: random.Random,  # type: ignore[type-arg]
+                      start_s: int = 0) -> tuple[list[Path], list[Path]]:
+    """One bench-fio directory (see the module docstring), written in bench-fio's run order; its
+    runs ended ``start_s`` seconds after the template's."""
+    directory.mkdir(parents=True)
+    outputs, logs = [], {}
+    for rw in RWS:
+        ddir = 0 if rw == "randread" else 1
+        for depth in BENCHFIO_DEPTHS:
+            for numjobs in BENCHFIO_NUMJOBS:
+                prefix = f"random-read-depth-{depth}"
+                doc = output(template, rw, depth, numjobs, prefix)
+                doc["jobs"][0]["jobname"] = "random-read"
+                doc["jobs"][0]["job options"].update(log_avg_msec="1000", filename="/dev/sdb")
+                doc["timestamp"] += start_s
+                path = directory / f"{rw}-{depth}-{numjobs}.json"
+                path.write_text(json.dumps(doc, indent=2))
+                outputs.append(path)
+                per_thread = total_iops(rw, depth, numjobs) / numjobs
+                latency_ns = depth * numjobs / total_iops(rw, depth, numjobs) * 1e9
+                rates = {"iops": per_thread, "bw": per_thread * 4, "lat": latency_ns, "clat": latency_ns * 0.97,
+                         "slat": latency_ns * 0.03}
+                for thread in range(1, numjobs + 1):
+                    for kind in KINDS:
+                        log = directory / f"{prefix}_{kind}.{thread}.log"
+                        log.write_text("".join(f"{t}, {max(0, int(rates[kind] * rng.uniform(0.95, 1.05)))}, {ddir}, "
+                                               "0, 0\n" for t in range(1000, RUNTIME_MS + 1, 1000)))
+                        logs[log] = None
+    return outputs, list(logs)
+
+
+def cli_import_s(directories: list[Path], db: Path) -> float:
+    """Wall-clock seconds of ``iolab --db DB import DIR…`` as a fresh process, start to exit."""
+    argv = [str(Path(sys.executable).parent / "iolab"), "--db", str(db), "import", *map(str, directories)]
+    start = time.perf_counter()
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    took = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"iolab import failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return took
+
+
+def benchfio_pair(root: Path, rounds: int, as_json: bool) -> Ratio:
+    """The CLI end to end on a bench-fio directory pair against the bare read (module docstring)."""
+    template = json.loads(TEMPLATE.read_text())
+    rng = random.Random(11)
+    directories = [root / "HPDL380G8-MX200", root / "HPDL380G8-MX300"]
+    outputs, logs = [], []
+    for i, d in enumerate(directories):
+        o, g = make_benchfio_dir(d, template, rng, start_s=i * 86_400)
+        outputs += o
+        logs += g
+    mb = sum(p.stat().st_size for p in (*outputs, *logs)) / 1e6
+    bare = cli = float("inf")
+    for i in range(rounds):
+        start = time.perf_counter()
+        bare_read(outputs, logs)
+        bare = min(bare, time.perf_counter() - start)
+        cli = min(cli, cli_import_s(directories, root / f"pair{i}.db"))
+    say(f"bench-fio pair: {len(outputs)} outputs, {len(logs)} logs, {mb:.1f} MB of text", as_json)
+    say(f"numpy.loadtxt + json.load (baseline, in this process) {bare:.2f} s", as_json)
+    say(f"iolab import DIR1 DIR2 (a new process, start to exit)  {cli:.2f} s", as_json)
+    return Ratio("iolab import of a bench-fio pair (process included) / numpy.loadtxt read", cli / bare, 5.0, "lower")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="bare/import rounds, the best of each counts")
@@ -151,9 +227,11 @@ def main() -> None:
         say(f"iolab import DIR                     {mb / imported:6.1f} MB/s ({imported:.2f} s), all "
             f"{outcome.logs_attached} logs attached", args.json)
         say(f"database {db_bytes / 1e6:.1f} MB for {mb:.1f} MB of text", args.json)
+        pair = benchfio_pair(root / "benchfio", args.rounds, args.json)
         emit("import_logs", [
             Ratio("import throughput / numpy.loadtxt read", bare / imported, 0.2, "higher"),
             Ratio("database size / text imported", db_bytes / text_bytes, 2.0, "lower"),
+            pair,
         ], args.json)
 
 

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from clirun import iolab
 from iolab import cli
-from iolab.cli import run as cli_run
+from iolab.cli import show as cli_show
 from iolab.store import Store, results
 
 DATA = Path(__file__).parent / "data" / "fio"
@@ -26,7 +26,7 @@ def boom(*_args, **_kwargs):
 
 
 def test_an_unexpected_exception_is_one_line_and_a_hint(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli_run, "store_of", boom)
+    monkeypatch.setattr(cli_show, "store_of", boom)
     with pytest.raises(SystemExit) as caught:
         cli.main(["--db", str(tmp_path / "t.db"), "runs"])
     assert caught.value.code == 1
@@ -37,7 +37,7 @@ def test_an_unexpected_exception_is_one_line_and_a_hint(tmp_path, monkeypatch, c
 
 
 def test_debug_shows_the_traceback(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli_run, "store_of", boom)
+    monkeypatch.setattr(cli_show, "store_of", boom)
     with pytest.raises(RuntimeError, match="boom"):
         cli.main(["--debug", "--db", str(tmp_path / "t.db"), "runs"])
 

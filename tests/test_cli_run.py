@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab, popen
+from iolab.report.table import read_csv
 from iolab.store import Store
 
 SMALL = """\
@@ -65,9 +66,15 @@ def test_run_show_json_csv_markdown(tmp_path, db):
     assert rows[("mixed", "write")]["repeats"] == 2 and len(rows[("mixed", "write")]["iops"]["values"]) == 2
 
     csv = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
-    assert csv[0] == ("target,workload,direction,repeats,iops,iops_cv_pct,bw_mib_s,bw_cv_pct,clat_mean_ns,"
-                      "clat_mean_cv_pct,clat_p99_ns,clat_p99_cv_pct")  # each figure and its spread, in units
-    assert len(csv) == 1 + 4
+    tables = read_csv("\n".join(csv))  # every table show prints, one block each
+    title, rows = tables[0]
+    assert title == "run 1: small [first] (complete)"
+    assert ",".join(rows[0]) == ("target,workload,direction,repeats,iops,iops_cv_pct,bw_mib_s,bw_cv_pct,"
+                                 "clat_mean_ns,clat_mean_cv_pct,clat_p99_ns,clat_p99_cv_pct")  # figures, spreads, units
+    assert len(rows) == 1 + 4
+    # then this host's cost (observed from /proc without setup)
+    title, rows = tables[1]
+    assert title == "run 1: every host's cost" and "cpu_us_per_io" in rows[0] and "cpu_busy_pct" in rows[0]
     md = iolab("show", "1", "--format", "markdown", db=db).stdout
     assert "| target | workload | dir | n | IOPS ±CV | MiB/s ±CV |" in md  # which spread the ± is
     listing = iolab("runs", db=db).stdout

@@ -41,7 +41,7 @@ def test_devices_with_data_are_refused_even_with_destroy(tmp_path, setup):
             loop.partition()
         before = loop.sha256()
         proc = run_on(tmp_path, loop.path, "--destroy", loop.path)
-        assert proc.returncode == 1, proc.stdout
+        assert proc.returncode == 2, proc.stdout  # a refused plan, as `iolab lint` exits
         assert proc.stderr.startswith(f"Error: refusing to write to {loop.path}")
         assert {"ext4": "ext4", "mounted": "mounted at", "partition table": "partition"}[setup] in proc.stderr
         assert "Traceback" not in proc.stderr
@@ -52,7 +52,7 @@ def test_devices_with_data_are_refused_even_with_destroy(tmp_path, setup):
 def test_blank_device_runs_only_when_named(tmp_path):
     with loop_device(tmp_path, 16 * MiB) as loop:
         refused = run_on(tmp_path, loop.path)
-        assert refused.returncode == 1 and "--destroy " + loop.path in refused.stderr
+        assert refused.returncode == 2 and "--destroy " + loop.path in refused.stderr
         proc = run_on(tmp_path, loop.path, "--destroy", loop.path)
         assert proc.returncode == 0, proc.stderr
         run = Store(f"sqlite:///{tmp_path}/db.sqlite").get_run(1)

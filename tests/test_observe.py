@@ -195,7 +195,7 @@ def test_observe_settings_in_a_suite_and_on_the_command_line():
             "workloads: [{rw: read}]\n")
     observe = load_yaml(text, "s.yaml").observe
     assert observe.hosts == {"nvmet": "10.0.0.5:9200", "ceph": "[fd00::5]:9100"}
-    assert observe.local_address == "127.0.0.1:9200" and observe.asked
+    assert observe.local_address == "self" and observe.asked  # this host read directly: no exporter needed
     default = load_yaml("name: s\nworkloads: [{rw: read}]\n", "s.yaml").observe
     assert default.enabled and not default.asked
     assert not load_yaml("name: s\nobserve: false\nworkloads: [{rw: read}]\n", "s.yaml").observe.enabled
@@ -231,3 +231,60 @@ def test_a_fio_servers_facts_are_compared_like_this_hosts():
 
     found = {e.item: (e.a, e.b) for e in compare_mod.environment([run(1, "6.1.0-13")], [run(2, "6.1.0-18")])}
     assert found == {"kernel (10.0.0.2:8765)": ("6.1.0-13", "6.1.0-18")}
+
+
+def test_every_figure_of_the_cost_table_is_in_the_json_csv_and_markdown():
+    """Two hosts, two repetitions: each figure the table shows (and CSV carries) equals the run's
+    JSON ``host_costs`` row, units in the keys; each result carries its own hosts' figures."""
+    import csv
+    import io
+    from dataclasses import replace
+
+    from iolab.cli.show import run_document
+    from iolab.model import Run, RunInfo
+    from iolab.report.costs import ALL_OBSERVED, cost_table
+    from iolab.report.table import to_csv, to_markdown
+    busy = usage.host_usage(samples())
+    idle = replace(usage.host_usage(samples()), host="local", role="local",
+                   cpu_seconds={"user": 0.3, "idle": 5.0, "softirq": 0.03})
+    results = tuple(replace(result_with([idle, busy], ios=ios), id=i + 1, seq=i, repeat=i)
+                    for i, ios in enumerate((30000, 20000)))
+    run = Run(RunInfo(1, datetime.now(UTC), None, "complete", "run", "s"), results)
+    document = run_document(run)
+    table = cost_table(run)
+    rows = document["host_costs"]
+    assert [(r["host"], r["repeats"]) for r in rows] == [("local", 2), ("stor1", 2), (ALL_OBSERVED, 2)]
+    assert [c.host for c in usage.host_costs(results[0])] == ["local", "stor1"]
+    assert [c["host"] for c in document["results"][0]["host_costs"]] == ["local", "stor1", ALL_OBSERVED]
+    keys = [c.key for c in table.columns]
+    for row, cells in zip(rows, table.rows, strict=True):
+        shown = dict(zip(keys, cells, strict=True))
+        assert shown["host"].text == row["host"] and shown["repeats"].value == row["repeats"]
+        assert shown["cpu_us_per_io"].value == row["cpu_us_per_io"]
+        assert shown["cpu_us_per_io"].text == f"{row['cpu_us_per_io']:.2f}"
+        if row["host"] == ALL_OBSERVED:
+            assert row["cpu_us_per_io_values"] == [
+                c["cpu_us_per_io"] for r in document["results"] for c in r["host_costs"] if c["host"] == ALL_OBSERVED]
+            continue
+        assert shown["cpu_busy_pct"].value == row["cpu_busy_pct"]
+        assert shown["cpu_busy_pct"].text == f"{row['cpu_busy_pct']:.1f}%"
+        for key, cell in shown.items():
+            mode = key.removeprefix("cpu_").removesuffix("_pct")
+            if key.startswith("cpu_") and key.endswith("_pct") and mode != "busy":
+                assert cell.value == row["cpu_pct_by_mode"].get(mode), key  # absent: "–" in the table
+        name, nic = next(iter(row["nics"].items()))
+        assert shown["busiest_nic_bytes_s"].value == nic["bytes_s"] and shown["busiest_nic_bytes_s"].text.startswith(
+            name)
+        for device, figures in row["devices"].items():
+            if figures["busy_pct"] >= 1:
+                assert f"{device} ×{figures['ios_per_fio_io']:.2f} {figures['busy_pct']:.0f}%" in shown["devices"].text
+        assert shown["gaps"].value == row["gaps"]
+    stor1 = rows[1]
+    assert stor1["cpu_busy_pct"] == pytest.approx(75.0) and stor1["cpu_us_per_io"] == pytest.approx(187.5)
+    assert stor1["nics"]["eth0"]["link_pct"] == pytest.approx(90.0)
+    assert stor1["devices"]["loop3"]["ios_per_fio_io"] == pytest.approx(1.25)
+    parsed = list(csv.DictReader(io.StringIO(to_csv([table]))))
+    assert [float(r["cpu_us_per_io"]) for r in parsed] == [pytest.approx(r["cpu_us_per_io"]) for r in rows]
+    assert float(parsed[1]["cpu_busy_pct"]) == pytest.approx(75.0)  # CSV in the unit of its key
+    markdown = to_markdown(table)
+    assert f"| {rows[1]['cpu_us_per_io']:.2f} | 75.0% |" in markdown

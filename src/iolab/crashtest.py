@@ -42,11 +42,9 @@ from . import crashphase, stats, units
 from .crashphase import Phase
 from .errors import HostError, UsageError
 from .model import ResultRecord, Run
-from .remote import protocol
-from .runner import local
-from .suite import Target
 
 if TYPE_CHECKING:
+    from .suite import Target
     from .workflow import Prober
 
 #: The workload unless the user says otherwise (fio options, verbatim).
@@ -149,7 +147,7 @@ def wipe_options(options: Mapping[str, str]) -> dict[str, str]:
             "iodepth": "4", "zero_buffers": "1", **region}
 
 
-Wait = Callable[[Target, Settings, Callable[[str], None]], float]
+Wait = Callable[["Target", Settings, Callable[[str], None]], float]
 
 
 def wait_for_target(target: Target, settings: Settings, note: Callable[[str], None],
@@ -158,6 +156,8 @@ def wait_for_target(target: Target, settings: Settings, note: Callable[[str], No
     """Wait ``settle_s``, then until the target is back: every fio server of a remote target answers
     its probe, a local target's path exists again. Returns the seconds waited. Raises ``HostError``
     naming what did not come back within ``wait_timeout_s``."""
+    from .remote import protocol  # here: reading a crash test's results needs neither fio nor the network
+    from .runner import local
     start = clock()
     if settings.settle_s > 0:
         note(f"waiting {settings.settle_s:g} s for the cut to take effect")
@@ -187,6 +187,7 @@ def _missing(target: Target, version: int) -> list[str]:
         except OSError:
             return [path]
         return []
+    from .remote import protocol
     answers = protocol.probe_all(list(target.hosts), version, 2.0)
     return [str(spec) for spec, answer in answers.items() if isinstance(answer, HostError)]
 

@@ -46,7 +46,10 @@ class ParseError(IolabError):
 
 
 class SafetyError(IolabError):
-    """A job would destroy data or run somewhere it must not; refused before fio starts."""
+    """A job would destroy data or run somewhere it must not; refused before fio starts. Exit code 2,
+    as ``iolab lint`` exits for the same refusal: the plan is wrong, nothing failed at run time."""
+
+    exit_code = 2
 
 
 class StoreError(IolabError):

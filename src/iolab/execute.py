@@ -41,6 +41,7 @@ from .model import (
 from .observe import config as observe_config
 from .observe.config import Probed
 from .observe.watch import Observers
+from .owner import owner_record
 from .remote import jobs as remote_jobs
 from .runner import fence as fence_mod
 from .runner import guard, local
@@ -266,7 +267,8 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
         if strict:
             raise
         scratch, fence_plan = (), guard.FencePlan(None, exc.message, writable)
-        refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "", "iolab safety guard (DESIGN.md)"))
+        refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
+                                    "iolab safety rules (docs/design.md, section 3)"))
     findings = lint.merge([*refused, *lint.lint_plan(items, facts, suite.method.precondition, machine)])
     return Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch, findings=tuple(findings),
                 pins={name: format_cpus(cpus) for name, cpus in pins.items()}, remote=remote, host=machine,
@@ -448,7 +450,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
                  "targets": {t.name: t.path for t in plan_.suite.targets},
                  "remote": remote_jobs.stored_options(plan_.suite.targets),
                  "remote_scratch": {name: remote_jobs.scratch(rt) for name, rt in plan_.remote.items()},
-                 "observe": plan_.observers.stored(), "passes": plan_.suite.passes,
+                 "observe": plan_.observers.stored(), "passes": plan_.suite.passes, "owner": owner_record(),
                  "tiers": tiers_mod.stored(plan_.suite.tiers),
                  "preexisting": {t.path: sorted(_fio_files(t.path)) for t in plan_.suite.targets
                                  if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"}},
@@ -528,7 +530,8 @@ def execute(store: Store, run_id: int, options: RunOptions,
         store.finish_run(run_id, "failed")
         hint = f"{exc.hint}; then " if exc.hint else ""
         raise HostError(exc.message, hint=f"{hint}finish the run with: iolab run --resume {run_id}") from None
-    store.update_run(run_id, status="running", finished_at=None)
+    # who runs it now: a reader sees it `interrupted` once this process is gone (owner.py)
+    store.update_run(run_id, status="running", finished_at=None, options={**run.info.options, "owner": owner_record()})
     method = _JobMethod(store, run_id, run.info.options, options, spool)
     observers = Observers.from_options(run.info.options)
     keep_files = options.keep_files or run.info.options.get("keep_files", False)  # as asked at the start too

@@ -1,4 +1,4 @@
-"""Methodology checks: the catalogue P1–P16 of DESIGN.md as typed findings with remedies.
+"""Methodology checks: the catalogue P1–P16 of docs/design.md (section 2) as typed findings with remedies.
 
 Each rule is a pure function of one fio job's effective options (``jobfile.effective_jobs``,
 ``[global]`` applied) and the facts of the target and host it will run on (``JobContext``), so
@@ -215,7 +215,7 @@ def p1_working_set(ctx: JobContext) -> list[Finding]:
             f"the working set ({units.format_bytes(ws)}) is smaller than {RAM_MULTIPLE}× RAM "
             f"({units.format_bytes(ram)}) and I/O is buffered: the page cache answers much of it.",
             f"use direct=1, or a working set of at least {units.format_bytes(RAM_MULTIPLE * ram)}.",
-            "Bonnie/Bonnie++ (test files larger than RAM); DESIGN.md P1"))
+            "Bonnie/Bonnie++ (test files larger than RAM); iolab docs/design.md, P1"))
     device = _device_size(ctx)
     if device and ws < ACTIVE_RANGE_MIN * device:
         out.append(Finding(

@@ -12,7 +12,7 @@ Suite keys (all optional)::
       round_time: 60s            #   each this long, until steady state (PTS: at most 25)
       track: iops                #   the variable judged: iops, bw or lat_mean
 
-**Steady state** (SNIA SSS PTS, as in DESIGN.md): over a window of the last 5 rounds, the range
+**Steady state** (SNIA SSS PTS, as in docs/design.md, section 4): over a window of the last 5 rounds, the range
 (max − min) of the tracked variable is at most 20 % of the window's average, and the excursion
 of the least-squares line over the window (slope × 4 rounds) is at most 10 % of the average.
 Rounds stop as soon as the window satisfies both, or after ``rounds``. fio's own
@@ -147,7 +147,7 @@ def window_verdict(values: Sequence[float]) -> SteadyState:
 
 def steady_state(values: Sequence[float]) -> SteadyState:
     """The first window of ``values`` (in round order) that is steady, else the last window's
-    figures with ``attained=False``. Source: SNIA SSS PTS steady-state definition (DESIGN.md)."""
+    figures with ``attained=False``. Source: SNIA SSS PTS steady-state definition (docs/design.md, section 4)."""
     verdict = SteadyState(False, None)
     for end in range(WINDOW, len(values) + 1):
         verdict = replace(window_verdict(values[end - WINDOW:end]), window_end=end)

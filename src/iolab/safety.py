@@ -1,6 +1,6 @@
 """The destructive-write guard: refuse, before fio starts, any job that could destroy data.
 
-The rule (DESIGN.md, "Safety"): a job that writes or trims a block device runs only when the
+The rule (docs/design.md, section 3, "Safety"): a job that writes or trims a block device runs only when the
 device is not mounted (nor any partition or holder of it), not active swap, carries no
 signature (filesystem, partition table, LVM, RAID, swap, LUKS, anything libblkid knows), has no
 holders and no partitions in sysfs, and the user named that very device with

@@ -19,13 +19,12 @@ import os
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import numpy as np
 import orjson
 import pydantic
 import sqlalchemy as sa
@@ -47,6 +46,7 @@ from .model import (
     to_json_text,
     to_jsonable,
 )
+from .owner import effective_status
 
 T = TypeVar("T")
 metadata = sa.MetaData()
@@ -154,6 +154,19 @@ def _normalise_url(url: str) -> str:
     if "://" not in url:
         return f"sqlite:///{Path(url).expanduser().resolve()}"
     return url
+
+
+def require_existing(url: str | None = None) -> None:
+    """Raise ``UsageError`` when ``url`` (default ``default_url()``) names an SQLite file that does
+    not exist: commands that only read must not create a database (or its directory) from a typo.
+    A server URL (PostgreSQL) is left to the connection to judge."""
+    url = _normalise_url(url or default_url())
+    if not url.startswith("sqlite:///"):
+        return
+    path = Path(url.removeprefix("sqlite:///"))
+    if str(path) != ":memory:" and not path.is_file():
+        raise UsageError(f"no results database at {path}",
+                         hint="`iolab run` and `iolab import` create one; check --db / $IOLAB_DB")
 
 
 @dataclass(frozen=True)
@@ -651,6 +664,8 @@ class Store:
                 where = f"result {r['seq']} ({r['target']} / {r['workload']})"
                 raise UnreadableRun(run_id, f"{where}: {result.reason}") from result.__cause__
             loaded.append(result)
+        if info.status == "interrupted" and row["status"] == "running":  # its process is gone (owner.py)
+            loaded = [replace(r, status="interrupted") if r.status == "running" else r for r in loaded]
         return Run(info=info, results=tuple(loaded))
 
     @_guarded("read a result")
@@ -743,7 +758,8 @@ class Store:
     def _info(row: Any, tags: Mapping[str, str]) -> RunInfo:
         return RunInfo(
             id=row["id"], created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
-            finished_at=_utc(row["finished_at"]), status=row["status"], origin=row["origin"],
+            finished_at=_utc(row["finished_at"]), status=effective_status(row["status"], row["options"]),
+            origin=row["origin"],
             suite_name=row["suite_name"], suite_text=row["suite_text"], label=row["label"], tags=dict(tags),
             fio_version=row["fio_version"], host=_column("host", HostFacts, row["host"]) if row["host"] else None,
             warnings=tuple(row["warnings"] or ()), source=row["source"], options=row["options"] or {},
@@ -785,6 +801,7 @@ def encode_series(t_ms: Sequence[int], values: Sequence[float]) -> bytes:
     all are integers below 2**53, as fio's IOPS, KiB/s and ns logs mostly are). Raises ValueError
     when the two sequences differ in length.
     """
+    import numpy as np  # here: reading run lists and reports needs no numpy
     t = np.asarray(t_ms, dtype=np.int64)
     v = np.asarray(values, dtype=np.float64)
     if t.shape != v.shape or t.ndim != 1:
@@ -804,6 +821,7 @@ def decode_series(blob: bytes) -> tuple[tuple[int, ...], tuple[float, ...]]:
     if version != SERIES_FORMAT or len(data) != _SERIES_HEADER.size + 16 * count:
         raise StoreError(f"a stored time series is in format {version} with {len(data)} bytes for {count} samples; "
                          f"this iolab reads format {SERIES_FORMAT}", hint="upgrade iolab")
+    import numpy as np
     arrays = np.frombuffer(data, dtype="<i8", offset=_SERIES_HEADER.size).reshape(2, count)
     values = (np.cumsum(arrays[1]).astype(np.float64) if flags & _INTEGRAL
               else np.frombuffer(data, dtype="<f8", offset=_SERIES_HEADER.size + 8 * count))

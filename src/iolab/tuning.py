@@ -45,11 +45,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import sysfs
 from .errors import IolabError, SuiteError
-from .model import BlockDeviceFacts
+
+if TYPE_CHECKING:  # only in annotations: a command that restores nothing stays light (cli.main)
+    from .model import BlockDeviceFacts
 
 SYSFS = "/sys"
 

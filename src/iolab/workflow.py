@@ -1,7 +1,7 @@
 """Workflows that decide what to run next from what they have measured: the saturation search
 (``saturation.Search``) and auto-tuning (``autotune``).
 
-A workflow never starts fio itself (DESIGN.md): ``Prober.run`` builds a one-workload suite, lets
+A workflow never starts fio itself (docs/design.md, section 5): ``Prober.run`` builds a one-workload suite, lets
 ``execute.prepare`` check it (safety, fio's own parse, lint), adds it to the workflow's run
 (``execute.start`` for the first, ``execute.extend`` after) and hands it to ``execute.execute``.
 So every probe is a stored result with its job file, host and device facts and tuning in force;

@@ -11,26 +11,102 @@ and reason while the command goes on with the others, and then exits 1 (``load_r
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import sqlalchemy
 from rich.console import Console
 
 from .. import interrupts
-from ..dbfaults import DEFAULT_WAIT_S, Wait, describe
 from ..errors import IolabError, UsageError
-from ..model import Run
-from ..report.table import Table, to_csv, to_markdown, to_rich
-from ..store import Store, UnreadableRun
 from ..units import format_duration, parse_duration_us
+
+if TYPE_CHECKING:
+    from ..dbfaults import Wait
+    from ..model import Run
+    from ..report.table import Table
+    from ..store import Store, UnreadableRun
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+
+#: Every command: its name, where it lives (``MODULE:FUNCTION`` in ``iolab.cli``) and its one-line
+#: help (the first sentence of its own) for ``iolab --help`` and shell completion, which then
+#: import no command module. A command module is imported only when its command runs
+#: (``LazyGroup``), and with it SQLAlchemy, pydantic, numpy or the report package as it needs
+#: them. A new command is one line here (tests/test_cli_startup.py checks each line against its
+#: command).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run:run", "Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file)."),
+    "runs": ("show:runs", "List stored runs, newest first."),
+    "show": ("show:show", "Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."),
+    "import": ("importer:import_", "Import fio output: JSON, json+, client/server JSON, normal text (any fio "
+                                   "version, also pasted from a web page), terse."),
+    "compare": ("compare:compare", "Compare stored runs: each of B, C, … against A (the baseline)."),
+    "report": ("report:report", "Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."),
+    "lint": ("method:lint_command", "Check a suite or fio job file for methodology problems (catalogue P1–P16), "
+                                    "on the targets and host it would run on."),
+    "host": ("method:host_command", "Print the facts iolab records with a run: the host, and one device with its "
+                                    "queue settings, blk-mq queues and the CPUs `pin: mq` / `pin: numa` would use."),
+    "restore": ("method:restore_command", "Write back host tuning left behind by an iolab run that was killed "
+                                          "(every command also does this first)."),
+    "saturate": ("saturate:saturate", "Find where a target saturates: the knee of its latency–IOPS curve and, with "
+                                      "--slo, the most IOPS whose latency stays under the objective"),
+    "autotune": ("saturate:autotune_command", "Find the host and fio settings with the most IOPS under --slo within "
+                                              "--budget"),
+    "crash-test": ("crashtest:crash_test", "Write with fio's verification, cut at a trigger, wait for the host, "
+                                           "verify what was acknowledged."),
+    "capture": ("capture:capture", "Record DEVICE's block I/O and store it as a run (origin capture) with its "
+                                   "fingerprint."),
+    "replay": ("capture:replay", "Replay a capture on other storage with fio; the result is a run like any other."),
+    "fit": ("capture:fit", "Write a fio job file that reproduces a capture's fingerprint; with --check, show how "
+                           "close it is."),
+    "server": ("server:server_group", "A fio server (fio --server) for remote targets: start, stop, status."),
+}
+
+#: Commands that may create the results database; every other one refuses a --db that does not
+#: exist (``store_of``), so a typo never leaves an empty database behind.
+CREATES_DB = frozenset({"run", "import", "saturate", "autotune", "crash-test", "capture", "replay", "fit"})
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported when used (click's documented lazy-loading pattern,
+    https://click.palletsprojects.com/en/stable/complex/#lazily-loading-subcommands), with
+    ``--help`` and completion served from ``COMMANDS`` without importing any of them."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(COMMANDS) | set(self.commands))  # a command registered the eager way still shows
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        module_name, _, attr = COMMANDS[cmd_name][0].partition(":")
+        command = getattr(importlib.import_module(f"{__name__}.{module_name}"), attr)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{module_name}:{attr} is not a click command")
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))  # as click.Group.format_commands
+        rows = [(name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit) if name in COMMANDS
+                 else self.commands[name].get_short_help_str(limit)) for name in names]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+        items = [CompletionItem(name, help=COMMANDS[name][1] if name in COMMANDS
+                                else self.commands[name].get_short_help_str()) for name in self.list_commands(ctx)
+                 if name.startswith(incomplete)]
+        if incomplete.startswith("-"):
+            items += click.Command.shell_complete(self, ctx, incomplete)
+        return items
+
 
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -64,8 +140,15 @@ DURATION = _Duration()
 
 
 def store_of(ctx: click.Context) -> Store:
-    """The results database for this invocation (``--db``; a command's ``--db-wait``), opened once."""
+    """The results database for this invocation (``--db``; a command's ``--db-wait``), opened once. Only
+    the commands of ``CREATES_DB`` create it; the others raise ``UsageError`` for a database that does
+    not exist."""
+    from ..dbfaults import DEFAULT_WAIT_S
+    from ..store import Store, require_existing
     if "store" not in ctx.obj:
+        command = ctx.find_root().invoked_subcommand
+        if command not in CREATES_DB:
+            require_existing(ctx.obj.get("db"))
         ctx.obj["store"] = Store(ctx.obj.get("db"), wait_s=ctx.obj.get("db_wait", DEFAULT_WAIT_S))
         ctx.obj["store"].guard.on_wait = _WaitTeller()
     return ctx.obj["store"]  # type: ignore[no-any-return]
@@ -98,6 +181,7 @@ def read_runs(store: Store, ids: Sequence[int], on_unreadable: Callable[[Unreada
               ) -> list[Run]:
     """The runs ``ids``; one that cannot be read goes to ``on_unreadable`` and is left out (without
     it, ``UnreadableRun`` is raised)."""
+    from ..store import UnreadableRun
     loaded = []
     for run_id in ids:
         try:
@@ -120,6 +204,7 @@ def report_unreadable(ctx: click.Context, exc: UnreadableRun) -> None:
 
 def emit_tables(tables: Sequence[Table], fmt: str, document: Any = None) -> None:
     """Print ``tables`` in ``fmt``; ``json`` prints ``document`` instead."""
+    from ..report.table import to_csv, to_markdown, to_rich
     if fmt == "json":
         click.echo(json.dumps(document, indent=2, default=str))
     elif fmt == "csv":
@@ -133,7 +218,7 @@ def emit_tables(tables: Sequence[Table], fmt: str, document: Any = None) -> None
                 out.print(f"  {note}", style="yellow", markup=False)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.option("--db", metavar="URL", help="Results database: SQLite path or URL, or postgresql://… "
               "[default: $IOLAB_DB or ~/.local/share/iolab/iolab.db]")
 @click.option("--debug", is_flag=True, help="Show the traceback of an internal error (for a bug report).")
@@ -151,8 +236,11 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
 def _restore_leftover_tuning() -> None:
     """Undo host tuning left by a killed run before doing anything else (tuning.py)."""
     from ..tuning import restore_leftovers
+    left_overs = restore_leftovers()
+    if not left_overs:
+        return
     from .method import report_restored
-    for left in restore_leftovers():
+    for left in left_overs:
         report_restored(left, lambda text: err.print(text, style="yellow", markup=False, highlight=False))
 
 
@@ -180,18 +268,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         err.print("Interrupted.")
         sys.exit(130)
-    except sqlalchemy.exc.SQLAlchemyError as exc:  # a database error outside the store's guard: still the user's
-        click.echo(f"Error: the results database: {describe(exc)}", err=True)
-        click.echo("Hint: check --db / $IOLAB_DB and that the database is reachable and writable", err=True)
-        sys.exit(1)
     except Exception as exc:
         if state.get("debug"):
             raise
+        if _database_error(exc):  # outside the store's guard: still the user's, not a bug
+            from ..dbfaults import describe
+            click.echo(f"Error: the results database: {describe(exc)}", err=True)
+            click.echo("Hint: check --db / $IOLAB_DB and that the database is reachable and writable", err=True)
+            sys.exit(1)
         _report_internal_error(exc)
         sys.exit(1)
     code = code if isinstance(code, int) else 0
     if code or state.get("exit_code"):
         sys.exit(code or state["exit_code"])
+
+
+def _database_error(exc: Exception) -> bool:
+    """Whether ``exc`` is SQLAlchemy's (looked up only if it was imported: start-up stays light)."""
+    sqlalchemy = sys.modules.get("sqlalchemy.exc")
+    return sqlalchemy is not None and isinstance(exc, sqlalchemy.SQLAlchemyError)
 
 
 def _report_internal_error(exc: Exception) -> None:
@@ -210,13 +305,3 @@ def _report_error(exc: IolabError, debug: bool = False) -> None:
     if exc.hint:
         click.echo(f"Hint: {exc.hint}", err=True)
 
-
-from . import capture as _capture  # noqa: E402,F401  (registers its commands)
-from . import compare as _compare  # noqa: E402,F401  (registers its commands)
-from . import crashtest as _crashtest  # noqa: E402,F401  (registers its commands)
-from . import importer as _importer  # noqa: E402,F401  (registers its commands)
-from . import method as _method  # noqa: E402,F401  (registers its commands)
-from . import report as _report  # noqa: E402,F401  (registers its commands)
-from . import run as _run  # noqa: E402,F401  (registers its commands)
-from . import saturate as _saturate  # noqa: E402,F401  (registers its commands)
-from . import server as _server  # noqa: E402,F401  (registers its commands)

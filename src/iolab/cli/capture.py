@@ -11,10 +11,10 @@ from ..errors import IolabError, UsageError
 from ..model import Run
 from ..report.capture import fingerprint_table
 from ..units import parse_duration_us
-from . import FORMATS, cli, emit_tables, err, parse_tags, store_of
+from . import FORMATS, emit_tables, err, parse_tags, store_of
 
 
-@cli.command(context_settings={"ignore_unknown_options": True})
+@click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("device")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 @click.option("--duration", help="Record for this long (60s, 5m) instead of while COMMAND runs.")
@@ -75,7 +75,7 @@ def _one_capture(ctx: click.Context, selector: str) -> Run:
     return run
 
 
-@cli.command()
+@click.command()
 @click.argument("capture_run", metavar="CAPTURE")
 @click.option("-t", "--target", "target", required=True, metavar="NAME=DEVICE",
               help="Replay onto this block device (its contents are destroyed).")
@@ -138,7 +138,7 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
         ctx.exit(1)
 
 
-@cli.command()
+@click.command()
 @click.argument("capture_run", metavar="CAPTURE")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), required=True,
               help="The fio job file to write.")

@@ -14,7 +14,7 @@ from ..report import comparison as comparison_report
 from ..report import warmup as warmup_report
 from ..report.saturation import comparison_table
 from ..store import Store, UnreadableRun
-from . import FORMATS, cli, emit_tables, err, read_runs, report_unreadable, store_of
+from . import FORMATS, emit_tables, err, read_runs, report_unreadable, store_of
 
 
 def parse_threshold(text: str) -> float:
@@ -70,7 +70,7 @@ def sides_of(store: Store, selectors: Sequence[str], least: int = 1,
     return sides
 
 
-@cli.command()
+@click.command()
 @click.argument("selectors", nargs=-1, required=True, metavar="A B [C ...]")
 @comparison_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)

@@ -13,9 +13,10 @@ from ..execute import RunOptions
 from ..remote import hosts as host_specs
 from ..report import results as results_report
 from ..report.crashtest import crash_table
-from . import FORMATS, cli, emit_tables, err, parse_tags, store_of
-from .run import _LiveProgress, run_document
+from . import FORMATS, emit_tables, err, parse_tags, store_of
+from .progress import job_progress
 from .saturate import fio_options
+from .show import run_document
 
 
 def _seconds(option: str, text: str) -> float:
@@ -40,7 +41,7 @@ def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str,
     return suite.Target(name, path, size, hosts=specs, ssh=ssh)
 
 
-@cli.command("crash-test")
+@click.command("crash-test")
 @click.argument("options", nargs=-1, metavar="[FIO_OPTION=VALUE]...")
 @click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH",
               help="The file or block device to write (on each --host, when given).")
@@ -100,15 +101,14 @@ def crash_test(ctx: click.Context, options: Sequence[str], target_arg: str, host
     crashtest.check(settings, base, bool(target.hosts))
     described = {"target": target_arg, "hosts": list(hosts), "fio_options": base, **crashtest.record(
         [], settings, base)["crash_test"]["settings"]}
-    with _LiveProgress() as progress:
+    with job_progress() as progress:
         prober = workflow.Prober(store_of(ctx), target, RunOptions(destroy=tuple(destroy), keep_files=keep_files,
-                                                                          fence=not no_fence, allow_exec=allow_exec),
+                                                                   fence=not no_fence, allow_exec=allow_exec),
                                  "crash-test", workflow.describe("iolab crash-test", described), label,
                                  parse_tags(tags), progress)
         with prober:
             done = crashtest.run_cuts(prober, base, settings,
-                                      note=lambda text: progress.progress.console.print(f"    {text}", style="cyan",
-                                                                                        markup=False))
+                                      note=progress.note)
             prober.finish(crashtest.record(done, settings, base))
     assert prober.run_id is not None
     run = store_of(ctx).get_run(prober.run_id)

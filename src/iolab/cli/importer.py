@@ -11,12 +11,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .. import importer
 from ..errors import IolabError
-from ..report import results as results_report
 from ..report.table import Cell, Column, Table
-from . import FORMATS, _report_error, cli, emit_tables, err, load_runs, parse_tags, store_of
+from . import FORMATS, _report_error, emit_tables, err, load_runs, parse_tags, store_of
 
 
-@cli.command("import")
+@click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="FILE|DIR...")
 @click.option("--label", help="A name for the imported runs, usable wherever a run id is.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the imported runs (repeatable).")
@@ -53,6 +52,7 @@ def import_(ctx: click.Context, paths: Sequence[Path], label: str | None, tags: 
     if bulk:
         emit_tables([_summary(outcomes)], fmt, _document(outcomes))
     else:
+        from ..report import results as results_report  # one file's run is shown: a directory's is summed up
         runs = load_runs(ctx, [o.run_id for o in outcomes if o.run_id is not None])
         if runs:
             emit_tables([results_report.results_table(runs[0])], fmt, results_report.run_document(runs[0]))

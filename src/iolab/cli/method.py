@@ -15,10 +15,10 @@ from .. import suite as suite_mod
 from ..errors import IolabError, UsageError
 from ..model import to_jsonable
 from ..report.method import findings_table
-from ..report.table import Cell, Column, Table
+from ..report.table import Cell, Column, Table, compact_places
 from ..runner import local
 from ..units import format_bytes
-from . import cli, emit_tables, err, out
+from . import emit_tables, err, out
 
 PIN_CHOICE = click.Choice(pinning.MODES)
 
@@ -39,11 +39,12 @@ def print_findings(findings: Sequence[lint.Finding], console: Console = err, *, 
     for f in findings:
         style = "red" if f.severity == lint.ERROR else "yellow"
         console.print(f"  {f.id} {f.severity}", style=f"bold {style}", end="", markup=False)
-        console.print(f"  {', '.join(f.where)}", markup=False, highlight=False)
-        console.print(f"      {f.message}", markup=False, highlight=False)
-        console.print(f"      Remedy: {f.remedy}", markup=False, highlight=False)
-        if full:
-            console.print(f"      Source: {f.source}", style="dim", markup=False, highlight=False)
+        console.print(f"  {compact_places(f.where)}", markup=False, highlight=False)
+        for label, text in (("", f.message), ("Remedy: ", f.remedy), *((("Source: ", f.source),) if full else ())):
+            lines = text.splitlines() or [""]  # fio's own messages span lines ("Did you mean iodepth?")
+            console.print("\n".join(f"      {label if i == 0 else ' ' * len(label)}{line}"
+                                    for i, line in enumerate(lines)), markup=False, highlight=False,
+                          style="dim" if label == "Source: " else None)
 
 
 def describe_method(plan: execute.Plan) -> list[str]:
@@ -72,7 +73,7 @@ def describe_method(plan: execute.Plan) -> list[str]:
     return lines
 
 
-@cli.command("lint")
+@click.command("lint")
 @click.argument("suite")
 @click.option("-t", "--target", "targets_", multiple=True, metavar="NAME=PATH",
               help="Lint for this file, directory or block device (repeatable); replaces the suite's targets.")
@@ -126,7 +127,7 @@ def _facts_rows(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-@cli.command("host")
+@click.command("host")
 @click.option("--device", metavar="PATH", help="Also describe this block device (or the device under a file).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json", "markdown", "csv")), default="table",
               show_default=True)
@@ -162,7 +163,7 @@ def host_command(device: str | None, fmt: str) -> None:
     emit_tables([table], fmt, document)
 
 
-@cli.command("restore")
+@click.command("restore")
 @click.option("--discard", is_flag=True, help="Forget journals whose values cannot be written back.")
 def restore_command(discard: bool) -> None:
     """Write back host tuning left behind by an iolab run that was killed (every command also

@@ -9,7 +9,7 @@ import click
 
 from .. import compare as compare_mod
 from ..errors import UsageError
-from . import cli, err, report_unreadable, store_of
+from . import err, report_unreadable, store_of
 from .compare import comparison_options, metric_names, parse_threshold, sides_of
 
 
@@ -21,7 +21,7 @@ def _write(path: Path, text: str) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
 
 
-@cli.command()
+@click.command()
 @click.argument("selectors", nargs=-1, required=True, metavar="RUN...")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="The HTML file to write [default: iolab-report-<run ids>.html].")

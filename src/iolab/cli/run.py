@@ -1,38 +1,31 @@
-"""``iolab run``, ``runs`` and ``show``: the main job and its stored results."""
+"""``iolab run``: plan, lint, run and print a suite or fio job file (``runs`` and ``show`` are in show.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
 from .. import execute
 from ..errors import Interrupted, UsageError
-from ..model import Run, to_jsonable
 from ..observe.config import with_args
+from ..observe.local import SELF
 from ..remote.jobs import RemoteTarget
-from ..report import results as results_report
-from ..report.autotune import ranking_table
-from ..report.capture import fingerprint_document, fingerprint_table
-from ..report.costs import cost_table
-from ..report.crashtest import crash_document, crash_table
-from ..report.saturation import saturation_table
-from ..report.sweeps import run_grids
-from ..report.table import Cell, Column, Table
-from ..report.warmup import cache_table, warmup_document, warmup_table
 from ..runner.fence import RULES as FENCE_RULES
 from ..runner.guard import FencePlan
-from ..runner.status import Status
-from ..store import Store, UnreadableRun
 from ..suite import with_passes
 from ..tiers import Tier, parse_tier
-from ..units import format_bytes, format_duration, format_iops, format_rate
-from . import DURATION, FORMATS, cli, emit_tables, err, load_runs, out, parse_tags, report_unreadable, store_of
+from ..units import format_bytes, format_duration
+from . import DURATION, FORMATS, err, out, parse_tags, store_of
 from .method import describe_method, load_planned, print_findings
+from .progress import LiveProgress as _LiveProgress  # noqa: F401  (command modules of other branches import it)
+from .progress import job_progress
+
+# other branches' command modules import _LiveProgress, _print_run and run_document from here
+from .show import print_run, run_document  # noqa: F401
+from .show import print_run as _print_run  # noqa: F401
 
 
 def _describe_plan(plan: execute.Plan) -> None:
@@ -80,15 +73,16 @@ def describe_fence(fence: FencePlan) -> list[str]:
 
 
 def _describe_observers(plan: execute.Plan) -> list[str]:
-    """One line per exporter probed: observed or not, and what it said."""
+    """One line per observer probed: observed or not, and what it said."""
     if not plan.probed:
         return []
     chosen = {p.endpoint for p in plan.observers.probed}
     how = f"read afterwards from {plan.observers.prometheus}" if plan.observers.prometheus else "sampled at 1 s"
-    lines = [f"observers (node_exporter, {how}):"]
+    lines = [f"observers ({how}):"]
     for p in plan.probed:
         e = p.endpoint
-        what = f"{e.host} ({e.role}) at {e.address}"
+        what = f"{e.host} ({e.role}) from /proc and /sys" if e.address == SELF else \
+            f"{e.host} ({e.role}) at {e.address}, node_exporter"
         if p.facts is not None:
             f = p.facts.host
             detail = ", ".join(x for x in (f.hostname, f"{f.cpu_count} CPUs" if f.cpu_count else None,
@@ -137,81 +131,7 @@ def _dry_run(plan: execute.Plan) -> None:
         out.print(item.job_text, markup=False, highlight=False)
 
 
-class _LiveProgress:
-    """A rich progress bar per job, fed by execute's events."""
-
-    def __init__(self) -> None:
-        self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24),
-            TimeElapsedColumn(), TextColumn("{task.fields[detail]}"), console=err, transient=False,
-        )
-        self.task: TaskID | None = None
-        self.hosts: dict[str, TaskID] = {}
-        #: What the jobs are for, in place of ``[i/n]`` (a workflow's ``probe 3 · …``; ``{index}`` and
-        #: ``{total}`` stand for the job's number and count).
-        self.stage: str | None = None
-
-    def __enter__(self) -> _LiveProgress:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.progress.__exit__(*exc)
-
-    def __call__(self, event: execute.JobEvent) -> None:
-        where = self.stage.format(index=event.index + 1, total=event.total) if self.stage \
-            else f"{event.index + 1}/{event.total}"
-        title = f"{escape('[' + where + ']')} {event.target} · {event.workload}" + \
-            (f" #{event.repeat + 1}" if event.repeat else "")
-        if event.kind == "start":
-            self.task = self.progress.add_task(title, total=event.expected_s, detail="starting fio")
-            self.hosts = {}
-        elif event.kind == "status" and event.host is not None:
-            self._host(event)
-        elif event.kind == "status" and self.task is not None and event.status is not None:
-            s = event.status
-            self.progress.update(self.task, completed=s.elapsed_s, detail=_status_text(s))
-        elif event.kind == "db" and event.note:
-            self.progress.console.print(f"    {event.note}", style="cyan", markup=False, highlight=False)
-        elif event.kind == "db" and self.task is not None and event.detail:
-            self.progress.update(self.task, detail=f"[yellow]{escape(event.detail)}[/]")
-        elif event.kind == "note" and event.detail:
-            self.progress.console.print(f"    {event.detail}", style="cyan", markup=False, highlight=False)
-        elif event.kind == "end" and self.task is not None:
-            ok = event.outcome == "ok"
-            mark = "[green]✓[/]" if ok else f"[red]✗ {event.outcome}[/]"
-            self.progress.update(self.task, completed=event.expected_s or 1, total=event.expected_s or 1,
-                                 detail=mark)
-            for host_task in self.hosts.values():
-                self.progress.stop_task(host_task)
-            if not ok and event.error:
-                self.progress.console.print(f"    {event.error.splitlines()[0]}", style="red", markup=False)
-
-    def _host(self, event: execute.JobEvent) -> None:
-        """One row per host of a remote target, under its job's row."""
-        assert event.host is not None
-        if event.host not in self.hosts:
-            self.hosts[event.host] = self.progress.add_task(f"    {escape(event.host)}", total=event.expected_s,
-                                                            detail="connecting")
-        task = self.hosts[event.host]
-        s = event.status
-        if s is None and event.note is not None:
-            self.progress.update(task, detail=f"[red]✗ lost: {escape(event.note)}[/]")
-            self.progress.stop_task(task)
-        if s is None:
-            return
-        self.progress.update(task, completed=s.elapsed_s, detail=_status_text(s))
-
-
-def _status_text(s: Status) -> str:
-    detail = f"{format_iops(s.iops)} IOPS  {format_rate(s.bw_bytes_s)} MiB/s" if s.iops is not None \
-        else "ramping / laying out"
-    if s.eta_s is not None:
-        detail += f"  ETA {format_duration(s.eta_s)}"
-    return detail
-
-
-@cli.command()
+@click.command()
 @click.argument("suite", required=False)
 @click.option("-t", "--target", "targets", multiple=True, metavar="NAME=PATH",
               help="Run on this file, directory or block device (repeatable); replaces the suite's targets.")
@@ -248,12 +168,14 @@ def _status_text(s: Status) -> str:
                    "run stops; finished results wait in the spool for --resume.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
               help="How to print the results at the end.")
+@click.option("-q", "--quiet", is_flag=True, help="No plan and no progress on stderr: lint findings, errors and the "
+              "results only. (Without a terminal, progress is a line per job start and end and every 10 s.)")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: int | None, label: str | None,
         tags: Sequence[str], destroy: Sequence[str], keep_files: bool, no_fence: bool, allow_exec: bool,
         dry_run: bool, probe: bool, resume: int | None,
         tune: Sequence[str], pin: str | None, observe: Sequence[str], no_observe: bool, prometheus: str | None,
-        passes: int | None, tier_args: Sequence[str], db_wait: float, fmt: str) -> None:
+        passes: int | None, tier_args: Sequence[str], db_wait: float, fmt: str, quiet: bool) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
 
     \b
@@ -288,7 +210,8 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
             raise UsageError(str(exc)) from None
         loaded = with_passes(loaded, passes, _tiers(tier_args))
         plan = execute.prepare(loaded, options, repeat=repeat, contact=not dry_run or probe)
-        _describe_plan(plan)
+        if not quiet:
+            _describe_plan(plan)
         print_findings(plan.findings)
         if dry_run:
             _dry_run(plan)
@@ -297,13 +220,13 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         err.print(f"Run [bold]{run_id}[/] stored in {store_of(ctx).display_url}")
     store = store_of(ctx)
     try:
-        with _LiveProgress() as progress:
+        with job_progress(quiet) as progress:
             status = execute.execute(store, run_id, options, on_event=progress,
                                      checked=plan.remote if resume is None else None)
     except Interrupted:
-        _print_run(store, run_id, fmt)
+        print_run(store, run_id, fmt)
         raise
-    _print_run(store, run_id, fmt)
+    print_run(store, run_id, fmt)
     if status == "partial":
         err.print(f"[yellow]Run {run_id} is partial[/]: hosts were lost mid-run; the other hosts' results are "
                   f"stored (iolab show {run_id}).")
@@ -325,77 +248,6 @@ def _tiers(args: Sequence[str]) -> list[Tier]:
         except ValueError as exc:
             raise UsageError(f"--tier {arg!r}: {exc}") from None
     return out
-
-
-def _extra_tables(run: Run) -> list[Table]:
-    """The tables that follow the results when the run has them: every host's cost when it was
-    observed (``report.costs``), the warm-up curve of a run with passes and its cache counters
-    (``report.warmup``), the cuts of a crash test (``report.crashtest``)."""
-    return [t for t in (fingerprint_table(run), cost_table(run), warmup_table(run), cache_table(run), crash_table(run))
-            if t is not None]
-
-
-def run_document(run: Run) -> dict[str, Any]:
-    """The run's JSON document (``report.results.run_document``) with its warm-up curves and crash-test
-    cuts when it has them (``"warmup"``, ``"crash_test"``)."""
-    document = results_report.run_document(run)
-    curves, crashes, fingerprint = warmup_document(run), crash_document(run), fingerprint_document(run)
-    return {**document, **({"warmup": curves} if curves else {}), **({"crash_test": crashes} if crashes else {}),
-            **({"fingerprint": fingerprint} if fingerprint else {})}
-
-
-def _print_run(store: Store, run_id: int, fmt: str) -> None:
-    stored = store.get_run(run_id)
-    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt, run_document(stored))
-
-
-# runs, show
-
-
-@cli.command()
-@click.option("-n", "--limit", type=int, default=50, show_default=True, help="How many runs to list.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.pass_context
-def runs(ctx: click.Context, limit: int, fmt: str) -> None:
-    """List stored runs, newest first."""
-    listed = store_of(ctx).list_runs(limit)
-    columns = tuple(Column(k, t, n) for k, t, n in (
-        ("id", "id", True), ("created_at", "created (UTC)", False), ("status", "status", False),
-        ("origin", "origin", False), ("suite", "suite", False), ("label", "label", False),
-        ("tags", "tags", False), ("fio", "fio", False), ("host", "host", False)))
-    rows = tuple((
-        Cell(str(i.id), i.id), Cell(i.created_at.strftime("%Y-%m-%d %H:%M:%S"), i.created_at.isoformat()),
-        Cell(i.status, style={"complete": "green", "failed": "red", "interrupted": "yellow",
-                              "partial": "yellow"}.get(i.status)),
-        Cell(i.origin), Cell(i.suite_name), Cell(i.label or ""),
-        Cell(" ".join(f"{k}={v}" for k, v in i.tags.items())), Cell(i.fio_version or "–"),
-        Cell(i.host.hostname if i.host and i.host.hostname else "–"),
-    ) if not isinstance(i, UnreadableRun) else (
-        Cell(str(i.run_id), i.run_id), Cell(""), Cell("unreadable", style="red"), *(Cell("") for _ in range(6)),
-    ) for i in listed)
-    document = [to_jsonable(i) if not isinstance(i, UnreadableRun) else {"id": i.run_id, "unreadable": i.reason}
-                for i in listed]
-    emit_tables([Table("runs", columns, rows)], fmt, document)
-    for problem in listed:
-        if isinstance(problem, UnreadableRun):
-            report_unreadable(ctx, problem)
-
-
-@cli.command()
-@click.argument("selectors", nargs=-1, required=True, metavar="RUN...")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.pass_context
-def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
-    """Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."""
-    store = store_of(ctx)
-    ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
-    stored = load_runs(ctx, ids)
-    if not stored:
-        return
-    document: Any = [run_document(r) for r in stored]
-    emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_extra_tables(r),
-                                             saturation_table(r), ranking_table(r)) if t is not None], fmt,
-                document[0] if len(document) == 1 else document)
 
 
 # ---------------------------------------------------------------------------------------------

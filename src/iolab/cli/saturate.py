@@ -20,8 +20,8 @@ from ..report.autotune import ranking_table
 from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
 from ..report.table import Table
-from . import FORMATS, cli, emit_tables, err, parse_tags, store_of
-from .run import _LiveProgress
+from . import FORMATS, emit_tables, err, parse_tags, store_of
+from .progress import JobProgress, job_progress
 
 #: Options the search itself sets.
 SEARCHED = ("iodepth", "numjobs", "runtime", "time_based", "name")
@@ -105,7 +105,7 @@ def _setup(args: Mapping[str, Any]) -> _Setup:
 
 
 def _prober(ctx: click.Context, setup: _Setup, args: Mapping[str, Any], command: str,
-            progress: _LiveProgress) -> workflow.Prober:
+            progress: JobProgress) -> workflow.Prober:
     return workflow.Prober(store_of(ctx), setup.target, RunOptions(destroy=tuple(args["destroy"]),
                                                                    keep_files=args["keep_files"],
                                                                    fence=not args["no_fence"],
@@ -125,7 +125,7 @@ def _show(ctx: click.Context, run_id: int | None, fmt: str, summary: Callable[[R
     return run
 
 
-@cli.command()
+@click.command()
 @search_options
 @click.option("--fio-latency-target", "fio_target", is_flag=True,
               help="Also run fio's own latency_target search (one job, a percentile --slo) to compare with.")
@@ -147,7 +147,7 @@ def saturate(ctx: click.Context, fio_target: bool, **args: Any) -> None:
     setup = _setup(args)
     if fio_target and (setup.slo is None or "_p" not in setup.slo.metric.name):
         raise UsageError("--fio-latency-target needs a percentile --slo such as p99<=2ms: fio's search judges one")
-    with _LiveProgress() as progress, _prober(ctx, setup, args, "iolab saturate", progress) as prober:
+    with job_progress() as progress, _prober(ctx, setup, args, "iolab saturate", progress) as prober:
         found = workflow.saturate(prober, setup.base, setup.search, args["probe_runtime"], args["runtime"],
                                   args["repeat"], stage=lambda text: setattr(progress, "stage", text))
         if fio_target and setup.slo is not None:
@@ -157,7 +157,7 @@ def saturate(ctx: click.Context, fio_target: bool, **args: Any) -> None:
     _show(ctx, prober.run_id, args["fmt"], saturation_table)
 
 
-@cli.command("autotune")
+@click.command("autotune")
 @search_options
 @click.option("--budget", default="10m", show_default=True, help="How long the whole search may take.")
 @click.option("--axes", default=",".join(autotune.ORDER), show_default=True,
@@ -188,7 +188,7 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
     except ValueError as exc:
         raise UsageError(f"autotune: {exc}") from None
     setup.settings.update(budget=budget, axes=[a.name for a in chosen_axes], top=top)
-    with _LiveProgress() as progress, _prober(ctx, setup, args, "iolab autotune", progress) as prober:
+    with job_progress() as progress, _prober(ctx, setup, args, "iolab autotune", progress) as prober:
         found = workflow.autotune_run(prober, setup.base, setup.search, chosen_axes, budget_s, args["probe_runtime"],
                                       args["runtime"], args["repeat"], top)
         prober.finish(found.record(setup.slo, setup.settings))

@@ -12,7 +12,7 @@ from ..errors import HostError, UsageError
 from ..remote import hosts, server
 from ..remote.hosts import HostSpec
 from ..runner.fence import status as fence_status
-from . import cli, err, out
+from . import err, out
 
 
 def _bind(bind: str | None, port: int | None, pidfile: str | None) -> tuple[HostSpec | None, Path]:
@@ -38,7 +38,7 @@ _PIDFILE = click.option("--pidfile", metavar="PATH", help="iolab's pidfile for t
                         "[default: one per address under $XDG_RUNTIME_DIR/iolab or ~/.local/state/iolab].")
 
 
-@cli.group("server")
+@click.group("server")
 def server_group() -> None:
     """A fio server (fio --server) for remote targets: start, stop, status.
 

@@ -18,17 +18,30 @@ passes ``validate.check`` (each parser applies it): no impossible number leaves 
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ParseError
 from ..model import FioReport
 from . import validate
-from .json import looks_like_json, parse_json
-from .normal import parse_normal
-from .terse import parse_terse
+
+if TYPE_CHECKING:
+    from .json import parse_json
+    from .normal import parse_normal
+    from .terse import parse_terse
 
 __all__ = ["clean_pasted", "detect_format", "parse_json", "parse_normal", "parse_output", "parse_terse"]
+
+#: The parsers, imported when first used: reading stored runs (``fio.validate``) needs none of them.
+_LAZY = {"parse_json": ".json", "parse_normal": ".normal", "parse_terse": ".terse"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Unicode space separators (category Zs) that web pages put in code blocks, and the
 #: invisible characters (zero-width spaces and joiners, word joiner, BOM, soft hyphen).
@@ -86,6 +99,7 @@ def detect_format(text: str, name: str = "<input>") -> str:
 
     Raises ``ParseError`` when the text looks like none of fio's outputs.
     """
+    from .json import looks_like_json
     if looks_like_json(text):
         return "json"
     if _NORMAL_JOB.search(text):
@@ -99,7 +113,7 @@ def detect_format(text: str, name: str = "<input>") -> str:
     )
 
 
-_PARSERS = {"json": parse_json, "normal": parse_normal, "terse": parse_terse}
+_PARSERS = {"json": "parse_json", "normal": "parse_normal", "terse": "parse_terse"}
 
 
 def parse_output(text: str, name: str = "<input>") -> FioReport:
@@ -114,12 +128,12 @@ def parse_output(text: str, name: str = "<input>") -> FioReport:
         cleaned = clean_pasted(text)
         fmt = detect_format(cleaned, name)
         try:
-            return _PARSERS[fmt](cleaned, name)
+            return __getattr__(_PARSERS[fmt])(cleaned, name)  # type: ignore[no-any-return]
         except ParseError as exc:
             if fmt != "json" or not (_NORMAL_JOB.search(cleaned) or _TERSE_LINE.search(cleaned)):
                 raise
             fallback = "normal" if _NORMAL_JOB.search(cleaned) else "terse"
-            report = _PARSERS[fallback](cleaned, name)
+            report = __getattr__(_PARSERS[fallback])(cleaned, name)
             why = exc.message.removeprefix(f"{name}: ").removeprefix(f"{name}, ")
             return validate.check(replace(report, warnings=(
                 f"the JSON part is not used ({why}); the {fallback} part is read", *report.warnings)), name)

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import jobfile
-from ..errors import IolabError, UsageError
+from ..errors import IolabError, ParseError, UsageError
+from ..fio import clean_pasted, detect_format, parse_output
 from ..fio import logs as fio_logs
-from ..fio import parse_output
 from ..fio.json import looks_like_json
 from ..model import FioReport
 from ..store import FinishedResult, FinishedRun, ImportedFile, Store, compress_raw
@@ -197,9 +197,18 @@ def _parse(path: Path, in_directory: bool) -> _File | FileNote:
 
 
 def _looks_like_fio(text: str) -> bool:
-    """Whether a directory's file shows any sign of being fio's output (else it is passed over)."""
+    """Whether a directory's file is in one of fio's output formats (``fio.detect_format``), else it
+    is passed over and counted: a README or notes.txt that mentions fio is not an output. A damaged
+    output still in a format (a cut JSON document with its "fio version") is read, and its damage
+    reported."""
     head = text[:65536]
-    return looks_like_json(text) or "fio" in head or "groupid=" in head or ";fio-" in head
+    if not (looks_like_json(text) or "fio" in head or "groupid=" in head or ";fio-" in head):
+        return False
+    try:
+        detect_format(clean_pasted(text))
+    except ParseError:
+        return False
+    return True
 
 
 def import_sources(store: Store, sources: Sequence[Source], label: str | None = None,

@@ -124,9 +124,12 @@ def request(name: str, output: Path, report: FioReport, job_text: str,
     numbers = fio_logs.thread_names(job_text) if jobs else []
     entries = _entries(report, numbers)
     options = dict(jobs)
+    places_of: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {}  # a job's clones log to the same places
     for number, (job, entry, share) in enumerate(entries, 1):
         opts = options.get(job, {})
-        places = _places(opts, job, output, fallback)
+        if job not in places_of:
+            places_of[job] = _places(opts, job, output, fallback)
+        places = places_of[job]
         if not places:
             continue
         directions = {d: s for d, s in (entry.directions.items() if entry else ()) if s.total_ios or s.iops}
@@ -259,6 +262,7 @@ def attach(requests: Sequence[Request]) -> Attached:
     still goes to the run that wrote it.
     """
     _directory.cache_clear()  # the file system may have changed since an earlier import
+    _mtime.cache_clear()
     read: dict[Path, fio_logs.Log | ParseError] = {}
     families: dict[_Family, _Claims] = {}
     for i, req in enumerate(requests):
@@ -449,10 +453,18 @@ def _age(path: Path, timestamp_ms: int | None) -> float:
     """Seconds between the log's modification and the report's time (inf when unknown)."""
     if timestamp_ms is None:
         return math.inf
+    mtime = _mtime(path)
+    return math.inf if mtime is None else abs(mtime - timestamp_ms / 1000)
+
+
+@cache
+def _mtime(path: Path) -> float | None:
+    """A log's modification time, read once per import (``attach`` clears it, as ``_directory``):
+    each round of ``_choose`` asks again for every log of every result still choosing."""
     try:
-        return abs(path.stat().st_mtime - timestamp_ms / 1000)
+        return path.stat().st_mtime
     except OSError:
-        return math.inf
+        return None
 
 
 def _note(name: str, count: Counter[str], examples: Mapping[str, str]) -> str:

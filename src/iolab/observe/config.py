@@ -4,21 +4,24 @@ Suite key (all optional)::
 
     observe:
       port: 9100                    # node_exporter's port on this host and on every fio server
-      local: 127.0.0.1:9100         # where this host's exporter answers (default 127.0.0.1:PORT)
+      local: 127.0.0.1:9100         # this host's exporter (default: none; iolab reads /proc itself)
       hosts:                        # hosts only watched, e.g. a storage target running no fio job
         nvmet: 10.0.0.5:9100        #   (a list of HOST:PORT names each host by its address)
       prometheus: http://prom:9090  # read the series afterwards from this Prometheus server
                                     #   instead of scraping the exporters while jobs run
     observe: false                  # observe nothing
 
-Without the key, iolab observes the local host and every fio server whose exporter answers
-before the run (``probe``) and says which do not. With the key (or ``--observe``) every
-endpoint is observed even when it does not answer yet, so a missing observer is a recorded gap.
+Without the key, iolab observes the local host (from /proc and /sys, ``observe.local``: no
+exporter needed) and every fio server whose exporter answers before the run (``probe``), and says
+which do not. With the key (or ``--observe``) every endpoint is observed even when it does not
+answer yet, so a missing observer is a recorded gap. A watched host whose address is this machine
+(``is_this_host``) is this host: its exporter becomes the local row's source, not a second row.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +30,7 @@ from ..errors import HostError
 from ..remote.hosts import HostSpec
 from ..remote.hosts import parse as parse_host
 from . import exporter
+from . import local as local_reader
 from .exporter import NodeFacts
 from .sampler import Endpoint
 
@@ -50,7 +54,9 @@ class Observe:
 
     @property
     def local_address(self) -> str:
-        return self.local or f"127.0.0.1:{self.port}"
+        """Where this host's figures come from: the exporter named ``local``, else this host's
+        /proc and /sys read directly (``local.SELF``)."""
+        return self.local or local_reader.SELF
 
 
 def address(text: str, default_port: int = DEFAULT_PORT) -> str:
@@ -146,20 +152,49 @@ def endpoints(observe: Observe, remote_hosts: Mapping[str, Sequence[HostSpec]]) 
     the local host, the fio servers of each remote target, the watched hosts."""
     if not observe.enabled:
         return []
-    out: list[tuple[Endpoint, str | None]] = [(Endpoint("local", "local", observe.local_address), None)]
+    local_address = observe.local_address
+    watched = {}
+    for name, addr in observe.hosts.items():
+        if not is_this_host(addr):
+            watched[name] = addr
+        elif observe.local is None and local_address == local_reader.SELF:
+            local_address = addr  # an exporter on this machine, named: this host's source, not a second row
+    out: list[tuple[Endpoint, str | None]] = [(Endpoint("local", "local", local_address), None)]
     for target, specs in remote_hosts.items():
         for spec in specs:
-            addr = server_address(spec, observe.port)
-            if addr is not None:
-                out.append((Endpoint(spec.label, "server", addr), target))
-    out += [(Endpoint(name, "observed", addr), None) for name, addr in observe.hosts.items()]
+            server = server_address(spec, observe.port)
+            if server is not None:
+                out.append((Endpoint(spec.label, "server", server), target))
+    out += [(Endpoint(name, "observed", addr), None) for name, addr in watched.items()]
     return out
+
+
+def is_this_host(address: str) -> bool:
+    """Whether an exporter's ``host:port`` (or ``[v6]:port``) is on this machine: its host resolves
+    to an address that a socket here can bind (loopback, or one of this network namespace's
+    interfaces). A name that does not resolve is not this host."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return False
+    for family, _, _, _, sockaddr in infos:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((sockaddr[0], 0, *sockaddr[2:]))
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def probe(found: Sequence[tuple[Endpoint, str | None]], timeout_s: float = PROBE_TIMEOUT_S) -> list[Probed]:
     """Read every endpoint's facts at once (``exporter.facts``), in order."""
     def one(item: tuple[Endpoint, str | None]) -> Probed:
         endpoint, target = item
+        if endpoint.address == local_reader.SELF:
+            from ..host import host_facts
+            return Probed(endpoint, target, facts=NodeFacts(host_facts()))
         try:
             return Probed(endpoint, target, facts=exporter.facts(endpoint.address, timeout_s))
         except HostError as exc:

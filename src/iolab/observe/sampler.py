@@ -23,7 +23,7 @@ from types import TracebackType
 
 from ..errors import HostError
 from ..model import Gap, HostSamples, Series
-from . import exporter
+from . import exporter, local
 from .exporter import Key, Scrape
 
 #: Seconds between scrapes, and the most one scrape may take (less than the interval, so that a
@@ -36,7 +36,7 @@ TIMEOUT_S = 0.8
 class Endpoint:
     """An exporter to observe: ``host`` is iolab's name for the host (``local``, a fio server's
     label, a watched host's name), ``role`` ``local``, ``server`` or ``observed``, ``address``
-    the exporter's ``host:port``."""
+    the exporter's ``host:port``, or ``local.SELF`` for this host read directly."""
 
     host: str
     role: str
@@ -44,6 +44,17 @@ class Endpoint:
 
 
 Scraper = Callable[[str, float], Scrape]
+
+
+def scrape(address: str, timeout_s: float) -> Scrape:
+    """One reduced sample of ``address``: this host's /proc and /sys for ``local.SELF``, else the
+    node_exporter there (``exporter.scrape``). Raises ``HostError``."""
+    return local.scrape() if address == local.SELF else exporter.scrape(address, timeout_s)
+
+
+def source_of(address: str) -> str:
+    """Where an endpoint's samples come from, as stored in ``HostSamples.source``."""
+    return local.SOURCE if address == local.SELF else exporter.metrics_url(address)
 
 
 class _Observer(threading.Thread):
@@ -100,7 +111,7 @@ class Observation:
     """
 
     def __init__(self, endpoints: Sequence[Endpoint], interval_s: float = INTERVAL_S, timeout_s: float = TIMEOUT_S,
-                 scrape: Scraper = exporter.scrape) -> None:
+                 scrape: Scraper = scrape) -> None:
         self.endpoints = tuple(endpoints)
         self.started_at = datetime.now(UTC)
         start = time.monotonic()
@@ -141,6 +152,6 @@ def samples(endpoint: Endpoint, started_at: datetime, scrapes: Sequence[tuple[in
     series = tuple(Series(name, dict(labels), tuple(s.values.get((name, labels)) for _, s in scrapes))
                    for name, labels in keys)
     cpu_counts = [s.cpu_count for _, s in scrapes if s.cpu_count]
-    return HostSamples(host=endpoint.host, role=endpoint.role, source=source or exporter.metrics_url(endpoint.address),
+    return HostSamples(host=endpoint.host, role=endpoint.role, source=source or source_of(endpoint.address),
                        started_at=started_at, t_ms=tuple(t for t, _ in scrapes), series=series, window_ms=window_ms,
                        gaps=gaps, cpu_count=max(cpu_counts) if cpu_counts else None)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..model import FioReport, HostSamples, HostUsage, from_jsonable, to_jsonable
-from . import prometheus
+from . import local, prometheus
 from .config import Probed
 from .exporter import NodeFacts
 from .sampler import Observation
@@ -79,7 +79,9 @@ class Watch:
         self.probed = tuple(probed)
         self.prometheus = prometheus_url
         self.started_at = datetime.now(UTC)
-        live = [p.endpoint for p in self.probed] if prometheus_url is None else []
+        # With a Prometheus server, this host read directly (local.SELF) is still sampled live:
+        # no Prometheus scrapes it.
+        live = [p.endpoint for p in self.probed if prometheus_url is None or p.endpoint.address == local.SELF]
         self._observation = Observation(live)
 
     def __enter__(self) -> Watch:
@@ -98,10 +100,11 @@ class Watch:
         if self.prometheus is None:
             found = self._observation.finish(window)
         else:
-            self._observation.finish(None)
+            sampled = iter(self._observation.finish(window))
             window_ms = None if window is None else tuple(
                 round((w - self.started_at).total_seconds() * 1000) for w in window)
-            found = tuple(prometheus.read(self.prometheus, p.endpoint, self.started_at, datetime.now(UTC),
+            found = tuple(next(sampled) if p.endpoint.address == local.SELF else
+                          prometheus.read(self.prometheus, p.endpoint, self.started_at, datetime.now(UTC),
                                           window_ms)  # type: ignore[arg-type]
                           for p in self.probed)
         usages = tuple(host_usage(s, p.facts, p.error if not s.t_ms else None)

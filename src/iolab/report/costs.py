@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import stats
-from ..model import HostSamples, Run, TimeSeries
+from ..model import HostSamples, ResultRecord, Run, TimeSeries
 from ..observe import usage
 from ..units import format_rate, format_share
 from .chartdata import Row, subjects
@@ -28,35 +28,91 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return stats.describe(values).mean
 
 
-def _network(costs: Sequence[usage.HostCost]) -> Cell:
-    """The busiest interface: bytes/s and its share of the link; red at ``NIC_FLAG`` and above."""
+def _pct(fraction: float | None) -> float | None:
+    return None if fraction is None else fraction * 100
+
+
+def _nics(costs: Sequence[usage.HostCost]) -> dict[str, dict[str, float | None]]:
+    """Every interface's mean bytes/s and share of its link (%), busiest first."""
     rates: dict[str, list[tuple[float, float | None]]] = {}
     for c in costs:
         for name, figures in c.nics.items():
             rates.setdefault(name, []).append(figures)
-    if not rates:
-        return Cell("–")
-    name, nic = max(rates.items(), key=lambda kv: _mean([r for r, _ in kv[1]]) or 0.0)
-    rate, use = _mean([r for r, _ in nic]), _mean([u for _, u in nic])
-    text = f"{name} {format_rate(rate)} MiB/s" + (f" {use * 100:.1f}%" if use is not None else "")
-    flagged = use is not None and use >= usage.NIC_FLAG
-    return Cell(text + (" ≥90%!" if flagged else ""), rate, "red" if flagged else None)
+    found = {name: {"bytes_s": _mean([r for r, _ in nic]), "link_pct": _pct(_mean([u for _, u in nic]))}
+             for name, nic in rates.items()}
+    return dict(sorted(found.items(), key=lambda kv: -(kv[1]["bytes_s"] or 0.0)))
 
 
-def _devices(costs: Sequence[usage.HostCost], limit: int = 3) -> str:
-    """Devices that took part: ``vda ×0.98 64%`` (device I/Os per fio I/O, busy share), busiest
-    first; a device with fewer than 1 I/O per 100 fio I/Os and under 1 % busy is left out."""
+def _disks(costs: Sequence[usage.HostCost]) -> dict[str, dict[str, float | None]]:
+    """Every device that completed I/Os: mean device I/Os per fio I/O and busy share (%), busiest first."""
     found: dict[str, list[tuple[float | None, float]]] = {}
     for c in costs:
         for name, figures in c.disks.items():
             found.setdefault(name, []).append(figures)
-    ranked = sorted(found.items(), key=lambda kv: -(_mean([b for _, b in kv[1]]) or 0.0))
+    out = {name: {"ios_per_fio_io": _mean([r for r, _ in disk]), "busy_pct": _pct(_mean([b for _, b in disk]) or 0.0)}
+           for name, disk in found.items()}
+    return dict(sorted(out.items(), key=lambda kv: -(kv[1]["busy_pct"] or 0.0)))
+
+
+def host_cost_json(costs: Sequence[usage.HostCost]) -> dict[str, Any]:
+    """The figures of one host over repetitions (means), units in the keys: ``cpu_us_per_io``,
+    ``cpu_busy_pct`` and ``cpu_pct_by_mode`` (% of all the host's CPUs), ``nics`` (``bytes_s``,
+    ``link_pct``), ``devices`` (``ios_per_fio_io``, ``busy_pct``), ``gaps`` (failed scrapes)."""
+    modes = {m: _pct(_mean([c.cpu_by_mode.get(m) for c in costs])) for m in usage.MODES}
+    return {"host": costs[0].host, "role": costs[0].role, "repeats": len(costs),
+            "window_s": _mean([c.window_s for c in costs]),
+            "cpu_us_per_io": _mean([c.cpu_us_per_io for c in costs]),
+            "cpu_busy_pct": _pct(_mean([c.cpu_util for c in costs])),
+            "cpu_pct_by_mode": {m: v for m, v in modes.items() if v is not None},
+            "nics": _nics(costs), "devices": _disks(costs), "gaps": sum(c.gaps for c in costs),
+            "errors": sorted({c.error for c in costs if c.error})}
+
+
+def result_costs(result: ResultRecord) -> list[dict[str, Any]]:
+    """A result's ``host_costs`` in its JSON document: ``host_cost_json`` of each observed host,
+    then, with more than one, ``{"host": "all observed", "cpu_us_per_io": …}``."""
+    found = usage.host_costs(result)
+    out = [host_cost_json([c]) for c in found]
+    if len(found) > 1:
+        out.append({"host": ALL_OBSERVED, "cpu_us_per_io": usage.cpu_us_per_io(usage.usages(result),
+                                                                                usage.job_ios(result.report))})
+    return out
+
+
+def cost_document(run: Run) -> list[dict[str, Any]]:
+    """The cost table's rows as data (the run's JSON ``host_costs``; the table is drawn from them):
+    per target × workload × host ``host_cost_json`` with ``target`` and ``workload``; the whole
+    run's row is ``{"host": "all observed", "repeats", "cpu_us_per_io", "cpu_us_per_io_values"}``."""
+    out: list[dict[str, Any]] = []
+    for target, workload, host, costs, whole in cost_rows(run):
+        if host == ALL_OBSERVED:
+            out.append({"target": target, "workload": workload, "host": host, "repeats": len(whole),
+                        "cpu_us_per_io": _mean(whole), "cpu_us_per_io_values": whole})
+        else:
+            out.append({"target": target, "workload": workload, **host_cost_json(costs)})
+    return out
+
+
+def _network(row: Mapping[str, Any]) -> Cell:
+    """The busiest interface: bytes/s and its share of the link; red at ``NIC_FLAG`` and above."""
+    if not row["nics"]:
+        return Cell("–")
+    name, nic = next(iter(row["nics"].items()))
+    rate, use = nic["bytes_s"], nic["link_pct"]
+    text = f"{name} {format_rate(rate)} MiB/s" + (f" {use:.1f}%" if use is not None else "")
+    flagged = use is not None and use >= usage.NIC_FLAG * 100
+    return Cell(text + (" ≥90%!" if flagged else ""), rate, "red" if flagged else None)
+
+
+def _devices(row: Mapping[str, Any], limit: int = 3) -> str:
+    """Devices that took part: ``vda ×0.98 64%`` (device I/Os per fio I/O, busy share), busiest
+    first; a device with fewer than 1 I/O per 100 fio I/Os and under 1 % busy is left out."""
     parts = []
-    for name, disk in ranked:
-        ratio, busy = _mean([r for r, _ in disk]), _mean([b for _, b in disk]) or 0.0
-        if (ratio or 0.0) < 0.01 and busy < 0.01:
+    for name, disk in row["devices"].items():
+        ratio, busy = disk["ios_per_fio_io"], disk["busy_pct"] or 0.0
+        if (ratio or 0.0) < 0.01 and busy < 1:
             continue
-        parts.append(f"{name} ×{ratio:.2f} {busy * 100:.0f}%" if ratio is not None else f"{name} {busy * 100:.0f}%")
+        parts.append(f"{name} ×{ratio:.2f} {busy:.0f}%" if ratio is not None else f"{name} {busy:.0f}%")
     return ", ".join(parts[:limit]) or "–"
 
 
@@ -84,46 +140,51 @@ def cost_rows(run: Run) -> list[tuple[str, str, str, list[usage.HostCost], list[
 
 
 def cost_table(run: Run) -> Table | None:
-    """The observed hosts' cost per workload (see the module docstring); None when the run was
-    not observed."""
-    rows = cost_rows(run)
+    """The observed hosts' cost per workload (see the module docstring), drawn from
+    ``cost_document``; None when the run was not observed. Raw values (CSV) are in the units of
+    their keys: µs, % and bytes/s."""
+    rows = cost_document(run)
     if not rows:
         return None
-    used = [c for _, _, _, costs, _ in rows for c in costs]
+    used = [r for r in rows if r["host"] != ALL_OBSERVED]
     modes = [(m, short) for m, short in _SHOWN_MODES  # irq and steal are often zero throughout
-             if m not in ("irq", "steal") or any(c.cpu_by_mode.get(m) for c in used)]
+             if m not in ("irq", "steal") or any(r["cpu_pct_by_mode"].get(m) for r in used)]
     columns = (Column("target", "target"), Column("workload", "workload"), Column("host", "host"),
                Column("repeats", "n", True), Column("cpu_us_per_io", "CPU µs/IO", True),
                Column("cpu_busy_pct", "CPU busy", True),
                *(Column(f"cpu_{mode}_pct", short, True) for mode, short in modes),
-               Column("network", "busiest NIC, % of link"), Column("devices", "devices: I/Os per fio I/O, busy"),
-               Column("gaps", "gaps", True))
+               Column("busiest_nic_bytes_s", "busiest NIC, % of link"),
+               Column("devices", "devices: I/Os per fio I/O, busy"), Column("gaps", "gaps", True))
     table_rows = []
-    for target, workload, host, costs, whole in rows:
-        if host == ALL_OBSERVED:
-            mean = _mean(whole)
+    for row in rows:
+        per_io = row["cpu_us_per_io"]
+        head = (Cell(row["target"]), Cell(row["workload"]), Cell(row["host"], style="bold" if "role" not in row
+                                                                   else None),
+                Cell(str(row["repeats"]), row["repeats"]))
+        if row["host"] == ALL_OBSERVED:
             blank = [Cell("") for _ in range(len(modes) + 4)]
-            table_rows.append((Cell(target), Cell(workload), Cell(host, style="bold"),
-                               Cell(str(len(whole)), len(whole)),
-                               Cell("–" if mean is None else f"{mean:.2f}", mean, "bold"), *blank))
+            table_rows.append((*head, Cell("–" if per_io is None else f"{per_io:.2f}", per_io, "bold"), *blank))
             continue
-        per_io = _mean([c.cpu_us_per_io for c in costs])
-        busy = _mean([c.cpu_util for c in costs])
-        by_mode = [_mean([c.cpu_by_mode.get(m) for c in costs]) for m, _ in modes]
-        gaps = sum(c.gaps for c in costs)
+        by_mode = [row["cpu_pct_by_mode"].get(m) for m, _ in modes]
+        gaps = row["gaps"]
         table_rows.append((
-            Cell(target), Cell(workload), Cell(host), Cell(str(len(costs)), len(costs)),
-            Cell("–" if per_io is None else f"{per_io:.2f}", per_io), Cell(format_share(busy), busy),
-            *(Cell(format_share(v), v) for v in by_mode), _network(costs), Cell(_devices(costs)),
+            *head, Cell("–" if per_io is None else f"{per_io:.2f}", per_io),
+            Cell(_share(row["cpu_busy_pct"]), row["cpu_busy_pct"]),
+            *(Cell(_share(v), v) for v in by_mode), _network(row), Cell(_devices(row)),
             Cell(str(gaps) if gaps else "", gaps, "red" if gaps else None),
         ))
     notes = ["CPU µs/IO: busy CPU time of the host (user+nice+system+irq+softirq, all CPUs) per I/O fio completed "
-             "in the measured phase; CPU columns: share of all the host's CPUs (node_exporter node_cpu_seconds_total)",
+             "in the measured phase; CPU columns: share of all the host's CPUs (node_cpu_seconds_total)",
              "devices: I/Os the device completed per I/O fio completed (node_disk_*_completed_total), and its busy "
-             "time share (node_disk_io_time_seconds_total); a NIC at 90 % of its link speed or more is marked ≥90%!"]
+             "time share (node_disk_io_time_seconds_total); a NIC at 90 % of its link speed or more is marked ≥90%!",
+             "the same figures, every device and interface: the run's JSON document (host_costs)"]
     notes += _gap_notes(run)
     return Table(title=f"run {run.info.id}: every host's cost", columns=columns, rows=tuple(table_rows),
                  notes=tuple(notes))
+
+
+def _share(pct: float | None) -> str:
+    return format_share(None if pct is None else pct / 100)
 
 
 def _gap_notes(run: Run) -> list[str]:

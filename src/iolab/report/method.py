@@ -5,12 +5,14 @@ findings as a table."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..lint import Finding
 from ..method import fio_steady_state, format_tracked
 from ..model import Run
 from .table import Cell, Column, Table
+
+if TYPE_CHECKING:  # lint imports the planning code, which `iolab show` does not need
+    from ..lint import Finding
 
 
 def method_notes(run: Run) -> tuple[str, ...]:

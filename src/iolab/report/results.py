@@ -23,7 +23,7 @@ from ..model import DirectionStats, ResultRecord, Run, to_jsonable
 from ..remote.hosts import label_of
 from ..units import format_iops, format_ns, format_rate
 from .method import method_notes
-from .table import Cell, Column, Table
+from .table import Cell, Column, Table, compact_places
 
 SCHEMA = "iolab.run/1"
 #: The ``host`` of the row that aggregates every host of a remote target.
@@ -241,10 +241,20 @@ def results_table(run: Run) -> Table:
     return Table(title=title, columns=tuple(columns), rows=tuple(table_rows), notes=_notes(run, rows, naming))
 
 
+def _compact(warning: str) -> str:
+    """A stored warning (``lint.Finding.text``: ``P1 [a on d, b on d, …]: …``) with its places named
+    compactly (``report.table.compact_places``); the JSON document keeps them all."""
+    head, sep, rest = warning.partition("]: ")
+    rule, bracket, places = head.partition(" [")
+    if not (sep and bracket):
+        return warning
+    return f"{rule} [{compact_places(places.split(', '))}]: {rest}"
+
+
 def _notes(run: Run, rows: Sequence[ResultRow], naming: sweep.Naming) -> tuple[str, ...]:
     info = run.info
     # The table shows what each finding says; the remedies are in the JSON document and `iolab lint`.
-    notes = tuple(f"warning: {w.split(' Remedy: ')[0]}" for w in info.warnings) + method_notes(run)
+    notes = tuple(f"warning: {_compact(w.split(' Remedy: ')[0])}" for w in info.warnings) + method_notes(run)
     if any(" Remedy: " in w for w in info.warnings):
         notes += ("remedies for these warnings: iolab lint SUITE (or the run's JSON document: run.warnings)",)
     if info.source:

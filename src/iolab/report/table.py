@@ -39,7 +39,7 @@ class Column:
         return self.key if self.key == slug or self.key.endswith(f"_{slug}") else f"{self.key}_{slug}"
 
 
-#: Units as they end a CSV header (``units in names``, DESIGN.md).
+#: Units as they end a CSV header (``units in names``, docs/design.md).
 _UNIT_SLUGS = {"IOPS": "iops", "B/s": "bytes_s", "MiB/s": "mib_s", "ns": "ns", "µs": "us", "ms": "ms", "s": "s",
                "%": "pct", "bytes": "bytes", "ratio": "ratio"}
 
@@ -134,3 +134,23 @@ def read_csv(text: str) -> list[tuple[str | None, list[list[str]]]]:
         title = rows[0][0][2:] if len(rows[0]) == 1 and rows[0][0].startswith("# ") else None
         out.append((title, rows[1:] if title is not None else rows))
     return out
+
+
+def compact_places(where: Sequence[str], shown: int = 3) -> str:
+    """A finding's places (``WORKLOAD on TARGET``) in one short line: up to ``shown`` of them as they
+    are, else per target ``N workloads on TARGET (first, …, last)``."""
+    if len(where) <= shown:
+        return ", ".join(where)
+    by_target: dict[str, list[str]] = {}
+    for place in where:
+        workload, sep, target = place.rpartition(" on ")
+        by_target.setdefault(target if sep else "", []).append(workload if sep else place)
+    parts = []
+    for target, workloads in by_target.items():
+        names = ", ".join(workloads) if len(workloads) <= 2 else f"{workloads[0]}, …, {workloads[-1]}"
+        if not target:
+            parts.append(names)
+        else:
+            parts.append(f"{len(workloads)} workloads on {target} ({names})" if len(workloads) > 1
+                         else f"{workloads[0]} on {target}")
+    return "; ".join(parts)

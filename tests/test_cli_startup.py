@@ -1,0 +1,64 @@
+"""Start-up: `iolab --help`, `--version` and completion import no command module and none of the heavy
+libraries; `runs` opens the database without the planning, report or numeric code; every line of the
+lazy command table names a command whose help it repeats."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from iolab import cli
+
+HEAVY = ("sqlalchemy", "pydantic", "numpy", "scipy", "altair", "alembic", "jinja2", "yaml", "iolab.report",
+         "iolab.store", "iolab.model", "iolab.execute")
+SAMPLE = Path(__file__).parent / "data" / "fio" / "fio-3.33_randrw_libaio.json"
+
+
+def imported_by(*argv: str, env: dict[str, str] | None = None) -> set[str]:
+    """The modules a fresh interpreter holds after ``iolab ARGV`` (run through ``cli.main``)."""
+    code = ("import json, sys\nfrom iolab.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"
+            "    pass\nprint(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, check=True)
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def heavy_in(modules: set[str], heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in heavy))
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"]])
+def test_help_and_version_import_no_heavy_module(argv):
+    modules = imported_by(*argv)
+    assert heavy_in(modules) == []
+    assert not [m for m in modules if m.startswith("iolab.cli.")]  # no command module either
+
+
+def test_completion_lists_commands_without_importing_them():
+    modules = imported_by(env={"_IOLAB_COMPLETE": "bash_complete", "COMP_WORDS": "iolab r", "COMP_CWORD": "1",
+                               "PATH": "/usr/bin:/bin"})
+    assert heavy_in(modules) == []
+    assert not [m for m in modules if m.startswith("iolab.cli.")]
+
+
+def test_runs_opens_the_database_without_planning_report_or_numeric_code(tmp_path):
+    db = str(tmp_path / "t.db")
+    cli.main(["--db", db, "import", str(SAMPLE)])
+    modules = imported_by("--db", db, "runs")
+    assert "iolab.store" in modules
+    assert heavy_in(modules, ("numpy", "scipy", "altair", "jinja2", "iolab.execute", "iolab.suite", "iolab.lint",
+                              "iolab.report.results", "iolab.runner", "iolab.remote")) == []
+
+
+def test_every_line_of_the_command_table_is_its_command():
+    for name, (_where, help_text) in cli.COMMANDS.items():
+        command = cli.cli.get_command(click.Context(cli.cli), name)
+        assert isinstance(command, click.Command), name
+        assert command.name == name
+        own = " ".join((command.help or "").split())
+        assert own.startswith(help_text), (name, help_text)  # its first sentence (autotune's: its first clause)
+    assert set(cli.COMMANDS) >= cli.CREATES_DB
