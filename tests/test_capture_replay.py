@@ -79,4 +79,5 @@ def test_sqlite_captured_then_replayed_plain_and_throttled(tmp_path: Path) -> No
     compared = iolab("compare", "plain", "capped", "--format", "json", db=db)
     rows = [r for side in json.loads(compared.stdout)["comparisons"] for p in side["pairs"] for r in p["metrics"]
             if r["metric"] == "iops"]
-    assert rows and all(r["verdict"] in ("worse", "noisy") for r in rows if r["verdict"] != "missing")
+    # one replay a side: untested, by the threshold alone
+    assert rows and all(r["verdict"] in ("worse (untested)", "inconclusive") for r in rows if r["verdict"] != "missing")

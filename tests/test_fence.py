@@ -189,7 +189,7 @@ def test_without_a_fence_a_writing_run_refuses_unless_no_fence(tmp_path: Path) -
     (tmp_path / "data.bin").write_bytes(os.urandom(MiB))
     write = _suite(tmp_path, f"targets: {{f: {tmp_path}/data.bin}}\nworkloads:\n  - {{rw: write, size: 1m}}\n")
     refused = iolab("run", str(write), "--no-observe", db=db, cwd=tmp_path, env=env)
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "Error: no fence can be set up: bubblewrap (bwrap) is not installed" in refused.stderr
     assert "--no-fence" in refused.stderr
     read = tmp_path / "r.yaml"

@@ -142,7 +142,7 @@ def test_resume_checks_the_job_files_own_devices_again(tmp_path: Path, devices: 
     try:
         before = md5(blank)
         proc = iolab("run", "--resume", str(run_id), "--destroy", blank, db=tmp_path / "db.sqlite", cwd=tmp_path)
-        assert proc.returncode == 1
+        assert proc.returncode == 2  # a refusal: the exit code of usage and safety errors
         assert f"refusing to write to {blank}: it carries an ext4 filesystem signature" in proc.stderr
         assert md5(blank) == before
     finally:
@@ -194,7 +194,7 @@ def test_a_device_name_that_is_not_a_device_here_is_refused(tmp_path: Path) -> N
     name = f"/dev/iolab-absent-{os.getpid()}"
     (tmp_path / "j.fio").write_text(f"[j]\nfilename={name}\n{W}")
     proc = iolab("run", str(tmp_path / "j.fio"), "--no-observe", db=tmp_path / "db.sqlite", cwd=tmp_path)
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert f"refusing to write to {name}: it names a device that is not on this machine (it is missing)" in proc.stderr
     assert not os.path.exists(name)
 
