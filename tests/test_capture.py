@@ -162,7 +162,8 @@ def test_a_known_fio_workload_is_recovered(tmp_path: Path) -> None:
         job = dict(fit.fit_job(fp).options)
         assert job["rw"] == "randrw" and abs(int(job["rwmixread"] or 0) - 70) <= 3
         assert job["bssplit"] == "4k/60:64k/40" or _near_bssplit(job["bssplit"] or "")
-        assert job["iodepth"] == "8" and "percentage_random" not in job
+        # iodepth within 1: the kernel sees fio's depth less the I/Os fio is between completing and resubmitting
+        assert int(job["iodepth"] or 0) in (7, 8) and "percentage_random" not in job
         kind, theta = (job["random_distribution"] or "").split(":")
         assert kind == "zipf" and float(theta) == pytest.approx(1.2, abs=0.2)
         assert "random_distribution" not in dict(fit.fit_job(fp_mod.fingerprint(uniform.trace)).options)
