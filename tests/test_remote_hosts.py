@@ -8,6 +8,7 @@ import ctypes
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -188,11 +189,14 @@ def wait_for_running(db: Path, timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if db.exists():
+            # read-only and plain: a Store opened here would create the schema itself if it came
+            # before the run's, racing the run's own migration
             try:
-                run = Store(f"sqlite:///{db}").get_run(1)
-                if run.results and run.results[0].status == "running":
+                with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+                    row = conn.execute("SELECT status FROM results ORDER BY id LIMIT 1").fetchone()
+                if row is not None and row[0] == "running":
                     return
-            except Exception:  # the run is not stored yet
+            except sqlite3.Error:  # the run is not stored yet
                 pass
         time.sleep(0.1)
     raise AssertionError("the run did not start")
