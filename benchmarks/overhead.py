@@ -19,22 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ratios import RANDREAD_4K_QD32 as JOB
 from ratios import Ratio, add_json_option, emit, say
-
-JOB = """\
-[randread-4k-qd32]
-filename={path}
-size=256m
-rw=randread
-bs=4k
-iodepth=32
-ioengine=libaio
-direct=1
-time_based=1
-runtime={runtime}
-ramp_time=1
-randrepeat=0
-"""
 
 
 def bare_fio(job: Path) -> float:

@@ -13,6 +13,22 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 
+#: The job the overhead benchmarks run with and without what they measure (``{path}``, ``{runtime}`` in s).
+RANDREAD_4K_QD32 = """\
+[randread-4k-qd32]
+filename={path}
+size=256m
+rw=randread
+bs=4k
+iodepth=32
+ioengine=libaio
+direct=1
+time_based=1
+runtime={runtime}
+ramp_time=1
+randrepeat=0
+"""
+
 
 @dataclass(frozen=True)
 class Ratio:
