@@ -62,3 +62,13 @@ def test_every_line_of_the_command_table_is_its_command():
         own = " ".join((command.help or "").split())
         assert own.startswith(help_text), (name, help_text)  # its first sentence (autotune's: its first clause)
     assert set(cli.COMMANDS) >= cli.CREATES_DB
+
+
+def test_show_of_a_plain_run_imports_only_the_results_report(tmp_path):
+    db = str(tmp_path / "t.db")
+    cli.main(["--db", db, "import", str(SAMPLE)])
+    modules = imported_by("--db", db, "show", "1")
+    assert "iolab.report.results" in modules
+    assert heavy_in(modules, ("numpy", "scipy", "altair", "iolab.compare", "iolab.capture", "iolab.report.capture",
+                              "iolab.report.saturation", "iolab.report.warmup", "iolab.report.crashtest",
+                              "iolab.execute", "iolab.runner", "iolab.remote.protocol")) == []

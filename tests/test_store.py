@@ -6,6 +6,7 @@ import zlib
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -151,10 +152,32 @@ def test_finished_run_in_one_transaction_and_duplicate_source_refused(store, req
     assert [r.id for r in store.list_runs()] == [other_id, run_id]  # nothing of the refused batch was stored
 
 
-def test_migrations_match_the_table_definitions(store):
-    with store.engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), metadata)
-    assert diff == []
+def _schema(conn: sa.Connection) -> dict[str, Any]:
+    inspector = sa.inspect(conn)
+    return {t: ([(c["name"], str(c["type"]), c["nullable"], c["default"]) for c in inspector.get_columns(t)],
+                sorted((i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in inspector.get_indexes(t)),
+                inspector.get_pk_constraint(t)["constrained_columns"],
+                sorted((tuple(f["constrained_columns"]), f["referred_table"], f["options"].get("ondelete"))
+                       for f in inspector.get_foreign_keys(t)))
+            for t in sorted(inspector.get_table_names())}
+
+
+def test_a_new_database_has_the_schema_the_migrations_build(store):
+    """A new database is created from the table definitions and stamped (``Store._migrate``); the
+    migrations, run one by one from an empty schema, must build the same tables."""
+    from alembic import command
+    from alembic.config import Config
+    with store.engine.begin() as conn:
+        created = _schema(conn)
+        assert store_mod._stored_revision(conn) == store_mod.head_revision()
+        for table in [*reversed(metadata.sorted_tables), "alembic_version"]:
+            conn.exec_driver_sql(f"DROP TABLE {table}{' CASCADE' if conn.dialect.name == 'postgresql' else ''}")
+        config = Config()
+        config.set_main_option("script_location", str(store_mod._MIGRATIONS))
+        config.attributes["connection"] = conn
+        command.upgrade(config, "head")
+        assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+        assert _schema(conn) == created
 
 
 def test_integrity_problems_reports_stuck_results(store):

@@ -362,6 +362,13 @@ def head_revision() -> str:
                if p.name.endswith(".py") and p.name[:4].isdigit())
 
 
+#: Alembic's own bookkeeping table (``alembic.runtime.migration``), outside ``metadata``: written here
+#: only when a new database is stamped.
+_alembic_version = sa.Table("alembic_version", sa.MetaData(),
+                            sa.Column("version_num", sa.String(32), nullable=False),
+                            sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
+
+
 def _stored_revision(conn: Connection) -> str | None:
     """The revision in ``alembic_version``; None for a new database (no such table)."""
     if not sa.inspect(conn).has_table("alembic_version"):
@@ -440,7 +447,14 @@ class Store:
         claims the revision but lacks tables."""
         head = head_revision()
         with self.engine.begin() as conn:
-            if _stored_revision(conn) != head:
+            if not sa.inspect(conn).get_table_names():
+                # A new database: the tables as defined here, stamped with the head revision (Alembic's
+                # cookbook, "Building an Up to Date Database from Scratch"), without Alembic's import
+                # and its migrations one by one; a test holds these definitions equal to the migrations.
+                metadata.create_all(conn)
+                _alembic_version.create(conn)
+                conn.execute(_alembic_version.insert().values(version_num=head))
+            elif _stored_revision(conn) != head:
                 from alembic import command
                 from alembic.config import Config
 

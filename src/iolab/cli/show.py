@@ -16,20 +16,33 @@ from ..report.table import Cell, Column, Table
 from ..store import Store, UnreadableRun
 from . import FORMATS, emit_tables, load_runs, report_unreadable, store_of
 
-# ``show`` imports the report modules it uses when it runs: ``runs`` needs none of them.
+# ``show`` imports a report module only for a run that carries its data (the markers below are
+# what each module reads first): ``runs`` needs none of them, a plain run's ``show`` few.
+
+
+def _carries(run: Run, key: str) -> bool:
+    return any(key in (r.extra or {}) for r in run.results)
 
 
 def _extra_tables(run: Run) -> list[Table]:
-    """The tables that follow the results when the run has them: every host's cost when it was
-    observed (``report.costs``), the warm-up curve of a run with passes and its cache counters
-    (``report.warmup``), the cuts of a crash test (``report.crashtest``), a capture's fingerprint
-    (``report.capture``)."""
-    from ..report.capture import fingerprint_table
-    from ..report.costs import cost_table
-    from ..report.crashtest import crash_table
-    from ..report.warmup import cache_table, warmup_table
-    return [t for t in (fingerprint_table(run), cost_table(run), warmup_table(run), cache_table(run), crash_table(run))
-            if t is not None]
+    """The tables that follow the results when the run has them: a capture's fingerprint
+    (``report.capture``), every host's cost when it was observed (``report.costs``), the warm-up
+    curve of a run with passes and its cache counters (``report.warmup``), the cuts of a crash test
+    (``report.crashtest``)."""
+    tables: list[Table | None] = []
+    if run.info.origin == "capture":
+        from ..report.capture import fingerprint_table
+        tables.append(fingerprint_table(run))
+    if _carries(run, "observed"):
+        from ..report.costs import cost_table
+        tables.append(cost_table(run))
+    if _carries(run, "pass") or run.info.options.get("tiers"):
+        from ..report.warmup import cache_table, warmup_table
+        tables += [warmup_table(run), cache_table(run)]
+    if _carries(run, "crash"):
+        from ..report.crashtest import crash_table
+        tables.append(crash_table(run))
+    return [t for t in tables if t is not None]
 
 
 def run_document(run: Run) -> dict[str, Any]:
@@ -39,19 +52,27 @@ def run_document(run: Run) -> dict[str, Any]:
     crash-test cuts and a capture's fingerprint when it has them (``"warmup"``, ``"crash_test"``,
     ``"fingerprint"``)."""
     from ..report import results as results_report
-    from ..report.capture import fingerprint_document
-    from ..report.costs import cost_document, result_costs
-    from ..report.crashtest import crash_document
-    from ..report.warmup import warmup_document
     document = results_report.run_document(run)
-    for doc, result in zip(document["results"], run.results, strict=True):
-        costs = result_costs(result)
-        if costs:
-            doc["host_costs"] = costs
-    costs, curves, crashes = cost_document(run), warmup_document(run), crash_document(run)
-    fingerprint = fingerprint_document(run)
-    return {**document, **({"host_costs": costs} if costs else {}), **({"warmup": curves} if curves else {}),
-            **({"crash_test": crashes} if crashes else {}), **({"fingerprint": fingerprint} if fingerprint else {})}
+    if _carries(run, "observed"):
+        from ..report.costs import cost_document, result_costs
+        for doc, result in zip(document["results"], run.results, strict=True):
+            if costs := result_costs(result):
+                doc["host_costs"] = costs
+        if costs := cost_document(run):
+            document["host_costs"] = costs
+    if _carries(run, "pass"):
+        from ..report.warmup import warmup_document
+        if curves := warmup_document(run):
+            document["warmup"] = curves
+    if _carries(run, "crash"):
+        from ..report.crashtest import crash_document
+        if crashes := crash_document(run):
+            document["crash_test"] = crashes
+    if run.info.origin == "capture":
+        from ..report.capture import fingerprint_document
+        if fingerprint := fingerprint_document(run):
+            document["fingerprint"] = fingerprint
+    return document
 
 
 def print_run(store: Store, run_id: int, fmt: str) -> None:
@@ -96,8 +117,6 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
 def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     """Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."""
     from ..report import results as results_report
-    from ..report.autotune import ranking_table
-    from ..report.saturation import saturation_table
     from ..report.sweeps import run_grids
     store = store_of(ctx)
     ids = list(dict.fromkeys(i for s in selectors for i in store.resolve(s)))
@@ -106,5 +125,18 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
         return
     document: Any = [run_document(r) for r in stored]
     emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_extra_tables(r),
-                                             saturation_table(r), ranking_table(r)) if t is not None], fmt,
+                                             *_search_tables(r))], fmt,
                 document[0] if len(document) == 1 else document)
+
+
+def _search_tables(run: Run) -> list[Table]:
+    """The knee of a saturation run (``report.saturation``), the ranking of an autotune run
+    (``report.autotune``); none for other runs."""
+    tables: list[Table | None] = []
+    if "saturation" in run.info.options:
+        from ..report.saturation import saturation_table
+        tables.append(saturation_table(run))
+    if "autotune" in run.info.options:
+        from ..report.autotune import ranking_table
+        tables.append(ranking_table(run))
+    return [t for t in tables if t is not None]
