@@ -234,3 +234,33 @@ def test_a_suite_sweep_shows_and_draws_as_an_imported_one(tmp_path):
         assert [c for c in charts if c.startswith("sweep-")] == [
             "sweep-iops-iodepth", "sweep-iops-numjobs", "sweep-p99-iodepth", "sweep-p99-numjobs", "sweep-heatmap",
             "sweep-saturation"], charts
+
+
+def test_directories_imported_together_store_what_they_store_one_at_a_time(sweep_dir, tmp_path):
+    """Two directories or more are read in worker processes (``importer._ahead``), each run made
+    there; a directory with files stored already gets its run made again, of the new files only."""
+    copy, grown = tmp_path / "copy", tmp_path / "grown"
+    shutil.copytree(sweep_dir, copy)
+    (copy / "randread-1-1.json").unlink()
+    shutil.copytree(sweep_dir, grown)
+    extra = json.loads((sweep_dir / "randread-1-1.json").read_text())
+    extra["timestamp"] += 60
+    (grown / "run-2").mkdir()
+    (grown / "run-2" / "randread-1-1.json").write_text(json.dumps(extra))
+
+    def stored(db: Path) -> list[list[tuple[object, ...]]]:
+        store = Store(f"sqlite:///{db}")
+        runs = [(store.get_run(i), store.time_series(i)) for i in sorted(r.id for r in store.list_runs())]
+        return [[(Path(r.extra["source"]["path"]).name, r.workload, r.report, r.extra.get("log_files"),
+                  sorted((s.job_index, s.metric, s.t_ms, s.values) for s in series.get(r.id, ())))
+                 for r in run.results] for run, series in runs]
+
+    alone, together = tmp_path / "alone.db", tmp_path / "together.db"
+    for order in ((copy,), (sweep_dir,), (grown,)):
+        assert iolab("import", *map(str, order), db=alone).returncode == 0
+    proc = iolab("import", str(copy), str(sweep_dir), str(grown), db=together)
+    assert proc.returncode == 0, proc.stderr
+    assert said(proc).count("already imported in run") == 11 + 12  # sweep_dir's 11; grown's 11 and its copy
+    runs = stored(together)
+    assert [len(r) for r in runs] == [11, 1, 1] and runs == stored(alone)
+    assert sum(bool(r[3]) for r in runs[0]) == 3  # the logs went where they go alone: 3 results' worth

@@ -192,7 +192,8 @@ class FinishedResult(PendingResult):
 
     ``raw_text`` is the fio output as read (stored zlib-compressed), or ``raw_gz`` the same already
     compressed by ``compress_raw`` (from the bytes read, without encoding the text again);
-    ``ended_at`` is when fio printed the report, when the output says so; ``series`` are fio's logs found with it.
+    ``ended_at`` is when fio printed the report, when the output says so; ``series`` are fio's logs found with it
+    (``EncodedSeries`` when they were encoded ahead, in the process that read them).
     """
 
     status: str = "ok"
@@ -201,8 +202,27 @@ class FinishedResult(PendingResult):
     error: str | None = None
     ended_at: datetime | None = None
     extra: Mapping[str, Any] | None = None
-    series: Sequence[TimeSeries] = ()
+    series: Sequence[TimeSeries | EncodedSeries] = ()
     raw_gz: bytes | None = None
+
+
+@dataclass(frozen=True)
+class EncodedSeries:
+    """A ``TimeSeries`` as the ``time_series`` table holds it: its names and ``encode_series`` of its
+    samples. ``iolab import`` encodes in the worker process that read the logs (``importer._ahead``)."""
+
+    job: str
+    job_index: int
+    direction: str
+    metric: str
+    interval_ms: int | None
+    hostname: str | None
+    samples: bytes
+
+    @classmethod
+    def of(cls, series: TimeSeries) -> EncodedSeries:
+        return cls(series.job, series.job_index, series.direction, series.metric, series.interval_ms,
+                   series.hostname, encode_series(series.t_ms, series.values))
 
 
 @dataclass(frozen=True)
@@ -792,11 +812,11 @@ class Store:
         )
 
 
-def _series_rows(result_id: int, series: Sequence[TimeSeries]) -> list[dict[str, Any]]:
+def _series_rows(result_id: int, series: Sequence[TimeSeries | EncodedSeries]) -> list[dict[str, Any]]:
     return [{
         "result_id": result_id, "job": s.job, "job_index": s.job_index, "hostname": s.hostname,
         "direction": s.direction, "metric": s.metric, "interval_ms": s.interval_ms,
-        "samples": encode_series(s.t_ms, s.values),
+        "samples": s.samples if isinstance(s, EncodedSeries) else encode_series(s.t_ms, s.values),
     } for s in series]
 
 

@@ -28,8 +28,11 @@ transaction.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +44,7 @@ from ..fio import clean_pasted, detect_format, parse_output
 from ..fio import logs as fio_logs
 from ..fio.json import looks_like_json
 from ..model import FioReport
-from ..store import FinishedResult, FinishedRun, ImportedFile, Store, compress_raw
+from ..store import EncodedSeries, FinishedResult, FinishedRun, ImportedFile, Store, compress_raw
 from . import logs as attribution
 from .plan import ALL_UNKNOWN, BARE_FLAGS, LOCAL, PlannedResult, assemble, plan_results
 
@@ -222,37 +225,79 @@ def import_sources(store: Store, sources: Sequence[Source], label: str | None = 
     or malformed, naming the line) and the ones skipped (already stored). Raises nothing else of
     its own; a store error (``StoreError``) ends the import, with the batches before it committed.
     """
-    batch: list[tuple[Source, list[_File], list[FileNote]]] = []
+    tags = dict(tags or {})
+    batch: list[_Read] = []
     size = 0
-    for source in sources:
-        files: list[_File] = []
-        notes: list[FileNote] = []
-        for path in source.outputs:
-            parsed = _parse(path, source.directory)
-            if isinstance(parsed, _File):
-                files.append(parsed)
-            else:
-                notes.append(parsed)
-            if progress is not None:
-                progress(path)
-        batch.append((source, files, notes))
-        size += sum(f.size for f in files)
-        if source.directory or len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
-            yield from _store(store, batch, label, dict(tags or {}))
-            batch, size = [], 0
-    yield from _store(store, batch, label, dict(tags or {}))
+    with _ahead(sources, label, tags) as prepared:
+        for i, source in enumerate(sources):
+            read = prepared[i].result() if i in prepared else _read_source(source, label, tags, progress)
+            if i in prepared and progress is not None:
+                for path in source.outputs:
+                    progress(path)
+            batch.append(read)
+            size += sum(f.size for f in read.files)
+            if source.directory or len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
+                yield from _store(store, batch, label, tags)
+                batch, size = [], 0
+        yield from _store(store, batch, label, tags)
 
 
-def _store(store: Store, batch: Sequence[tuple[Source, list[_File], list[FileNote]]], label: str | None,
-           tags: dict[str, str]) -> Iterator[Outcome]:
+@dataclass(frozen=True)
+class _Read:
+    """A source's files read, and for a directory the run they make if none is stored yet."""
+
+    source: Source
+    files: list[_File]
+    notes: list[FileNote]
+    made: tuple[FinishedRun, Outcome] | None = None
+
+
+def _read_source(source: Source, label: str | None, tags: dict[str, str],
+                 progress: Callable[[Path], None] | None = None, ahead: bool = False) -> _Read:
+    """A source's files read; ``ahead`` (in a worker, for a directory): with the run they make
+    before the store says which files are new (mostly all are: else ``_store`` makes it again)."""
+    files: list[_File] = []
+    notes: list[FileNote] = []
+    for path in source.outputs:
+        parsed = _parse(path, source.directory)
+        if isinstance(parsed, _File):
+            files.append(parsed)
+        else:
+            notes.append(parsed)
+        if progress is not None:
+            progress(path)
+    return _Read(source, files, notes, _run(source, files, label, tags) if ahead and files else None)
+
+
+@contextmanager
+def _ahead(sources: Sequence[Source], label: str | None,
+           tags: dict[str, str]) -> Iterator[dict[int, Future[_Read]]]:
+    """The directories among ``sources`` (by index) read and their runs made in worker processes,
+    one per CPU, while this process stores the ones before: reading and attributing logs is
+    CPU-bound Python, which threads would only take turns at. Only for two directories or more on
+    more than one CPU. The workers are forked (they start with everything imported) and hand back
+    plain dataclasses; they touch neither the database nor the terminal."""
+    directories = [i for i, s in enumerate(sources) if s.directory]
+    cpus = len(os.sched_getaffinity(0))
+    if len(directories) < 2 or cpus < 2:
+        yield {}
+        return
+    pool = ProcessPoolExecutor(min(cpus, len(directories)), mp_context=multiprocessing.get_context("fork"))
+    try:
+        yield {i: pool.submit(_read_source, sources[i], label, tags, ahead=True) for i in directories}
+    finally:
+        pool.shutdown(cancel_futures=True)  # a store error ends the import: the rest is not read
+
+
+def _store(store: Store, batch: Sequence[_Read], label: str | None, tags: dict[str, str]) -> Iterator[Outcome]:
     """Skip what is stored already (or twice in the batch), then store each source's new files as
     its run, the whole batch in one transaction."""
-    stored = store.find_sources([f.sha256 for _, files, _ in batch for f in files])
+    stored = store.find_sources([f.sha256 for read in batch for f in read.files])
     first: dict[str, str] = {}
     made: list[tuple[Source, list[FileNote], tuple[FinishedRun, Outcome] | None]] = []
-    for source, files, notes in batch:
-        new = []
-        for f in files:
+    for read in batch:
+        new, notes = [], list(read.notes)
+        for f in read.files:
             if f.sha256 in stored:
                 notes.append(FileNote(str(f.path), "skipped", stored[f.sha256]))
             elif f.sha256 in first:
@@ -260,7 +305,9 @@ def _store(store: Store, batch: Sequence[tuple[Source, list[_File], list[FileNot
             else:
                 first[f.sha256] = str(f.path)
                 new.append(f)
-        made.append((source, notes, _run(source, new, label, tags) if new else None))
+        run = read.made if read.made is not None and len(new) == len(read.files) else \
+            _run(read.source, new, label, tags) if new else None
+        made.append((read.source, notes, run))
     ids = iter(store.add_finished_runs([run for _, _, done in made if done is not None for run in done[:1]]))
     for source, notes, done in made:
         outcome = done[1] if done is not None else Outcome(str(source.path), source.directory)
@@ -290,7 +337,7 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
             job_text=p.job_text, job_hash=jobfile.params_hash(p.params), params=p.params, status=p.status,
             report=p.report, raw_gz=compress_raw(f.utf8) if f.path not in seen else None, error=p.error,
             ended_at=datetime.fromtimestamp(p.report.timestamp_ms / 1000, UTC) if p.report.timestamp_ms else None,
-            extra=extra, series=logs.series[seq]))
+            extra=extra, series=tuple(EncodedSeries.of(s) for s in logs.series[seq])))
         seen.add(f.path)
     warnings = tuple(f"{f.path.relative_to(source.path)}: {w}" if source.directory else w
                      for f in files for w in f.report.warnings)
