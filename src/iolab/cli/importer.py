@@ -44,11 +44,12 @@ def import_(ctx: click.Context, paths: Sequence[Path], label: str | None, tags: 
     with Progress(TextColumn("Importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.description}"), console=err, transient=True, disable=not bulk) as bar:
         task = bar.add_task("", total=total)
-        outcomes = list(importer.import_sources(store, sources, label, parse_tags(tags),
-                                                lambda path: bar.update(task, advance=1, description=path.name)))
+        outcomes = []
+        for outcome in importer.import_sources(store, sources, label, parse_tags(tags),
+                                               lambda path: bar.update(task, advance=1, description=path.name)):
+            _say(outcome)  # as each source is stored: a log file (no terminal, no bar) sees the import go on
+            outcomes.append(outcome)
     failure = max((o.exit_code for o in outcomes), default=0)
-    for outcome in outcomes:
-        _say(outcome)
     if bulk:
         emit_tables([_summary(outcomes)], fmt, _document(outcomes))
     else:
