@@ -143,6 +143,26 @@ def test_a_job_files_own_logs_land_in_the_work_directory_not_the_users(tmp_path:
     assert Path("/etc/hostname").read_bytes() == before
 
 
+def test_an_existing_file_smaller_than_the_job_is_not_laid_out_anew(tmp_path: Path) -> None:
+    """fio unlinks and re-creates a file smaller than the job's size (``filesetup.c``
+    ``extend_file``); the fence lets fio write the named file, not its directory: the job fails
+    saying so and what to do, the file keeps its bytes; with a size the file has, the job runs."""
+    db = tmp_path / "db.sqlite"
+    small = tmp_path / "notes.txt"
+    small.write_text("precious\n")
+    (tmp_path / "j.fio").write_text(f"[j]\nfilename={small}\nrw=randread\nbs=4k\nsize=1m\n")
+    proc = iolab("run", str(tmp_path / "j.fio"), "--no-observe", db=db, cwd=tmp_path)
+    (result,) = Store(f"sqlite:///{db}").get_run(1).results
+    assert result.status == "failed" and result.error.startswith(f"fio tried to lay out {small} anew"), result.error
+    assert "Give the job a size the file already has" in result.error
+    assert small.read_text() == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("db.sqlite")) == ["j.fio", "notes.txt"]
+    small.write_bytes(b"\0" * MiB)
+    (tmp_path / "j.fio").write_text(f"[j]\nfilename={small}\nrw=randread\nbs=4k\nsize=100%\n")
+    proc = iolab("run", str(tmp_path / "j.fio"), "--no-observe", db=db, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
 @requires_loop
 def test_crash_test_saves_and_loads_verify_state_inside_the_fence(tmp_path: Path) -> None:
     db = tmp_path / "db.sqlite"

@@ -190,3 +190,13 @@ def stopped_message(paths: Sequence[str], fence: Fence) -> str:
     named = ", ".join(paths) if paths else "a path outside the fence"
     return (f"fio tried to write {named}, which this run does not name; nothing was written there "
             f"(the fence lets fio write only: {', '.join(fence.describe())})")
+
+
+def relayout_message(paths: Sequence[str]) -> str:
+    """The failure of a job on an existing file smaller than the job needs: fio lays such a file out
+    anew, unlinking it first (``filesetup.c`` ``extend_file``, for reads and writes alike unless
+    ``file_append``), and the fence lets fio write the file the plan names, not its directory."""
+    return (f"fio tried to lay out {', '.join(paths)} anew (a file smaller than the job's size is unlinked and "
+            "written again), which the fence does not allow: it lets fio write that file, not create files "
+            "beside it; nothing was written there. Give the job a size the file already has (or size=100%), "
+            "or let fio create a new file: name a file that does not exist yet, or the directory as --target")

@@ -28,7 +28,7 @@ from ..errors import FioError, FioNotFound, ParseError, SuiteError
 from ..fio import logs
 from ..fio.json import parse_json
 from ..model import FioReport, TimeSeries
-from .fence import STOPPED_ERRNOS, Fence, ignore_interrupts, stopped_message
+from .fence import STOPPED_ERRNOS, Fence, ignore_interrupts, relayout_message, stopped_message
 from .status import Status, StatusStream
 
 _PR_SET_PDEATHSIG = 1
@@ -234,8 +234,10 @@ def _stopped(outcome: Outcome, workdir: Path, fence: Fence) -> Outcome:
             paths.append(found)
     outside = [p for p in dict.fromkeys(paths) if not _inside(p, fence)]
     detail = _error_text(messages)
-    return replace(outcome, status="failed", report=None, raw_json=None,
-                   error=f"{stopped_message(outside or list(dict.fromkeys(paths)), fence)}\nfio said: {detail}")
+    named = list(dict.fromkeys(paths))
+    why = relayout_message(named) if not outside and named and "func=unlink" in messages else \
+        stopped_message(outside or named, fence)
+    return replace(outcome, status="failed", report=None, raw_json=None, error=f"{why}\nfio said: {detail}")
 
 
 def _inside(path: str, fence: Fence) -> bool:
