@@ -274,7 +274,7 @@ def test_every_figure_of_the_cost_table_is_in_the_json_csv_and_markdown():
                 assert cell.value == row["cpu_pct_by_mode"].get(mode), key  # absent: "–" in the table
         name, nic = next(iter(row["nics"].items()))
         assert shown["busiest_nic_bytes_s"].value == nic["bytes_s"] and shown["busiest_nic_bytes_s"].text.startswith(
-            name)
+            name if nic["bytes_s"] >= 0.005 * 2**20 else "idle")
         for device, figures in row["devices"].items():
             if figures["busy_pct"] >= 1:
                 assert f"{device} ×{figures['ios_per_fio_io']:.2f} {figures['busy_pct']:.0f}%" in shown["devices"].text
@@ -288,3 +288,10 @@ def test_every_figure_of_the_cost_table_is_in_the_json_csv_and_markdown():
     assert float(parsed[1]["cpu_busy_pct"]) == pytest.approx(75.0)  # CSV in the unit of its key
     markdown = to_markdown(table)
     assert f"| {rows[1]['cpu_us_per_io']:.2f} | 75.0% |" in markdown
+
+
+def test_the_busiest_nic_of_idle_interfaces_is_idle_not_one_of_their_names():
+    from iolab.report.costs import _network
+    idle = {"nics": {"veth7": {"bytes_s": 120.0, "link_pct": 0.0}, "eth0": {"bytes_s": 0.0, "link_pct": 0.0}}}
+    busy = {"nics": {"eth0": {"bytes_s": 2.0 * 2**20, "link_pct": 1.6}}}
+    assert _network(idle).text == "idle" and _network(busy).text == "eth0 2.00 MiB/s 1.6%"

@@ -99,6 +99,8 @@ def _network(row: Mapping[str, Any]) -> Cell:
         return Cell("–")
     name, nic = next(iter(row["nics"].items()))
     rate, use = nic["bytes_s"], nic["link_pct"]
+    if not rate or rate < 0.005 * 2**20:  # shown as 0.00 MiB/s: every interface idle, naming one says nothing
+        return Cell("idle", rate)
     text = f"{name} {format_rate(rate)} MiB/s" + (f" {use:.1f}%" if use is not None else "")
     flagged = use is not None and use >= usage.NIC_FLAG * 100
     return Cell(text + (" ≥90%!" if flagged else ""), rate, "red" if flagged else None)
