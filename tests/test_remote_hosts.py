@@ -326,3 +326,26 @@ def test_namespaces_are_gone_afterwards():
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     assert not any(v in links for v in veths)
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_remote_jobs_log_names_cannot_lead_the_local_client_out_of_its_work_directory(tmp_path):
+    """fio's client, on this machine and outside the fence, writes the logs its servers send under
+    the job's log names: an absolute name or one that climbs out with ``..`` is refused before any
+    host is asked (exit 2), and nothing is written there; a plain relative name runs."""
+    with lab(1) as (host,):
+        host.start_fio_server()
+        db = tmp_path / "t.db"
+        for log in ("/tmp/iolab-test-victim", "../../iolab-test-victim"):
+            suite = tmp_path / "s.yaml"
+            suite.write_text(suite_text([host.spec()], tmp_path / "remote.bin", workloads=(
+                f"  - {{rw: randread, bs: 4k, write_bw_log: '{log}', log_avg_msec: 500}}\n")))
+            for dry in (["--dry-run"], []):
+                proc = iolab("run", str(suite), "--no-observe", *dry, db=db, cwd=tmp_path)
+                assert proc.returncode == 2, proc.stderr
+                assert f"the log '{log}' would be written by fio's client on this machine outside" in proc.stderr
+        assert not list(Path("/tmp").glob("iolab-test-victim*"))
+        suite.write_text(suite_text([host.spec()], tmp_path / "remote.bin", workloads=(
+            "  - {rw: randread, bs: 4k, write_bw_log: own, log_avg_msec: 500}\n")))
+        proc = iolab("run", str(suite), "--no-observe", db=db, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert not list(tmp_path.glob("own_bw*"))  # in iolab's work directory, not the user's

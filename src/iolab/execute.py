@@ -425,9 +425,11 @@ def _capacity(facts: TargetFacts) -> int | None:
 def _check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items: list[PlanItem],
                           options: RunOptions) -> None:
     for name, rt in remote.items():
+        mine = [i for i in items if i.job.spec.target.name == name]
+        for item in {i.job_text: i for i in mine}.values():
+            guard.check_client_logs(item.job_text, f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})")
         if rt.target.ssh and not rt.checked:
             continue  # its facts come from the hosts: checked when the run contacts them
-        mine = [i for i in items if i.job.spec.target.name == name]
         sections = [s for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
         remote_jobs.check_safety(rt.target, rt.target_facts, any(i.writes for i in mine), options.destroy,
                                  _needed_bytes(sections, rt.kind))

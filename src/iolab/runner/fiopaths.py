@@ -35,7 +35,8 @@ from ..errors import SafetyError
 #: Options that make fio run a program (or load code): refused unless the user allows it.
 EXEC_OPTIONS = ("exec_prerun", "exec_postrun")
 #: Options whose value is a file fio writes (a prefix for logs, completed by fio).
-_WRITTEN = ("write_iolog", "write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log")
+_LOGS = ("write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log")
+_WRITTEN = ("write_iolog", *_LOGS)
 _MAX_NAMES = 4096
 
 
@@ -144,12 +145,29 @@ def _int(text: str | None) -> int:
         return 1
 
 
-def _written(name: str, options: Sequence[jobfile.Option]) -> list[str]:
-    out = [v for k, v in options if k in _WRITTEN and v]
-    for key in ("write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log"):
-        if any(k == key and v is None for k, v in options):
+def _written(name: str, options: Sequence[jobfile.Option], keys: Sequence[str] = _WRITTEN) -> list[str]:
+    out = [v for k, v in options if k in keys and v]
+    for key in _LOGS:
+        if key in keys and any(k == key and v is None for k, v in options):
             out.append(name)
     return out
+
+
+def log_names(text: str, env: Mapping[str, str] | None = None) -> list[str]:
+    """The names of the logs a job file asks for (``write_bw_log`` … ``write_hist_log``; the job's
+    name where the option has no value): in client/server mode fio's *client* writes them, on
+    the machine that runs it, from what its servers send (``client.c``). Raises ``SuiteError``
+    when the text cannot be read."""
+    env = os.environ if env is None else env
+    out: list[str] = []
+    defaults: list[jobfile.Option] = []
+    for section in jobfile.parse(text):
+        if section.is_global:
+            defaults += section.options
+            continue
+        options = [(k, substitute(v, env) if v is not None else None) for k, v in [*defaults, *section.options]]
+        out += _written(section.name, options, _LOGS)
+    return list(dict.fromkeys(out))
 
 
 def _execs(options: Sequence[jobfile.Option]) -> list[str]:

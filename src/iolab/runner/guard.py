@@ -78,6 +78,23 @@ def check(job_text: str, target_path: str | None, writes: bool, destroy: Collect
     return paths
 
 
+def check_client_logs(job_text: str, where: str = "job") -> None:
+    """A job for fio servers: the fio client on this machine writes the logs the job asks for,
+    unfenced, in its working directory (iolab's work directory of the job); a log name that leads
+    out of it (absolute, or up with ``..``) would write wherever it points. Raises ``SafetyError``."""
+    try:
+        names = fiopaths.log_names(job_text)
+    except SuiteError:
+        return  # fio's --parse-only reports the problem in its words
+    for name in names:
+        if os.path.isabs(name) or os.path.normpath(name).split(os.sep)[0] == "..":
+            raise SafetyError(f"{where}: the log {name!r} would be written by fio's client on this machine outside "
+                              "iolab's work directory (fio's servers send their logs to the client, which names "
+                              "them as the job says)",
+                              hint="name the job's logs with a plain relative name; iolab stores its own 1 s logs "
+                                   "of every host with the result")
+
+
 def _in_dev(path: str) -> bool:
     real = os.path.realpath(path)
     return any(p == "/dev" or p.startswith("/dev/") for p in (path, real)) and not real.startswith("/dev/shm/")
