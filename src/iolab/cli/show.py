@@ -78,7 +78,10 @@ def run_document(run: Run) -> dict[str, Any]:
 def print_run(store: Store, run_id: int, fmt: str) -> None:
     from ..report import results as results_report
     stored = store.get_run(run_id)
-    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt, run_document(stored))
+    # the JSON document only for --format json: building it (pydantic's serialisers) is most of the
+    # time between a run's last job and its exit
+    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt,
+                run_document(stored) if fmt == "json" else None)
 
 
 @click.command()
