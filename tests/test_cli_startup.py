@@ -74,14 +74,15 @@ def test_show_of_a_plain_run_imports_only_the_results_report(tmp_path):
                               "iolab.execute", "iolab.runner", "iolab.remote.protocol")) == []
 
 
-def test_planning_a_run_imports_no_numpy(tmp_path):
+def test_planning_a_run_imports_neither_numpy_nor_the_database_code(tmp_path):
     """numpy is for reading fio's logs: a run imports it while its first job runs
-    (``runner.local.warm_up``), not before."""
+    (``runner.local.warm_up``); SQLAlchemy while its plan waits for fio's checks
+    (``cli.import_store_meanwhile``); a dry run needs neither."""
     suite = tmp_path / "s.yaml"
     suite.write_text(f"name: s\ntargets:\n  t: {{path: {tmp_path}/f, size: 1m}}\nworkloads:\n  - {{rw: read}}\n")
     modules = imported_by("--db", str(tmp_path / "t.db"), "run", str(suite), "--dry-run", "--no-observe")
     assert "iolab.execute" in modules
-    assert heavy_in(modules, ("numpy",)) == []
+    assert heavy_in(modules, ("numpy", "sqlalchemy", "iolab.store")) == []
 
 
 def test_a_command_closes_its_database_and_its_exit_skips_the_full_collection(tmp_path):
