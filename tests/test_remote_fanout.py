@@ -83,6 +83,24 @@ def test_a_job_through_the_relay_starts_without_the_server_s_sleep(tmp_path):
         assert min(relayed) < min(bare) - 0.3, (relayed, bare)
 
 
+def test_the_client_returns_when_fio_exits_without_sleeping(tmp_path, monkeypatch):
+    """Waiting for fio's client with ``Popen.wait(timeout=…)`` slept in steps of up to 50 ms, which
+    the end of every job waited out; the pidfd wait sleeps never (so no ``time.sleep`` on the way)."""
+    with lab(1) as (host,):
+        host.start_fio_server()
+        spec = host_specs.parse(host.spec())
+
+        def no_sleep(seconds: float) -> None:
+            raise AssertionError(f"slept {seconds} s")
+
+        monkeypatch.setattr(time, "sleep", no_sleep)
+        outcome = client.run(_job(tmp_path / "data"), [spec], tmp_path / "w", timeout_s=60)
+        monkeypatch.undo()
+        assert outcome.status == "ok", outcome.error
+        assert outcome.report is not None and outcome.report.jobs[0].directions["read"].total_ios > 0
+        assert outcome.time_series  # its logs read too (numpy, imported while fio ran)
+
+
 def _counting_listener(host, ports: tuple[int, ...], log: Path) -> None:
     """A listener in ``host``'s namespace on ``ports`` that writes a line per connection to ``log``."""
     code = (

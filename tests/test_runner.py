@@ -34,6 +34,20 @@ def test_ok_run_has_exact_iops_and_live_status(tmp_path):
     assert json.loads(outcome.raw_json)["jobs"][0]["read"]["total_ios"] == read.total_ios  # the final report only
 
 
+def test_a_run_returns_when_fio_exits_without_sleeping(tmp_path, monkeypatch):
+    """``Popen.wait(timeout=…)`` sleeps in steps of up to 50 ms, which the end of every job waited
+    out; the runner waits on a pidfd and sleeps never."""
+    def no_sleep(seconds: float) -> None:
+        raise AssertionError(f"slept {seconds} s")
+
+    seen = []
+    monkeypatch.setattr(time, "sleep", no_sleep)
+    outcome = local.run(job(tmp_path, runtime="1"), tmp_path / "w", on_status=seen.append)
+    monkeypatch.undo()
+    assert outcome.status == "ok", outcome.error
+    assert seen and outcome.time_series
+
+
 def test_a_failing_job_is_reported_with_fios_message(tmp_path):
     outcome = local.run(job(tmp_path, ioengine="no_such_engine"), tmp_path / "w")
     assert outcome.status == "failed"

@@ -20,12 +20,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING, TypeVar
 
 from .errors import StoreError
 from .units import format_bytes, format_duration
+
+if TYPE_CHECKING:  # imported where a database is used: a run's planning does not wait for it
+    import sqlalchemy as sa
 
 T = TypeVar("T")
 
@@ -85,6 +86,7 @@ def describe(exc: BaseException) -> str:
 
 def transient(exc: BaseException) -> bool:
     """Whether waiting may fix ``exc``: a lost or refused connection, a lock, a full disk."""
+    import sqlalchemy as sa
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
         return True
     if not isinstance(exc, sa.exc.OperationalError):
@@ -126,6 +128,7 @@ class Guard:
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """``fn()``, retried with back-off while it fails transiently; ``what`` says what it does
         ("store a result"), for messages."""
+        import sqlalchemy as sa
         start, delay, reason = time.monotonic(), BACKOFF_S[0], None
         while True:
             try:

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import crashphase, dbfaults, host, interrupts, jobfile, lint, pinning, safety, targets, tuning, units
 from . import method as method_mod
@@ -47,10 +47,12 @@ from .runner import fence as fence_mod
 from .runner import guard, local
 from .runner.status import Status
 from .spool import JobEnd, Spool
-from .store import PendingResult, Store
 from .suite import JobSpec, PlannedJob, Suite, Target, plan, render_job
 from .sysfs import format_cpu_list as format_cpus
 from .units import format_bytes, format_duration
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks run (``cli.run``)
+    from .store import PendingResult, Store
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
 TIMEOUT_SLACK_S = 300.0
@@ -478,6 +480,7 @@ def extend(store: Store, run_id: int, plan_: Plan, first_repeat: int = 0,
 
 def _pending(plan_: Plan, first_seq: int, first_repeat: int = 0,
              planned: Mapping[str, Any] | None = None) -> list[PendingResult]:
+    from .store import PendingResult
     return [PendingResult(seq=first_seq + i.job.seq, target=i.job.spec.target.name,
                           target_path=i.job.spec.target.path, workload=i.job.spec.workload.name,
                           repeat=first_repeat + i.job.repeat, job_text=i.job_text, job_hash=i.job_hash,

@@ -11,9 +11,13 @@ and reason while the command goes on with the others, and then exits 1 (``load_r
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import gc
 import importlib
 import json
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -154,6 +158,15 @@ def store_of(ctx: click.Context) -> Store:
     return ctx.obj["store"]  # type: ignore[no-any-return]
 
 
+def import_store_meanwhile() -> None:
+    """Import the results database's code (SQLAlchemy: ~0.2 s of start-up, more on a loaded
+    machine) in a thread, for a command that waits on other processes before it opens the database
+    (a run's plan: fio's checks, the hosts' probes); ``store_of`` then finds it imported, or waits
+    for the rest of the import."""
+    threading.Thread(target=importlib.import_module, args=("iolab.store",), name="iolab-import-store",
+                     daemon=True).start()
+
+
 class _WaitTeller:
     """Waits for the database outside a run's jobs (opening a run, reading): one line when one starts,
     one when it ends (while jobs run, the progress line says it instead: ``execute``)."""
@@ -250,6 +263,26 @@ def main(argv: Sequence[str] | None = None) -> None:
     exception (a bug) into one line and a hint, unless ``--debug`` asks for the traceback."""
     state: dict[str, Any] = {}  # the commands' ctx.obj: --debug, and the exit code of unreadable runs
     interrupts.install()
+    atexit.unregister(gc.freeze)  # once however often main runs in a process (tests)
+    atexit.register(gc.freeze)  # see _close
+    try:
+        _main(argv, state)
+    finally:
+        _close(state)
+
+
+def _close(state: dict[str, Any]) -> None:
+    """Close the command's database now (SQLite folds its write-ahead log back into the file on the
+    last close); the exit's teardown would close it too, after a garbage collection over every
+    object the command made. That collection is skipped: ``gc.freeze`` at exit leaves the objects
+    to the process's end (~0.1 s after a run, several times that on a loaded machine)."""
+    store = state.get("store")
+    if store is not None:
+        with contextlib.suppress(Exception):  # it was away, or broke: its own error is reported already
+            store.close()
+
+
+def _main(argv: Sequence[str] | None, state: dict[str, Any]) -> None:
     try:
         # Without standalone mode click returns ctx.exit()'s code instead of exiting.
         code = cli.main(args=list(argv) if argv is not None else None, prog_name="iolab", standalone_mode=False,

@@ -18,7 +18,7 @@ from ..runner.guard import FencePlan
 from ..suite import with_passes
 from ..tiers import Tier, parse_tier
 from ..units import format_bytes, format_duration
-from . import DURATION, FORMATS, err, out, parse_tags, store_of
+from . import DURATION, FORMATS, err, import_store_meanwhile, out, parse_tags, store_of
 from .method import describe_method, load_planned, print_findings
 from .progress import LiveProgress as _LiveProgress  # noqa: F401  (command modules of other branches import it)
 from .progress import job_progress
@@ -209,6 +209,8 @@ def run(ctx: click.Context, suite: str | None, targets: Sequence[str], repeat: i
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         loaded = with_passes(loaded, passes, _tiers(tier_args))
+        if not dry_run:
+            import_store_meanwhile()  # while the plan waits for fio and the hosts
         plan = execute.prepare(loaded, options, repeat=repeat, contact=not dry_run or probe)
         if not quiet:
             _describe_plan(plan)

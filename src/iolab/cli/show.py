@@ -7,14 +7,16 @@ Kept apart from ``run`` so that reading the database imports no planning, fio or
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..model import Run, to_jsonable
 from ..report.table import Cell, Column, Table
-from ..store import Store, UnreadableRun
 from . import FORMATS, emit_tables, load_runs, report_unreadable, store_of
+
+if TYPE_CHECKING:
+    from ..store import Store
 
 # ``show`` imports a report module only for a run that carries its data (the markers below are
 # what each module reads first): ``runs`` needs none of them, a plain run's ``show`` few.
@@ -78,7 +80,10 @@ def run_document(run: Run) -> dict[str, Any]:
 def print_run(store: Store, run_id: int, fmt: str) -> None:
     from ..report import results as results_report
     stored = store.get_run(run_id)
-    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt, run_document(stored))
+    # the JSON document only for --format json: building it (pydantic's serialisers) is most of the
+    # time between a run's last job and its exit
+    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt,
+                run_document(stored) if fmt == "json" else None)
 
 
 @click.command()
@@ -87,6 +92,7 @@ def print_run(store: Store, run_id: int, fmt: str) -> None:
 @click.pass_context
 def runs(ctx: click.Context, limit: int, fmt: str) -> None:
     """List stored runs, newest first."""
+    from ..store import UnreadableRun
     listed = store_of(ctx).list_runs(limit)
     columns = tuple(Column(k, t, n) for k, t, n in (
         ("id", "id", True), ("created_at", "created (UTC)", False), ("status", "status", False),

@@ -18,7 +18,8 @@ Reading is vectorised (``read_log``): a file's rows become numpy columns in one 
 rows; a sweep of thousands of logs reads in a fraction of a second (benchmarks/import_logs.py).
 numpy is already a dependency; pyarrow or polars would read faster still but add 30-100 MB for
 files that are small. Only a file the fast path cannot read whole is read again line by line, to
-name the bad line.
+name the bad line. numpy is imported by the functions that read: asking for logs and finding them
+needs none, so a run's planning does not wait for it (``runner.local.warm_up``).
 
 Quirks handled (FIO_NOTES §6.1): the final partial window may be missing, or flushed a second
 time at the same timestamp (``finalize_logs()`` in stat.c writes what completed after the last
@@ -35,12 +36,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .. import jobfile
 from ..errors import ParseError
 from ..model import TimeSeries
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: The averaging window iolab asks for: cheap (one row per second per direction and log,
 #: FIO_NOTES §6.2) and fine enough to see a cache filling or a device throttling.
@@ -159,6 +162,7 @@ class Log:
     @cached_property
     def directions(self) -> frozenset[str]:
         """The data directions its rows hold (``read``, ``write``, ``trim``)."""
+        import numpy as np
         return frozenset(DDIR[int(d)] for d in np.flatnonzero(np.bincount(self.ddir, minlength=len(DDIR))))
 
     @property
@@ -224,6 +228,7 @@ def read_log(path: Path) -> Log:
     row that is not ``time, value, ddir, bs, …`` numbers, or that fio cannot have written (a
     negative or non-finite number, a data direction other than 0-2), and for a file that cannot be
     read or is not named like a log."""
+    import numpy as np
     name = log_name(path)
     if name is None:
         raise ParseError(f"{path}: not a fio log name (PREFIX_iops|bw|lat|clat|slat[.N].log)")
@@ -252,6 +257,7 @@ def _fast_columns(data: bytes) -> np.ndarray | None:
 
     fio writes integers (``iolog.c``: ``%lu``/``%llu``), which numpy parses several times as fast as
     floats; a value that is not one (or overflows, which numpy clamps silently) is read as a float."""
+    import numpy as np
     data = data.strip()
     if not data:
         return np.zeros((4, 0))
@@ -273,6 +279,7 @@ def _fast_columns(data: bytes) -> np.ndarray | None:
 
 
 def _parse(text: bytes, dtype: type) -> np.ndarray | None:
+    import numpy as np
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)  # numpy < 2.3 warns on a bad number instead
         try:
@@ -290,6 +297,7 @@ def to_series(log: Log, job: str, interval_ms: int | None = None, latency_scale:
     bytes/s; latencies are multiplied by ``latency_scale`` (1000 for fio before 2.99, which logged
     µs).
     """
+    import numpy as np
     out = []
     kind = log.name.kind
     for number, direction in DDIR.items():
@@ -336,6 +344,7 @@ def read_logs(paths: Iterable[Path], job_names: Sequence[str] = (),
 
 def infer_interval(t: np.ndarray) -> int:
     """The averaging window of a log from its time stamps (ms): the median step between them."""
+    import numpy as np
     steps = np.diff(np.sort(t))
     steps = steps[steps > 0]
     if steps.size:
@@ -347,6 +356,7 @@ def _bin_per_io(t: np.ndarray, value: np.ndarray, bs: np.ndarray, kind: str,
                 width: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-I/O rows averaged into windows ending at ``width``, ``2 × width`` ...; a final
     partial window is divided by its own length."""
+    import numpy as np
     window = t // width
     keys, counts = np.unique(window, return_counts=True)
     slot = np.searchsorted(keys, window)

@@ -40,7 +40,7 @@ from ..model import DiskUtil, FioReport, JobResult, TimeSeries
 from ..remote.hosts import HostSpec
 from ..remote.protocol import ProbeReply
 from ..remote.relay import Relay, open_relays
-from .local import LOG_PREFIX, _die_with_parent, _error_text, _stop, find_fio
+from .local import LOG_PREFIX, _die_with_parent, _error_text, _stop, exit_waiter, find_fio, warm_up
 from .status import Status
 
 OUTPUT_NAME = "fio-output.json"
@@ -140,6 +140,7 @@ def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable
                                         start_new_session=True, preexec_fn=_die_with_parent)
             except OSError as exc:
                 raise FioError(f"cannot start fio: {exc}") from exc
+            warm_up()
             unfinished = _follow(proc, live, on_status, timeout_s)
         outcome = _finish(relays, command, started, proc.returncode, workdir, unfinished)
         return _with_logs(outcome, relays, job_text, workdir) if with_logs else outcome
@@ -182,32 +183,32 @@ def _with_logs(outcome: ClientOutcome, relays: list[Relay], job_text: str, workd
 
 def _follow(proc: subprocess.Popen[bytes], relays: list[Relay], on_status: Callable[[HostStatus], None] | None,
             timeout_s: float | None) -> set[HostSpec]:
-    """Wait for fio, reporting each host's progress. When the time bound passes, fio is stopped
-    and the hosts whose run had not ended by then are returned."""
+    """Wait for fio, reporting each host's progress; returns the moment fio exits. When the time
+    bound passes, fio is stopped and the hosts whose run had not ended by then are returned."""
     seen = {r.host: 0 for r in relays}
     lost: set[HostSpec] = set()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        while proc.poll() is None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.25)
-            for r in relays if on_status is not None else ():
-                if r.lost is not None and r.host not in lost:
-                    lost.add(r.host)
-                    on_status(HostStatus(r.host.label, "lost", message=r.lost))  # type: ignore[misc]
-                elif r.eta_seq != seen[r.host] and r.last_eta is not None:
-                    seen[r.host] = r.eta_seq
-                    e = r.last_eta
-                    if e.running == 0 and e.setting_up == 0:
-                        continue  # not started yet, or done: nothing to show
-                    measuring = e.setting_up == 0
-                    status = Status(elapsed_s=e.elapsed_s, eta_s=e.eta_s, iops=e.iops if measuring else None,
-                                    bw_bytes_s=e.bw_bytes_s if measuring else None)
-                    on_status(HostStatus(r.host.label, "running", status))  # type: ignore[misc]
-            if deadline is not None and time.monotonic() > deadline:
-                unfinished = {r.host for r in relays if not r.stopped}
-                _stop(proc)
-                return unfinished
+        with exit_waiter(proc) as wait_exit:
+            while proc.poll() is None:
+                wait_exit(0.25)
+                for r in relays if on_status is not None else ():
+                    if r.lost is not None and r.host not in lost:
+                        lost.add(r.host)
+                        on_status(HostStatus(r.host.label, "lost", message=r.lost))  # type: ignore[misc]
+                    elif r.eta_seq != seen[r.host] and r.last_eta is not None:
+                        seen[r.host] = r.eta_seq
+                        e = r.last_eta
+                        if e.running == 0 and e.setting_up == 0:
+                            continue  # not started yet, or done: nothing to show
+                        measuring = e.setting_up == 0
+                        status = Status(elapsed_s=e.elapsed_s, eta_s=e.eta_s, iops=e.iops if measuring else None,
+                                        bw_bytes_s=e.bw_bytes_s if measuring else None)
+                        on_status(HostStatus(r.host.label, "running", status))  # type: ignore[misc]
+                if deadline is not None and time.monotonic() > deadline:
+                    unfinished = {r.host for r in relays if not r.stopped}
+                    _stop(proc)
+                    return unfinished
     except BaseException:
         _stop(proc)
         raise

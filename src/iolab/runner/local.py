@@ -15,11 +15,12 @@ import contextlib
 import ctypes
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -178,6 +179,7 @@ def run(
             )
         except OSError as exc:
             raise FioError(f"cannot start fio: {exc}") from exc
+        warm_up()
         timed_out = _follow(proc, output, on_status, timeout_s)
     ended = datetime.now(UTC)
     outcome = _outcome(proc.returncode, command, started, ended, workdir, timed_out)
@@ -276,23 +278,50 @@ def _follow(proc: subprocess.Popen[bytes], output: Path, on_status: Callable[[St
     offset = 0
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
-        while proc.poll() is None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=0.25)
-            if on_status is not None and output.exists():
-                with open(output, encoding="utf-8", errors="replace") as f:
-                    f.seek(offset)
-                    chunk = f.read()
-                    offset = f.tell()
-                for status in stream.feed(chunk):
-                    on_status(status)
-            if deadline is not None and time.monotonic() > deadline:
-                _stop(proc)
-                return True
+        with exit_waiter(proc) as wait_exit:
+            while proc.poll() is None:
+                wait_exit(0.25)
+                if on_status is not None and output.exists():
+                    with open(output, encoding="utf-8", errors="replace") as f:
+                        f.seek(offset)
+                        chunk = f.read()
+                        offset = f.tell()
+                    for status in stream.feed(chunk):
+                        on_status(status)
+                if deadline is not None and time.monotonic() > deadline:
+                    _stop(proc)
+                    return True
     except BaseException:
         _stop(proc)
         raise
     return False
+
+
+@contextlib.contextmanager
+def exit_waiter(proc: subprocess.Popen[bytes]) -> Iterator[Callable[[float], None]]:
+    """A function that waits up to a number of seconds for ``proc`` to exit and returns the moment it
+    does, by polling a pidfd (Linux 5.3 and later). ``Popen.wait(timeout=…)`` sleeps in steps of up to
+    50 ms instead, which the end of every job would wait out; it is the fallback without pidfds."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd_open (an old kernel or Python), or reaped already
+        def wait(seconds: float) -> None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=seconds)
+        yield wait
+        return
+    def wait_readable(seconds: float) -> None:
+        select.select([fd], [], [], seconds)  # readable once the process has exited
+    try:
+        yield wait_readable
+    finally:
+        os.close(fd)
+
+
+def warm_up() -> None:
+    """Import, while fio runs, what reading its results takes and planning did not (numpy, for the
+    logs: ~0.1 s, more on a loaded machine), so that the end of the first job does not wait for it."""
+    import numpy  # noqa: F401
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
