@@ -84,9 +84,9 @@ def _one_capture(ctx: click.Context, selector: str) -> Run:
               help="Issue as fast as the recorded depth allows (replay_no_stall), not at the recorded times.")
 @click.option("--time-scale", type=click.FloatRange(0.01, 100.0), default=1.0, show_default=True,
               help="Stretch the recorded timing by this factor (2: half as fast; replay_time_scale).")
-@click.option("--timing-quantum", "quantum", default="1ms", show_default=True,
-              help="Round the recorded issue times down to this (fio loses time on every sleep; larger quanta "
-                   "keep the rate better but issue in bursts).")
+@click.option("--timing-quantum", "quantum", default="1us", show_default=True,
+              help="Round the recorded issue times down to this (1us: as traced; larger quanta make fio sleep "
+                   "less often but issue in bursts).")
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Replays in a row.")
 @click.option("--label", help="A name for this replay, usable wherever a run id is.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the replay (repeatable).")
