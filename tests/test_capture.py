@@ -221,6 +221,20 @@ def test_a_capture_is_a_stored_run_that_show_and_selectors_see(tmp_path: Path) -
     assert len(trace) == 64 and fp_mod.fingerprint(trace) == record.stored_fingerprint(run)
 
 
+def test_the_rate_is_over_the_active_span_and_an_open_loop_fit_keeps_it() -> None:
+    """300 reads, one every 10 ms from 2 s into a 6 s capture window (the workload started late):
+    100 IOPS over the active span (first issue to last completion, 2.99 s), not 50 over the window;
+    the open-loop fit (depth 1, idle most of the time) paces rate_iops over the same span."""
+    rows = [(2_000_000_000 + i * 10_000_000, 2_000_000_000 + i * 10_000_000 + 100_000, i * 8, 4096, READ, 0, 1)
+            for i in range(300)]
+    trace = trace_mod.from_rows(rows, duration_ns=6_000_000_000)
+    fp = fp_mod.fingerprint(trace)
+    assert fp.duration_s == pytest.approx(6.0) and fp.active_s == pytest.approx(2.9901)
+    assert fp.iops == pytest.approx(300 / 2.9901)
+    job = dict(fit.fit_job(fp).options)
+    assert job["rate_iops"] == "100" and job["runtime"] == "3s" and job["iodepth"] == "1"
+
+
 def test_fingerprint_is_a_pure_function() -> None:
     rng = np.random.default_rng(1)
     rows = [(int(t), int(t) + 50, int(s) * 8, 4096, int(o), 0, 1)
