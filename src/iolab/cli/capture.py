@@ -97,9 +97,11 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     """Replay a capture on other storage with fio; the result is a run like any other.
 
     CAPTURE is a capture's id, label or tag. The capture's requests are replayed at their
-    recorded times (fio read_iolog, iolog v3, replay_redirect onto the target), one fio job per
-    size class (bs-4k, bs-64k, …) running together, so results come per class and direction
-    and `iolab compare` pairs two replays (or a replay and the capture). A target smaller than
+    recorded times (fio read_iolog, iolog v3, replay_redirect onto the target), one fio reporting
+    group per size class (bs-4k, bs-64k, …) running together, so results come per class and
+    direction and `iolab compare` pairs two replays (or a replay and the capture). A class's
+    requests are dealt to lanes, one fio job each at iodepth=1, as many as its requests ever
+    overlapped in the trace (so fio reaps each completion as it comes). A target smaller than
     the traced range is replayed with replay_scale, as the plan says.
 
     \b
