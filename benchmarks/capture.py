@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -128,6 +129,7 @@ def fidelity(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio]
     machine is shared: p99s move by a factor of ten between minutes, but less within a pair)."""
     db = tmp / "fidelity.db"
     ratios: dict[str, list[float]] = {}
+    originals: dict[str, list[float]] = {}
     with loop(tmp, "dev.img", 256) as device:
         for r in range(rounds):
             out = tmp / "orig.json"
@@ -153,9 +155,20 @@ def fidelity(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio]
                     f"{orig_p99 / 1000:,.0f} -> {p99 / 1000:,.0f} µs", as_json)
                 ratios.setdefault(f"{direction} IOPS", []).append(iops / original[direction]["iops"])
                 ratios.setdefault(f"{direction} clat p99", []).append(p99 / orig_p99)
+                originals.setdefault(f"{direction} clat p99", []).append(orig_p99)
+    _noise_floor(originals, as_json)
     return [Ratio(f"replay fidelity: {name} |replay/original - 1| (median of {rounds})",
                   abs(statistics.median(values) - 1), 0.05 if "IOPS" in name else 0.20, "lower")
             for name, values in ratios.items()]
+
+
+def _noise_floor(originals: dict[str, list[float]], as_json: bool) -> None:
+    """How far the same original job moves between rounds: the median |next round / this round - 1|,
+    the error a perfect reproduction would still show on this machine (printed, not a ratio)."""
+    for name, values in originals.items():
+        steps = [abs(b / a - 1) for a, b in itertools.pairwise(values) if a]
+        if steps:
+            say(f"  noise floor: the original's {name} round to round: {statistics.median(steps):.3g}", as_json)
 
 
 FIT_TARGETS = {"%": 3.0, "": 0.25, "IOPS": 0.25, "µs": 0.5}
@@ -166,6 +179,7 @@ def fit_error(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio
     --check``); each metric's error per round, the median over rounds counts."""
     db = tmp / "fit.db"
     errors: dict[tuple[str, str], list[float]] = {}
+    originals: dict[str, list[float]] = {}
     with loop(tmp, "a.img", 256) as a, loop(tmp, "b.img", 256) as b:
         for r in range(rounds):
             job = ["fio", "--name=known", f"--filename={a}", "--rw=randrw", "--rwmixread=70",
@@ -186,6 +200,9 @@ def fit_error(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio
                 value = abs(row["error"]) if pct else abs(row["fitted"] / row["original"] - 1)
                 say(f"  round {r + 1} {row['metric']}: {row['original']:.2f} -> {row['fitted']:.2f}", as_json)
                 errors.setdefault((row["metric"], row["unit"]), []).append(value)
+                if not pct:
+                    originals.setdefault(row["metric"], []).append(row["original"])
+    _noise_floor(originals, as_json)
     return [Ratio(f"fit error: {metric} ({'points' if unit == '%' else 'relative'}, median of {len(values)})",
                   statistics.median(values), FIT_TARGETS.get(unit, 0.25), "lower")
             for (metric, unit), values in errors.items()]
