@@ -221,6 +221,20 @@ def test_a_capture_is_a_stored_run_that_show_and_selectors_see(tmp_path: Path) -
     assert len(trace) == 64 and fp_mod.fingerprint(trace) == record.stored_fingerprint(run)
 
 
+def test_the_rate_is_over_the_active_span_and_an_open_loop_fit_keeps_it() -> None:
+    """300 reads, one every 10 ms from 2 s into a 6 s capture window (the workload started late):
+    100 IOPS over the active span (first issue to last completion, 2.99 s), not 50 over the window;
+    the open-loop fit (depth 1, idle most of the time) paces rate_iops over the same span."""
+    rows = [(2_000_000_000 + i * 10_000_000, 2_000_000_000 + i * 10_000_000 + 100_000, i * 8, 4096, READ, 0, 1)
+            for i in range(300)]
+    trace = trace_mod.from_rows(rows, duration_ns=6_000_000_000)
+    fp = fp_mod.fingerprint(trace)
+    assert fp.duration_s == pytest.approx(6.0) and fp.active_s == pytest.approx(2.9901)
+    assert fp.iops == pytest.approx(300 / 2.9901)
+    job = dict(fit.fit_job(fp).options)
+    assert job["rate_iops"] == "100" and job["runtime"] == "3s" and job["iodepth"] == "1"
+
+
 def test_fingerprint_is_a_pure_function() -> None:
     rng = np.random.default_rng(1)
     rows = [(int(t), int(t) + 50, int(s) * 8, 4096, int(o), 0, 1)
@@ -249,18 +263,36 @@ def test_iologs_per_size_class_with_flushes_in_the_job_of_the_write_before() -> 
     trace = trace_mod.from_rows(rows)
     groups = replay_mod.classes(trace)
     assert {k: v.tolist() for k, v in groups.items()} == {"bs-4k": [0], "bs-8k": [3], "bs-64k": [1, 2]}
+    # times as traced, in µs, plus 1: fio does not wait before the first I/O after an entry at time 0
     text = replay_mod.iolog_text(trace, groups["bs-64k"], "/dev/x")
-    assert text.splitlines() == ["fio version 3 iolog", "0 /dev/x add", "0 /dev/x open",
-                                 "1000 /dev/x write 32768 65536", "1000 /dev/x sync 0 0", "1001 /dev/x close"]
-    assert replay_mod.iolog_text(trace, groups["bs-64k"], "/dev/x", 1).splitlines()[3:5] == [
-        "1500 /dev/x write 32768 65536", "1700 /dev/x sync 0 0"]
+    assert text.splitlines() == ["fio version 3 iolog", "1 /dev/x add", "1 /dev/x open",
+                                 "1501 /dev/x write 32768 65536", "1701 /dev/x sync 0 0", "1702 /dev/x close"]
+    assert replay_mod.iolog_text(trace, groups["bs-64k"], "/dev/x", 1000).splitlines()[3:5] == [
+        "1001 /dev/x write 32768 65536", "1001 /dev/x sync 0 0"]
+
+
+def test_requests_that_overlapped_in_the_trace_go_to_different_lanes() -> None:
+    """Each lane holds one request at a time (fio replays it at iodepth=1); a request joins the lane
+    free longest; a lane of flushes alone joins the first lane with data."""
+    rows = [(0, 100, 0, 4096, READ, 0, 1), (10, 50, 8, 4096, READ, 0, 1), (60, 70, 16, 4096, WRITE, 0, 1),
+            (100, 200, 24, 4096, READ, 0, 1), (110, 120, 0, 0, FLUSH, 0, 1), (115, 250, 0, 0, FLUSH, 0, 1),
+            (300, -1, 32, 4096, READ, 0, 1), (400, 410, 40, 4096, READ, 0, 1)]
+    trace = trace_mod.from_rows(rows)
+    lanes = replay_mod.lanes(trace, np.arange(len(trace)))
+    # 1 overlaps 0: a second lane; 3 takes the lane free longest (the second, free since 70); the
+    # flush 5 finds none free: a third lane, of flushes alone, so merged into the first; 6 never
+    # completes, so 7 takes the second lane
+    assert [lane.tolist() for lane in lanes] == [[0, 4, 5, 6], [1, 2, 3, 7]]
+    jobs = replay_mod.replay_jobs(trace)
+    assert list(jobs) == ["bs-4k", "bs-4k.2"]
+    text = replay_mod.job_text({name: Path(f"/x/{name}.iolog") for name in jobs}, replay_mod.ReplaySettings(), "d")
+    assert "group_reporting" in text and text.count("new_group") == 1 and text.count("iodepth=1") == 2
 
 
 def test_a_target_smaller_than_the_traced_range_is_replayed_with_replay_scale() -> None:
     assert replay_mod.needed_scale(100 * MiB, 32 * MiB) == 4
     assert replay_mod.needed_scale(32 * MiB, 32 * MiB) == 1 and replay_mod.needed_scale(5, None) == 1
-    trace = trace_mod.from_rows([(0, 10, 0, 4096, READ, 0, 1)])
-    text = replay_mod.job_text(trace, {"bs-4k": Path("/x/bs-4k.iolog")}, replay_mod.ReplaySettings(scale=4), "d")
+    text = replay_mod.job_text({"bs-4k": Path("/x/bs-4k.iolog")}, replay_mod.ReplaySettings(scale=4), "d")
     assert "replay_scale=4\nreplay_align=4096" in text and "read_iolog=/x/bs-4k.iolog" in text
 
 

@@ -52,3 +52,19 @@ def test_latency_and_time_axes_pick_readable_units():
     x, y = spec["spec"]["encoding"]["x"], spec["spec"]["encoding"]["y"]
     assert x["title"] == "time (min)" and x["axis"]["labelExpr"] == "format(datum.value / 60, '~g')"
     assert y["axis"]["labelExpr"] == charts.LATENCY_LABELS
+
+
+def test_every_chart_group_has_its_own_report_section_id():
+    """A group missing from GROUP_IDS would get the fallback id ``charts``, shared with every other
+    such group: two sections with one id, and the navigation link reaches only the first."""
+    import re
+    from pathlib import Path
+
+    from iolab.report import html
+    source = Path(html.__file__).parent
+    groups = {m for path in source.glob("*.py")
+              for m in re.findall(r'Chart\(\s*[^,()]+,\s*[^,()]+,\s*"([^"]+)"', path.read_text())}
+    assert {"Throughput", "Latency", "Warm-up", "Captured workload"} <= groups
+    assert groups <= set(html.GROUP_IDS), groups - set(html.GROUP_IDS)
+    ids = list(html.GROUP_IDS.values())
+    assert len(ids) == len(set(ids)) and "charts" not in ids

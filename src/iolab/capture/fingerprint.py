@@ -5,6 +5,10 @@ I/O scheduler's merging):
 
 - **mix**: reads, writes, discards and flushes by requests and bytes; ``read_pct`` is reads over
   reads + writes (fio's ``rwmixread``), by requests and by bytes.
+- **rate**: IOPS and bandwidth of the data requests over the *active span* (``active_s``), from the
+  first issue to the last issue or completion: the capture's window (``duration_s``) also holds the
+  time before the workload's first request (an application starting, a tool's preparations), which
+  would dilute the rate by however long that took.
 - **block sizes**: requests per exact size and kind (fio's ``bssplit`` is this, as percentages).
 - **sequential share**: a data request is sequential when it starts where the previous request of
   the same *stream* ended; a stream is one issuing task and one direction, as fio keeps one last
@@ -48,7 +52,8 @@ class Dist:
 @dataclass(frozen=True)
 class Fingerprint:
     """See the module docstring. Percentages 0-100; ``bs_counts`` maps kind -> {bytes: requests};
-    ``depth_time_pct`` maps a depth to the share of the capture's time spent at it; ``depth_over_time``
+    ``depth_time_pct`` maps a depth to the share of the capture's time spent at it; ``active_s`` is the
+    span IOPS and bandwidth are over (see the module docstring; 0 in fingerprints stored before it); ``depth_over_time``
     and ``heat`` are chart aggregates over ``TIME_BINS`` equal time bins (``bin_s`` each): the mean
     depth per bin, and data requests per time bin × LBA bin (``LBA_BINS`` equal bins from
     ``lba_first_bytes`` to ``lba_end_bytes``)."""
@@ -87,6 +92,7 @@ class Fingerprint:
     bin_s: float
     depth_over_time: tuple[float, ...]
     heat: tuple[tuple[int, ...], ...] = field(default_factory=tuple)
+    active_s: float = 0.0
 
     @property
     def data_ios(self) -> int:
@@ -180,6 +186,11 @@ def _heat(trace: Trace, data: np.ndarray, duration_ns: int, first: int, end: int
     return tuple(tuple(int(x) for x in row) for row in grid)
 
 
+def active_ns(trace: Trace) -> int:
+    """The active span: from the first issue (time 0) to the last issue or completion, ns (at least 1)."""
+    return max(1, int(trace.issue_ns.max(initial=0)), int(trace.complete_ns.max(initial=0)))
+
+
 def fingerprint(trace: Trace) -> Fingerprint:
     """The fingerprint of ``trace`` (see the module docstring). Pure and deterministic."""
     n = len(trace)
@@ -200,11 +211,12 @@ def fingerprint(trace: Trace) -> Fingerprint:
         name = trace.comms.get(int(pid), str(pid))
         comms[name] = comms.get(name, 0) + int(count)
     writes_mask = trace.op == WRITE
+    active = active_ns(trace)
     return Fingerprint(
         requests=n, duration_s=duration_ns / 1e9, lost_events=trace.lost_events, ios=ios, bytes=nbytes,
         read_pct_ios=_pct(reads, reads + writes),
         read_pct_bytes=_pct(nbytes.get("read", 0), nbytes.get("read", 0) + nbytes.get("write", 0)),
-        iops=(reads + writes) * 1e9 / duration_ns, bw_bytes_s=float(trace.nbytes[data].sum()) * 1e9 / duration_ns,
+        iops=(reads + writes) * 1e9 / active, bw_bytes_s=float(trace.nbytes[data].sum()) * 1e9 / active,
         bs_counts={OP_NAMES[k]: {int(b): int(c) for b, c in zip(*np.unique(trace.nbytes[trace.op == k],
                                                                            return_counts=True), strict=True)}
                    for k in (READ, WRITE) if (trace.op == k).any()},
@@ -223,5 +235,5 @@ def fingerprint(trace: Trace) -> Fingerprint:
         sync_write_pct=_pct(int((writes_mask & (trace.flags & SYNC > 0)).sum()), writes),
         processes=dict(sorted(comms.items(), key=lambda kv: -kv[1])[:8]),
         bin_s=duration_ns / 1e9 / TIME_BINS,
-        heat=_heat(trace, data, duration_ns, first, end),
+        heat=_heat(trace, data, duration_ns, first, end), active_s=active / 1e9,
     )

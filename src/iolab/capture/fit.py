@@ -18,7 +18,8 @@ The job (``fit_job``), from the fingerprint alone:
   ``rate_process=poisson``, though bursty arrivals call for it: fio 3.33 died of SIGFPE with it in a
   write-only job (``got signal=8``), so the fitted arrivals are evenly spaced;
 - ``fsync=N`` when the trace flushes (one flush every N writes);
-- ``runtime`` the capture's duration, ``time_based``, ``direct=1``, ``ioengine=libaio``.
+- ``runtime`` the capture's active span in whole seconds (``Fingerprint.active_s``, the span its
+  IOPS are over; the rates above are over it too), ``time_based``, ``direct=1``, ``ioengine=libaio``.
 
 fio's generators: ``zipf``/``pareto`` pick a rank from the distribution over the range's blocks
 and scramble it (``lib/zipf.c``), so hot blocks are scattered like an application's.
@@ -170,7 +171,7 @@ def fit_job(fp: Fingerprint, kind: str = "auto") -> FittedJob:
         reason = (f"closed loop: mean depth while busy {busy_depth:.2f} (most often {held}), busy "
                   f"{fp.busy_pct:.0f} % of the time")
     else:
-        duration = max(fp.duration_s, 1e-3)
+        duration = max(fp.active_s or fp.duration_s, 1e-3)
         opts += [("iodepth", str(max(1, round(fp.depth_at_issue.p99 or 1)))),
                  ("rate_iops", ",".join(str(max(1, round(n / duration))) for n in (reads, writes) if n)
                   if not (reads and writes) else f"{round(reads / duration)},{round(writes / duration)}")]
@@ -180,7 +181,7 @@ def fit_job(fp: Fingerprint, kind: str = "auto") -> FittedJob:
     flushes = fp.ios.get("flush", 0)
     if flushes and writes:
         opts.append(("fsync", str(max(1, round(writes / flushes)))))
-    opts += [("runtime", f"{max(1, math.ceil(fp.duration_s))}s"), ("time_based", None)]
+    opts += [("runtime", f"{max(1, round(fp.active_s or fp.duration_s))}s"), ("time_based", None)]
     return FittedJob(tuple(opts), closed, reason)
 
 

@@ -1,4 +1,4 @@
-"""A replay as an ordinary suite: the capture's iologs, one job per size class, on a named target.
+"""A replay as an ordinary suite: the capture's iologs, one job per lane of each size class, on a named target.
 
 ``replay_suite`` writes the iologs (``replay.write_iologs``) and the job file into the capture's
 replay directory — the same path for every replay of one capture from one results database, so
@@ -47,7 +47,7 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     directory = record.replay_dir(store, run.info.id)
     iologs = replay.write_iologs(trace, directory, str((run.info.options or {}).get("device", "capture")),
                                  settings.quantum_us)
-    text = replay.job_text(trace, iologs, settings, f"replay of capture {run.info.id}")
+    text = replay.job_text(iologs, settings, f"replay of capture {run.info.id}")
     text = text.replace("[global]\n", f"[global]\nreplay_redirect={target_path}\n", 1)
     job = directory / "replay.fio"
     job.write_text(text)
@@ -57,10 +57,12 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     timing = ("as fast as possible (replay_no_stall=1)" if settings.as_fast_as_possible else
               "original timing" if settings.time_scale_pct == 100 else
               f"timing scaled to {settings.time_scale_pct} % (replay_time_scale)")
-    if not settings.as_fast_as_possible:
+    if not settings.as_fast_as_possible and settings.quantum_us > 1:
         timing += f", issue times rounded to {settings.quantum_us / 1000:g} ms"
-    notes = [f"replay of capture {run.info.id}: {len(trace):,} requests in {len(iologs)} job(s) "
-             f"({', '.join(iologs)}), {timing}; iologs in {directory}"]
+    groups = [name for name in iologs if "." not in name[3:]]
+    notes = [f"replay of capture {run.info.id}: {len(trace):,} requests in {len(groups)} class(es) "
+             f"({', '.join(groups)}) over {len(iologs)} lane(s) at iodepth=1 (one fio job each), {timing}; "
+             f"iologs in {directory}"]
     if scale > 1:
         notes.append(f"the trace spans {end:,} bytes but {target_name} has {facts.size_bytes:,}: offsets are "
                      f"divided by replay_scale={scale} (replay_align=4096)")

@@ -26,7 +26,7 @@ from ..errors import UsageError
 from ..model import DirectionStats, FioReport, JobResult, Latency, Run, TargetFacts, to_jsonable
 from ..store import Store, traces
 from . import replay, tracefs
-from .fingerprint import Fingerprint, fingerprint
+from .fingerprint import Fingerprint, active_ns, fingerprint
 from .trace import OP_NAMES, READ, WRITE, Trace, decode, encode
 
 ORIGIN = "capture"
@@ -58,9 +58,10 @@ def _latency(ns: np.ndarray) -> Latency | None:
 
 def capture_report(trace: Trace) -> FioReport:
     """The trace as fio would report its replay: one job per size class, read/write directions with
-    requests, bytes, IOPS and bandwidth over the capture's duration and the device's service time
-    (complete - issue) as ``clat`` and ``lat``. Pure."""
-    duration_ms = max(1, round(max(trace.duration_ns, 1) / 1e6))
+    requests, bytes, IOPS and bandwidth over the active span (``fingerprint.active_ns``: from the
+    first issue to the last completion, as a replay's fio runtime spans its requests) and the
+    device's service time (complete - issue) as ``clat`` and ``lat``. Pure."""
+    duration_ms = max(1, round(active_ns(trace) / 1e6))
     jobs = []
     for index, (name, indices) in enumerate(replay.classes(trace).items()):
         part = trace.select(replay._mask(len(trace), indices))
@@ -126,8 +127,8 @@ def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> 
 def replay_job_for(trace: Trace, device: str, directory: Path) -> str:
     """The default replay job (``replay.job_text``) with the iolog paths replays use, for the
     capture's own record: so a capture and its replays have equal job options."""
-    names = {name: directory / replay.iolog_name(name) for name in replay.classes(trace)}
-    return replay.job_text(trace, names, replay.ReplaySettings(), f"capture of {device}")
+    names = {name: directory / replay.iolog_name(name) for name in replay.replay_jobs(trace)}
+    return replay.job_text(names, replay.ReplaySettings(), f"capture of {device}")
 
 
 def is_capture(run: Run) -> bool:

@@ -84,9 +84,9 @@ def _one_capture(ctx: click.Context, selector: str) -> Run:
               help="Issue as fast as the recorded depth allows (replay_no_stall), not at the recorded times.")
 @click.option("--time-scale", type=click.FloatRange(0.01, 100.0), default=1.0, show_default=True,
               help="Stretch the recorded timing by this factor (2: half as fast; replay_time_scale).")
-@click.option("--timing-quantum", "quantum", default="1ms", show_default=True,
-              help="Round the recorded issue times down to this (fio loses time on every sleep; larger quanta "
-                   "keep the rate better but issue in bursts).")
+@click.option("--timing-quantum", "quantum", default="1us", show_default=True,
+              help="Round the recorded issue times down to this (1us: as traced; larger quanta make fio sleep "
+                   "less often but issue in bursts).")
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Replays in a row.")
 @click.option("--label", help="A name for this replay, usable wherever a run id is.")
 @click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the replay (repeatable).")
@@ -97,9 +97,11 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     """Replay a capture on other storage with fio; the result is a run like any other.
 
     CAPTURE is a capture's id, label or tag. The capture's requests are replayed at their
-    recorded times (fio read_iolog, iolog v3, replay_redirect onto the target), one fio job per
-    size class (bs-4k, bs-64k, …) running together, so results come per class and direction
-    and `iolab compare` pairs two replays (or a replay and the capture). A target smaller than
+    recorded times (fio read_iolog, iolog v3, replay_redirect onto the target), one fio reporting
+    group per size class (bs-4k, bs-64k, …) running together, so results come per class and
+    direction and `iolab compare` pairs two replays (or a replay and the capture). A class's
+    requests are dealt to lanes, one fio job each at iodepth=1, as many as its requests ever
+    overlapped in the trace (so fio reaps each completion as it comes). A target smaller than
     the traced range is replayed with replay_scale, as the plan says.
 
     \b

@@ -52,7 +52,8 @@ def fingerprint_rows(fp: Fingerprint) -> list[tuple[Cell, ...]]:
              + (f", {fp.lost_events:,} events LOST" if fp.lost_events else "")),
         _row("requests", f"{fp.data_ios:,}", fp.data_ios, mix),
         _row("reads (rwmixread)", _pct(fp.read_pct_ios), fp.read_pct_ios, f"by bytes {_pct(fp.read_pct_bytes)}"),
-        _row("IOPS", f"{fp.iops:,.0f}", fp.iops, f"{format_bytes(fp.bw_bytes_s)}/s"),
+        _row("IOPS", f"{fp.iops:,.0f}", fp.iops, f"{format_bytes(fp.bw_bytes_s)}/s"
+             + (f", over the {fp.active_s:.2f} s from the first request to the last" if fp.active_s else "")),
         _row("block sizes", f"{len({b for c in fp.bs_counts.values() for b in c})} sizes", None, "; ".join(sizes)),
         _row("random", _pct(fp.random_pct), fp.random_pct,
              "sequential: " + ", ".join(f"{k} {v:.1f} %" for k, v in fp.sequential_pct_by_kind.items())),
