@@ -233,6 +233,23 @@ def test_unknown_default_metric_is_left_out_but_explicit_is_missing(store):
     assert explicit[("w", "slat_mean")].verdict == cmp.MISSING
 
 
+
+def test_a_sync_direction_has_no_rate_and_its_clat_is_fios_lat(store, tmp_path):
+    """fio times a sync call as a whole (``sync.lat_ns`` only) and reports no rate for it: asked for
+    IOPS, a sync pair has no row (not a "missing" one); its clat p99 is the lat the results table shows."""
+    sample = Path(__file__).parent / "data" / "fio" / "fio-3.33_psync_fsync_all_percentiles.json"
+    doc = json.loads(sample.read_text())
+    for label in ("a", "b"):
+        doc["timestamp"] += 1  # another file, not a duplicate
+        (tmp_path / f"{label}.json").write_text(json.dumps(doc))
+        list(importer.import_sources(store, importer.discover([tmp_path / f"{label}.json"]), label=label))
+    pairs = run_compare(store, "a", "b", metrics=["iops", "clat_p99"]).comparisons[0].pairs
+    sync = [p for p in pairs if p.direction == "sync"]
+    assert sync and [r.metric.name for p in sync for r in p.metrics] == ["clat_p99"]
+    assert [r.a.mean for p in sync for r in p.metrics] == [536576.0]
+    assert all(r.verdict != cmp.MISSING for p in pairs for r in p.metrics)
+
+
 # --- CLI ------------------------------------------------------------------------------------------------------
 
 

@@ -84,6 +84,8 @@ class Metric:
 def _latency_value(kind: str, stat: str) -> Callable[[DirectionStats], float | None]:
     def value(d: DirectionStats) -> float | None:
         lat: Latency | None = getattr(d, kind)
+        if kind == "clat" and d.direction == "sync":
+            lat = d.lat  # fio times a sync call as a whole ("lat" only), which the results table shows as clat
         if lat is None or lat.samples == 0 or (lat.samples is None and not lat.max_ns and not lat.percentiles_ns):
             return None  # fio prints zeros for latencies it did not measure (gtod_reduce, psync slat)
         if stat == "mean":
@@ -496,11 +498,13 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
         diffs, unchecked = canonical.differences(a.options, b.options, ignore)
     comparable = a is not None and b is not None and not any(d.effect == "blocking" for d in diffs)
     rows = []
+    sync = any(s is not None and s.direction == "sync" for s in (a, b))
     for m in metrics:
         a_values, b_values = _values(m, a), _values(m, b)
-        if not explicit and all(v is None for v in (*a_values, *b_values)) and \
-                not ((a and a.failed and not a.values) or (b and b.failed and not b.values)):
-            continue  # a default metric neither side measured (e.g. slat of a sync engine)
+        unmeasured = all(v is None for v in (*a_values, *b_values)) and \
+            not ((a and a.failed and not a.values) or (b and b.failed and not b.values))
+        if unmeasured and (not explicit or (m.unit in ("IOPS", "B/s") and sync)):
+            continue  # a default metric neither side measured (slat of a sync engine); fio reports no rate for syncs
         row = compare_metric(m, a_values, b_values, threshold, alpha)
         verdict = row.verdict
         if a is None or b is None:
