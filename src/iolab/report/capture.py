@@ -128,6 +128,8 @@ def _bs_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
 
 def _heat_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     import altair as alt
+
+    from .charts import CARD_WIDTH
     span = max(fp.lba_end_bytes - fp.lba_first_bytes, 1)
     lba_bins = len(fp.heat[0]) if fp.heat else 1
     step = span / lba_bins / 2**20
@@ -140,17 +142,19 @@ def _heat_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
         y=alt.Y("lba_mib:Q", title="LBA (MiB)"), y2="lba_end_mib:Q",
         color=alt.Color("requests:Q", scale=alt.Scale(scheme="blues", type="sqrt")),
         tooltip=["t_s:Q", "lba_mib:Q", "requests:Q"],
-    ).properties(width=720, height=260, title=alt.Title(f"{name}: LBA heat over time", anchor="start"))
+    ).properties(width=CARD_WIDTH - 120, height=260, title=alt.Title(f"{name}: LBA heat over time", anchor="start"))
     return chart.to_dict()  # type: ignore[no-any-return]
 
 
 def _depth_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     import altair as alt
+
+    from .charts import CARD_WIDTH
     rows = [{"t_s": round((i + 0.5) * fp.bin_s, 3), "depth": d} for i, d in enumerate(fp.depth_over_time)]
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=alt.X("t_s:Q", title="time (s)"), y=alt.Y("depth:Q", title="requests in flight (mean)"),
         tooltip=["t_s:Q", "depth:Q"],
-    ).properties(width=720, height=200, title=alt.Title(f"{name}: depth over time", anchor="start"))
+    ).properties(width=CARD_WIDTH - 120, height=200, title=alt.Title(f"{name}: depth over time", anchor="start"))
     return chart.to_dict()  # type: ignore[no-any-return]
 
 
