@@ -1,17 +1,16 @@
 """Plan a suite, check it, run it job by job and store every result as it ends.
 
 ``prepare`` turns a Suite into a Plan: targets inspected, every job file rendered and checked by
-fio itself (``--parse-only``), the destructive-write guard and the free-space check applied —
-all before fio starts. ``start`` stores the run with every planned invocation as ``pending``;
+fio itself (``--parse-only``), the destructive-write guard and the free-space check applied
+(``plan_checks``) — all before fio starts. ``start`` stores the run with every planned invocation as ``pending``;
 ``execute`` runs whatever is still pending (so ``--resume`` is the same call on an old run) and
-commits each result the moment its job ends.
+commits each result the moment its job ends, and removes the scratch files (``scratch``) after.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import os
-import re
 import shlex
 import signal
 import tempfile
@@ -22,10 +21,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import crashphase, dbfaults, host, interrupts, jobfile, lint, pinning, safety, targets, tuning, units
+from . import (
+    crashphase,
+    dbfaults,
+    host,
+    interrupts,
+    jobfile,
+    lint,
+    pinning,
+    plan_checks,
+    safety,
+    targets,
+    tuning,
+    units,
+)
 from . import method as method_mod
+from . import scratch as scratch_mod
 from . import spool as spool_mod
-from . import suite as suite_mod
 from . import tiers as tiers_mod
 from .dbfaults import DatabaseUnavailable
 from .errors import HostError, Interrupted, IolabError, SafetyError, StoreError, SuiteError
@@ -49,7 +61,7 @@ from .runner.status import Status
 from .spool import JobEnd, Spool
 from .suite import JobSpec, PlannedJob, Suite, Target, plan, render_job
 from .sysfs import format_cpu_list as format_cpus
-from .units import format_bytes, format_duration
+from .units import format_duration
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks run (``cli.run``)
     from .store import PendingResult, Store
@@ -181,25 +193,6 @@ def _resolve(suite: Suite) -> Suite:
     return replace(suite, targets=resolved)
 
 
-def _needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
-    """Space a target needs: a file target's size (the largest job's), a directory's files
-    (``size × numjobs × nrfiles`` per distinct job name, as fio lays them out as
-    ``name.jobnum.filenum``: repeats of a job reuse its files)."""
-    per_job: dict[str, int] = {}
-    for section in sections:
-        opts = dict(section.options)
-        size_text = opts.get("size") or "0"
-        if size_text.endswith("%"):
-            continue
-        size = units.parse_size(size_text)
-        if kind == "directory":
-            size *= int(opts.get("numjobs") or 1) * int(opts.get("nrfiles") or 1)
-        per_job[section.name] = max(per_job.get(section.name, 0), size)
-    if kind == "directory":
-        return sum(per_job.values())
-    return max(per_job.values(), default=0)
-
-
 def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict: bool = True,
             contact: bool = True, checked: Mapping[str, remote_jobs.RemoteTarget] | None = None) -> Plan:
     """Inspect targets, render and check every job, apply safety rules, lint; nothing is written.
@@ -258,11 +251,11 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                 writes=any(safety.writes(o) for o in effective) or suite.method.precondition is not None,
             ))
         refused += _fio_checks(judged, Path(tmp).resolve(), options.fio, strict, fenced)
-    _check_sizes(suite, items, facts)
+    plan_checks.check_sizes(suite, items, facts)
     writable: tuple[str, ...] = ()
     try:
-        scratch, writable = _check_targets(suite, items, facts, options)
-        _check_remote_targets(remote, items, options)
+        scratch, writable = plan_checks.check_targets(suite, items, facts, options)
+        plan_checks.check_remote_targets(remote, items, options)
         local_items = [i for i in items if not i.job.spec.target.hosts]
         fence_plan = guard.plan_fence([i.writes for i in local_items], writable, options.fence)
     except SafetyError as exc:
@@ -350,93 +343,6 @@ def method_options(plan_: Plan) -> dict[str, Any]:
             "tune": {i.job.spec.workload.name: dict(i.job.spec.tune) for i in plan_.items if i.job.spec.tune}}
 
 
-#: Where the plan resolves a job's relative file names: fio's working directory is the job's work
-#: directory, made when it runs (``_run_fio_job``); the run checks again with the real one.
-_PLANNED_WORKDIR = Path(tempfile.gettempdir(), "iolab-job-planned")
-
-
-def _check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts],
-                   options: RunOptions) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The static guard on every local job (``runner.guard.check``: the target and every file the
-    job file opens, as fio reads it) and the free-space check; returns the scratch files and the
-    places fio may write (the fence's, besides the work directory)."""
-    scratch, writable = [], []
-    for target in suite.targets:
-        if target.hosts:
-            continue  # _check_remote_targets
-        mine = [i for i in items if i.job.spec.target.name == target.name]
-        known = {target.path: facts[target.name]} if target.path and target.name in facts else {}
-        writes = any(i.writes for i in mine)
-        for item in {i.job_text: i for i in mine}.values():
-            checked = guard.check(item.job_text, target.path, writes, options.destroy, _PLANNED_WORKDIR,
-                                  allow_exec=options.allow_exec,
-                                  where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})", facts=known)
-            writable += checked if writes else [f"{guard.READ_ONLY}{p}" for p in checked]
-        f = facts.get(target.name)
-        if f is None or f.kind == "block":
-            continue
-        sections = [s for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
-        safety.check_free_space(f, _needed_bytes(sections, f.kind))
-        if f.kind == "missing" and target.path:
-            scratch.append(target.path)
-    kept = (p for p in dict.fromkeys(writable)
-            if not p.removeprefix(guard.READ_ONLY).startswith(str(_PLANNED_WORKDIR) + "/"))
-    return tuple(scratch), tuple(kept)
-
-
-def _check_sizes(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts]) -> None:
-    """A job whose ``size`` (from its ``offset``) is more than its target can ever hold is an invalid
-    value: fio silently tests only up to a block device's end, and cannot lay out a file larger than
-    the free space. Raises ``SuiteError`` naming the place (``suite_mod.option_place``). Sums over
-    several jobs, and the room iolab keeps free, are the safety guard's (``safety.check_free_space``)."""
-    for item in {i.job_text: i for i in items}.values():
-        spec, f = item.job.spec, facts.get(item.job.spec.target.name)
-        if f is None or (capacity := _capacity(f)) is None:
-            continue
-        for job, opts in jobfile.effective_jobs(jobfile.parse(item.job_text)):
-            size_text, offset_text = opts.get("size") or "0", opts.get("offset") or "0"
-            try:
-                size = units.parse_size(size_text)
-                offset = 0 if offset_text.endswith("%") else units.parse_size(offset_text)
-            except ValueError:
-                continue  # a percentage of the target always fits
-            if size + offset > capacity:
-                at = f" from offset {offset_text}" if offset else ""
-                place = suite_mod.option_place(suite, spec, job, "size")
-                raise SuiteError(f"{place}: {size_text} ({format_bytes(size)}){at} is more than target "
-                                 f"{spec.target.name} holds: {f.path} {_holding(f, capacity)}",
-                                 hint="use a smaller size, or a percentage of the target (size=100%)")
-
-
-def _holding(facts: TargetFacts, capacity: int) -> str:
-    if facts.kind == "block":
-        return f"is a {format_bytes(capacity)} block device"
-    return f"has {format_bytes(capacity)} of room" + (" (free space and the file)" if facts.kind == "file" else "")
-
-
-def _capacity(facts: TargetFacts) -> int | None:
-    """The most a job can use of a target: a block device's size, a file system's free space (plus an
-    existing file's size, which fio reuses); None when unknown."""
-    if facts.kind == "block":
-        return facts.size_bytes
-    if facts.kind in ("file", "missing", "directory") and facts.free_bytes is not None:
-        return facts.free_bytes + ((facts.size_bytes or 0) if facts.kind == "file" else 0)
-    return None
-
-
-def _check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items: list[PlanItem],
-                          options: RunOptions) -> None:
-    for name, rt in remote.items():
-        mine = [i for i in items if i.job.spec.target.name == name]
-        for item in {i.job_text: i for i in mine}.values():
-            guard.check_client_logs(item.job_text, f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})")
-        if rt.target.ssh and not rt.checked:
-            continue  # its facts come from the hosts: checked when the run contacts them
-        sections = [s for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
-        remote_jobs.check_safety(rt.target, rt.target_facts, any(i.writes for i in mine), options.destroy,
-                                 _needed_bytes(sections, rt.kind))
-
-
 def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = None,
           tags: Mapping[str, str] | None = None, planned: Mapping[str, Any] | None = None) -> int:
     """Store the run and every planned invocation as pending; returns the run id.
@@ -456,7 +362,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
                  "remote_scratch": {name: remote_jobs.scratch(rt) for name, rt in plan_.remote.items()},
                  "observe": plan_.observers.stored(), "passes": plan_.suite.passes, "owner": owner_record(),
                  "tiers": tiers_mod.stored(plan_.suite.tiers),
-                 "preexisting": {t.path: sorted(_fio_files(t.path)) for t in plan_.suite.targets
+                 "preexisting": {t.path: sorted(scratch_mod.fio_files(t.path)) for t in plan_.suite.targets
                                  if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"}},
     )
     store.add_pending(run_id, _pending(plan_, 0, planned=planned))
@@ -557,7 +463,7 @@ def execute(store: Store, run_id: int, options: RunOptions,
                           hint=f"finish it with: iolab run --resume {run_id}") from None
     except DatabaseUnavailable as exc:
         raise _stopped(store, spool, run, keep_files, exc) from exc
-    _cleanup(store, run_id, keep_files)
+    scratch_mod.cleanup(store, run_id, keep_files)
     spool.sweep()
     final = store.get_run(run_id)
     statuses = {r.status for r in final.results}
@@ -573,9 +479,10 @@ def _mark_stopped(store: Store, run: Run, keep_files: bool) -> None:
     wait_s, store.guard.wait_s = store.guard.wait_s, 0.0
     try:
         store.finish_run(run.info.id, "interrupted")
-        _cleanup(store, run.info.id, keep_files)
+        scratch_mod.cleanup(store, run.info.id, keep_files)
     except StoreError:
-        _remove_scratch(run, keep_files)  # as far as the run's stored options say, without the database
+        if not keep_files:
+            scratch_mod.remove_listed(run)  # as far as the run's stored options say, without the database
     finally:
         store.guard.wait_s = wait_s
 
@@ -856,7 +763,7 @@ class _JobMethod:
                 result.job_text, kind, self.precondition, fill=self._region not in self.filled, run_fio=self._fio,
                 note=note)
         if self.stored.get("drop_caches"):
-            out["drop_caches"] = method_mod.drop_caches(_target_files(result, kind))
+            out["drop_caches"] = method_mod.drop_caches(scratch_mod.target_files(result, kind))
             if not out["drop_caches"]["verified"]:
                 note("drop_caches: the target's pages are still cached after dropping")
         return out
@@ -871,67 +778,3 @@ class _JobMethod:
             self.run_options["filled"] = sorted(self.filled)
             self.store.update_run(self.run_id, options=self.run_options)
         return outcome.report
-
-
-def _target_files(result: ResultRecord, kind: str | None) -> list[str]:
-    """The regular files a job reads or writes in its target (for drop_caches' check)."""
-    if result.target_path is None:
-        return []
-    if kind in ("file", "missing"):
-        return [result.target_path]
-    if kind == "directory":
-        jobs = {name for name, _ in jobfile.effective_jobs(jobfile.parse(result.job_text))}
-        return [os.path.join(result.target_path, n) for n in sorted(_fio_files(result.target_path))
-                if n.rsplit(".", 2)[0] in jobs]
-    return []
-
-
-def _fio_files(directory: str) -> set[str]:
-    """Files in ``directory`` named the way fio names its own (``job.N.M``)."""
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return set()
-    return {n for n in names if re.fullmatch(r".+\.\d+\.\d+", n)}
-
-
-def _remove_scratch(run: Run, keep: bool) -> list[str]:
-    """``_cleanup`` without the database: removes what ``run`` (as loaded) says is scratch; returns
-    the problems met on remote hosts."""
-    if keep:
-        return []
-    run_options = run.info.options
-    for path in run_options.get("scratch", ()):
-        Path(path).unlink(missing_ok=True)
-    jobs = {name for r in run.results for name, _ in jobfile.effective_jobs(jobfile.parse(r.job_text))}
-    for directory, existing in run_options.get("preexisting", {}).items():
-        for name in _fio_files(directory) - set(existing):
-            if name.rsplit(".", 2)[0] in jobs:
-                Path(directory, name).unlink(missing_ok=True)
-    problems = []
-    for target, stored in (run_options.get("remote_scratch") or {}).items():
-        mine = {name for r in run.results if r.target == target
-                for name, _ in jobfile.effective_jobs(jobfile.parse(r.job_text))}
-        if stored:
-            problems += remote_jobs.remove_scratch(stored, mine)
-    return problems
-
-
-def remove_scratch(store: Store, run_id: int) -> None:
-    """Remove the scratch files of a run whose jobs ran with ``keep_files`` (a workflow's probes
-    reuse the laid-out file; it goes when the workflow ends)."""
-    _cleanup(store, run_id, keep=False)
-
-
-def _cleanup(store: Store, run_id: int, keep: bool) -> None:
-    """Remove scratch files iolab created: missing-file targets, and in directory targets the
-    files fio laid out for this run's jobs (named ``<job>.N.M``) that were not there before the
-    run started (the listing is stored with the run, so a resumed run cleans up too); the same
-    on the hosts of remote targets where ssh facts said what is iolab's (``remote.jobs.scratch``).
-    Files that cannot be removed on a remote host become a warning of the run."""
-    if keep:
-        return
-    run = store.get_run(run_id)
-    problems = _remove_scratch(run, keep)
-    if problems:
-        store.update_run(run_id, warnings=[*run.info.warnings, *(f"scratch files left: {p}" for p in problems)])

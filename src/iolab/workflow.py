@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from . import autotune, execute, lint, tuning, units
+from . import autotune, execute, lint, scratch, tuning, units
 from .execute import JobEvent, RunOptions
 from .jobfile import Section
 from .method import Method
@@ -91,7 +91,7 @@ class Prober:
         """A workflow that stops on an error or Ctrl-C still removes its scratch files (its probes
         ran with ``keep_files``); the run keeps the status ``execute`` gave it."""
         if kind is not None and self.run_id is not None and not self.options.keep_files:
-            execute.remove_scratch(self.store, self.run_id)
+            scratch.cleanup(self.store, self.run_id, keep=False)
 
     def finish(self, record: Mapping[str, Any]) -> None:
         """Store what the workflow found (``record``, under the run's options) and every lint warning
@@ -102,7 +102,7 @@ class Prober:
         warnings = [f.text() for f in lint.merge(self.findings)]  # one finding for all the probes it concerns
         self.store.update_run(self.run_id, options={**run.info.options, **record}, warnings=warnings)
         if not self.options.keep_files:
-            execute.remove_scratch(self.store, self.run_id)
+            scratch.cleanup(self.store, self.run_id, keep=False)
         statuses = {r.status for r in run.results}
         self.store.finish_run(self.run_id, "complete" if statuses <= {"ok"} else "failed")
 
