@@ -54,12 +54,13 @@ from .observe import config as observe_config
 from .observe.config import Probed
 from .observe.watch import Observers
 from .owner import owner_record
+from .plan_checks import PlanItem
 from .remote import jobs as remote_jobs
 from .runner import fence as fence_mod
 from .runner import guard, local
 from .runner.status import Status
 from .spool import JobEnd, Spool
-from .suite import JobSpec, PlannedJob, Suite, Target, plan, render_job
+from .suite import JobSpec, Suite, Target, plan, render_job
 from .sysfs import format_cpu_list as format_cpus
 from .units import format_duration
 
@@ -71,20 +72,6 @@ TIMEOUT_SLACK_S = 300.0
 #: What a plan says about an invocation beyond its job, kept in the result's ``extra``: its warm-up
 #: pass (1..N, ``suite.PlannedJob.pass_index``) and a crash test's phase (``crashphase.Phase``).
 PLANNED = ("pass", "crash")
-
-
-@dataclass(frozen=True)
-class PlanItem:
-    """One planned fio invocation, rendered: ``expected_s`` is None when fio decides the time
-    (size-based jobs)."""
-
-    job: PlannedJob
-    kind: str | None
-    job_text: str
-    params: Mapping[str, str]
-    job_hash: str
-    expected_s: float | None
-    writes: bool
 
 
 @dataclass(frozen=True)
@@ -254,8 +241,8 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     plan_checks.check_sizes(suite, items, facts)
     writable: tuple[str, ...] = ()
     try:
-        scratch, writable = plan_checks.check_targets(suite, items, facts, options)
-        plan_checks.check_remote_targets(remote, items, options)
+        scratch, writable = plan_checks.check_targets(suite, items, facts, options.destroy, options.allow_exec)
+        plan_checks.check_remote_targets(remote, items, options.destroy)
         local_items = [i for i in items if not i.job.spec.target.hosts]
         fence_plan = guard.plan_fence([i.writes for i in local_items], writable, options.fence)
     except SafetyError as exc:

@@ -521,7 +521,7 @@ def _allocated(facts: TargetFacts | None) -> int | None:
 
 
 class RenderedJob(Protocol):
-    """A planned job with the job file fio will run (``execute.PlanItem``)."""
+    """A planned job with the job file fio will run (``plan_checks.PlanItem``)."""
 
     @property
     def job(self) -> PlannedJob: ...

@@ -5,9 +5,9 @@ safety and log names. Every check raises (``SafetyError``, ``SuiteError``) befor
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import jobfile, safety, units
 from . import suite as suite_mod
@@ -15,11 +15,23 @@ from .errors import SuiteError
 from .model import TargetFacts
 from .remote import jobs as remote_jobs
 from .runner import guard
-from .suite import Suite
+from .suite import PlannedJob, Suite
 from .units import format_bytes
 
-if TYPE_CHECKING:
-    from .execute import PlanItem, RunOptions
+
+@dataclass(frozen=True)
+class PlanItem:
+    """One planned fio invocation, rendered: ``expected_s`` is None when fio decides the time
+    (size-based jobs)."""
+
+    job: PlannedJob
+    kind: str | None
+    job_text: str
+    params: Mapping[str, str]
+    job_hash: str
+    expected_s: float | None
+    writes: bool
+
 
 
 def needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
@@ -47,8 +59,8 @@ def needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
 PLANNED_WORKDIR = Path(tempfile.gettempdir(), "iolab-job-planned")
 
 
-def check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts],
-                   options: RunOptions) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts], destroy: Collection[str],
+                  allow_exec: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The static guard on every local job (``runner.guard.check``: the target and every file the
     job file opens, as fio reads it) and the free-space check; returns the scratch files and the
     places fio may write (the fence's, besides the work directory)."""
@@ -60,8 +72,8 @@ def check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targe
         known = {target.path: facts[target.name]} if target.path and target.name in facts else {}
         writes = any(i.writes for i in mine)
         for item in {i.job_text: i for i in mine}.values():
-            checked = guard.check(item.job_text, target.path, writes, options.destroy, PLANNED_WORKDIR,
-                                  allow_exec=options.allow_exec,
+            checked = guard.check(item.job_text, target.path, writes, destroy, PLANNED_WORKDIR,
+                                  allow_exec=allow_exec,
                                   where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})", facts=known)
             writable += checked if writes else [f"{guard.READ_ONLY}{p}" for p in checked]
         f = facts.get(target.name)
@@ -117,7 +129,10 @@ def _capacity(facts: TargetFacts) -> int | None:
 
 
 def check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items: list[PlanItem],
-                          options: RunOptions) -> None:
+                         destroy: Collection[str]) -> None:
+    """A remote target's jobs: log names that keep fio's local client in its work directory
+    (``guard.check_client_logs``), and the write and space rules on the hosts' device when its
+    facts are known (``remote.jobs.check_safety``)."""
     for name, rt in remote.items():
         mine = [i for i in items if i.job.spec.target.name == name]
         for item in {i.job_text: i for i in mine}.values():
@@ -125,7 +140,7 @@ def check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items: 
         if rt.target.ssh and not rt.checked:
             continue  # its facts come from the hosts: checked when the run contacts them
         sections = [s for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
-        remote_jobs.check_safety(rt.target, rt.target_facts, any(i.writes for i in mine), options.destroy,
+        remote_jobs.check_safety(rt.target, rt.target_facts, any(i.writes for i in mine), destroy,
                                  needed_bytes(sections, rt.kind))
 
 
