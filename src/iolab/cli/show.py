@@ -129,10 +129,10 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     stored = load_runs(ctx, ids)
     if not stored:
         return
-    document: Any = [run_document(r) for r in stored]
+    document: Any = [run_document(r) for r in stored] if fmt == "json" else None  # as print_run
     emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_extra_tables(r),
                                              *_search_tables(r))], fmt,
-                document[0] if len(document) == 1 else document)
+                document[0] if document is not None and len(document) == 1 else document)
 
 
 def _search_tables(run: Run) -> list[Table]:
