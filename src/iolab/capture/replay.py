@@ -32,6 +32,7 @@ HOWTO "Trace file format v3", ``replay_*`` options; fio 3.33 ``iolog.c``, ``back
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -87,20 +88,17 @@ def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
     free longest (its last request completed in the trace at or before this issue), or a new lane
     when none is free; a request never completed keeps its lane forever. A lane of flushes only
     joins the first lane with data (fio refuses an iolog without reads or writes). Pure."""
-    busy_until: list[int] = []
+    free_at: list[tuple[int, int]] = []  # a heap of (when the lane's last request completed, lane)
     out: list[list[int]] = []
     never = np.iinfo(np.int64).max
-    for i in indices.tolist():
-        issued = int(trace.issue_ns[i])
-        free = [k for k, until in enumerate(busy_until) if until <= issued]
-        if free:
-            k = min(free, key=busy_until.__getitem__)
+    for i, issued, done in zip(indices.tolist(), trace.issue_ns[indices].tolist(),
+                               trace.complete_ns[indices].tolist(), strict=True):
+        if free_at and free_at[0][0] <= issued:
+            _, k = heapq.heappop(free_at)  # the lane free longest
         else:
-            k = len(busy_until)
-            busy_until.append(0)
+            k = len(out)
             out.append([])
-        done = int(trace.complete_ns[i])
-        busy_until[k] = done if done >= 0 else never
+        heapq.heappush(free_at, (done if done >= 0 else never, k))
         out[k].append(i)
     data = [lane for lane in out if any(int(trace.op[i]) in (READ, WRITE) for i in lane)]
     for lane in out:
