@@ -467,13 +467,15 @@ class Store:
         claims the revision but lacks tables."""
         head = head_revision()
         with self.engine.begin() as conn:
-            if not sa.inspect(conn).get_table_names():
+            tables = set(sa.inspect(conn).get_table_names())
+            if not tables:
                 # A new database: the tables as defined here, stamped with the head revision (Alembic's
                 # cookbook, "Building an Up to Date Database from Scratch"), without Alembic's import
                 # and its migrations one by one; a test holds these definitions equal to the migrations.
                 metadata.create_all(conn)
                 _alembic_version.create(conn)
                 conn.execute(_alembic_version.insert().values(version_num=head))
+                tables = set(metadata.tables)
             elif _stored_revision(conn) != head:
                 from alembic import command
                 from alembic.config import Config
@@ -482,8 +484,9 @@ class Store:
                 config.set_main_option("script_location", str(_MIGRATIONS))
                 config.attributes["connection"] = conn
                 command.upgrade(config, "head")
+                tables = set(sa.inspect(conn).get_table_names())
             # A database stamped by a development build can claim a revision whose tables it lacks.
-            missing = set(metadata.tables) - set(sa.inspect(conn).get_table_names())
+            missing = set(metadata.tables) - tables
         if missing:
             raise StoreError(f"the results database {self.display_url} says it is at schema {head} but lacks the "
                              f"table(s) {', '.join(sorted(missing))}",
