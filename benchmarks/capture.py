@@ -16,7 +16,7 @@
    fingerprints compared metric by metric: error in percentage points for shares, relative for the rest;
    the median over ``--rounds`` rounds (each a capture and its fit).
 
-    .venv/bin/python benchmarks/capture.py [--rounds 3] [--runtime 5] [--json]
+    .venv/bin/python benchmarks/capture.py [--rounds 3] [--runtime 5] [--only fidelity] [--json]
 
 Needs root (loop devices, tracefs). Everything it creates is removed afterwards, by id.
 """
@@ -208,20 +208,24 @@ def fit_error(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio
             for (metric, unit), values in errors.items()]
 
 
+PARTS = {"overhead": ("capture overhead", overhead), "fidelity": ("replay fidelity", fidelity),
+         "fit": ("fit error", fit_error)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runtime", type=int, default=5, help="seconds per fio run")
+    parser.add_argument("--only", action="append", choices=list(PARTS), help="run this part (repeatable; default all)")
     add_json_option(parser)
     args = parser.parse_args()
     started = time.monotonic()
+    ratios: list[Ratio] = []
     with tempfile.TemporaryDirectory(prefix="iolab-bench-capture-") as tmp:
-        say("capture overhead", args.json)
-        ratios = overhead(Path(tmp), args.rounds, args.runtime, args.json)
-        say("replay fidelity", args.json)
-        ratios += fidelity(Path(tmp), args.rounds, args.runtime, args.json)
-        say("fit error", args.json)
-        ratios += fit_error(Path(tmp), args.rounds, args.runtime, args.json)
+        for name in args.only or PARTS:
+            title, part = PARTS[name]
+            say(title, args.json)
+            ratios += part(Path(tmp), args.rounds, args.runtime, args.json)
     say(f"({time.monotonic() - started:.0f} s)", args.json)
     emit("capture", ratios, args.json)
 

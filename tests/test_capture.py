@@ -5,6 +5,7 @@ as a run that ``runs``, ``show`` and selectors see."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import time
@@ -266,27 +267,47 @@ def test_iologs_per_size_class_with_flushes_in_the_job_of_the_write_before() -> 
     # times as traced, in µs, plus 1: fio does not wait before the first I/O after an entry at time 0
     text = replay_mod.iolog_text(trace, groups["bs-64k"], "/dev/x")
     assert text.splitlines() == ["fio version 3 iolog", "1 /dev/x add", "1 /dev/x open",
-                                 "1501 /dev/x write 32768 65536", "1701 /dev/x sync 0 0", "1702 /dev/x close"]
+                                 "1501 /dev/x write 32768 65536", "1701 /dev/x sync 0 0", "2102 /dev/x close"]
     assert replay_mod.iolog_text(trace, groups["bs-64k"], "/dev/x", 1000).splitlines()[3:5] == [
         "1001 /dev/x write 32768 65536", "1001 /dev/x sync 0 0"]
 
 
 def test_requests_that_overlapped_in_the_trace_go_to_different_lanes() -> None:
-    """Each lane holds one request at a time (fio replays it at iodepth=1); a request joins the lane
-    free longest; a lane of flushes alone joins the first lane with data."""
+    """Each lane holds one request at a time (fio replays it at iodepth=1); a request joins the
+    lowest-numbered free lane; a lane of flushes alone joins the first lane with data."""
     rows = [(0, 100, 0, 4096, READ, 0, 1), (10, 50, 8, 4096, READ, 0, 1), (60, 70, 16, 4096, WRITE, 0, 1),
             (100, 200, 24, 4096, READ, 0, 1), (110, 120, 0, 0, FLUSH, 0, 1), (115, 250, 0, 0, FLUSH, 0, 1),
             (300, -1, 32, 4096, READ, 0, 1), (400, 410, 40, 4096, READ, 0, 1)]
     trace = trace_mod.from_rows(rows)
     lanes = replay_mod.lanes(trace, np.arange(len(trace)))
-    # 1 overlaps 0: a second lane; 3 takes the lane free longest (the second, free since 70); the
-    # flush 5 finds none free: a third lane, of flushes alone, so merged into the first; 6 never
-    # completes, so 7 takes the second lane
-    assert [lane.tolist() for lane in lanes] == [[0, 4, 5, 6], [1, 2, 3, 7]]
-    jobs = replay_mod.replay_jobs(trace)
+    # 1 overlaps 0: a second lane, free again for 2; 3 takes the first (free at 100); the flush 4
+    # the second, 5 a third of flushes alone, merged into the first; 6 never completes, so 7 takes the second
+    assert [lane.tolist() for lane in lanes] == [[0, 3, 5, 6], [1, 2, 4, 7]]
+    jobs, _ = replay_mod.replay_jobs(trace)
     assert list(jobs) == ["bs-4k", "bs-4k.2"]
     text = replay_mod.job_text({name: Path(f"/x/{name}.iolog") for name in jobs}, replay_mod.ReplaySettings(), "d")
     assert "group_reporting" in text and text.count("new_group") == 1 and text.count("iodepth=1") == 2
+
+
+def test_a_timed_replay_runs_each_window_in_its_own_jobs() -> None:
+    """fio never makes up a sleep's overshoot, so a job's lateness grows with its requests: each
+    window of the trace gets its own jobs, starting on time; a flush stays in the window of the
+    write before it; without timing (replay_no_stall) the windows would all run at once: one."""
+    w = replay_mod.WINDOW_NS
+    rows = [(0, 10, 0, 4096, WRITE, 0, 1), (5, 20, 8, 4096, READ, 0, 1), (w + 100, w + 200, 16, 4096, WRITE, 0, 1),
+            (2 * w + 5, 2 * w + 9, 0, 0, FLUSH, 0, 1), (4 * w - 1, 4 * w, 24, 4096, READ, 0, 1)]
+    trace = trace_mod.from_rows(rows)
+    jobs, length = replay_mod.replay_jobs(trace)
+    assert length == w
+    assert {k: v.tolist() for k, v in jobs.items()} == {"bs-4k": [0], "bs-4k.2": [1], "bs-4k.3": [2, 3],
+                                                        "bs-4k.4": [4]}
+    jobs, _ = replay_mod.replay_jobs(trace, windowed=False)
+    assert {k: v.tolist() for k, v in jobs.items()} == {"bs-4k": [0, 2, 3, 4], "bs-4k.2": [1]}
+    # the windows times the lanes the whole trace needs stay within the job budget
+    deep = trace_mod.from_rows([(t * 100_000_000 + k, t * 100_000_000 + 90_000_000, k * 8, 4096, READ, 0, 1)
+                                for t in range(20) for k in range(100)])  # 100 at a time for 2 s: 8 windows of 0.25 s
+    jobs, length = replay_mod.replay_jobs(deep)
+    assert len(jobs) == 500 and length == math.ceil((19 * 100_000_000 + 100) / 5)
 
 
 def test_a_target_smaller_than_the_traced_range_is_replayed_with_replay_scale() -> None:

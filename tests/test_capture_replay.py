@@ -104,9 +104,9 @@ def test_a_rate_limited_fio_job_replays_at_its_rate_and_latency(tmp_path: Path) 
                          db=db)
         assert replayed.returncode == 0, replayed.stderr
     doc = json.loads(replayed.stdout)
-    assert "lane(s) at iodepth=1" in replayed.stderr
+    assert "fio job(s) at iodepth=1 (lanes of windows of 0.25 s)" in replayed.stderr
     assert _data_ios(doc) == original["read"]["total_ios"] + original["write"]["total_ios"]
-    (job_result,) = doc["results"][0]["jobs"]  # one class (bs-4k), its lanes one reporting group
+    (job_result,) = doc["results"][0]["jobs"]  # one class (bs-4k), its jobs one reporting group
     for direction in ("read", "write"):
         stats = job_result["directions"][direction]
         assert stats["iops"] == pytest.approx(original[direction]["iops"], rel=0.10), direction

@@ -79,6 +79,7 @@ def test_p4_ramp() -> None:
     assert [f.id for f in lint.p4_ramp(ctx(ramp_time="0"))] == ["P4"]
     assert lint.p4_ramp(ctx(ramp_time="5s")) == [] and lint.p4_ramp(ctx(ramp_time="${RAMP}")) == []
     assert lint.p4_ramp(ctx(ioengine="null", ramp_time="<unset>")) == []
+    assert lint.p4_ramp(ctx(ramp_time="<unset>", read_iolog="/x/bs-4k.iolog")) == []  # a ramp drops the trace's start
 
 
 def test_p5_compressible() -> None:
@@ -94,6 +95,9 @@ def test_p6_more_jobs_than_cpus() -> None:
     (found,) = lint.p6_cpus(many)
     assert found.severity == lint.WARNING and "8 fio jobs run at once on 4 usable CPU(s)" in found.message
     assert lint.p6_cpus(replace(many, concurrent=4)) == []
+    # a timed replay's jobs sleep until their logged times; replayed as fast as possible they compete
+    assert lint.p6_cpus(replace(ctx(read_iolog="/x/bs-4k.iolog"), concurrent=8)) == []
+    assert lint.p6_cpus(replace(ctx(read_iolog="/x/bs-4k.iolog", replay_no_stall="1"), concurrent=8))
     pinned = replace(ctx(cpus_allowed="0-1", cpus_allowed_policy="split"), concurrent=4)
     assert "on 2 usable CPU(s)" in lint.p6_cpus(pinned)[0].message
     # Concurrency is counted per stonewall group, sqthread_poll adds a thread per job.

@@ -261,10 +261,16 @@ def p3_runtime(ctx: JobContext) -> list[Finding]:
         "AWS EBS and Google Cloud disk benchmarking guides")]
 
 
+def _replay(ctx: JobContext) -> bool:
+    """The job replays an I/O log (``read_iolog``): its requests are the trace's, not fio's."""
+    return bool(_value(ctx.options, "read_iolog"))
+
+
 def p4_ramp(ctx: JobContext) -> list[Finding]:
-    """P4: no ``ramp_time``."""
+    """P4: no ``ramp_time`` (not for a replay: a ramp would drop the trace's first requests)."""
     ramp = _seconds(ctx.options, "ramp_time")
-    if not _storage(ctx) or (ramp is not None and ramp > 0) or ("ramp_time" in ctx.options and ramp is None):
+    if not _storage(ctx) or _replay(ctx) or (ramp is not None and ramp > 0) or \
+            ("ramp_time" in ctx.options and ramp is None):
         return []
     return [Finding(
         "P4", WARNING, "no ramp_time: the first seconds (queues filling, caches and tiers warming) are averaged "
@@ -293,7 +299,10 @@ def p5_compressible(ctx: JobContext) -> list[Finding]:
 
 
 def p6_cpus(ctx: JobContext) -> list[Finding]:
-    """P6: more concurrent fio jobs than usable CPUs (pinned set, else online CPUs)."""
+    """P6: more concurrent fio jobs than usable CPUs (pinned set, else online CPUs); not for a timed
+    replay, whose jobs sleep until their logged times (only as many run as the trace had in flight)."""
+    if _replay(ctx) and not _flag(ctx.options, "replay_no_stall"):
+        return []
     allowed = _value(ctx.options, "cpus_allowed")
     usable: int | None = ctx.host.cpu_count
     if allowed:

@@ -1,4 +1,4 @@
-"""A replay as an ordinary suite: the capture's iologs, one job per lane of each size class, on a named target.
+"""A replay as an ordinary suite: the capture's iologs, a fio job per lane of each class and window, on a target.
 
 ``replay_suite`` writes the iologs (``replay.write_iologs``) and the job file into the capture's
 replay directory — the same path for every replay of one capture from one results database, so
@@ -45,8 +45,8 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     scale = replay.needed_scale(end, facts.size_bytes)
     settings = replace(settings, scale=scale)
     directory = record.replay_dir(store, run.info.id)
-    iologs = replay.write_iologs(trace, directory, str((run.info.options or {}).get("device", "capture")),
-                                 settings.quantum_us)
+    device = str((run.info.options or {}).get("device", "capture"))
+    iologs, window_ns = replay.write_iologs(trace, directory, device, settings)
     text = replay.job_text(iologs, settings, f"replay of capture {run.info.id}")
     text = text.replace("[global]\n", f"[global]\nreplay_redirect={target_path}\n", 1)
     job = directory / "replay.fio"
@@ -59,9 +59,11 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
               f"timing scaled to {settings.time_scale_pct} % (replay_time_scale)")
     if not settings.as_fast_as_possible and settings.quantum_us > 1:
         timing += f", issue times rounded to {settings.quantum_us / 1000:g} ms"
+    layout = ("lanes of the whole trace" if settings.as_fast_as_possible else
+              f"lanes of windows of {window_ns / 1e9:.3g} s")
     groups = [name for name in iologs if "." not in name[3:]]
     notes = [f"replay of capture {run.info.id}: {len(trace):,} requests in {len(groups)} class(es) "
-             f"({', '.join(groups)}) over {len(iologs)} lane(s) at iodepth=1 (one fio job each), {timing}; "
+             f"({', '.join(groups)}) over {len(iologs)} fio job(s) at iodepth=1 ({layout}), {timing}; "
              f"iologs in {directory}"]
     if scale > 1:
         notes.append(f"the trace spans {end:,} bytes but {target_name} has {facts.size_bytes:,}: offsets are "

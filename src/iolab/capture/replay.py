@@ -7,19 +7,32 @@ before it. So a replay's results come per class × direction (read/write), and `
 pairs the classes of two replays, or of a replay and the capture itself (``record.capture_report``
 gives the capture the same shape).
 
-Within a class the requests are dealt to **lanes** (``lanes``): a request joins a lane whose
-previous request had completed in the trace when it was issued, so a lane holds one request at a
-time and there are as many lanes as the class's requests ever overlapped. Each lane is a fio job
-at ``iodepth=1`` (the class's lanes are one reporting group: ``group_reporting``, ``new_group``).
-Why not one job at the trace's depth: fio 3.33 reaps completions only when a job's queue is full,
-and sleeps between logged I/Os without reaping (``iolog_delay`` in ``iolog.c``; fixed in 3.36), so
-an I/O completed during a sleep counted the sleep as latency — a 4k randrw trace whose clat p99
-was 76 µs replayed at p99 2.1-2.9 ms. At depth 1 fio waits for each completion as it happens. It
-also loses each sleep's overshoot (the next sleep is not shortened by it): per job, so spreading a
-class over lanes spreads the loss (the same trace ran 5.32 s in one job at depth 1, 5.08-5.13 s in
-four lanes, from 5.00 s). A request joins the lane free longest, so the lanes share the requests
-evenly; packing them into the lowest free lane instead (14,335 of 15,001 in one) halved the clat
-p99 on the shared 2-CPU VM (fewer threads waking at once) but ran 5.59-5.75 s.
+The trace is cut into **windows** of equal length (about 0.25 s, ``WINDOW_NS``), and within a
+window a class's requests are dealt to **lanes** (``lanes``): a request joins the lowest-numbered
+lane whose previous request had completed in the trace when it was issued, so a lane holds one
+request at a time and nearly all go to the first (as from the application's one issuing thread).
+Each lane of each window is a fio job at ``iodepth=1`` (a class's jobs are one reporting group:
+``group_reporting``, ``new_group``). Why, measured with fio 3.33 on a loop device replaying a 4k
+randrw trace at 3,000 IOPS whose own run had clat p50 3 µs, p99 108-120 µs:
+
+- not one job at the trace's depth: fio 3.33 reaps completions only when a job's queue is full,
+  and sleeps between logged I/Os without reaping (``iolog_delay`` in ``iolog.c``; fixed in 3.36),
+  so an I/O completed during a sleep counted the sleep as latency (clat p99 2.1-2.9 ms);
+- not the requests spread evenly over the lanes: consecutive requests from different threads
+  measured clat p50 38-41 µs, p99 150-180 µs; packed into the first lane, p50 1.7 µs, p99 115-120 µs;
+- not one lane for the whole trace: fio sleeps until each logged time *since its previous issue*
+  and never makes up a sleep's overshoot (``time_offset`` is only set when a sleep outlasts the
+  whole gap), so a job's lateness grows with every request: the 5.00 s trace ran 5.28-5.33 s in
+  one job (-5 % IOPS); in windows of 0.25 s, each job starting on time, 5.02 s (-0.4 %), clat
+  p99 111-127 µs;
+- not jobs that end with their window: fio's status report every second (``--status-interval``,
+  iolab's live progress) holds fio's stat lock while it waits for each running job to note its
+  CPU use, which a job sleeping until its next request does only when it wakes, and a job that
+  ended meanwhile polls for that lock every millisecond (``backend.c``): with 58 such jobs, clat
+  p50 11-13 µs instead of 2. So every job's iolog closes the file after the trace's last request.
+
+The windows are made longer when their jobs would exceed ``MAX_JOBS`` (fio starts a thread per
+job: 1,000 jobs cost 0.7 s and 270 MB).
 
 iolog v3 timestamps are µs since the job's start (measured with fio 3.33: entries 2 000 000 apart
 replay 2 s apart); they are the trace's issue times plus 1 µs, because fio does not wait before
@@ -83,51 +96,89 @@ def _class_bytes(label: str) -> int:
 QUANTUM_US = 1
 
 
+#: The windows' length (ns) when the job budget allows it, and the budget of fio jobs.
+WINDOW_NS = 250_000_000
+MAX_JOBS = 512
+
+
 def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
-    """``indices`` (issue order) dealt to lanes, each a sorted index array: a request joins the lane
-    free longest (its last request completed in the trace at or before this issue), or a new lane
-    when none is free; a request never completed keeps its lane forever. A lane of flushes only
-    joins the first lane with data (fio refuses an iolog without reads or writes). Pure."""
-    free_at: list[tuple[int, int]] = []  # a heap of (when the lane's last request completed, lane)
+    """``indices`` (issue order) dealt to lanes, each a sorted index array: a request joins the
+    lowest-numbered free lane (its last request completed in the trace at or before this issue), or
+    a new lane when none is free; a request never completed keeps its lane forever. A lane of
+    flushes only joins the first lane with data (fio refuses an iolog without reads or writes);
+    without any, the flushes are one lane. Pure."""
+    free: list[int] = []  # a heap of free lanes' numbers
+    busy: list[tuple[int, int]] = []  # a heap of (when the lane's request completed, lane)
     out: list[list[int]] = []
     never = np.iinfo(np.int64).max
     for i, issued, done in zip(indices.tolist(), trace.issue_ns[indices].tolist(),
                                trace.complete_ns[indices].tolist(), strict=True):
-        if free_at and free_at[0][0] <= issued:
-            _, k = heapq.heappop(free_at)  # the lane free longest
-        else:
-            k = len(out)
+        while busy and busy[0][0] <= issued:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        k = heapq.heappop(free) if free else len(out)
+        if k == len(out):
             out.append([])
-        heapq.heappush(free_at, (done if done >= 0 else never, k))
+        heapq.heappush(busy, (done if done >= 0 else never, k))
         out[k].append(i)
-    data = [lane for lane in out if any(int(trace.op[i]) in (READ, WRITE) for i in lane)]
+    data = [lane for lane in out if any(int(trace.op[i]) in (READ, WRITE) for i in lane)] or out[:1]
     for lane in out:
-        if data and not any(int(trace.op[i]) in (READ, WRITE) for i in lane):
+        if lane is not data[0] and not any(int(trace.op[i]) in (READ, WRITE) for i in lane):
             data[0].extend(lane)
     return [np.asarray(sorted(lane), dtype=np.int64) for lane in data]
 
 
-def replay_jobs(trace: Trace) -> dict[str, np.ndarray]:
-    """fio job name -> its requests: the lanes (``lanes``) of each class (``classes``), named
-    ``bs-4k``, ``bs-4k.2``, ``bs-4k.3`` … (the first lane names the class's reporting group)."""
+def window_ns(trace: Trace, per_class: Mapping[str, np.ndarray]) -> int:
+    """The windows' length in ns: ``WINDOW_NS``, or longer so that the windows times the lanes the
+    classes need over the whole trace stay within ``MAX_JOBS``."""
+    span = int(trace.issue_ns.max()) + 1 if len(trace) else 1
+    needed = sum(len(lanes(trace, indices)) for indices in per_class.values())
+    count = max(1, min(math.ceil(span / WINDOW_NS), MAX_JOBS // max(1, needed)))
+    return math.ceil(span / count)
+
+
+def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:
+    """Each request's window (issue time // length); a flush takes the window of the class's data
+    request before it (the first one's, when none is), so no window holds flushes alone."""
+    window = trace.issue_ns[indices] // length_ns
+    data = np.isin(trace.op[indices], (READ, WRITE))
+    if not data.any():
+        return window
+    before = np.maximum.accumulate(np.where(data, np.arange(indices.size), -1))
+    return window[np.where(before >= 0, before, int(np.argmax(data)))]
+
+
+def replay_jobs(trace: Trace, windowed: bool = True) -> tuple[dict[str, np.ndarray], int]:
+    """fio job name -> its requests, and the windows' length in ns: each window's (``window_ns``)
+    lanes (``lanes``) of each class (``classes``), named ``bs-4k``, ``bs-4k.2``, ``bs-4k.3`` … in
+    time order (the first names the class's reporting group). ``windowed=False``: one window, for a
+    replay without timing (``replay_no_stall``), where the windows' jobs would all run at once."""
+    per_class = classes(trace)
+    length = window_ns(trace, per_class) if windowed else int(trace.issue_ns.max(initial=0)) + 1
     out: dict[str, np.ndarray] = {}
-    for name, indices in classes(trace).items():
-        for number, lane in enumerate(lanes(trace, indices), start=1):
-            out[name if number == 1 else f"{name}.{number}"] = lane
-    return out
+    for name, indices in per_class.items():
+        window = _windows(trace, indices, length)
+        number = 0
+        for w in np.unique(window).tolist():
+            for lane in lanes(trace, indices[window == w]):
+                number += 1
+                out[name if number == 1 else f"{name}.{number}"] = lane
+    return out, length
 
 
 def iolog_text(trace: Trace, indices: np.ndarray, device: str, quantum_us: int = QUANTUM_US) -> str:
     """An iolog v3 replaying ``indices`` of ``trace`` on ``device``: times in µs since the capture
-    began (rounded down to ``quantum_us``), plus 1 (see the module docstring)."""
+    began (rounded down to ``quantum_us``), plus 1 (see the module docstring). The file is closed
+    after the trace's last request, whichever job it is in, so all jobs end together (see the
+    module docstring)."""
     actions = {READ: "read", WRITE: "write", FLUSH: "sync"}
     lines = ["fio version 3 iolog", f"1 {device} add", f"1 {device} open"]
-    t_us = trace.issue_ns[indices] // 1000 // max(1, quantum_us) * max(1, quantum_us) + 1
+    quantum = max(1, quantum_us)
+    t_us = trace.issue_ns[indices] // 1000 // quantum * quantum + 1
     for t, op, sector, nbytes in zip(t_us.tolist(), trace.op[indices].tolist(), trace.sector[indices].tolist(),
                                      trace.nbytes[indices].tolist(), strict=True):
         # fio reads every I/O action with an offset and a length, a sync's being 0 0 (as write_iolog logs it)
         lines.append(f"{t} {device} {actions[op]} " + ("0 0" if op == FLUSH else f"{sector * 512} {nbytes}"))
-    end = int(t_us[-1]) + 1 if t_us.size else 2
+    end = int(trace.issue_ns.max(initial=0)) // 1000 // quantum * quantum + 2
     lines.append(f"{end} {device} close")
     return "\n".join(lines) + "\n"
 
@@ -151,25 +202,30 @@ def needed_scale(lba_end_bytes: int, target_bytes: int | None) -> int:
     return math.ceil(lba_end_bytes / target_bytes)
 
 
-def iolog_name(job: str, quantum_us: int = QUANTUM_US) -> str:
-    """``bs-4k.iolog``, or ``bs-4k-q10000us.iolog`` for another quantum (so the job options differ)."""
-    return f"{job}.iolog" if quantum_us == QUANTUM_US else f"{job}-q{quantum_us}us.iolog"
+def iolog_name(job: str, settings: ReplaySettings = ReplaySettings()) -> str:
+    """``bs-4k.iolog``; ``bs-4k-q10000us.iolog`` for another quantum, ``bs-4k-no-stall.iolog`` for a
+    replay as fast as possible (its jobs are not windowed): so the job options differ."""
+    if settings.as_fast_as_possible:
+        return f"{job}-no-stall.iolog"
+    return f"{job}.iolog" if settings.quantum_us == QUANTUM_US else f"{job}-q{settings.quantum_us}us.iolog"
 
 
-def write_iologs(trace: Trace, directory: Path, device: str, quantum_us: int = QUANTUM_US) -> dict[str, Path]:
-    """One iolog per fio job (``replay_jobs``) in ``directory`` (created); job name -> path."""
+def write_iologs(trace: Trace, directory: Path, device: str, settings: ReplaySettings) -> tuple[dict[str, Path], int]:
+    """One iolog per fio job (``replay_jobs``) in ``directory`` (created): job name -> path, and the
+    windows' length in ns."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, indices in replay_jobs(trace).items():
-        path = directory / iolog_name(name, quantum_us)
-        path.write_text(iolog_text(trace, indices, device, quantum_us))
+    jobs, length = replay_jobs(trace, windowed=not settings.as_fast_as_possible)
+    for name, indices in jobs.items():
+        path = directory / iolog_name(name, settings)
+        path.write_text(iolog_text(trace, indices, device, settings.quantum_us))
         paths[name] = path
-    return paths
+    return paths, length
 
 
 def job_text(iologs: Mapping[str, Path], settings: ReplaySettings, description: str) -> str:
     """The fio job file replaying ``iologs`` (job name -> path, as ``write_iologs`` names them): one
-    job per lane at ``iodepth=1``, all started together (no ``stonewall``), the lanes of a class one
+    job per lane at ``iodepth=1``, all started together (no ``stonewall``), a class's jobs one
     reporting group named after the class (``group_reporting``; ``new_group`` at each class's first lane)."""
     common: list[tuple[str, str | None]] = [("ioengine", settings.ioengine), ("direct", "1"),
                                             ("thread", None), ("group_reporting", None)]
