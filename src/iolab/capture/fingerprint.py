@@ -163,7 +163,9 @@ def _depth(trace: Trace, duration_ns: int) -> dict[str, object]:
     }
 
 
-def _skew(offsets: np.ndarray) -> tuple[float | None, float | None, int]:
+def skew(offsets: np.ndarray) -> tuple[float | None, float | None, int]:
+    """The shares (%) of requests to the hottest 1 % and 10 % of the 4 KiB granules that the requests
+    starting at ``offsets`` (bytes) touch, and how many they touch; None, None, 0 without requests."""
     if offsets.size == 0:
         return None, None, 0
     _, counts = np.unique(offsets // GRANULE_BYTES, return_counts=True)
@@ -203,7 +205,7 @@ def fingerprint(trace: Trace) -> Fingerprint:
     offsets = trace.sector[data] * 512
     first = int(offsets.min()) if offsets.size else 0
     end = int((trace.sector[data] * 512 + trace.nbytes[data]).max()) if offsets.size else 0
-    hot1, hot10, touched = _skew(offsets)
+    hot1, hot10, touched = skew(offsets)
     gaps_us = np.diff(trace.issue_ns).astype(np.float64) / 1000.0
     lat = trace.latency_ns
     comms: dict[str, int] = {}

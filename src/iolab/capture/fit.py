@@ -7,9 +7,11 @@ The job (``fit_job``), from the fingerprint alone:
 - ``bssplit`` per direction (reads, writes) from the block-size histogram, the sizes covering 99 %
   of requests with integer percentages summing to 100 (largest remainder; fio requires 100);
 - ``offset``/``size``: the traced LBA range;
-- ``random_distribution``: ``zipf:θ`` or ``pareto:h`` with the parameter whose expected share of
-  requests to the hottest 10 % of touched 4 KiB granules matches the trace's (found by bisection
-  over samples of as many requests as the trace holds: the touched set depends on the count), or
+- ``random_distribution``: ``zipf:θ`` or ``pareto:h`` with the parameter whose shares of requests
+  to the hottest 1 % and 10 % of touched 4 KiB granules are as close to the trace's as one
+  parameter allows (both shares grow with θ, so the bisection finds where their errors are equal
+  and opposite: the smallest largest error), each share measured on as many requests as the trace
+  holds (the touched set depends on the count) drawn with fio's own generator (``fio_picks``), or
   ``zoned:H1/1:H10-H1/9:rest/90`` (the hot shares put in contiguous zones), or uniform when the
   trace is no more skewed than uniform sampling would be;
 - closed loop (depth kept up: mean depth while busy >= 1.5, or busy most of the time) ->
@@ -22,7 +24,11 @@ The job (``fit_job``), from the fingerprint alone:
   IOPS are over; the rates above are over it too), ``time_based``, ``direct=1``, ``ioengine=libaio``.
 
 fio's generators: ``zipf``/``pareto`` pick a rank from the distribution over the range's blocks
-and scramble it (``lib/zipf.c``), so hot blocks are scattered like an application's.
+and scramble it (``lib/zipf.c``), so hot blocks are scattered like an application's. The zipf rank
+comes from Gray's approximation, not the exact distribution, and the scrambling (multiplication by
+a 64-bit constant, modulo the block count) maps several ranks to one block unless the count is a
+power of two: modelled as ``numpy`` sampling of the exact distribution, a zipf:1.2 capture was
+fitted at a θ whose fio run was 2-4 points more skewed than the trace; ``fio_picks`` follows fio.
 """
 
 from __future__ import annotations
@@ -34,10 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import jobfile
-from .fingerprint import GRANULE_BYTES, Fingerprint
+from .fingerprint import GRANULE_BYTES, Fingerprint, skew
 
 DISTRIBUTIONS = ("auto", "zipf", "pareto", "zoned", "random")
-_SAMPLE_GRANULES = 1 << 20
 
 
 def _percentages(counts: Mapping[int, int], cover: float = 0.99) -> list[tuple[int, int]]:
@@ -73,46 +78,96 @@ def bssplit(fp: Fingerprint, reads: bool = True, writes: bool = True) -> str:
     return parts[0] or parts[1]
 
 
-def _hot10(weights: np.ndarray, n: int, rng: np.random.Generator) -> float:
-    """The expected share of ``n`` requests (drawn with ``weights`` over granules) that go to the
-    hottest 10 % of the granules they touch."""
-    draws = rng.choice(weights.size, size=n, p=weights / weights.sum())
-    counts = np.sort(np.bincount(draws))[::-1]
-    counts = counts[counts > 0]
-    top = max(1, round(0.1 * counts.size))
-    return 100.0 * float(counts[:top].sum()) / float(counts.sum())
+#: fio's ``GOLDEN_RATIO_64`` (``hash.h``): ``__hash_u64(v)`` is ``v * GOLDEN_RATIO_64`` modulo 2**64.
+GOLDEN_RATIO_64 = np.uint64(0x61C8864680B583EB)
+#: fio sums at most this many terms of the zipf normaliser (``ZIPF_MAX_GEN``, ``lib/zipf.c``).
+ZIPF_MAX_GEN = 10_000_000
+_MAX_DRAWS = 4_000_000
+_ZIPF_RANGE, _PARETO_RANGE = (0.05, 3.0), (0.01, 0.5)
 
 
-def _weights(kind: str, param: float, granules: int) -> np.ndarray:
-    ranks = np.arange(1, granules + 1, dtype=np.float64)
-    if kind == "zipf":
-        return ranks ** -param
-    # pareto: fio's h in (0,1): the share 1-h of accesses go to h of the blocks ... as a power law
-    alpha = math.log(1 - param) / math.log(param) if 0 < param < 1 else 1.0
-    return ranks ** (-1.0 / max(alpha, 1e-3)) if alpha > 0 else np.ones(granules)
+def _zeta(n: int, theta: float) -> float:
+    """sum(k ** -theta for k in 1..n): exact to 100,000 terms, beyond by Euler-Maclaurin (error < 1e-9)."""
+    exact = min(n, 100_000)
+    total = float(np.sum(np.arange(1, exact + 1, dtype=np.float64) ** -theta))
+    if n > exact:
+        a, b = float(exact), float(n)
+        total += (b ** (1 - theta) - a ** (1 - theta)) / (1 - theta) + (b ** -theta - a ** -theta) / 2 \
+            + theta * (a ** (-theta - 1) - b ** (-theta - 1)) / 12
+    return total
+
+
+def fio_picks(kind: str, param: float, uniform: np.ndarray, nranges: int) -> np.ndarray:
+    """The block indices (0..nranges-1, uint64) fio's ``zipf_next`` (θ = ``param``, not 1) or
+    ``pareto_next`` (h = ``param``) return for the uniform draws ``uniform`` in [0, 1), as fio 3.33's
+    ``lib/zipf.c`` computes them, less the random offset fio adds to every pick (``rand_off``: a
+    rotation, which leaves the shares as they are). Pure."""
+    n = float(nranges)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        if kind == "zipf":
+            zetan, zeta2 = _zeta(min(nranges, ZIPF_MAX_GEN), param), 1.0 + 0.5 ** param
+            alpha = 1.0 / (1.0 - param)
+            eta = (1.0 - (2.0 / n) ** (1.0 - param)) / (1.0 - zeta2 / zetan)
+            z = uniform * zetan
+            tail = 1.0 + np.floor(np.nan_to_num(n * (eta * uniform - eta + 1.0) ** alpha, nan=0.0, posinf=n))
+            rank = np.where(z < 1.0, 1.0, np.where(z < 1.0 + 0.5 ** param, 2.0, tail)) - 1.0
+        else:
+            rank = np.floor((n - 1.0) * uniform ** (math.log(param) / math.log(1.0 - param)))
+    rank = np.clip(rank, 0.0, 2.0 ** 63).astype(np.uint64)
+    return (rank * GOLDEN_RATIO_64) % np.uint64(nranges)
+
+
+def _draws(fp: Fingerprint, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).random(max(1, min(fp.data_ios, _MAX_DRAWS)))
+
+
+def _fitted_range(fp: Fingerprint) -> tuple[int, int]:
+    """fio's block count for the fitted job (``__init_rand_distribution`` in ``filesetup.c``: the
+    job's size over the smallest block size) and that block size, bytes."""
+    sizes = [s for counts in fp.bs_counts.values() for s in counts] or [GRANULE_BYTES]
+    block = max(1, min(sizes))
+    span = max(GRANULE_BYTES, fp.lba_end_bytes - fp.lba_first_bytes // GRANULE_BYTES * GRANULE_BYTES)
+    return max(1, math.ceil(span / block)), block
+
+
+def _shares(picks: np.ndarray, block: int) -> tuple[float, float]:
+    hot1, hot10, _ = skew(picks.astype(np.int64) * block)
+    return hot1 or 0.0, hot10 or 0.0
+
+
+def skew_shares(fp: Fingerprint, kind: str, param: float, seed: int = 1) -> tuple[float, float]:
+    """The hottest-1 % and 10 % shares (%) a fitted job's ``random_distribution=kind:param`` gives
+    over the fingerprint's range, for as many requests as the trace holds (``fio_picks``)."""
+    nranges, block = _fitted_range(fp)
+    return _shares(fio_picks(kind, param, _draws(fp, seed), nranges), block)
 
 
 def fit_skew(fp: Fingerprint, kind: str, seed: int = 1) -> float:
-    """The ``zipf`` θ (0.05..3) or ``pareto`` h (0.01..0.99) whose expected hot-10 % share matches
-    the fingerprint's, by bisection (the share grows with θ, and falls as h grows)."""
-    granules = min(_SAMPLE_GRANULES, max(1, (fp.lba_end_bytes - fp.lba_first_bytes) // GRANULE_BYTES))
-    n = max(1, min(fp.data_ios, 200_000))
-    target = fp.hot10_pct or 0.0
-    lo, hi = (0.05, 3.0) if kind == "zipf" else (0.01, 0.99)
+    """The ``zipf`` θ (0.05..3, never 1: fio refuses it) or ``pareto`` h (0.01..0.5) whose hot-1 %
+    and hot-10 % shares have equal and opposite errors against the fingerprint's (the smallest
+    largest error: both shares grow with θ and fall as h grows to 0.5), by bisection on the sum of
+    the two errors with the same draws at every step."""
+    nranges, block = _fitted_range(fp)
+    draws = _draws(fp, seed)
+    targets = (fp.hot1_pct or 0.0) + (fp.hot10_pct or 0.0)
+    lo, hi = _ZIPF_RANGE if kind == "zipf" else _PARETO_RANGE
     for _ in range(18):
         mid = (lo + hi) / 2
-        share = _hot10(_weights(kind, mid, granules), n, np.random.default_rng(seed))
-        if (share < target) == (kind == "zipf"):
+        if mid == 1.0:
+            mid += 1e-3
+        more = sum(_shares(fio_picks(kind, mid, draws, nranges), block)) < targets
+        if more == (kind == "zipf"):
             lo = mid
         else:
             hi = mid
-    return round((lo + hi) / 2, 3)
+    fitted = round((lo + hi) / 2, 3)
+    return 1.001 if fitted == 1.0 else fitted
 
 
 def uniform_hot10(fp: Fingerprint, seed: int = 1) -> float:
     """The hot-10 % share uniform sampling gives for as many requests over the same range."""
-    granules = min(_SAMPLE_GRANULES, max(1, (fp.lba_end_bytes - fp.lba_first_bytes) // GRANULE_BYTES))
-    return _hot10(np.ones(granules), max(1, min(fp.data_ios, 200_000)), np.random.default_rng(seed))
+    nranges, block = _fitted_range(fp)
+    return _shares(np.floor(_draws(fp, seed) * nranges).astype(np.uint64), block)[1]
 
 
 def distribution(fp: Fingerprint, kind: str = "auto") -> str | None:
