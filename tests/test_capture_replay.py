@@ -90,7 +90,9 @@ def test_a_rate_limited_fio_job_replays_at_its_rate_and_latency(tmp_path: Path) 
     The replay's IOPS (fio's: its I/Os over its runtime) within 10 % of the original's (fio's report;
     the benchmark's target is 5 %, a test on a shared machine gets twice that), and its median clat
     far below the gaps between requests: fio 3.33 replaying at the trace's depth reaped completions
-    only after its next sleep, so its median clat was ~1 ms where the original's was tens of µs."""
+    only after its next sleep, so its median clat was ~1 ms where the original's was tens of µs.
+    Stretched with --time-scale 2, half the rate (fio's replay_time_scale is a rate: 200 had run
+    it twice as fast)."""
     db = tmp_path / "iolab.db"
     out = tmp_path / "orig.json"
     with loop_device(tmp_path, size_bytes=64 * MiB) as dev:
@@ -103,8 +105,14 @@ def test_a_rate_limited_fio_job_replays_at_its_rate_and_latency(tmp_path: Path) 
         replayed = iolab("replay", "orig", "--target", f"same={dev.path}", "--destroy", dev.path, "--format", "json",
                          db=db)
         assert replayed.returncode == 0, replayed.stderr
+        slower = iolab("replay", "orig", "--target", f"same={dev.path}", "--destroy", dev.path, "--time-scale", "2",
+                       "--format", "json", db=db)
+        assert slower.returncode == 0, slower.stderr
     doc = json.loads(replayed.stdout)
     assert "fio job(s) at iodepth=1 (lanes of windows of 0.25 s)" in replayed.stderr
+    assert "timing stretched ×2" in slower.stderr and "replay_time_scale=50" in slower.stderr
+    (stretched,) = json.loads(slower.stdout)["results"][0]["jobs"]
+    assert stretched["directions"]["read"]["iops"] == pytest.approx(original["read"]["iops"] / 2, rel=0.10)
     assert _data_ios(doc) == original["read"]["total_ios"] + original["write"]["total_ios"]
     (job_result,) = doc["results"][0]["jobs"]  # one class (bs-4k), its jobs one reporting group
     for direction in ("read", "write"):

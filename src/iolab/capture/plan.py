@@ -55,8 +55,9 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     suite = replace(suite_mod.with_targets(loaded, {target_name: target_path}),
                     name=f"replay of capture {run.info.id}")
     timing = ("as fast as possible (replay_no_stall=1)" if settings.as_fast_as_possible else
-              "original timing" if settings.time_scale_pct == 100 else
-              f"timing scaled to {settings.time_scale_pct} % (replay_time_scale)")
+              "original timing" if settings.rate_pct == 100 else
+              f"timing stretched ×{100 / settings.rate_pct:.3g} (replay_time_scale={settings.rate_pct}: "
+              f"{settings.rate_pct} % of the trace's rate)")
     if not settings.as_fast_as_possible and settings.quantum_us > 1:
         timing += f", issue times rounded to {settings.quantum_us / 1000:g} ms"
     layout = ("lanes of the whole trace" if settings.as_fast_as_possible else

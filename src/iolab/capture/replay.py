@@ -38,7 +38,7 @@ iolog v3 timestamps are µs since the job's start (measured with fio 3.33: entri
 replay 2 s apart); they are the trace's issue times plus 1 µs, because fio does not wait before
 the first I/O after an entry at time 0 (``delay_since_ttime`` treats a last time of 0 as "none").
 fio sends every logged I/O to ``replay_redirect``. ``replay_no_stall`` drops the timing (as fast
-as the depth allows), ``replay_time_scale`` stretches it (percent). A target smaller than the
+as the depth allows), ``replay_time_scale`` scales its rate (percent). A target smaller than the
 traced range gets ``replay_scale`` (offsets divided by it) and ``replay_align=4096``. Source: fio
 HOWTO "Trace file format v3", ``replay_*`` options; fio 3.33 ``iolog.c``, ``backend.c``.
 """
@@ -185,11 +185,13 @@ def iolog_text(trace: Trace, indices: np.ndarray, device: str, quantum_us: int =
 
 @dataclass(frozen=True)
 class ReplaySettings:
-    """How to replay: ``as_fast_as_possible`` is ``replay_no_stall``; ``time_scale_pct`` is
-    ``replay_time_scale`` (100: original timing, 200: half as fast); ``scale`` is ``replay_scale``."""
+    """How to replay: ``as_fast_as_possible`` is ``replay_no_stall``; ``rate_pct`` is
+    ``replay_time_scale``, the replay's I/O rate in % of the trace's (fio's HOWTO: 50 runs at half
+    the original rate; fio divides the gaps between logged I/Os by it, ``delay_since_ttime``);
+    ``scale`` is ``replay_scale``."""
 
     as_fast_as_possible: bool = False
-    time_scale_pct: int = 100
+    rate_pct: int = 100
     scale: int = 1
     ioengine: str = "libaio"
     quantum_us: int = QUANTUM_US
@@ -231,8 +233,8 @@ def job_text(iologs: Mapping[str, Path], settings: ReplaySettings, description: 
                                             ("thread", None), ("group_reporting", None)]
     if settings.as_fast_as_possible:
         common.append(("replay_no_stall", "1"))
-    if settings.time_scale_pct != 100:
-        common.append(("replay_time_scale", str(settings.time_scale_pct)))
+    if settings.rate_pct != 100:
+        common.append(("replay_time_scale", str(settings.rate_pct)))
     if settings.scale > 1:
         common += [("replay_scale", str(settings.scale)), ("replay_align", "4096")]
     sections = [jobfile.Section("global", tuple(common))]

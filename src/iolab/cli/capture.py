@@ -83,7 +83,7 @@ def _one_capture(ctx: click.Context, selector: str) -> Run:
 @click.option("--as-fast-as-possible", "fast", is_flag=True,
               help="Issue as fast as the recorded depth allows (replay_no_stall), not at the recorded times.")
 @click.option("--time-scale", type=click.FloatRange(0.01, 100.0), default=1.0, show_default=True,
-              help="Stretch the recorded timing by this factor (2: half as fast; replay_time_scale).")
+              help="Stretch the recorded timing by this factor (2: half as fast; replay_time_scale=50).")
 @click.option("--timing-quantum", "quantum", default="1us", show_default=True,
               help="Round the recorded issue times down to this (1us: as traced; larger quanta make fio sleep "
                    "less often but issue in bursts).")
@@ -99,10 +99,11 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     CAPTURE is a capture's id, label or tag. The capture's requests are replayed at their
     recorded times (fio read_iolog, iolog v3, replay_redirect onto the target), one fio reporting
     group per size class (bs-4k, bs-64k, …) running together, so results come per class and
-    direction and `iolab compare` pairs two replays (or a replay and the capture). A class's
-    requests are dealt to lanes, one fio job each at iodepth=1, as many as its requests ever
-    overlapped in the trace (so fio reaps each completion as it comes). A target smaller than
-    the traced range is replayed with replay_scale, as the plan says.
+    direction and `iolab compare` pairs two replays (or a replay and the capture). Window by
+    window (about 0.25 s of the trace), a class's requests are dealt to lanes, one fio job each at
+    iodepth=1, as many as its requests overlapped (so fio reaps each completion as it comes and no
+    job falls behind the trace's clock). A target smaller than the traced range is replayed with
+    replay_scale, as the plan says.
 
     \b
     iolab replay oltp --target ssd=/dev/sdc --destroy /dev/sdc --label oltp-on-ssd
@@ -120,7 +121,7 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
         raise UsageError(f"--target {target!r}: expected NAME=DEVICE")
     run = _one_capture(ctx, capture_run)
     store = store_of(ctx)
-    settings = ReplaySettings(as_fast_as_possible=fast, time_scale_pct=round(100 * time_scale),
+    settings = ReplaySettings(as_fast_as_possible=fast, rate_pct=max(1, round(100 / time_scale)),
                               quantum_us=max(1, _duration_us("--timing-quantum", quantum, "ms")))
     planned = plan_mod.replay_suite(store, run, name, path, settings)
     options = execute.RunOptions(destroy=tuple(destroy))
