@@ -135,13 +135,6 @@ def _shares(picks: np.ndarray, block: int) -> tuple[float, float]:
     return hot1 or 0.0, hot10 or 0.0
 
 
-def skew_shares(fp: Fingerprint, kind: str, param: float, seed: int = 1) -> tuple[float, float]:
-    """The hottest-1 % and 10 % shares (%) a fitted job's ``random_distribution=kind:param`` gives
-    over the fingerprint's range, for as many requests as the trace holds (``fio_picks``)."""
-    nranges, block = _fitted_range(fp)
-    return _shares(fio_picks(kind, param, _draws(fp, seed), nranges), block)
-
-
 def fit_skew(fp: Fingerprint, kind: str, seed: int = 1) -> float:
     """The ``zipf`` θ (0.05..3, never 1: fio refuses it) or ``pareto`` h (0.01..0.5) whose hot-1 %
     and hot-10 % shares have equal and opposite errors against the fingerprint's (the smallest
