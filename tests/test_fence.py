@@ -122,13 +122,64 @@ def test_file_and_directory_targets_with_passes_and_logs(tmp_path: Path) -> None
                              "passes: 2\nworkloads:\n  - {rw: randwrite}\n")
     proc = iolab("run", str(suite), "--no-observe", db=db, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert f"fio may write only: {tmp_path}, iolab's work directory of each job" in proc.stderr
+    assert (f"fio may write only: {tmp_path} (new files only: its existing entries are read-only), iolab's work "
+            "directory of each job") in " ".join(proc.stderr.split())
     store = Store(f"sqlite:///{db}")
     results, series = store.get_run(1).results, store.time_series(1)
     assert [r.status for r in results] == ["ok"] * 4
     assert all(series[r.id] for r in results)
     assert not (tmp_path / "new.bin").exists()  # the scratch file is removed afterwards
     assert not list((tmp_path / "dir").iterdir())
+
+
+def test_where_fio_creates_a_file_the_existing_entries_stay_read_only(tmp_path: Path) -> None:
+    """A new scratch file's directory is writable (fio creates the file, and lays it out by
+    unlinking and writing it anew), but every entry already there is bound read-only over itself:
+    writing, truncating, removing or renaming over one fails, down the path to a planned file in a
+    subdirectory, which stays writable; new files may be added."""
+    home = tmp_path / "home"
+    (home / "sub").mkdir(parents=True)
+    (home / "notes.txt").write_text("mine\n")
+    (home / "sub" / "deep.txt").write_text("deep\n")
+    (home / "sub" / "planned.dat").write_text("planned\n")
+    (home / "link").symlink_to(home / "notes.txt")
+    work = tmp_path / "work"
+    work.mkdir()
+    f = fence.build([str(home / "scratch.dat"), str(home / "sub" / "planned.dat")], work)
+    assert f.writable == (str(home),) and f.creating == (str(home),)
+    assert f.protected == (str(home / "notes.txt"), str(home / "sub" / "deep.txt"))
+    assert f.places() == [f"{home} (new files only: its existing entries are read-only)"]
+    assert not f.allows(str(home / "notes.txt")) and f.allows(str(home / "scratch.dat"))
+    done = _inside(f, f"cd {home}; echo new > scratch.dat && echo created; echo p > sub/planned.dat && echo planned; "
+                      "echo x > notes.txt; echo -n > sub/deep.txt; rm notes.txt; rm -r sub; mv scratch.dat notes.txt")
+    seen = done.stdout + done.stderr
+    assert "created" in seen and "planned" in seen
+    assert "cannot create notes.txt: Read-only file system" in seen
+    assert "cannot create sub/deep.txt: Read-only file system" in seen
+    assert "cannot remove 'notes.txt': Device or resource busy" in seen
+    assert "cannot remove 'sub/deep.txt': Device or resource busy" in seen
+    assert "cannot move 'scratch.dat' to 'notes.txt': Device or resource busy" in seen
+    assert (home / "notes.txt").read_text() == "mine\n" and (home / "sub" / "deep.txt").read_text() == "deep\n"
+    assert (home / "scratch.dat").read_text() == "new\n" and (home / "link").is_symlink()
+
+
+def test_a_job_that_writes_beside_its_new_file_changes_nothing_there(tmp_path: Path) -> None:
+    """``iolab run`` of a job creating its file in a directory that holds the user's files: a
+    program the job runs (``exec_prerun``, allowed) overwriting one of them is stopped; a plain job
+    creates and lays out its file there as before."""
+    db = tmp_path / "db.sqlite"
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("mine\n")
+    (tmp_path / "j.fio").write_text(f"[j]\nfilename={home}/scratch.dat\nrw=randread\nbs=4k\nsize=1m\n"
+                                    f"exec_prerun=dd if=/dev/zero of={home}/notes.txt bs=4k count=1\n")
+    proc = iolab("run", str(tmp_path / "j.fio"), "--allow-exec", "--no-observe", db=db, cwd=tmp_path)
+    assert f"{home} (new files only: its existing entries are read-only)" in " ".join(proc.stderr.split())
+    assert (home / "notes.txt").read_text() == "mine\n"
+    (tmp_path / "j.fio").write_text(f"[j]\nfilename={home}/scratch.dat\nrw=randread\nbs=4k\nsize=1m\n")
+    proc = iolab("run", str(tmp_path / "j.fio"), "--no-observe", db=db, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (home / "notes.txt").read_text() == "mine\n"
 
 
 def test_a_job_files_own_logs_land_in_the_work_directory_not_the_users(tmp_path: Path) -> None:

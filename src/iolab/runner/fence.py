@@ -12,6 +12,12 @@ seen open without it:
   own ``/dev`` and reporting success;
 * ``--bind`` for each file and directory target, and for iolab's work directory of the job
   (fio's output, logs, verify state), which is also fio's working directory (``--chdir``);
+* for a file fio is to create, its directory is bound writable (fio creates the file there, and
+  lays it out by unlinking and writing it anew), and then every entry already in that directory
+  (file or subdirectory, recursively where a planned path lies beneath) ``--ro-bind`` over itself:
+  fio may add files beside them, but writing one fails (EROFS), and unlinking or renaming over
+  one fails (EBUSY, a mount point) — without it, ``iolab run quick`` in a home directory would have
+  let fio write every file there;
 * ``--unshare-pid`` and a fresh ``/proc``: without a pid namespace ``/proc/PID/root/dev/...``
   reaches the host's device nodes;
 * ``--cap-drop ALL``: with capabilities kept, a devtmpfs can be mounted inside;
@@ -37,6 +43,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import SafetyError
 from . import landlock
@@ -72,7 +79,9 @@ class Fence:
     for a fio server, which outlives the ``iolab server start`` that started it. ``write_devices``
     is False for a job that only reads: its devices are there to be read, and Landlock (where the
     kernel has it) refuses opening them for writing. ``landlock`` False leaves it out (fio's
-    ``--parse-only``, which writes nothing, need not pay for the helper's start).
+    ``--parse-only``, which writes nothing, need not pay for the helper's start). ``creating``
+    are the writable directories fio may create files in, ``protected`` their existing entries,
+    bound read-only over themselves.
     """
 
     workdir: Path
@@ -82,6 +91,8 @@ class Fence:
     die_with_parent: bool = True
     write_devices: bool = True
     landlock: bool = True
+    creating: tuple[str, ...] = ()
+    protected: tuple[str, ...] = ()
 
     def argv(self, command: Sequence[str]) -> tuple[str, ...]:
         """``command`` wrapped in bubblewrap with this fence."""
@@ -92,6 +103,8 @@ class Fence:
         args += ["--remount-ro", "/dev", "--proc", "/proc"]
         for path in self.writable:
             args += ["--bind", path, path]
+        for path in self.protected:
+            args += ["--ro-bind", path, path]
         workdir = str(self.workdir)
         args += ["--bind", workdir, workdir, "--chdir", workdir, "--unshare-pid", "--cap-drop", "ALL",
                  *(["--die-with-parent"] if self.die_with_parent else []), "--"]
@@ -100,16 +113,32 @@ class Fence:
             args += [sys.executable, "-I", "-S", landlock.__file__, *devices, *self.writable, workdir, "--"]
         return (*args, *command)
 
-    def record(self) -> dict[str, list[str]]:
+    def record(self) -> dict[str, Any]:
         """What is stored with the result (``extra["fence"]``): the devices and paths fio could write
-        (devices it only reads: ``read_devices``)."""
+        (devices it only reads: ``read_devices``), and how many existing entries beside files it
+        created were read-only."""
         key = "devices" if self.write_devices else "read_devices"
-        return {key: list(self.devices), "writable": list(self.writable)}
+        return {key: list(self.devices), "writable": list(self.writable),
+                **({"read_only_entries": len(self.protected)} if self.protected else {})}
+
+    def places(self) -> list[str]:
+        """The writable files and directories, for people: a directory fio may only create files in
+        says so."""
+        return [f"{path} (new files only: its existing entries are read-only)" if path in self.creating else path
+                for path in self.writable]
 
     def describe(self) -> list[str]:
         """The writable places, for messages: devices, then files and directories, then the work
         directory."""
-        return [*self.devices, *self.writable, f"{self.workdir} (iolab's work directory)"]
+        return [*self.devices, *self.places(), f"{self.workdir} (iolab's work directory)"]
+
+    def allows(self, path: str) -> bool:
+        """Whether fio may write ``path`` (or its real path) in this fence."""
+        def beneath(p: str, places: Iterable[str]) -> bool:
+            return any(p in (a, os.path.realpath(a)) or p.startswith(a.rstrip("/") + "/") for a in places)
+        candidates = (path, os.path.realpath(path))
+        return any(beneath(p, [*self.devices, *self.writable, str(self.workdir)]) and
+                   not beneath(p, self.protected) for p in candidates)
 
 
 @functools.cache
@@ -147,17 +176,26 @@ def require(bwrap: str = "bwrap") -> Status:
     return found
 
 
+#: At most this many existing entries of the directories fio creates files in are bound read-only (a
+#: mount each); a plan creating a file in a fuller directory is refused.
+MAX_PROTECTED = 4096
+
+
 def build(paths: Iterable[str], workdir: Path, bwrap: str = "bwrap", writes: bool = True) -> Fence:
     """The fence for a job whose checked paths are ``paths`` (targets and the job's own files, as
     ``runner.fiopaths`` resolves them): block and character devices are bound as devices, existing
     files and directories as writable; for a file that does not exist yet, its nearest existing
     directory (fio creates the file, and lays out a file too small for the job by unlinking and
-    writing it anew, ``filesetup.c`` ``extend_file``: neither works on a bound file). Nothing under
-    ``/dev``, ``/proc``, ``/sys`` or ``/run`` is ever made writable but the devices. Paths under
-    another writable directory are left to it."""
+    writing it anew, ``filesetup.c`` ``extend_file``: neither works on a bound file), with that
+    directory's existing entries read-only (``protected``). Nothing under ``/dev``, ``/proc``,
+    ``/sys`` or ``/run`` is ever made writable but the devices. Paths under another writable
+    directory are left to it. Raises ``SafetyError`` when a directory to create files in holds more
+    than ``MAX_PROTECTED`` entries."""
     devices: list[str] = []
     writable: list[str] = []
-    for path in dict.fromkeys(os.path.abspath(p) for p in paths):
+    creating: list[str] = []
+    planned = [os.path.abspath(p) for p in paths]
+    for path in dict.fromkeys(planned):
         try:
             mode = os.stat(path).st_mode
         except OSError:
@@ -165,12 +203,42 @@ def build(paths: Iterable[str], workdir: Path, bwrap: str = "bwrap", writes: boo
         if stat.S_ISBLK(mode) or stat.S_ISCHR(mode):
             devices.append(path)
             continue
+        new = not os.path.lexists(path)
         while not os.path.lexists(path) and path != "/":
             path = os.path.dirname(path)
         if path != "/" and not any(path == d or path.startswith(d + "/") for d in _NEVER_CREATE):
             writable.append(path)
+            creating += [path] if new else []
     kept = [p for p in writable if not any(p != d and p.startswith(d.rstrip("/") + "/") for d in writable)]
-    return Fence(workdir, tuple(devices), tuple(kept), bwrap, write_devices=writes)
+    protected = _entries(dict.fromkeys(creating), [*planned, str(workdir)])
+    return Fence(workdir, tuple(devices), tuple(kept), bwrap, write_devices=writes,
+                 creating=tuple(p for p in dict.fromkeys(creating) if p in kept), protected=protected)
+
+
+def _entries(directories: Iterable[str], planned: Sequence[str]) -> tuple[str, ...]:
+    """The existing files and subdirectories of ``directories`` to bind read-only: all but the
+    planned paths, and beneath a planned path's ancestors their own entries the same way. Symbolic
+    links and other special files are left (a bind would follow a link)."""
+    out: list[str] = []
+
+    def walk(directory: str, top: str) -> None:
+        with os.scandir(directory) as found:
+            for entry in sorted(found, key=lambda e: e.name):
+                if entry.path in planned or entry.is_symlink() or not (entry.is_file() or entry.is_dir()):
+                    continue
+                if any(p.startswith(entry.path + "/") for p in planned):
+                    walk(entry.path, top)
+                else:
+                    out.append(entry.path)
+                if len(out) > MAX_PROTECTED:
+                    raise SafetyError(
+                        f"fio would create a file in {top}, which holds more than "
+                        f"{MAX_PROTECTED} entries: the fence keeps each existing entry read-only with its own mount",
+                        hint="create the scratch file in a directory of its own (name a new directory's file, or a "
+                             "directory as --target)")
+    for directory in directories:
+        walk(directory, directory)
+    return tuple(dict.fromkeys(out))
 
 
 def ignore_interrupts() -> None:

@@ -175,7 +175,7 @@ def plan_fence(local_writes: Sequence[bool], writable: tuple[str, ...], fenced: 
         built, read = fence_mod.build(writable, Path("/nonexistent")), fence_mod.build(reads, Path("/nonexistent"))
         read_devices = tuple(d for d in read.devices if d not in built.devices) if found.landlock else ()
         devices = tuple(d for d in (*built.devices, *read.devices) if d not in read_devices)
-        return FencePlan(found.tool, None, (*devices, *dict.fromkeys((*built.writable, *read.writable))),
+        return FencePlan(found.tool, None, (*devices, *dict.fromkeys((*built.places(), *read.places()))),
                          read_devices)
     if any(local_writes):
         fence_mod.require()

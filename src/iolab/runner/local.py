@@ -234,19 +234,12 @@ def _stopped(outcome: Outcome, workdir: Path, fence: Fence) -> Outcome:
         found = match.group(1) or match.group(2) or match.group(3)
         if found and found.startswith("/"):
             paths.append(found)
-    outside = [p for p in dict.fromkeys(paths) if not _inside(p, fence)]
+    outside = [p for p in dict.fromkeys(paths) if not fence.allows(p)]
     detail = _error_text(messages)
     named = list(dict.fromkeys(paths))
     why = relayout_message(named) if not outside and named and "func=unlink" in messages else \
         stopped_message(outside or named, fence)
     return replace(outcome, status="failed", report=None, raw_json=None, error=f"{why}\nfio said: {detail}")
-
-
-def _inside(path: str, fence: Fence) -> bool:
-    allowed = [*fence.devices, *fence.writable, str(fence.workdir)]
-    real = os.path.realpath(path)
-    return any(p in (a, os.path.realpath(a)) or p.startswith(a.rstrip("/") + "/") for a in allowed
-               for p in (path, real))
 
 
 def _log_args(job_text: str, workdir: Path) -> tuple[str, ...]:
