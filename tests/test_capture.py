@@ -253,6 +253,16 @@ def test_the_rate_is_over_the_active_span_and_an_open_loop_fit_keeps_it() -> Non
     assert job["rate_iops"] == "100" and job["runtime"] == "3s" and job["iodepth"] == "1"
 
 
+def test_an_open_loop_fit_of_several_sizes_paces_by_bytes() -> None:
+    """fio paces rate_iops by the smallest size of a bssplit (HOWTO rate_iops): 1k and 9k writes at
+    100 IOPS are fitted as rate= the IOPS times the split's mean size, in bytes/s."""
+    rows = [(i * 10_000_000, i * 10_000_000 + 100_000, i * 64, 1024 if i % 2 else 9216, WRITE, 0, 1)
+            for i in range(300)]
+    job = dict(fit.fit_job(fp_mod.fingerprint(trace_mod.from_rows(rows))).options)
+    assert job["bssplit"] == "1k/50:9k/50" and "rate_iops" not in job
+    assert int(job["rate"] or 0) == pytest.approx(100 * 5120, rel=0.01)
+
+
 def test_fingerprint_is_a_pure_function() -> None:
     rng = np.random.default_rng(1)
     rows = [(int(t), int(t) + 50, int(s) * 8, 4096, int(o), 0, 1)
