@@ -179,7 +179,7 @@ def distribution(fp: Fingerprint, kind: str = "auto") -> str | None:
 
 
 def _rate(iops: Mapping[str, float], fp: Fingerprint) -> tuple[str, str]:
-    """The open-loop pacing for ``iops`` per direction (0: none): ``rate_iops`` when every kept
+    """The open-loop pacing for ``iops`` (read, then write; 0: none): ``rate_iops`` when every kept
     direction has one block size; else ``rate`` in bytes/s, the IOPS times the mean size of the
     fitted ``bssplit``, because fio paces ``rate_iops`` by the *smallest* block size of a range (HOWTO
     ``rate_iops``): a SQLite trace's 6,117 IOPS over 1k-9k requests ran at 1,323."""
@@ -192,8 +192,7 @@ def _rate(iops: Mapping[str, float], fp: Fingerprint) -> tuple[str, str]:
         values = {kind: str(max(1, round(rate * sum(size * pct for size, pct in splits[kind]) / 100)))
                   for kind, rate in kept.items()}
         name = "rate"
-    return name, ",".join(values[k] for k in ("read", "write") if k in values) if len(values) == 1 else \
-        f"{values.get('read', '0')},{values.get('write', '0')}"
+    return name, ",".join(values.values())  # read,write; one value (fio: for both) when one direction is kept
 
 
 @dataclass(frozen=True)
