@@ -13,7 +13,7 @@ import pytest
 
 from clirun import iolab, popen
 from iolab import suite, tuning
-from iolab.targets import block_device_facts
+from iolab.facts.targets import block_device_facts
 from loopdev import MiB, loop_device, requires_loop
 
 pytestmark = [pytest.mark.root, requires_loop]

@@ -21,8 +21,8 @@ from clirun import iolab, popen
 from iolab import execute
 from iolab import suite as suite_mod
 from iolab.errors import HostError, SafetyError, UsageError
+from iolab.facts.host import fio_version, host_facts
 from iolab.fio.merge import summarize
-from iolab.host import fio_version, host_facts
 from iolab.remote import hosts as host_specs
 from iolab.remote import jobs as remote_jobs
 from iolab.remote import protocol, server

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from iolab.errors import SafetyError
+from iolab.facts.targets import BUSY_MARK, SWAP_MARK, inspect
 from iolab.model import BlockDeviceFacts, TargetFacts
 from iolab.safety import (
     GiB,
@@ -18,7 +19,6 @@ from iolab.safety import (
     is_named,
     writes,
 )
-from iolab.targets import BUSY_MARK, SWAP_MARK, inspect
 from loopdev import MiB, loop_device, requires_loop
 
 

@@ -21,26 +21,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import (
-    crashphase,
-    dbfaults,
-    host,
-    interrupts,
-    jobfile,
-    lint,
-    pinning,
-    plan_checks,
-    safety,
-    targets,
-    tuning,
-    units,
-)
+from . import crashphase, dbfaults, interrupts, jobfile, lint, plan_checks, safety, tuning, units
 from . import method as method_mod
 from . import scratch as scratch_mod
 from . import spool as spool_mod
 from . import tiers as tiers_mod
 from .dbfaults import DatabaseUnavailable
 from .errors import HostError, Interrupted, IolabError, SafetyError, StoreError, SuiteError
+from .facts import host, pinning, targets
+from .facts.owner import owner_record
+from .facts.sysfs import format_cpu_list as format_cpus
 from .model import (
     BlockDeviceFacts,
     FioReport,
@@ -53,7 +43,6 @@ from .model import (
 from .observe import config as observe_config
 from .observe.config import Probed
 from .observe.watch import Observers
-from .owner import owner_record
 from .plan_checks import PlanItem
 from .remote import jobs as remote_jobs
 from .runner import fence as fence_mod
@@ -61,7 +50,6 @@ from .runner import guard, local
 from .runner.status import Status
 from .spool import JobEnd, Spool
 from .suite import JobSpec, Suite, Target, plan, render_job
-from .sysfs import format_cpu_list as format_cpus
 from .units import format_duration
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks run (``cli.run``)

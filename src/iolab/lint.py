@@ -25,12 +25,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from . import jobfile, safety, targets, units
+from . import jobfile, safety, units
 from .errors import IolabError
+from .facts import targets
+from .facts.sysfs import parse_cpu_list
 from .method import Precondition
 from .model import HostFacts, Run, TargetFacts
 from .suite import PlannedJob
-from .sysfs import parse_cpu_list
 
 ERROR = "error"
 WARNING = "warning"

@@ -33,9 +33,9 @@ from typing import Any
 
 from . import jobfile, units
 from .errors import IolabError
+from .facts.sysfs import meminfo_bytes
 from .fio.merge import summarize
 from .model import FioReport
-from .sysfs import meminfo_bytes
 
 WINDOW = 5
 RANGE_LIMIT = 0.20

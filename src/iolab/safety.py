@@ -23,8 +23,8 @@ import stat
 from collections.abc import Collection, Mapping
 
 from iolab.errors import SafetyError
+from iolab.facts.targets import BUSY_MARK, SWAP_MARK
 from iolab.model import TargetFacts
-from iolab.targets import BUSY_MARK, SWAP_MARK
 from iolab.units import format_bytes
 
 GiB = 1024**3

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from . import dbfaults
 from .errors import StoreError, UsageError
+from .facts.owner import effective_status
 from .fio import validate
 from .model import (
     FioReport,
@@ -46,7 +47,6 @@ from .model import (
     to_json_text,
     to_jsonable,
 )
-from .owner import effective_status
 
 T = TypeVar("T")
 metadata = sa.MetaData()

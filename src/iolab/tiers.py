@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import jobfile, units
+from .facts.sysfs import read_text
 from .model import ResultRecord
 from .observe import usage
-from .sysfs import read_text
 
 #: The tier whose I/Os the hit ratio counts.
 ORIGIN = "origin"

@@ -47,8 +47,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import sysfs
 from .errors import IolabError, SuiteError
+from .facts import sysfs
 
 if TYPE_CHECKING:  # only in annotations: a command that restores nothing stays light (cli.main)
     from .model import BlockDeviceFacts

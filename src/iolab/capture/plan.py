@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import suite as suite_mod
-from .. import targets
 from ..errors import UsageError
+from ..facts import targets
 from ..model import Run
 from ..store import Store
 from . import record, replay

@@ -9,10 +9,11 @@ from typing import Any
 import click
 from rich.console import Console
 
-from .. import execute, lint, pinning, sysfs, targets, tuning, warmup
-from .. import host as host_mod
+from .. import execute, lint, tuning, warmup
 from .. import suite as suite_mod
 from ..errors import IolabError, UsageError
+from ..facts import host as host_mod
+from ..facts import pinning, sysfs, targets
 from ..model import to_jsonable
 from ..report.method import findings_table
 from ..report.table import Cell, Column, Table, compact_places

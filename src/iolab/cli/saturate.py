@@ -11,9 +11,10 @@ from typing import Any
 
 import click
 
-from .. import autotune, saturation, suite, targets, tuning, units, workflow
+from .. import autotune, saturation, suite, tuning, units, workflow
 from ..errors import UsageError
 from ..execute import RunOptions
+from ..facts import targets
 from ..model import Run
 from ..report import results as results_report
 from ..report.autotune import ranking_table

@@ -193,7 +193,7 @@ def probe(found: Sequence[tuple[Endpoint, str | None]], timeout_s: float = PROBE
     def one(item: tuple[Endpoint, str | None]) -> Probed:
         endpoint, target = item
         if endpoint.address == local_reader.SELF:
-            from ..host import host_facts
+            from ..facts.host import host_facts
             return Probed(endpoint, target, facts=NodeFacts(host_facts()))
         try:
             return Probed(endpoint, target, facts=exporter.facts(endpoint.address, timeout_s))

@@ -1,7 +1,7 @@
 """Host and target facts of remote hosts, gathered with the system ssh client.
 
-The remote side runs the very code that describes local hosts and targets (``iolab.host``,
-``iolab.targets``), so a remote fact means what a local one means. iolab does not need to be
+The remote side runs the very code that describes local hosts and targets (``facts.host``,
+``facts.targets``), so a remote fact means what a local one means. iolab does not need to be
 installed there: the sources of those modules travel with the program that ``python3 -`` reads
 from ssh's stdin; they are imported from memory, results go back as JSON on stdout. The remote
 host needs ``python3`` (3.9+) and, for device facts, the same tools as a local host (``blkid``,
@@ -23,15 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import host as host_mod
-from .. import targets
 from ..errors import HostError
+from ..facts import host as host_mod
+from ..facts import targets
 from ..model import HostFacts, TargetFacts, from_jsonable
 from .hosts import HostSpec, on_each
 
 #: Seconds gathering one host's facts over ssh may take (connect, run, answer).
 GATHER_TIMEOUT_S = 60.0
-_MODULES = ("iolab", "iolab.errors", "iolab.model", "iolab.sysfs", "iolab.host", "iolab.targets")
+_MODULES = ("iolab", "iolab.errors", "iolab.model", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.host",
+            "iolab.facts.targets")
+#: Those of ``_MODULES`` that are packages (their source is their ``__init__.py``).
+_PACKAGES = ("iolab", "iolab.facts")
 
 _BOOTSTRAP = r'''
 import dataclasses, importlib.abc, importlib.util, json, sys, types
@@ -40,7 +43,7 @@ import dataclasses, importlib.abc, importlib.util, json, sys, types
 class _Sources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name, path=None, target=None):
         if name in SOURCES:
-            return importlib.util.spec_from_loader(name, self, is_package=name == "iolab")
+            return importlib.util.spec_from_loader(name, self, is_package=name in PACKAGES)
         return None
 
     def create_module(self, spec):
@@ -53,7 +56,7 @@ class _Sources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 sys.meta_path.insert(0, _Sources())
 sys.modules["pydantic"] = types.SimpleNamespace(TypeAdapter=None)  # only iolab's (de)serialisers use it
-from iolab import host, targets  # noqa: E402
+from iolab.facts import host, targets  # noqa: E402
 
 
 def plain(obj):
@@ -115,12 +118,14 @@ def ssh_command() -> list[str]:
 
 def program(path: str | None) -> str:
     """The Python program the remote ``python3 -`` runs (sources embedded, no quoting needed)."""
-    root = Path(host_mod.__file__).parent
+    root = Path(host_mod.__file__).parents[1]  # the iolab package
     sources = {}
     for name in _MODULES:
-        rel = "__init__.py" if name == "iolab" else name.split(".", 1)[1] + ".py"
+        parts = name.split(".")[1:]
+        rel = Path(*parts, "__init__.py") if name in _PACKAGES else Path(*parts[:-1], parts[-1] + ".py")
         sources[name] = (root / rel).read_text()
-    return f"SOURCES = {json.dumps(sources)}\nPATH = {json.dumps(path)}\n{_BOOTSTRAP}"
+    return (f"SOURCES = {json.dumps(sources)}\nPACKAGES = {json.dumps(list(_PACKAGES))}\nPATH = {json.dumps(path)}\n"
+            f"{_BOOTSTRAP}")
 
 
 def gather(host: HostSpec, path: str | None, timeout_s: float = GATHER_TIMEOUT_S) -> RemoteFacts:

@@ -16,8 +16,9 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import jobfile, safety, targets
+from .. import jobfile, safety
 from ..errors import SafetyError, SuiteError
+from ..facts import targets
 from ..model import TargetFacts
 from . import fence as fence_mod
 from . import fiopaths

@@ -34,10 +34,10 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from iolab import sysfs
 from iolab.errors import IolabError
+from iolab.facts import sysfs
+from iolab.facts.sysfs import format_cpu_list, parse_cpu_list
 from iolab.model import BlockDeviceFacts, TargetFacts
-from iolab.sysfs import format_cpu_list, parse_cpu_list
 
 SYSFS = "/sys"
 MOUNTINFO = "/proc/self/mountinfo"

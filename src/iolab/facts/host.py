@@ -19,7 +19,7 @@ import shlex
 import subprocess
 from collections.abc import Sequence
 
-from iolab import sysfs
+from iolab.facts import sysfs
 from iolab.model import HostFacts
 
 #: DMI strings (``sys_vendor`` / ``product_name``) of hypervisors, as systemd-detect-virt
