@@ -12,7 +12,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from iolab import jobfile
+from iolab.fio import jobfile
 from iolab.runner import local
 from iolab.store import PendingResult, Store
 

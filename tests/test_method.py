@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
-from iolab import jobfile, method
-from iolab.fio import parse_output
+from iolab import method
+from iolab.fio import jobfile, parse_output
 from iolab.fio.json import parse_json
 from iolab.method import Precondition, steady_state, window_verdict
 from iolab.store import Store

@@ -207,7 +207,7 @@ def test_the_time_bound_stops_fio(socket_servers, tmp_path):
 
 
 def test_every_remote_job_has_a_time_bound():
-    from iolab import jobfile
+    from iolab.fio import jobfile
     from iolab.remote.jobs import DEFAULT_BOUND_S, time_bound_s
 
     timed = jobfile.parse("[global]\nruntime=30s\nramp_time=5\n[a]\nrw=read\n[b]\nruntime=1m\n")

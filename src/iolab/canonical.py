@@ -28,10 +28,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import jobfile, units
+from . import units
 from .errors import SuiteError
+from .fio import jobfile
+from .fio.jobfile import NOT_WORKLOAD
 from .fio.num2str import version_tuple
-from .jobfile import NOT_WORKLOAD
 from .model import ResultRecord
 
 ALIASES = {

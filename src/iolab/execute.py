@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import crashphase, dbfaults, interrupts, jobfile, lint, plan_checks, safety, tuning, units
+from . import crashphase, dbfaults, interrupts, lint, plan_checks, safety, tuning, units
 from . import method as method_mod
 from . import scratch as scratch_mod
 from . import spool as spool_mod
@@ -31,6 +31,7 @@ from .errors import HostError, Interrupted, IolabError, SafetyError, StoreError,
 from .facts import host, pinning, targets
 from .facts.owner import owner_record
 from .facts.sysfs import format_cpu_list as format_cpus
+from .fio import jobfile
 from .model import (
     BlockDeviceFacts,
     FioReport,

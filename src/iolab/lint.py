@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from . import jobfile, safety, units
+from . import safety, units
 from .errors import IolabError
 from .facts import targets
 from .facts.sysfs import parse_cpu_list
+from .fio import jobfile
 from .method import Precondition
 from .model import HostFacts, Run, TargetFacts
 from .suite import PlannedJob

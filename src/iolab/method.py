@@ -31,9 +31,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import jobfile, units
+from . import units
 from .errors import IolabError
 from .facts.sysfs import meminfo_bytes
+from .fio import jobfile
 from .fio.merge import summarize
 from .model import FioReport
 

@@ -9,9 +9,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import jobfile, safety, units
+from . import safety, units
 from . import suite as suite_mod
 from .errors import SuiteError
+from .fio import jobfile
 from .model import TargetFacts
 from .remote import jobs as remote_jobs
 from .runner import guard

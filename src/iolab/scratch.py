@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import jobfile
+from .fio import jobfile
 from .model import ResultRecord, Run
 from .remote import jobs as remote_jobs
 

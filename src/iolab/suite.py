@@ -46,10 +46,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from . import jobfile, tuning, units
+from . import tuning, units
 from .errors import SuiteError
 from .facts import pinning
-from .jobfile import Option, Section
+from .fio import jobfile
+from .fio.jobfile import Option, Section
 from .method import Method, Precondition, check_precondition
 from .observe.config import Observe, check_observe
 from .remote import hosts as remote_hosts

@@ -43,8 +43,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import jobfile, units
+from . import units
 from .facts.sysfs import read_text
+from .fio import jobfile
 from .model import ResultRecord
 from .observe import usage
 

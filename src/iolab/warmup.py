@@ -33,8 +33,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import jobfile, stats
+from . import stats
 from . import tiers as tiers_mod
+from .fio import jobfile
 from .fio.merge import by_job
 from .model import DirectionStats, Run
 

@@ -22,7 +22,7 @@ import yaml
 
 from . import autotune, execute, lint, scratch, tuning, units
 from .execute import JobEvent, RunOptions
-from .jobfile import Section
+from .fio.jobfile import Section
 from .method import Method
 from .model import ResultRecord
 from .remote.jobs import RemoteTarget

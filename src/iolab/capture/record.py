@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
-from .. import jobfile
 from ..errors import UsageError
 from ..facts import host, targets
+from ..fio import jobfile
 from ..model import DirectionStats, FioReport, JobResult, Latency, Run, TargetFacts, to_jsonable
 from ..store import Store, traces
 from . import replay, tracefs

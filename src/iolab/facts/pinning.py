@@ -23,7 +23,7 @@ import os
 from collections.abc import Collection
 
 from ..errors import SuiteError
-from ..jobfile import Option
+from ..fio.jobfile import Option
 from ..model import BlockDeviceFacts
 from .sysfs import format_cpu_list, listdir, online_cpus, parse_cpu_list, read_cpu_list
 

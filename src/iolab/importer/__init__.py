@@ -38,9 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .. import jobfile
 from ..errors import IolabError, ParseError, UsageError
-from ..fio import clean_pasted, detect_format, parse_output
+from ..fio import clean_pasted, detect_format, jobfile, parse_output
 from ..fio import logs as fio_logs
 from ..fio.json import looks_like_json
 from ..model import FioReport

@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from .. import jobfile, units
+from .. import units
 from ..errors import ParseError, SuiteError
+from ..fio import jobfile
 from ..fio import logs as fio_logs
 from ..fio.num2str import version_tuple
 from ..model import DirectionStats, FioReport, JobResult, TimeSeries

@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import canonical, jobfile, sweep
+from .. import canonical, sweep
+from ..fio import jobfile
 from ..fio.num2str import version_tuple
 from ..model import FioReport, JobResult
 

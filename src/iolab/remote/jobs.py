@@ -28,8 +28,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import jobfile, safety, units
+from .. import safety, units
 from ..errors import HostError, SafetyError
+from ..fio import jobfile
 from ..model import HostFacts, ResultRecord, TargetFacts, from_jsonable, to_jsonable
 from ..runner import client, local
 from ..suite import Target

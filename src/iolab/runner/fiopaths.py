@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import jobfile
 from ..errors import SafetyError
+from ..fio import jobfile
 
 #: Options that make fio run a program (or load code): refused unless the user allows it.
 EXEC_OPTIONS = ("exec_prerun", "exec_postrun")

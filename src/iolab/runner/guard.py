@@ -16,9 +16,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import jobfile, safety
+from .. import safety
 from ..errors import SafetyError, SuiteError
 from ..facts import targets
+from ..fio import jobfile
 from ..model import TargetFacts
 from . import fence as fence_mod
 from . import fiopaths

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SuiteError
+from ..errors import SuiteError
 
 Option = tuple[str, str | None]
 
