@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
+from iolab.remote import client, protocol
 from iolab.remote import hosts as host_specs
-from iolab.remote import protocol
-from iolab.runner import client
 from netns import lab, requires_netns, wait_listening
 
 pytestmark = [requires_netns, pytest.mark.root]

@@ -13,9 +13,8 @@ import pytest
 
 from iolab.errors import HostError
 from iolab.fio.merge import percentiles_from_bins
-from iolab.remote import hosts, protocol
+from iolab.remote import client, hosts, protocol
 from iolab.remote.hosts import HostSpec
-from iolab.runner import client
 
 
 @pytest.mark.parametrize(("text", "kind", "host", "port", "label", "fio_arg"), [

@@ -32,14 +32,14 @@ from .. import safety, units
 from ..errors import HostError, SafetyError
 from ..fio import jobfile
 from ..model import HostFacts, ResultRecord, TargetFacts, from_jsonable, to_jsonable
-from ..runner import client, local
+from ..runner import local
 from ..suite import Target
-from . import facts as remote_facts
+from . import client, protocol
 from . import hosts as host_specs
-from . import protocol
-from .facts import RemoteFacts
+from . import ssh as remote_facts
 from .hosts import HostSpec
 from .protocol import ProbeReply
+from .ssh import RemoteFacts
 
 #: Seconds a host has to answer the preflight probe (connect and reply).
 PREFLIGHT_TIMEOUT_S = 5.0

@@ -37,11 +37,11 @@ from ..errors import FioError, ParseError, SuiteError
 from ..fio import logs
 from ..fio.json import parse_json
 from ..model import DiskUtil, FioReport, JobResult, TimeSeries
-from ..remote.hosts import HostSpec
-from ..remote.protocol import ProbeReply
-from ..remote.relay import Relay, open_relays
-from .local import LOG_PREFIX, _die_with_parent, _error_text, _stop, exit_waiter, find_fio, warm_up
-from .status import Status
+from ..runner.local import LOG_PREFIX, _die_with_parent, _error_text, _stop, exit_waiter, find_fio, warm_up
+from ..runner.status import Status
+from .hosts import HostSpec
+from .protocol import ProbeReply
+from .relay import Relay, open_relays
 
 OUTPUT_NAME = "fio-output.json"
 
