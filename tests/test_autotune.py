@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from iolab import autotune, saturation, suite
+from iolab import autotune, saturation
 from iolab.autotune import Axis, Descent, Measured
+from iolab.describe import suite
 from iolab.saturation import Point
 from iolab.workflow import best_suite
 

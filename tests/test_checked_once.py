@@ -16,7 +16,7 @@ from alembic.script import ScriptDirectory
 import pg
 from iolab import execute
 from iolab import store as store_mod
-from iolab import suite as suite_mod
+from iolab.describe import suite as suite_mod
 from iolab.runner import local
 from iolab.store import Store
 

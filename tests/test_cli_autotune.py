@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab, popen
-from iolab import suite, tuning
+from iolab import tuning
+from iolab.describe import suite
 from iolab.facts.targets import block_device_facts
 from loopdev import MiB, loop_device, requires_loop
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import fuzzing
-from iolab import suite
+from iolab.describe import suite
 from iolab.errors import SuiteError
 from iolab.store import Store
 

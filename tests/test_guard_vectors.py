@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
-from iolab import execute, suite
+from iolab import execute
+from iolab.describe import suite
 from iolab.errors import SafetyError
 from iolab.remote import hosts as remote_hosts
 from iolab.remote import jobs as remote_jobs

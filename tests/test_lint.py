@@ -12,9 +12,9 @@ import pytest
 
 from clirun import iolab
 from iolab import execute, lint
-from iolab import suite as suite_mod
+from iolab.describe import suite as suite_mod
+from iolab.describe.method import Precondition
 from iolab.errors import SafetyError
-from iolab.method import Precondition
 from iolab.model import BlockDeviceFacts, HostFacts, ResultRecord, Run, RunInfo, TargetFacts
 from loopdev import MiB, loop_device, requires_loop
 

@@ -19,7 +19,7 @@ import pytest
 
 from clirun import iolab, popen
 from iolab import execute
-from iolab import suite as suite_mod
+from iolab.describe import suite as suite_mod
 from iolab.errors import HostError, SafetyError, UsageError
 from iolab.facts.host import fio_version, host_facts
 from iolab.fio.merge import summarize

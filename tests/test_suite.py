@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab import suite
+from iolab.describe import suite
 from iolab.errors import SuiteError
 from iolab.fio import jobfile
 

@@ -46,7 +46,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import canonical, stats
+from . import stats
+from .describe import canonical
 from .errors import UsageError
 from .fio.merge import by_job
 from .model import DirectionStats, Latency, ResultRecord, Run, pct_key

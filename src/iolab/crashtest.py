@@ -44,7 +44,7 @@ from .errors import HostError, UsageError
 from .model import ResultRecord, Run
 
 if TYPE_CHECKING:
-    from .suite import Target
+    from .describe.suite import Target
     from .workflow import Prober
 
 #: The workload unless the user says otherwise (fio options, verbatim).

@@ -27,6 +27,9 @@ from . import scratch as scratch_mod
 from . import spool as spool_mod
 from . import tiers as tiers_mod
 from .dbfaults import DatabaseUnavailable
+from .describe import tiers as tier_specs
+from .describe.method import Precondition
+from .describe.suite import JobSpec, Suite, Target, plan, render_job
 from .errors import HostError, Interrupted, IolabError, SafetyError, StoreError, SuiteError
 from .facts import host, pinning, targets
 from .facts.owner import owner_record
@@ -50,7 +53,6 @@ from .runner import fence as fence_mod
 from .runner import guard, local
 from .runner.status import Status
 from .spool import JobEnd, Spool
-from .suite import JobSpec, Suite, Target, plan, render_job
 from .units import format_duration
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks run (``cli.run``)
@@ -337,7 +339,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
                  "remote": remote_jobs.stored_options(plan_.suite.targets),
                  "remote_scratch": {name: remote_jobs.scratch(rt) for name, rt in plan_.remote.items()},
                  "observe": plan_.observers.stored(), "passes": plan_.suite.passes, "owner": owner_record(),
-                 "tiers": tiers_mod.stored(plan_.suite.tiers),
+                 "tiers": tier_specs.stored(plan_.suite.tiers),
                  "preexisting": {t.path: sorted(scratch_mod.fio_files(t.path)) for t in plan_.suite.targets
                                  if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"}},
     )
@@ -697,11 +699,11 @@ class _JobMethod:
         self.stored = run_options.get("method") or {}
         self.options = options
         pre = self.stored.get("precondition")
-        self.precondition = method_mod.Precondition(**pre) if pre else None
+        self.precondition = Precondition(**pre) if pre else None
         self.writes = self.precondition is not None
         self.filled: set[tuple[str, str]] = {(p, w) for p, w in run_options.get("filled", ())}
         self._region: tuple[str, str] | None = None
-        self.tiers = tiers_mod.from_options(run_options)
+        self.tiers = tier_specs.from_options(run_options)
 
     def tune(self, workload: str) -> dict[str, str]:
         return dict((self.stored.get("tune") or {}).get(workload) or {})
@@ -710,7 +712,7 @@ class _JobMethod:
         """The devices on this machine whose counters are read around the job (``tiers``): tier
         name -> kernel name of each local tier, and the target's own device (``target``) when it is
         a device-mapper or bcache device, which may be a cache with counters of its own."""
-        out = {t.name: t.kernel_name for t in tiers_mod.local_tiers(self.tiers, remote)}
+        out = {t.name: t.kernel_name for t in tier_specs.local_tiers(self.tiers, remote)}
         device = facts.device if facts is not None else None
         if device is not None and device.name.startswith(("dm-", "bcache")) and device.name not in out.values():
             out["target"] = device.name

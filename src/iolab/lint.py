@@ -26,13 +26,13 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from . import safety, units
+from .describe.method import Precondition
+from .describe.suite import PlannedJob
 from .errors import IolabError
 from .facts import targets
 from .facts.sysfs import parse_cpu_list
 from .fio import jobfile
-from .method import Precondition
 from .model import HostFacts, Run, TargetFacts
-from .suite import PlannedJob
 
 ERROR = "error"
 WARNING = "warning"

@@ -1,16 +1,6 @@
 """Method helpers around a measured job: preconditioning with steady-state detection, dropping
-the page cache, and reading fio's own steady-state block.
-
-Suite keys (all optional)::
-
-    pin: mq                      # see pinning.py
-    drop_caches: true            # before every measured job
-    precondition:
-      fill: 2x                   # workload-independent: write the region N times sequentially
-      bs: 128k                   #   with this block size (SNIA PTS: 2× capacity, 128 KiB)
-      rounds: 25                 # workload-dependent: up to N rounds of the workload itself,
-      round_time: 60s            #   each this long, until steady state (PTS: at most 25)
-      track: iops                #   the variable judged: iops, bw or lat_mean
+the page cache, and reading fio's own steady-state block. The suite's settings they apply
+(``Method``, ``Precondition``) are ``describe.method``'s.
 
 **Steady state** (SNIA SSS PTS, as in docs/design.md, section 4): over a window of the last 5 rounds, the range
 (max − min) of the tracked variable is at most 20 % of the window's average, and the excursion
@@ -32,68 +22,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from . import units
+from .describe.method import TRACKS, WINDOW, Precondition
 from .errors import IolabError
 from .facts.sysfs import meminfo_bytes
 from .fio import jobfile
 from .fio.merge import summarize
 from .model import FioReport
 
-WINDOW = 5
 RANGE_LIMIT = 0.20
 EXCURSION_LIMIT = 0.10
-MAX_ROUNDS = 25
-TRACKS = ("iops", "bw", "lat_mean")
 DROP_CACHES = "/proc/sys/vm/drop_caches"
-
-
-@dataclass(frozen=True)
-class Precondition:
-    """``fill``: how many times the region is written sequentially first (0: no fill);
-    ``rounds``: the most workload rounds to run until steady state (0: none)."""
-
-    fill: int = 0
-    bs: str = "128k"
-    rounds: int = 0
-    round_time: str = "60s"
-    track: str = "iops"
-
-
-@dataclass(frozen=True)
-class Method:
-    """A suite's method settings (tuning lives on each JobSpec, being a matrix axis)."""
-
-    pin: str | None = None
-    drop_caches: bool = False
-    precondition: Precondition | None = None
-
-
-def check_precondition(raw: Any) -> Precondition:
-    """Validate a suite's ``precondition:`` mapping. Raises ``ValueError`` (``fill: ...``)."""
-    if not isinstance(raw, Mapping):
-        raise ValueError("expected a mapping such as {fill: 2x, bs: 128k, rounds: 25}")
-    unknown = set(raw) - {"fill", "bs", "rounds", "round_time", "track"}
-    if unknown:
-        raise ValueError(f"{sorted(unknown)[0]}: unknown key (use fill, bs, rounds, round_time, track)")
-    fill_text = str(raw.get("fill", 0)).strip().lower().removesuffix("x")
-    if not fill_text.isdigit():
-        raise ValueError(f"fill: expected a whole multiple of the region such as 2x, got {raw.get('fill')!r}")
-    rounds = raw.get("rounds", 0)
-    if rounds is True:
-        rounds = MAX_ROUNDS
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or not (rounds == 0 or WINDOW <= rounds <= 1000):
-        raise ValueError(f"rounds: expected 0 or a whole number {WINDOW}..1000 (the steady-state window is "
-                         f"{WINDOW} rounds), got {rounds!r}")
-    bs, round_time, track = str(raw.get("bs", "128k")), str(raw.get("round_time", "60s")), raw.get("track", "iops")
-    for key, check, value in (("bs", units.parse_size, bs), ("round_time", units.parse_duration_us, round_time)):
-        try:
-            check(value)
-        except ValueError as exc:
-            raise ValueError(f"{key}: {exc}") from None
-    if track not in TRACKS:
-        raise ValueError(f"track: expected one of {', '.join(TRACKS)}, got {track!r}")
-    if int(fill_text) == 0 and rounds == 0:
-        raise ValueError("nothing to do: give fill (e.g. 2x) and/or rounds (e.g. 25)")
-    return Precondition(fill=int(fill_text), bs=bs, rounds=rounds, round_time=round_time, track=track)
 
 
 # --- steady state (pure) ------------------------------------------------------------------------

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import safety, units
-from . import suite as suite_mod
+from .describe import suite as suite_mod
+from .describe.suite import PlannedJob, Suite
 from .errors import SuiteError
 from .fio import jobfile
 from .model import TargetFacts
 from .remote import jobs as remote_jobs
 from .runner import guard
-from .suite import PlannedJob, Suite
 from .units import format_bytes
 
 

@@ -1,11 +1,6 @@
 """Cache tiers: which I/Os reached each device under a cache, and the cache's own counters.
 
-A suite (or ``--tier NAME=DEVICE``) names the devices under a cached target::
-
-    tiers:
-      origin: /dev/sdb            # the slow device behind the cache: the hit ratio counts its I/Os
-      cache: /dev/nvme0n1p1       # any other tier, counted the same way
-      disk: dm-3@nvmet            # DEVICE@HOST: a device on an observed host (``observe:``)
+A suite (or ``--tier NAME=DEVICE``) names the devices under a cached target (``describe.tiers``).
 
 **Hit ratio** (per direction) = 1 − I/Os that reached the origin / I/Os fio issued (``total_ios``
 of the direction, all jobs and hosts). It needs nothing from the cache, so it works for any cache
@@ -44,13 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import units
+from .describe.tiers import ORIGIN, Tier
 from .facts.sysfs import read_text
 from .fio import jobfile
 from .model import ResultRecord
 from .observe import usage
 
-#: The tier whose I/Os the hit ratio counts.
-ORIGIN = "origin"
 #: Where the dm-cache status format is documented.
 DMCACHE_SOURCE = "Documentation/admin-guide/device-mapper/cache.rst, 'Status' (dmsetup status)"
 #: Where bcache's statistics are documented.
@@ -60,67 +54,6 @@ BCACHE_COUNTERS = ("cache_hits", "cache_misses", "cache_bypass_hits", "cache_byp
                    "cache_miss_collisions", "cache_readaheads")
 BCACHE_SIZES = ("bypassed",)
 SECTOR_BYTES = 512
-
-
-# --- tier specifications -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Tier:
-    """A named device under the cache: ``device`` as given (``/dev/sdb`` or a kernel name such as
-    ``dm-3``), on ``host`` (an observed host's name, ``local``, or None: the target's host)."""
-
-    name: str
-    device: str
-    host: str | None = None
-
-    @property
-    def kernel_name(self) -> str:
-        """The device's kernel name (``sdb``, ``dm-3``): a ``/dev`` path resolved here when it
-        exists on this machine (``/dev/mapper/vg-lv`` -> ``dm-3``), else its last component."""
-        if self.device.startswith("/") and (self.host in (None, "local")) and os.path.exists(self.device):
-            return os.path.basename(os.path.realpath(self.device))
-        return os.path.basename(self.device)
-
-    def spec(self) -> str:
-        return f"{self.device}@{self.host}" if self.host else self.device
-
-
-def parse_tier(name: str, spec: str) -> Tier:
-    """``origin``, ``/dev/sdb`` or ``dm-3@nvmet`` as a Tier. Raises ``ValueError`` saying what is
-    wrong."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise ValueError(f"{name!r}: a tier name uses letters, digits, '.', '_' and '-'")
-    device, at, host = str(spec).partition("@")
-    device = device.strip()
-    if not device or (at and not host.strip()):
-        raise ValueError(f"{name}: expected a block device such as /dev/sdb or sdb, or DEVICE@HOST, got {spec!r}")
-    if not device.startswith("/") and "/" in device:
-        raise ValueError(f"{name}: {device!r} is neither a /dev path nor a kernel device name")
-    return Tier(name, device, host.strip() or None)
-
-
-def check_tiers(raw: Any) -> tuple[Tier, ...]:
-    """A suite's ``tiers:`` mapping (name -> device). Raises ``ValueError`` naming the tier."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, Mapping):
-        raise ValueError("expected a mapping of tier names to devices, such as {origin: /dev/sdb, cache: /dev/nvme0n1}")
-    return tuple(parse_tier(str(name), str(spec)) for name, spec in raw.items())
-
-
-def stored(tiers: Sequence[Tier]) -> dict[str, str]:
-    """The run option ``tiers`` (``from_options`` reads it back)."""
-    return {t.name: t.spec() for t in tiers}
-
-
-def from_options(run_options: Mapping[str, Any]) -> tuple[Tier, ...]:
-    return tuple(parse_tier(name, spec) for name, spec in (run_options.get("tiers") or {}).items())
-
-
-def local_tiers(tiers: Sequence[Tier], remote_target: bool) -> list[Tier]:
-    """The tiers on this machine: ``@local`` ones, and those without a host on a local target."""
-    return [t for t in tiers if t.host == "local" or (t.host is None and not remote_target)]
 
 
 # --- parsers (pure) ----------------------------------------------------------------------------

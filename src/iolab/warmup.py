@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from . import stats
 from . import tiers as tiers_mod
+from .describe import tiers as tier_specs
 from .fio import jobfile
 from .fio.merge import by_job
 from .model import DirectionStats, Run
@@ -205,7 +206,7 @@ def curves(runs: Sequence[Run], threshold: float = THRESHOLD) -> list[Curve]:
     found: dict[tuple[str, str, str, str], dict[int, list[tuple[DirectionStats, tiers_mod.Accounting | None]]]] = {}
     notes: dict[tuple[str, str, str, str], set[str]] = {}
     for run in runs:
-        tiers = tiers_mod.from_options(run.info.options)
+        tiers = tier_specs.from_options(run.info.options)
         for result in run.results:
             number = (result.extra or {}).get("pass")
             if not number or result.status != "ok":
@@ -224,7 +225,7 @@ def curves(runs: Sequence[Run], threshold: float = THRESHOLD) -> list[Curve]:
 
 def _point(number: int, seen: Sequence[tuple[DirectionStats, tiers_mod.Accounting | None]], direction: str
            ) -> PassPoint:
-    origins = [next((t.ios(direction) for t in acc.tiers if t.tier == tiers_mod.ORIGIN), None) if acc else None
+    origins = [next((t.ios(direction) for t in acc.tiers if t.tier == tier_specs.ORIGIN), None) if acc else None
                for _, acc in seen]
     ses = [s for d, _ in seen if (s := _sample_se(d)) is not None]
     problems = tuple(dict.fromkeys(p for _, acc in seen if acc and (p := acc.hit_problems.get(direction))))

@@ -20,15 +20,16 @@ from typing import Any
 
 import yaml
 
-from . import autotune, execute, lint, scratch, tuning, units
+from . import autotune, execute, lint, scratch, units
+from .describe.method import Method
+from .describe.suite import Suite, Target, Workload
+from .describe.tune import label as tuning_label
 from .execute import JobEvent, RunOptions
 from .fio.jobfile import Section
-from .method import Method
 from .model import ResultRecord
 from .remote.jobs import RemoteTarget
 from .saturation import Point, Search, Slo, knee, point_of
 from .store import Store
-from .suite import Suite, Target, Workload
 
 #: What a probe runs unless the user says otherwise (fio options, verbatim).
 DEFAULT_OPTIONS = {"rw": "randread", "bs": "4k", "ioengine": "libaio", "direct": "1", "time_based": "1",
@@ -237,7 +238,7 @@ def config_name(base: Mapping[str, str], config: autotune.Config, options: Mappi
     parts = [probe_name(base, int(options["iodepth"]), int(options["numjobs"]))]
     for key, value in config:
         if key in autotune.HOST:
-            parts.append(tuning.label(key, value))
+            parts.append(tuning_label(key, value))
         elif key == "pin":
             parts.append(f"pin_{value}")
         elif key == "ioengine":

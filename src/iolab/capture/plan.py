@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import suite as suite_mod
+from ..describe import suite as suite_mod
 from ..errors import UsageError
 from ..facts import targets
 from ..model import Run

@@ -206,7 +206,7 @@ def _check_fit(ctx: click.Context, job_path: str, check: str, destroy: Sequence[
                ) -> tuple[Run, Run]:
     """Run the fitted job on the --check device through execute while capturing that device."""
     from .. import execute
-    from .. import suite as suite_mod
+    from ..describe import suite as suite_mod
     from .method import print_findings
     from .run import _describe_plan, _LiveProgress
 

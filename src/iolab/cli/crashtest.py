@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from .. import crashtest, suite, units, workflow
+from .. import crashtest, units, workflow
+from ..describe import suite
 from ..errors import UsageError
 from ..execute import RunOptions
 from ..remote import hosts as host_specs

@@ -10,7 +10,8 @@ import click
 from rich.console import Console
 
 from .. import execute, lint, tuning, warmup
-from .. import suite as suite_mod
+from ..describe import suite as suite_mod
+from ..describe.tune import parse_tune_args
 from ..errors import IolabError, UsageError
 from ..facts import host as host_mod
 from ..facts import pinning, sysfs, targets
@@ -27,7 +28,7 @@ PIN_CHOICE = click.Choice(pinning.MODES)
 def load_planned(suite: str, targets_: Sequence[str], tune: Sequence[str], pin: str | None) -> suite_mod.Suite:
     """A suite as ``run`` and ``lint`` read it: ``--target``, ``--tune`` and ``--pin`` applied."""
     loaded = suite_mod.with_targets(suite_mod.load(suite), suite_mod.parse_target_args(targets_))
-    return suite_mod.with_method(loaded, tuning.parse_tune_args(tune), pin)
+    return suite_mod.with_method(loaded, parse_tune_args(tune), pin)
 
 
 def print_findings(findings: Sequence[lint.Finding], console: Console = err, *, full: bool = False) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from .. import autotune, saturation, suite, tuning, units, workflow
+from .. import autotune, saturation, tuning, units, workflow
+from ..describe import suite
 from ..errors import UsageError
 from ..execute import RunOptions
 from ..facts import targets

@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import canonical, sweep
+from .. import sweep
+from ..describe import canonical
 from ..fio import jobfile
 from ..fio.num2str import version_tuple
 from ..model import FioReport, JobResult

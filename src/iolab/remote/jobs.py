@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import safety, units
+from ..describe.suite import Target
 from ..errors import HostError, SafetyError
 from ..fio import jobfile
 from ..model import HostFacts, ResultRecord, TargetFacts, from_jsonable, to_jsonable
 from ..runner import local
-from ..suite import Target
 from . import client, protocol
 from . import hosts as host_specs
 from . import ssh as remote_facts

@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import canonical, sweep
+from .. import sweep
 from ..compare import (
     BETTER,
     FAILED,
@@ -65,6 +65,7 @@ from ..compare import (
     nearest,
     verdict_word,
 )
+from ..describe import canonical
 from ..stats import Summary
 from ..units import format_ns, format_rate
 from .sweeps import comparison_grids

@@ -46,16 +46,18 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from . import tuning, units
-from .errors import SuiteError
-from .facts import pinning
-from .fio import jobfile
-from .fio.jobfile import Option, Section
+from .. import units
+from ..errors import SuiteError
+from ..facts import pinning
+from ..fio import jobfile
+from ..fio.jobfile import Option, Section
+from ..remote import hosts as remote_hosts
+from ..remote.hosts import HostSpec
 from .method import Method, Precondition, check_precondition
-from .observe.config import Observe, check_observe
-from .remote import hosts as remote_hosts
-from .remote.hosts import HostSpec
+from .observe import Observe, check_observe
 from .tiers import Tier, check_tiers
+from .tune import check_tune
+from .tune import label as tuning_label
 
 FioValue = str | int | float | bool | None
 RW_VALUES = ("read", "write", "trim", "randread", "randwrite", "randtrim", "rw", "readwrite", "randrw",
@@ -305,7 +307,7 @@ class _SuiteModel(BaseModel):
     @field_validator("tune")
     @classmethod
     def _tune(cls, v: dict[str, Any]) -> dict[str, tuple[str, ...]]:
-        return tuning.check_tune(v)
+        return check_tune(v)
 
     @field_validator("pin")
     @classmethod
@@ -751,7 +753,7 @@ def _tunings(workload: Workload, tune: Mapping[str, tuple[str, ...]]) -> list[tu
         if not axes:
             out.append((workload, chosen))
             continue
-        name = "-".join([workload.name, *(tuning.label(k, chosen[k]) for k in axes)])
+        name = "-".join([workload.name, *(tuning_label(k, chosen[k]) for k in axes)])
         name = re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
         sections = tuple(replace(s, name=name) if s.name == workload.name else s for s in workload.sections)
         out.append((replace(workload, name=name, sections=sections), chosen))

@@ -28,12 +28,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import units
-from .errors import SuiteError
-from .fio import jobfile
-from .fio.jobfile import NOT_WORKLOAD
-from .fio.num2str import version_tuple
-from .model import ResultRecord
+from .. import units
+from ..errors import SuiteError
+from ..fio import jobfile
+from ..fio.jobfile import NOT_WORKLOAD
+from ..fio.num2str import version_tuple
+from ..model import ResultRecord
 
 ALIASES = {
     "readwrite": "rw", "blocksize": "bs", "blockalign": "ba", "blocksize_range": "bsrange",
