@@ -17,11 +17,11 @@ import pytest
 
 from clirun import iolab
 from iolab import execute
+from iolab.check import guard
+from iolab.check import remote as remote_jobs
 from iolab.describe import suite
 from iolab.errors import SafetyError
 from iolab.remote import hosts as remote_hosts
-from iolab.remote import jobs as remote_jobs
-from iolab.runner import guard
 from iolab.store import Store
 from loopdev import MiB, loop_device, requires_loop
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
-from iolab import execute, lint
+from iolab import execute
+from iolab.check import lint
 from iolab.describe import suite as suite_mod
 from iolab.describe.method import Precondition
 from iolab.errors import SafetyError

@@ -16,10 +16,10 @@ import pytest
 
 from clirun import iolab, popen, wait_for
 from iolab import execute
+from iolab.check import remote as remote_jobs
 from iolab.describe.suite import load_yaml
 from iolab.errors import HostError
 from iolab.observe import prometheus, usage
-from iolab.remote import jobs as remote_jobs
 from iolab.store import Store
 from loopdev import MiB, loop_device, requires_loop
 from netns import lab, local_node_exporter, requires_netns, requires_node_exporter, wait_listening

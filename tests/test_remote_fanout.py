@@ -221,8 +221,8 @@ def _until_refused(address: str, port: int, timeout_s: float = 10) -> None:
 
 def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job(tmp_path):
     from iolab import execute
+    from iolab.check import remote as remote_jobs
     from iolab.describe import suite as suite_mod
-    from iolab.remote import jobs as remote_jobs
     from iolab.store import Store
 
     with lab(2) as hosts:

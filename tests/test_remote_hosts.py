@@ -19,12 +19,12 @@ import pytest
 
 from clirun import iolab, popen
 from iolab import execute
+from iolab.check import remote as remote_jobs
 from iolab.describe import suite as suite_mod
 from iolab.errors import HostError, SafetyError, UsageError
 from iolab.facts.host import fio_version, host_facts
 from iolab.fio.merge import summarize
 from iolab.remote import hosts as host_specs
-from iolab.remote import jobs as remote_jobs
 from iolab.remote import protocol, server
 from iolab.report import document
 from iolab.report.results import run_document

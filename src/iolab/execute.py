@@ -21,11 +21,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import crashphase, dbfaults, interrupts, lint, plan_checks, safety, tuning, units
+from . import crashphase, dbfaults, interrupts, tuning, units
 from . import method as method_mod
 from . import scratch as scratch_mod
 from . import spool as spool_mod
 from . import tiers as tiers_mod
+from .check import guard, lint, plan_checks, safety
+from .check import remote as remote_jobs
+from .check.plan_checks import PlanItem
 from .dbfaults import DatabaseUnavailable
 from .describe import tiers as tier_specs
 from .describe.method import Precondition
@@ -47,10 +50,8 @@ from .model import (
 from .observe import config as observe_config
 from .observe.config import Probed
 from .observe.watch import Observers
-from .plan_checks import PlanItem
-from .remote import jobs as remote_jobs
 from .runner import fence as fence_mod
-from .runner import guard, local
+from .runner import local
 from .runner.status import Status
 from .spool import JobEnd, Spool
 from .units import format_duration

@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .check import remote as remote_jobs
 from .fio import jobfile
 from .model import ResultRecord, Run
-from .remote import jobs as remote_jobs
 
 if TYPE_CHECKING:
     from .store import Store

@@ -20,14 +20,15 @@ from typing import Any
 
 import yaml
 
-from . import autotune, execute, lint, scratch, units
+from . import autotune, execute, scratch, units
+from .check import lint
+from .check.remote import RemoteTarget
 from .describe.method import Method
 from .describe.suite import Suite, Target, Workload
 from .describe.tune import label as tuning_label
 from .execute import JobEvent, RunOptions
 from .fio.jobfile import Section
 from .model import ResultRecord
-from .remote.jobs import RemoteTarget
 from .saturation import Point, Search, Slo, knee, point_of
 from .store import Store
 

@@ -9,7 +9,8 @@ from typing import Any
 import click
 from rich.console import Console
 
-from .. import execute, lint, tuning, warmup
+from .. import execute, tuning, warmup
+from ..check import lint
 from ..describe import suite as suite_mod
 from ..describe.tune import parse_tune_args
 from ..errors import IolabError, UsageError

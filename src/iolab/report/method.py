@@ -12,7 +12,7 @@ from ..model import Run
 from .table import Cell, Column, Table
 
 if TYPE_CHECKING:  # lint imports the planning code, which `iolab show` does not need
-    from ..lint import Finding
+    from ..check.lint import Finding
 
 
 def method_notes(run: Run) -> tuple[str, ...]:

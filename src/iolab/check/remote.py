@@ -28,18 +28,19 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import safety, units
+from .. import units
 from ..describe.suite import Target
 from ..errors import HostError, SafetyError
 from ..fio import jobfile
 from ..model import HostFacts, ResultRecord, TargetFacts, from_jsonable, to_jsonable
+from ..remote import client, protocol
+from ..remote import hosts as host_specs
+from ..remote import ssh as remote_facts
+from ..remote.hosts import HostSpec
+from ..remote.protocol import ProbeReply
+from ..remote.ssh import RemoteFacts
 from ..runner import local
-from . import client, protocol
-from . import hosts as host_specs
-from . import ssh as remote_facts
-from .hosts import HostSpec
-from .protocol import ProbeReply
-from .ssh import RemoteFacts
+from . import safety
 
 #: Seconds a host has to answer the preflight probe (connect and reply).
 PREFLIGHT_TIMEOUT_S = 5.0

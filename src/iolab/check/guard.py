@@ -16,13 +16,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import safety
 from ..errors import SafetyError, SuiteError
 from ..facts import targets
 from ..fio import jobfile
 from ..model import TargetFacts
-from . import fence as fence_mod
-from . import fiopaths
+from ..runner import fence as fence_mod
+from . import fiopaths, safety
 
 #: Marks a planned path that jobs only read (``plan_fence``).
 READ_ONLY = "read:"

@@ -25,14 +25,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from . import safety, units
-from .describe.method import Precondition
-from .describe.suite import PlannedJob
-from .errors import IolabError
-from .facts import targets
-from .facts.sysfs import parse_cpu_list
-from .fio import jobfile
-from .model import HostFacts, Run, TargetFacts
+from .. import units
+from ..describe.method import Precondition
+from ..describe.suite import PlannedJob
+from ..errors import IolabError
+from ..facts import targets
+from ..facts.sysfs import parse_cpu_list
+from ..fio import jobfile
+from ..model import HostFacts, Run, TargetFacts
+from . import safety
 
 ERROR = "error"
 WARNING = "warning"

@@ -9,15 +9,15 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import safety, units
-from .describe import suite as suite_mod
-from .describe.suite import PlannedJob, Suite
-from .errors import SuiteError
-from .fio import jobfile
-from .model import TargetFacts
-from .remote import jobs as remote_jobs
-from .runner import guard
-from .units import format_bytes
+from .. import units
+from ..describe import suite as suite_mod
+from ..describe.suite import PlannedJob, Suite
+from ..errors import SuiteError
+from ..fio import jobfile
+from ..model import TargetFacts
+from ..units import format_bytes
+from . import guard, safety
+from . import remote as remote_jobs
 
 
 @dataclass(frozen=True)
