@@ -22,7 +22,7 @@ from iolab.capture import fit, record, tracefs
 from iolab.capture import replay as replay_mod
 from iolab.capture import trace as trace_mod
 from iolab.capture.trace import FLUSH, FUA, PREFLUSH, READ, SYNC, WRITE
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
 LINES = """\

@@ -19,7 +19,7 @@ from clirun import iolab, popen
 from iolab import tuning
 from iolab.facts.sysfs import parse_cpu_list
 from iolab.facts.targets import block_device_facts
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
 pytestmark = [pytest.mark.root, requires_loop]

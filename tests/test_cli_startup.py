@@ -50,7 +50,7 @@ def test_runs_opens_the_database_without_planning_report_or_numeric_code(tmp_pat
     cli.main(["--db", db, "import", str(SAMPLE)])
     modules = imported_by("--db", db, "runs")
     assert "iolab.store" in modules
-    assert heavy_in(modules, ("numpy", "scipy", "altair", "jinja2", "iolab.execute", "iolab.suite", "iolab.lint",
+    assert heavy_in(modules, ("numpy", "scipy", "altair", "jinja2", "iolab.execute", "iolab.describe.suite", "iolab.check.lint",
                               "iolab.report.results", "iolab.runner", "iolab.remote")) == []
 
 
@@ -82,7 +82,7 @@ def test_planning_a_run_imports_neither_numpy_nor_the_database_code(tmp_path):
     suite.write_text(f"name: s\ntargets:\n  t: {{path: {tmp_path}/f, size: 1m}}\nworkloads:\n  - {{rw: read}}\n")
     modules = imported_by("--db", str(tmp_path / "t.db"), "run", str(suite), "--dry-run", "--no-observe")
     assert "iolab.execute" in modules
-    assert heavy_in(modules, ("numpy", "sqlalchemy", "iolab.store")) == []
+    assert heavy_in(modules, ("numpy", "sqlalchemy", "iolab.store.database")) == []
 
 
 def test_a_command_closes_its_database_and_its_exit_skips_the_full_collection(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 
 from clirun import iolab, wait_for
 from iolab import crashtest
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 from netns import Host, lab, requires_netns, requires_sshd, start_sshd
 

@@ -22,7 +22,7 @@ from iolab.check import remote as remote_jobs
 from iolab.describe import suite
 from iolab.errors import SafetyError
 from iolab.remote import hosts as remote_hosts
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
 pytestmark = requires_loop

@@ -15,7 +15,7 @@ from iolab.describe.method import Precondition, check_precondition
 from iolab.fio import jobfile, parse_output
 from iolab.fio.json import parse_json
 from iolab.method import steady_state, window_verdict
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
 SAMPLES = Path(__file__).parent / "data" / "fio"

@@ -20,7 +20,7 @@ from iolab.check import remote as remote_jobs
 from iolab.describe.suite import load_yaml
 from iolab.errors import HostError
 from iolab.observe import prometheus, usage
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 from netns import lab, local_node_exporter, requires_netns, requires_node_exporter, wait_listening
 

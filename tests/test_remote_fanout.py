@@ -223,7 +223,7 @@ def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job
     from iolab import execute
     from iolab.check import remote as remote_jobs
     from iolab.describe import suite as suite_mod
-    from iolab.store import Store
+    from iolab.store.database import Store
 
     with lab(2) as hosts:
         servers = [h.start_fio_server() for h in hosts]

@@ -28,7 +28,7 @@ from iolab.remote import hosts as host_specs
 from iolab.remote import protocol, server
 from iolab.report import document
 from iolab.report.results import run_document
-from iolab.store import Store
+from iolab.store.database import Store
 from netns import lab, requires_netns, requires_sshd, start_sshd
 
 pytestmark = [requires_netns, pytest.mark.root]

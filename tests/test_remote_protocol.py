@@ -246,7 +246,7 @@ def test_ctrl_c_stops_the_remote_jobs_and_resume_finishes_the_run(socket_servers
     while any(_jobs(p.pid) for p in procs):  # the servers ended their jobs (fio's client said QUIT)
         assert time.monotonic() < deadline, "a remote job outlived Ctrl-C"
         time.sleep(0.1)
-    from iolab.store import Store
+    from iolab.store.database import Store
 
     assert Store(f"sqlite:///{db}").get_run(1).results[0].status == "interrupted"
     resumed = iolab("run", "--resume", "1", db=db, cwd=tmp_path)

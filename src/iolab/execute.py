@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import crashphase, dbfaults, interrupts, tuning, units
+from . import crashphase, interrupts, tuning, units
 from . import method as method_mod
 from . import scratch as scratch_mod
 from . import spool as spool_mod
@@ -29,7 +29,6 @@ from . import tiers as tiers_mod
 from .check import guard, lint, plan_checks, safety
 from .check import remote as remote_jobs
 from .check.plan_checks import PlanItem
-from .dbfaults import DatabaseUnavailable
 from .describe import tiers as tier_specs
 from .describe.method import Precondition
 from .describe.suite import JobSpec, Suite, Target, plan, render_job
@@ -54,10 +53,12 @@ from .runner import fence as fence_mod
 from .runner import local
 from .runner.status import Status
 from .spool import JobEnd, Spool
+from .store import faults as dbfaults
+from .store.faults import DatabaseUnavailable
 from .units import format_duration
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks run (``cli.run``)
-    from .store import PendingResult, Store
+    from .store.database import PendingResult, Store
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
 TIMEOUT_SLACK_S = 300.0
@@ -365,7 +366,7 @@ def extend(store: Store, run_id: int, plan_: Plan, first_repeat: int = 0,
 
 def _pending(plan_: Plan, first_seq: int, first_repeat: int = 0,
              planned: Mapping[str, Any] | None = None) -> list[PendingResult]:
-    from .store import PendingResult
+    from .store.database import PendingResult
     return [PendingResult(seq=first_seq + i.job.seq, target=i.job.spec.target.name,
                           target_path=i.job.spec.target.path, workload=i.job.spec.workload.name,
                           repeat=first_repeat + i.job.repeat, job_text=i.job_text, job_hash=i.job_hash,

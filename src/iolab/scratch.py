@@ -14,7 +14,7 @@ from .fio import jobfile
 from .model import ResultRecord, Run
 
 if TYPE_CHECKING:
-    from .store import Store
+    from .store.database import Store
 
 
 def target_files(result: ResultRecord, kind: str | None) -> list[str]:

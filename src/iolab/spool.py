@@ -34,7 +34,7 @@ from .units import format_bytes
 
 if TYPE_CHECKING:
     from .model import Run
-    from .store import Store
+    from .store.database import Store
 
 SEALED = "result.json"
 #: Room the spool's file system must have before a run: fio's json+ output and 1 s logs of a job are

@@ -30,7 +30,7 @@ from .execute import JobEvent, RunOptions
 from .fio.jobfile import Section
 from .model import ResultRecord
 from .saturation import Point, Search, Slo, knee, point_of
-from .store import Store
+from .store.database import Store
 
 #: What a probe runs unless the user says otherwise (fio options, verbatim).
 DEFAULT_OPTIONS = {"rw": "randread", "bs": "4k", "ioengine": "libaio", "direct": "1", "time_based": "1",

@@ -16,7 +16,7 @@ from ..describe import suite as suite_mod
 from ..errors import UsageError
 from ..facts import targets
 from ..model import Run
-from ..store import Store
+from ..store.database import Store
 from . import record, replay
 from .fingerprint import fingerprint
 

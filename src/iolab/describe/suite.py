@@ -426,7 +426,7 @@ def _validation_error(source: str, text: str, exc: ValidationError) -> SuiteErro
 
 def builtin_suites() -> dict[str, str]:
     """Built-in suite name -> YAML text (``quick``, ``cdm``, ...)."""
-    folder = resources.files("iolab") / "suites"
+    folder = resources.files("iolab.describe") / "suites"
     return {p.name.removesuffix(".yaml"): p.read_text() for p in folder.iterdir() if p.name.endswith(".yaml")}
 
 

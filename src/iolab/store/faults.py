@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from .errors import StoreError
-from .units import format_bytes, format_duration
+from ..errors import StoreError
+from ..units import format_bytes, format_duration
 
 if TYPE_CHECKING:  # imported where a database is used: a run's planning does not wait for it
     import sqlalchemy as sa

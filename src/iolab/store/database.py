@@ -2,7 +2,7 @@
 
 Where: ``--db URL``, else ``$IOLAB_DB`` (a URL or a file path), else
 ``$XDG_DATA_HOME/iolab/iolab.db`` (``~/.local/share/iolab/iolab.db``). The schema is created and
-upgraded by Alembic migrations (``iolab/migrations``) when the store is opened; the table
+upgraded by Alembic migrations (``store/migrations``) when the store is opened; the table
 definitions below mirror them for queries (a test checks they agree).
 
 Every write is its own transaction, committed before the call returns: a result is durable
@@ -30,11 +30,10 @@ import pydantic
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from . import dbfaults
-from .errors import StoreError, UsageError
-from .facts.owner import effective_status
-from .fio import validate
-from .model import (
+from ..errors import StoreError, UsageError
+from ..facts.owner import effective_status
+from ..fio import validate
+from ..model import (
     FioReport,
     HostFacts,
     HostSamples,
@@ -47,6 +46,7 @@ from .model import (
     to_json_text,
     to_jsonable,
 )
+from . import faults as dbfaults
 
 T = TypeVar("T")
 metadata = sa.MetaData()
@@ -372,7 +372,7 @@ def _guarded(what: str) -> Callable[[Callable[Concatenate[Store, P], R]], Callab
     return wrap
 
 
-_MIGRATIONS = resources.files("iolab") / "migrations"
+_MIGRATIONS = resources.files("iolab.store") / "migrations"
 
 
 def head_revision() -> str:
