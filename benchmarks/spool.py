@@ -21,7 +21,7 @@ from pathlib import Path
 
 from iolab.fio import parse_output
 from iolab.model import TimeSeries
-from iolab.spool import JobEnd, Spool
+from iolab.run.spool import JobEnd, Spool
 from iolab.store.database import PendingResult, Store
 from ratios import Ratio, add_json_option, emit, say
 

@@ -14,8 +14,8 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 import pg
-from iolab import execute
 from iolab.describe import suite as suite_mod
+from iolab.run import execute
 from iolab.runner import local
 from iolab.store import database as store_mod
 from iolab.store.database import Store

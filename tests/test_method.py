@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
-from iolab import method
 from iolab.describe.method import Precondition, check_precondition
 from iolab.fio import jobfile, parse_output
 from iolab.fio.json import parse_json
-from iolab.method import steady_state, window_verdict
+from iolab.run import method
+from iolab.run.method import steady_state, window_verdict
 from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 

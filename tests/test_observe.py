@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from iolab import compare as compare_mod
+from iolab.analyze import compare as compare_mod
 from iolab.describe.observe import with_args
 from iolab.describe.suite import load_yaml
 from iolab.errors import HostError, SuiteError, UsageError

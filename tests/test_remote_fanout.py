@@ -220,9 +220,9 @@ def _until_refused(address: str, port: int, timeout_s: float = 10) -> None:
 
 
 def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job(tmp_path):
-    from iolab import execute
-    from iolab.check import remote as remote_jobs
     from iolab.describe import suite as suite_mod
+    from iolab.run import execute
+    from iolab.run import remote as remote_run
     from iolab.store.database import Store
 
     with lab(2) as hosts:
@@ -238,7 +238,7 @@ def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job
         store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
         run_id = execute.start(store, plan, options)
         assert execute.execute(store, run_id, options, checked=plan.remote) == "partial"
-    first, second = (remote_jobs.host_records(r) for r in store.get_run(run_id).results)
+    first, second = (remote_run.host_records(r) for r in store.get_run(run_id).results)
     gone = hosts[1].spec()
     assert [r.status for r in first] == [r.status for r in second] == ["ok", "lost"]
     assert first[1].error.startswith(f"{gone}: not reachable when the job started: nothing listens there")

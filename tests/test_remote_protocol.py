@@ -206,8 +206,8 @@ def test_the_time_bound_stops_fio(socket_servers, tmp_path):
 
 
 def test_every_remote_job_has_a_time_bound():
-    from iolab.check.remote import DEFAULT_BOUND_S, time_bound_s
     from iolab.fio import jobfile
+    from iolab.run.remote import DEFAULT_BOUND_S, time_bound_s
 
     timed = jobfile.parse("[global]\nruntime=30s\nramp_time=5\n[a]\nrw=read\n[b]\nruntime=1m\n")
     assert time_bound_s(timed, 300) == 2 * 65 + 300  # the longest job, ramp included, twice, plus slack

@@ -15,7 +15,7 @@ import pytest
 import cgroup
 import reportrun
 from clirun import iolab
-from iolab.compare import Side, compare
+from iolab.analyze.compare import Side, compare
 from iolab.model import TimeSeries
 from iolab.report import chartdata, charts, document, html, images, markdown
 from iolab.report.comparison import comparison_tables

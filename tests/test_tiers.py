@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from iolab import tiers
+from iolab.analyze import tiers
 from iolab.describe.tiers import Tier, local_tiers, parse_tier
 from iolab.model import DirectionStats, FioReport, JobResult, ResultRecord
 from loopdev import MiB, loop_device, requires_loop

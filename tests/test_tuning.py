@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from iolab import tuning
 from iolab.describe import tune
 from iolab.errors import SuiteError
 from iolab.facts.targets import block_device_facts
+from iolab.run import tuning
 from loopdev import MiB, loop_device, requires_loop
 
 
@@ -103,7 +103,7 @@ def test_a_setting_held_by_a_live_run_is_refused(fake_sysfs, tmp_path: Path) -> 
 
 _KILLED = """
 import json, os, sys, time
-from iolab import tuning
+from iolab.run import tuning
 from iolab.facts.targets import block_device_facts
 dev = block_device_facts(sys.argv[1], sysfs=sys.argv[2])
 tune = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {"scheduler": "mq-deadline", "rq_affinity": "2",

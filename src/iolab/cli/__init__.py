@@ -248,7 +248,7 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
 
 def _restore_leftover_tuning() -> None:
     """Undo host tuning left by a killed run before doing anything else (tuning.py)."""
-    from ..tuning import restore_leftovers
+    from ..run.tuning import restore_leftovers
     left_overs = restore_leftovers()
     if not left_overs:
         return

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .. import compare as compare_mod
+from ..analyze import compare as compare_mod
 from ..errors import UsageError
 from ..model import Run
 from ..report import comparison as comparison_report

@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from .. import execute, tuning, warmup
+from ..analyze import warmup
 from ..check import lint
 from ..describe import suite as suite_mod
 from ..describe.tune import parse_tune_args
@@ -19,6 +19,7 @@ from ..facts import pinning, sysfs, targets
 from ..model import to_jsonable
 from ..report.method import findings_table
 from ..report.table import Cell, Column, Table, compact_places
+from ..run import execute, tuning
 from ..runner import local
 from ..units import format_bytes
 from . import emit_tables, err, out

@@ -8,7 +8,6 @@ from dataclasses import replace
 import click
 from rich.markup import escape
 
-from .. import execute
 from ..check.guard import FencePlan
 from ..check.remote import RemoteTarget
 from ..describe.observe import with_args
@@ -16,6 +15,7 @@ from ..describe.suite import with_passes
 from ..describe.tiers import Tier, parse_tier
 from ..errors import Interrupted, UsageError
 from ..observe.local import SELF
+from ..run import execute
 from ..runner.fence import RULES as FENCE_RULES
 from ..units import format_bytes, format_duration
 from . import DURATION, FORMATS, err, import_store_meanwhile, out, parse_tags, store_of

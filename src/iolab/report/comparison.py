@@ -42,8 +42,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import sweep
-from ..compare import (
+from ..analyze import sweep
+from ..analyze.compare import (
     BETTER,
     FAILED,
     METHOD_LOG_WELCH,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..method import fio_steady_state, format_tracked
 from ..model import Run
+from ..run.method import fio_steady_state, format_tracked
 from .table import Cell, Column, Table
 
 if TYPE_CHECKING:  # lint imports the planning code, which `iolab show` does not need

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import stats, warmup
-from .. import tiers as tiers_mod
+from .. import stats
+from ..analyze import tiers as tiers_mod
+from ..analyze import warmup
 from ..describe import tiers as tier_specs
 from ..model import Run
 from ..units import format_iops, format_ns, format_share

@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..describe import suite as suite_mod
-from ..errors import UsageError
-from ..facts import targets
-from ..model import Run
-from ..store.database import Store
+from ...describe import suite as suite_mod
+from ...errors import UsageError
+from ...facts import targets
+from ...model import Run
+from ...store.database import Store
 from . import record, replay
 from .fingerprint import fingerprint
 

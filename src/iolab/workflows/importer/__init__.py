@@ -38,12 +38,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import IolabError, ParseError, UsageError
-from ..fio import clean_pasted, detect_format, jobfile, parse_output
-from ..fio import logs as fio_logs
-from ..fio.json import looks_like_json
-from ..model import FioReport
-from ..store.database import EncodedSeries, FinishedResult, FinishedRun, ImportedFile, Store, compress_raw
+from ...errors import IolabError, ParseError, UsageError
+from ...fio import clean_pasted, detect_format, jobfile, parse_output
+from ...fio import logs as fio_logs
+from ...fio.json import looks_like_json
+from ...model import FioReport
+from ...store.database import EncodedSeries, FinishedResult, FinishedRun, ImportedFile, Store, compress_raw
 from . import logs as attribution
 from .plan import ALL_UNKNOWN, BARE_FLAGS, LOCAL, PlannedResult, assemble, plan_results
 

@@ -38,14 +38,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import crashphase, stats, units
-from .crashphase import Phase
-from .errors import HostError, UsageError
-from .model import ResultRecord, Run
+from .. import stats, units
+from ..errors import HostError, UsageError
+from ..model import ResultRecord, Run
+from ..run import crashphase
+from ..run.crashphase import Phase
 
 if TYPE_CHECKING:
-    from .describe.suite import Target
-    from .workflow import Prober
+    from ..describe.suite import Target
+    from .prober import Prober
 
 #: The workload unless the user says otherwise (fio options, verbatim).
 DEFAULT_OPTIONS = {"rw": "randwrite", "bs": "4k", "ioengine": "libaio", "direct": "1", "iodepth": "8",
@@ -156,8 +157,8 @@ def wait_for_target(target: Target, settings: Settings, note: Callable[[str], No
     """Wait ``settle_s``, then until the target is back: every fio server of a remote target answers
     its probe, a local target's path exists again. Returns the seconds waited. Raises ``HostError``
     naming what did not come back within ``wait_timeout_s``."""
-    from .remote import protocol  # here: reading a crash test's results needs neither fio nor the network
-    from .runner import local
+    from ..remote import protocol  # here: reading a crash test's results needs neither fio nor the network
+    from ..runner import local
     start = clock()
     if settings.settle_s > 0:
         note(f"waiting {settings.settle_s:g} s for the cut to take effect")
@@ -187,7 +188,7 @@ def _missing(target: Target, version: int) -> list[str]:
         except OSError:
             return [path]
         return []
-    from .remote import protocol
+    from ..remote import protocol
     answers = protocol.probe_all(list(target.hosts), version, 2.0)
     return [str(spec) for spec, answer in answers.items() if isinstance(answer, HostError)]
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import IolabError, UsageError
+from ...errors import IolabError, UsageError
 from . import trace as trace_mod
 
 TRACEFS = Path("/sys/kernel/tracing")

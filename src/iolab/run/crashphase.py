@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import ParseError
-from .fio import verify
-from .model import FioReport
+from ..errors import ParseError
+from ..fio import verify
+from ..model import FioReport
 
 #: The phases of a cut, in order.
 WIPE, WRITE, VERIFY = "wipe", "write", "verify"

@@ -38,12 +38,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import units
-from .describe.tiers import ORIGIN, Tier
-from .facts.sysfs import read_text
-from .fio import jobfile
-from .model import ResultRecord
-from .observe import usage
+from .. import units
+from ..describe.tiers import ORIGIN, Tier
+from ..facts.sysfs import read_text
+from ..fio import jobfile
+from ..model import ResultRecord
+from ..observe import usage
 
 #: Where the dm-cache status format is documented.
 DMCACHE_SOURCE = "Documentation/admin-guide/device-mapper/cache.rst, 'Status' (dmsetup status)"

@@ -33,12 +33,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import stats
+from .. import stats
+from ..describe import tiers as tier_specs
+from ..fio import jobfile
+from ..fio.merge import by_job
+from ..model import DirectionStats, Run
 from . import tiers as tiers_mod
-from .describe import tiers as tier_specs
-from .fio import jobfile
-from .fio.merge import by_job
-from .model import DirectionStats, Run
 
 #: A window's change and every pass's mean must lie within this fraction of its mean (see the module
 #: docstring).

@@ -40,12 +40,12 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from .. import units
-from ..errors import ParseError, SuiteError
-from ..fio import jobfile
-from ..fio import logs as fio_logs
-from ..fio.num2str import version_tuple
-from ..model import DirectionStats, FioReport, JobResult, TimeSeries
+from ... import units
+from ...errors import ParseError, SuiteError
+from ...fio import jobfile
+from ...fio import logs as fio_logs
+from ...fio.num2str import version_tuple
+from ...model import DirectionStats, FioReport, JobResult, TimeSeries
 
 #: Rule 5: logs whose rate is more than this factor off the result's are not its.
 MAX_RATIO = 3.0

@@ -21,13 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import units
-from .describe.method import TRACKS, WINDOW, Precondition
-from .errors import IolabError
-from .facts.sysfs import meminfo_bytes
-from .fio import jobfile
-from .fio.merge import summarize
-from .model import FioReport
+from .. import units
+from ..describe.method import TRACKS, WINDOW, Precondition
+from ..errors import IolabError
+from ..facts.sysfs import meminfo_bytes
+from ..fio import jobfile
+from ..fio.merge import summarize
+from ..model import FioReport
 
 RANGE_LIMIT = 0.20
 EXCURSION_LIMIT = 0.10

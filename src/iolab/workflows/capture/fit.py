@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..fio import jobfile
+from ...fio import jobfile
 from .fingerprint import GRANULE_BYTES, Fingerprint, skew
 
 DISTRIBUTIONS = ("auto", "zipf", "pareto", "zoned", "random")

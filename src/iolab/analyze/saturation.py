@@ -33,10 +33,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import compare, stats, units
-from .errors import UsageError
-from .fio.merge import by_job
-from .model import DirectionStats, ResultRecord
+from .. import stats, units
+from ..errors import UsageError
+from ..fio.merge import by_job
+from ..model import DirectionStats, ResultRecord
+from . import compare
 
 #: IOPS growth below this fraction is a plateau: more concurrency only adds queueing.
 GROWTH = 0.10

@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
-from ..errors import UsageError
-from ..facts import host, targets
-from ..fio import jobfile
-from ..model import DirectionStats, FioReport, JobResult, Latency, Run, TargetFacts, to_jsonable
-from ..store.database import Store, traces
+from ...errors import UsageError
+from ...facts import host, targets
+from ...fio import jobfile
+from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetFacts, to_jsonable
+from ...store.database import Store, traces
 from . import replay, tracefs
 from .fingerprint import Fingerprint, active_ns, fingerprint
 from .trace import OP_NAMES, READ, WRITE, Trace, decode, encode
@@ -119,7 +119,7 @@ def replay_dir(store: Store, run_id: int) -> Path:
 
 
 def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> Any:
-    from ..store.database import PendingResult
+    from ...store.database import PendingResult
     name = facts.device.name if facts.device else facts.path
     return PendingResult(seq=0, target=name, target_path=facts.path, workload=WORKLOAD, repeat=0, job_text=text,
                          job_hash=jobfile.params_hash(params), params=params)
@@ -158,7 +158,7 @@ def load_trace(store: Store, run: Run) -> Trace:
 
 def stored_fingerprint(run: Run) -> Fingerprint | None:
     """The fingerprint stored with a capture run (None for any other run)."""
-    from ..model import from_jsonable
+    from ...model import from_jsonable
     if not is_capture(run) or not run.results or "fingerprint" not in (run.results[0].extra or {}):
         return None
     return from_jsonable(Fingerprint, run.results[0].extra["fingerprint"])

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .errors import IolabError
-from .model import FioReport, HostSamples, TargetFacts, TimeSeries, from_jsonable, to_json_text
-from .units import format_bytes
+from ..errors import IolabError
+from ..model import FioReport, HostSamples, TargetFacts, TimeSeries, from_jsonable, to_json_text
+from ..units import format_bytes
 
 if TYPE_CHECKING:
-    from .model import Run
-    from .store.database import Store
+    from ..model import Run
+    from ..store.database import Store
 
 SEALED = "result.json"
 #: Room the spool's file system must have before a run: fio's json+ output and 1 s logs of a job are

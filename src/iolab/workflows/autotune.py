@@ -21,9 +21,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from . import stats, tuning
-from .model import BlockDeviceFacts
-from .saturation import Point, Slo, feasible
+from .. import stats
+from ..analyze.saturation import Point, Slo, feasible
+from ..model import BlockDeviceFacts
+from ..run import tuning
 
 #: Axes in the order the descent tries them: what changes IOPS most first.
 ORDER = ("ioengine", "numjobs", "scheduler", "nomerges", "rq_affinity", "pin", "read_ahead_kb")

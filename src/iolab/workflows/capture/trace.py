@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 SECTOR_BYTES = 512
 #: Completions printed up to this long before their issue are taken as ties (tracefs prints µs).

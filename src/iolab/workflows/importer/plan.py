@@ -30,11 +30,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import sweep
-from ..describe import canonical
-from ..fio import jobfile
-from ..fio.num2str import version_tuple
-from ..model import FioReport, JobResult
+from ...analyze import sweep
+from ...describe import canonical
+from ...fio import jobfile
+from ...fio.num2str import version_tuple
+from ...model import FioReport, JobResult
 
 #: fio options of type FIO_OPT_STR_SET (options.c@fio-3.33): the ones a job file may give without a
 #: value. fio's JSON omits options given that way (json.c drops empty values), so their absence from

@@ -47,12 +47,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .describe.tune import KEYS, QUEUE_KEYS
-from .errors import IolabError
-from .facts import sysfs
+from ..describe.tune import KEYS, QUEUE_KEYS
+from ..errors import IolabError
+from ..facts import sysfs
 
 if TYPE_CHECKING:  # only in annotations: a command that restores nothing stays light (cli.main)
-    from .model import BlockDeviceFacts
+    from ..model import BlockDeviceFacts
 
 SYSFS = "/sys"
 

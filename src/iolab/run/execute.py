@@ -21,44 +21,38 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import crashphase, interrupts, tuning, units
+from .. import interrupts, units
+from ..analyze import tiers as tiers_mod
+from ..check import guard, lint, plan_checks, safety
+from ..check.plan_checks import PlanItem
+from ..check.remote import RemoteTarget, preflight, unchecked
+from ..describe import tiers as tier_specs
+from ..describe.method import Precondition
+from ..describe.suite import JobSpec, Suite, Target, plan, render_job
+from ..errors import HostError, Interrupted, IolabError, SafetyError, StoreError, SuiteError
+from ..facts import host, pinning, targets
+from ..facts.owner import owner_record
+from ..facts.sysfs import format_cpu_list as format_cpus
+from ..fio import jobfile
+from ..model import BlockDeviceFacts, FioReport, HostFacts, ResultRecord, Run, TargetFacts, to_jsonable
+from ..observe import config as observe_config
+from ..observe.config import Probed
+from ..observe.watch import Observers
+from ..runner import fence as fence_mod
+from ..runner import local
+from ..runner.status import Status
+from ..store import faults as dbfaults
+from ..store.faults import DatabaseUnavailable
+from ..units import format_duration
+from . import crashphase, tuning
 from . import method as method_mod
+from . import remote as remote_run
 from . import scratch as scratch_mod
 from . import spool as spool_mod
-from . import tiers as tiers_mod
-from .check import guard, lint, plan_checks, safety
-from .check import remote as remote_jobs
-from .check.plan_checks import PlanItem
-from .describe import tiers as tier_specs
-from .describe.method import Precondition
-from .describe.suite import JobSpec, Suite, Target, plan, render_job
-from .errors import HostError, Interrupted, IolabError, SafetyError, StoreError, SuiteError
-from .facts import host, pinning, targets
-from .facts.owner import owner_record
-from .facts.sysfs import format_cpu_list as format_cpus
-from .fio import jobfile
-from .model import (
-    BlockDeviceFacts,
-    FioReport,
-    HostFacts,
-    ResultRecord,
-    Run,
-    TargetFacts,
-    to_jsonable,
-)
-from .observe import config as observe_config
-from .observe.config import Probed
-from .observe.watch import Observers
-from .runner import fence as fence_mod
-from .runner import local
-from .runner.status import Status
 from .spool import JobEnd, Spool
-from .store import faults as dbfaults
-from .store.faults import DatabaseUnavailable
-from .units import format_duration
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks run (``cli.run``)
-    from .store.database import PendingResult, Store
+    from ..store.database import PendingResult, Store
 
 #: Seconds added to a job's expected duration before it counts as hung (file layout, startup).
 TIMEOUT_SLACK_S = 300.0
@@ -82,7 +76,7 @@ class Plan:
     scratch: tuple[str, ...] = ()
     findings: tuple[lint.Finding, ...] = ()
     pins: Mapping[str, str] = field(default_factory=dict)
-    remote: Mapping[str, remote_jobs.RemoteTarget] = field(default_factory=dict)
+    remote: Mapping[str, RemoteTarget] = field(default_factory=dict)
     host: HostFacts = field(default_factory=HostFacts)
     probed: tuple[Probed, ...] = ()
     observers: Observers = field(default_factory=Observers)
@@ -174,7 +168,7 @@ def _resolve(suite: Suite) -> Suite:
 
 
 def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict: bool = True,
-            contact: bool = True, checked: Mapping[str, remote_jobs.RemoteTarget] | None = None) -> Plan:
+            contact: bool = True, checked: Mapping[str, RemoteTarget] | None = None) -> Plan:
     """Inspect targets, render and check every job, apply safety rules, lint; nothing is written.
 
     Remote targets (with hosts) pass their preflight first (``remote.jobs.preflight``); then
@@ -195,9 +189,9 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     suite = _resolve(suite)
     machine = host.host_facts(local.fio_version(options.fio))
     facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
-    remote = {t.name: remote_jobs.preflight(t, options.fio, known=(checked or {}).get(t.name),
+    remote = {t.name: preflight(t, options.fio, known=(checked or {}).get(t.name),
                                             fio_version=machine.fio_version) if contact
-              else remote_jobs.unchecked(t) for t in suite.targets if t.hosts}
+              else unchecked(t) for t in suite.targets if t.hosts}
     servers = {name: rt.target.hosts for name, rt in remote.items()}
     probed = observe_config.probe(observe_config.endpoints(suite.observe, servers)) if contact else []
     observers = Observers(tuple(observe_config.chosen(suite.observe, probed)), suite.observe.prometheus)
@@ -338,8 +332,8 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
         options={"keep_files": options.keep_files, "scratch": list(plan_.scratch), "source": plan_.suite.source,
                  "method": method_options(plan_),
                  "targets": {t.name: t.path for t in plan_.suite.targets},
-                 "remote": remote_jobs.stored_options(plan_.suite.targets),
-                 "remote_scratch": {name: remote_jobs.scratch(rt) for name, rt in plan_.remote.items()},
+                 "remote": remote_run.stored_options(plan_.suite.targets),
+                 "remote_scratch": {name: remote_run.scratch(rt) for name, rt in plan_.remote.items()},
                  "observe": plan_.observers.stored(), "passes": plan_.suite.passes, "owner": owner_record(),
                  "tiers": tier_specs.stored(plan_.suite.tiers),
                  "preexisting": {t.path: sorted(scratch_mod.fio_files(t.path)) for t in plan_.suite.targets
@@ -366,7 +360,7 @@ def extend(store: Store, run_id: int, plan_: Plan, first_repeat: int = 0,
 
 def _pending(plan_: Plan, first_seq: int, first_repeat: int = 0,
              planned: Mapping[str, Any] | None = None) -> list[PendingResult]:
-    from .store.database import PendingResult
+    from ..store.database import PendingResult
     return [PendingResult(seq=first_seq + i.job.seq, target=i.job.spec.target.name,
                           target_path=i.job.spec.target.path, workload=i.job.spec.workload.name,
                           repeat=first_repeat + i.job.repeat, job_text=i.job_text, job_hash=i.job_hash,
@@ -387,7 +381,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 def execute(store: Store, run_id: int, options: RunOptions,
             on_event: Callable[[JobEvent], None] = lambda e: None,
-            checked: Mapping[str, remote_jobs.RemoteTarget] | None = None) -> str:
+            checked: Mapping[str, RemoteTarget] | None = None) -> str:
     """Run every invocation of ``run_id`` that has not ended yet; returns the run's status.
 
     First the results the spool holds for the run (finished, but not stored: the database was away,
@@ -493,13 +487,13 @@ def _waits_as_events(told: list[_Events]) -> Callable[[dbfaults.Wait], None]:
 
 
 def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: RunOptions,
-                    checked: Mapping[str, remote_jobs.RemoteTarget]) -> dict[str, Target]:
+                    checked: Mapping[str, RemoteTarget]) -> dict[str, Target]:
     """The remote targets with work left, each past its preflight (raises ``HostError``)."""
     out = {}
     for result in todo:
-        target = remote_jobs.target_from_options(result.target, result.target_path, run_options)
+        target = remote_run.target_from_options(result.target, result.target_path, run_options)
         if target is not None and target.name not in out:
-            remote_jobs.preflight(target, options.fio, known=checked.get(target.name))
+            preflight(target, options.fio, known=checked.get(target.name))
             out[target.name] = target
     return out
 
@@ -639,9 +633,9 @@ def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | Non
         messages, hosts = (workdir / "fio.stderr").read_text(errors="replace"), [crashphase.LOCAL]
         extra: dict[str, Any] = {"fence": fence.record()} if fence is not None else {}
     else:
-        remote = remote_jobs.run_job(
+        remote = remote_run.run_job(
             result.job_text, target, workdir, options.fio, options.destroy,
-            timeout_s=remote_jobs.time_bound_s(jobfile.parse(result.job_text), TIMEOUT_SLACK_S),
+            timeout_s=remote_run.time_bound_s(jobfile.parse(result.job_text), TIMEOUT_SLACK_S),
             on_status=lambda h: events("status", status=h.status, host=h.host, note=h.message),
             extra_args=crashphase.fio_args(phase, workdir, local=False),
             before_start=lambda found: crashphase.place_states(phase, workdir, found))

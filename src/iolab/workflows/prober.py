@@ -20,17 +20,19 @@ from typing import Any
 
 import yaml
 
-from . import autotune, execute, scratch, units
-from .check import lint
-from .check.remote import RemoteTarget
-from .describe.method import Method
-from .describe.suite import Suite, Target, Workload
-from .describe.tune import label as tuning_label
-from .execute import JobEvent, RunOptions
-from .fio.jobfile import Section
-from .model import ResultRecord
-from .saturation import Point, Search, Slo, knee, point_of
-from .store.database import Store
+from .. import units
+from ..analyze.saturation import Point, Search, Slo, knee, point_of
+from ..check import lint
+from ..check.remote import RemoteTarget
+from ..describe.method import Method
+from ..describe.suite import Suite, Target, Workload
+from ..describe.tune import label as tuning_label
+from ..fio.jobfile import Section
+from ..model import ResultRecord
+from ..run import execute, scratch
+from ..run.execute import JobEvent, RunOptions
+from ..store.database import Store
+from . import autotune
 
 #: What a probe runs unless the user says otherwise (fio options, verbatim).
 DEFAULT_OPTIONS = {"rw": "randread", "bs": "4k", "ioengine": "libaio", "direct": "1", "time_based": "1",

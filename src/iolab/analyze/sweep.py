@@ -16,8 +16,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import units
-from .describe import canonical
+from .. import units
+from ..describe import canonical
 
 #: Options that name a workload, in this order; other varying options follow alphabetically.
 AXES = ("rw", "rwmixread", "bs", "iodepth", "numjobs")

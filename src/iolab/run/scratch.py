@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .check import remote as remote_jobs
-from .fio import jobfile
-from .model import ResultRecord, Run
+from ..fio import jobfile
+from ..model import ResultRecord, Run
+from . import remote as remote_jobs
 
 if TYPE_CHECKING:
-    from .store.database import Store
+    from ..store.database import Store
 
 
 def target_files(result: ResultRecord, kind: str | None) -> list[str]:

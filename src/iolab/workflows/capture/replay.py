@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fio import jobfile
+from ...fio import jobfile
 from .trace import FLUSH, READ, WRITE, Trace
 
 

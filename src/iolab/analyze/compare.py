@@ -46,12 +46,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import stats
-from .describe import canonical
-from .errors import UsageError
-from .fio.merge import by_job
-from .model import DirectionStats, Latency, ResultRecord, Run, pct_key
-from .observe import usage
+from .. import stats
+from ..describe import canonical
+from ..errors import UsageError
+from ..fio.merge import by_job
+from ..model import DirectionStats, Latency, ResultRecord, Run, pct_key
+from ..observe import usage
 
 BETTER, WORSE, UNCHANGED, NOISY = "better", "worse", "unchanged", "inconclusive"
 INCONCLUSIVE = NOISY
