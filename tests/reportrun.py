@@ -14,6 +14,7 @@ from pathlib import Path
 
 from iolab.fio import jobfile
 from iolab.runner import local
+from iolab.runner.outcome import Outcome
 from iolab.store.database import PendingResult, Store
 
 EVIL_TARGET = "<img src=x onerror=alert(1)>"
@@ -47,7 +48,7 @@ def hostile_runs(base: Path) -> Reported:
     base.mkdir(parents=True, exist_ok=True)
     store = Store(f"sqlite:///{base / 'report.db'}")
     ids = []
-    outcomes: dict[str, local.Outcome] = {}  # run B reuses run A's other fio runs on "fast": 7 in all
+    outcomes: dict[str, Outcome] = {}  # run B reuses run A's other fio runs on "fast": 7 in all
     for label, tags, targets in ((EVIL_LABEL, dict([EVIL_TAG]), (EVIL_TARGET, "fast")), ("other", {}, ("fast",))):
         run_id = store.create_run(suite_name="hostile<suite>", suite_text="", label=label, tags=tags,
                                   warnings=[f"P3: runtime too short for {EVIL_TARGET}"], fio_version="3.33")

@@ -9,8 +9,7 @@ from iolab.analyze import saturation
 from iolab.analyze.saturation import Point
 from iolab.describe import suite
 from iolab.workflows import autotune
-from iolab.workflows.autotune import Axis, Descent, Measured
-from iolab.workflows.prober import best_suite
+from iolab.workflows.autotune import Axis, Descent, Measured, best_suite
 
 AXES = (Axis("ioengine", ("io_uring",)), Axis("numjobs", ("2",)), Axis("scheduler", ("mq-deadline", "bfq")),
         Axis("nomerges", ("2",)))

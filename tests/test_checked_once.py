@@ -15,7 +15,7 @@ from alembic.script import ScriptDirectory
 
 import pg
 from iolab.describe import suite as suite_mod
-from iolab.run import execute
+from iolab.run.plan import RunOptions, prepare
 from iolab.runner import local
 from iolab.store import database as store_mod
 from iolab.store.database import Store
@@ -90,10 +90,10 @@ def test_fio_checks_each_distinct_job_text_once(tmp_path, monkeypatch):
         "defaults: {ioengine: psync, time_based: 1, runtime: 1s}\n"
         "workloads:\n  - {rw: randread, bs: [4k, 8k], unique_option_for_this_test: 1}\n", "s.yaml")
     with pytest.raises(Exception, match=r"workloads\[0\] \(randread-4k-qd1\): fio rejects the job"):
-        execute.prepare(suite, execute.RunOptions())  # the first rejected job in plan order is named
+        prepare(suite, RunOptions())  # the first rejected job in plan order is named
     assert len(calls) == 2
     suite = suite_mod.load_yaml(suite.text.replace(", unique_option_for_this_test: 1", ""), "s.yaml")
-    first = execute.prepare(suite, execute.RunOptions(), repeat=3)
+    first = prepare(suite, RunOptions(), repeat=3)
     assert len(first.items) == 6 and len(calls) == 4  # each block size once, not per repeat
-    execute.prepare(suite, execute.RunOptions())  # a workflow's next step: the same texts
+    prepare(suite, RunOptions())  # a workflow's next step: the same texts
     assert len(calls) == 4

@@ -22,6 +22,7 @@ from iolab.describe import suite
 from iolab.errors import SafetyError
 from iolab.remote import hosts as remote_hosts
 from iolab.run import execute
+from iolab.run.plan import RunOptions, prepare
 from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
@@ -135,8 +136,8 @@ def test_resume_checks_the_job_files_own_devices_again(tmp_path: Path, devices: 
     """A run planned on a blank device (its own filename=) is resumed after the device got a filesystem."""
     _, blank = devices
     (tmp_path / "j.fio").write_text(f"[j]\nfilename={blank}\n{W}")
-    options = execute.RunOptions(destroy=(blank,))
-    plan = execute.prepare(suite.load(str(tmp_path / "j.fio")), options)
+    options = RunOptions(destroy=(blank,))
+    plan = prepare(suite.load(str(tmp_path / "j.fio")), options)
     store = Store(f"sqlite:///{tmp_path}/db.sqlite")
     run_id = execute.start(store, plan, options)
     os.system(f"mkfs.ext4 -q -F {blank}")
@@ -162,9 +163,9 @@ def test_the_fence_alone_stops_the_write(tmp_path: Path, devices: tuple[str, str
     loaded = suite.load(str(tmp_path / "j.fio"))
     second = suite.load(str(tmp_path / "k.fio")).workloads[0]
     loaded = dataclasses.replace(loaded, workloads=(*loaded.workloads, second))
-    options = execute.RunOptions()
+    options = RunOptions()
     before = md5(victim)
-    plan = execute.prepare(loaded, options)
+    plan = prepare(loaded, options)
     store = Store(f"sqlite:///{tmp_path}/db.sqlite")
     run_id = execute.start(store, plan, options)
     status = execute.execute(store, run_id, options)
@@ -208,10 +209,10 @@ def test_a_write_that_lands_in_a_regular_file_where_a_device_was_named_is_a_fail
     name = f"/dev/iolab-absent-{os.getpid()}"
     (tmp_path / "j.fio").write_text(f"[j]\nfilename={name}\n{W}")
     monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: [])
-    options = execute.RunOptions(fence=False)
+    options = RunOptions(fence=False)
     store = Store(f"sqlite:///{tmp_path}/db.sqlite")
     try:
-        run_id = execute.start(store, execute.prepare(suite.load(str(tmp_path / "j.fio")), options), options)
+        run_id = execute.start(store, prepare(suite.load(str(tmp_path / "j.fio")), options), options)
         assert execute.execute(store, run_id, options) == "failed"
         (result,) = store.get_run(run_id).results
         assert result.status == "failed" and result.report is None

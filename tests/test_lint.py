@@ -16,7 +16,7 @@ from iolab.describe import suite as suite_mod
 from iolab.describe.method import Precondition
 from iolab.errors import SafetyError
 from iolab.model import BlockDeviceFacts, HostFacts, ResultRecord, Run, RunInfo, TargetFacts
-from iolab.run import execute
+from iolab.run.plan import RunOptions, prepare
 from loopdev import MiB, loop_device, requires_loop
 
 GiB = 1024**3
@@ -203,7 +203,7 @@ def test_every_fio_example_lints(tmp_path: Path) -> None:
         pytest.skip("fio-examples is not installed")
     seen = set()
     for path in examples:
-        plan = execute.prepare(suite_mod.load(str(path)), execute.RunOptions(), strict=False)
+        plan = prepare(suite_mod.load(str(path)), RunOptions(), strict=False)
         seen |= {f.id for f in plan.findings}
         for f in plan.findings:
             assert f.message and f.remedy and f.source and f.severity in (lint.ERROR, lint.WARNING), (path, f)
@@ -218,7 +218,7 @@ workloads:
   - {{rw: read, bs: 1m}}
   - {{rw: randwrite, bs: 4k, numjobs: 8}}
 """
-    plan = execute.prepare(suite_mod.load_yaml(text, "s.yaml"), execute.RunOptions())
+    plan = prepare(suite_mod.load_yaml(text, "s.yaml"), RunOptions())
     found = {f.id: f for f in plan.findings}
     assert found["P6"].where == ("randwrite-4k-qd1-j8 on t",) and found["P6"].severity == lint.WARNING
     assert plan.errors == ()  # a methodology finding never stops a run
@@ -236,19 +236,19 @@ workloads:
   - {{rw: randwrite, bs: 4k}}
 """
         suite = suite_mod.load_yaml(text, "s.yaml")
-        plan = execute.prepare(suite, execute.RunOptions(), strict=False)
+        plan = prepare(suite, RunOptions(), strict=False)
         found = {f.id: f for f in plan.findings}
         assert found["P16"].severity == lint.ERROR and "--destroy" in found["P16"].remedy
         assert found["P9"].where == ("randread-4k-qd1 on dev",)
         assert "P8" not in found  # loop devices are rotational as far as the kernel knows
-        destroyed = execute.prepare(suite, execute.RunOptions(destroy=(loop.path,)), strict=False)
+        destroyed = prepare(suite, RunOptions(destroy=(loop.path,)), strict=False)
         assert "P16" not in {f.id for f in destroyed.findings}
         pre = replace(suite, method=replace(suite.method, precondition=Precondition(fill=1)))
-        preconditioned = execute.prepare(pre, execute.RunOptions(destroy=(loop.path,)))
+        preconditioned = prepare(pre, RunOptions(destroy=(loop.path,)))
         assert {"P8", "P9"}.isdisjoint({f.id for f in preconditioned.findings})
         loop.make_ext4()
         with pytest.raises(SafetyError, match="refusing"):
-            execute.prepare(suite, execute.RunOptions(destroy=(loop.path,)))
+            prepare(suite, RunOptions(destroy=(loop.path,)))
 
 
 def test_lint_cli_json_and_exit_codes(tmp_path: Path) -> None:

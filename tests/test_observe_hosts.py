@@ -20,6 +20,7 @@ from iolab.errors import HostError
 from iolab.observe import prometheus, usage
 from iolab.run import execute
 from iolab.run import remote as remote_run
+from iolab.run.plan import RunOptions, prepare
 from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 from netns import lab, local_node_exporter, requires_netns, requires_node_exporter, wait_listening
@@ -29,8 +30,8 @@ pytestmark = [requires_node_exporter, pytest.mark.root]
 
 def run_suite(text: str, tmp_path: Path) -> tuple[Store, int]:
     store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    options = execute.RunOptions()
-    plan = execute.prepare(load_yaml(text, "suite.yaml"), options)
+    options = RunOptions()
+    plan = prepare(load_yaml(text, "suite.yaml"), options)
     run_id = execute.start(store, plan, options)
     execute.execute(store, run_id, options)
     return store, run_id

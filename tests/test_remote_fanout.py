@@ -223,6 +223,7 @@ def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job
     from iolab.describe import suite as suite_mod
     from iolab.run import execute
     from iolab.run import remote as remote_run
+    from iolab.run.plan import RunOptions, prepare
     from iolab.store.database import Store
 
     with lab(2) as hosts:
@@ -230,8 +231,8 @@ def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job
         suite = suite_mod.load_yaml(_suite(tmp_path, [h.spec() for h in hosts],
                                            workloads="[{rw: randread, bs: [4k, 8k]}]").read_text()
                                     .replace("    ssh: true\n", ""), "s.yaml")
-        options = execute.RunOptions()
-        plan = execute.prepare(suite, options)
+        options = RunOptions()
+        plan = prepare(suite, options)
         servers[1].kill()  # after the plan's probe: the first job finds it gone
         servers[1].wait()
         _until_refused(hosts[1].address, 8765)  # the probe's connection process had the listener too

@@ -29,6 +29,8 @@ from iolab.report import document
 from iolab.report.results import run_document
 from iolab.run import execute
 from iolab.run import remote as remote_run
+from iolab.run.job import JobEvent
+from iolab.run.plan import RunOptions, prepare
 from iolab.store.database import Store
 from netns import lab, requires_netns, requires_sshd, start_sshd
 
@@ -121,12 +123,12 @@ def test_two_hosts_through_the_library_with_live_progress_per_host(tmp_path):
         specs = [h.spec() for h in hosts]
         suite = suite_mod.load_yaml(suite_text(specs, tmp_path / "data.bin", runtime="2s",
                                                workloads="  - {rw: randread, bs: 4k, iodepth: 4}\n"), "s.yaml")
-        options = execute.RunOptions()
-        plan = execute.prepare(suite, options)
+        options = RunOptions()
+        plan = prepare(suite, options)
         assert plan.remote["many"].kind == "file" and len(plan.remote["many"].hosts) == 2
         store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
         run_id = execute.start(store, plan, options)
-        events: list[execute.JobEvent] = []
+        events: list[JobEvent] = []
         assert execute.execute(store, run_id, options, on_event=events.append) == "complete"
     rates = {e.host for e in events if e.host and e.status is not None and e.status.iops}
     assert rates == {host_specs.parse(s).label for s in specs}
@@ -284,7 +286,7 @@ def test_remote_device_writes_need_ssh_and_destroy(tmp_path):
         text = suite_text([host.spec()], Path("/dev/iolab-remote-disk"),
                           workloads="  - {rw: randwrite, bs: 4k}\n")
         with pytest.raises(SafetyError, match="cannot check a remote device for data without ssh"):
-            execute.prepare(suite_mod.load_yaml(text, "s.yaml"), execute.RunOptions())
+            prepare(suite_mod.load_yaml(text, "s.yaml"), RunOptions())
 
 
 @requires_sshd
@@ -304,10 +306,10 @@ def test_ssh_true_gathers_the_same_facts_as_for_a_local_target(tmp_path, monkeyp
         monkeypatch.setenv("IOLAB_SSH", env["IOLAB_SSH"])
         missing = suite_mod.load_yaml(suite_text([host.spec()], Path("/nonexistent/x"), extra="    ssh: true\n"),
                                       "s.yaml")
-        assert execute.prepare(missing, execute.RunOptions()).remote["many"].hosts[0].facts.target.kind == "missing"
+        assert prepare(missing, RunOptions()).remote["many"].hosts[0].facts.target.kind == "missing"
         monkeypatch.setenv("IOLAB_SSH", "ssh -F /dev/null -o Port=1")
         with pytest.raises(HostError, match=rf"{host.address}:8765: gathering facts over ssh failed"):
-            execute.prepare(missing, execute.RunOptions())
+            prepare(missing, RunOptions())
     (result,) = Store(f"sqlite:///{db}").get_run(1).results
     (record,) = remote_run.host_records(result)
     local = host_facts(fio_version())

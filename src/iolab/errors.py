@@ -2,9 +2,11 @@
 
 Library code never prints and never exits: it raises one of these. ``cli.main`` catches
 ``IolabError`` and prints ``Error: <message>`` and, when present, ``Hint: <hint>`` on stderr,
-then exits with ``exit_code``.
+then exits with ``exit_code``; an error raised ``shown`` (a command has said it its own way, such
+as a red line under the results) only sets the exit code. Exit codes come from these classes alone.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage or suite error, 3 regression found, 130 interrupted.
+Exit codes: 0 ok, 1 runtime failure, 2 usage or suite error (or a refused plan), 3 a regression or a loss
+of data the user asked to fail on, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ class IolabError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, shown: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.shown = shown
 
 
 class UsageError(IolabError):
@@ -56,8 +59,25 @@ class StoreError(IolabError):
     """The results database cannot be opened or does not hold what was asked for."""
 
 
+class RunFailed(IolabError):
+    """Some jobs of a run failed, or hosts were lost mid-run (a partial run); the results are stored."""
+
+
+class PlanRefused(IolabError):
+    """A plan holds errors (a destructive write, a job fio rejects): ``iolab lint`` exits 2 for them, as
+    ``iolab run`` refuses them before fio starts."""
+
+    exit_code = 2
+
+
 class RegressionFound(IolabError):
     """A comparison found a significant regression past the user's threshold."""
+
+    exit_code = 3
+
+
+class DataLost(IolabError):
+    """A crash test lost acknowledged writes and the user asked to fail on it (``--fail-on-loss``)."""
 
     exit_code = 3
 

@@ -211,7 +211,7 @@ def report_unreadable(ctx: click.Context, exc: UnreadableRun) -> None:
     reported = ctx.obj.setdefault("unreadable", set())
     if exc.run_id not in reported:
         reported.add(exc.run_id)
-        _report_error(exc, ctx.obj.get("debug", False))
+        report_error(exc, ctx.obj.get("debug", False))
     ctx.obj["exit_code"] = max(ctx.obj.get("exit_code", 0), exc.exit_code)
 
 
@@ -296,7 +296,8 @@ def _main(argv: Sequence[str] | None, state: dict[str, Any]) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except IolabError as exc:
-        _report_error(exc, state.get("debug", False))
+        if not exc.shown:
+            report_error(exc, state.get("debug", False))
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err.print("Interrupted.")
@@ -330,7 +331,7 @@ def _report_internal_error(exc: Exception) -> None:
                "--debug (iolab --debug …)", err=True)
 
 
-def _report_error(exc: IolabError, debug: bool = False) -> None:
+def report_error(exc: IolabError, debug: bool = False) -> None:
     """``Error: …`` / ``Hint: …`` on stderr; with ``debug``, first the traceback of what caused it."""
     if debug and exc.__cause__ is not None:
         traceback.print_exception(exc.__cause__)

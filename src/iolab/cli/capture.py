@@ -6,24 +6,25 @@ from collections.abc import Sequence
 
 import click
 
-from ..errors import IolabError, UsageError
+from ..errors import IolabError, RunFailed, UsageError
 from ..model import Run
 from ..report.capture import fingerprint_table
 from ..units import parse_duration_us
 from ..workflows.capture import record
-from . import FORMATS, emit_tables, err, parse_tags, store_of
+from . import emit_tables, err, store_of
+from .options import Naming, destroy_option, format_option, naming_options
+from .show import print_run, run_document
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("device")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 @click.option("--duration", help="Record for this long (60s, 5m) instead of while COMMAND runs.")
-@click.option("--label", help="A name for this capture, usable wherever a run id is.")
-@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the capture (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@naming_options("capture")
+@format_option()
 @click.pass_context
-def capture(ctx: click.Context, device: str, command: Sequence[str], duration: str | None, label: str | None,
-            tags: Sequence[str], fmt: str) -> None:
+def capture(ctx: click.Context, device: str, command: Sequence[str], duration: str | None, named: Naming,
+            fmt: str) -> None:
     """Record DEVICE's block I/O and store it as a run (origin capture) with its fingerprint.
 
     Records every request the kernel issues to DEVICE (tracefs block tracepoints, in a private
@@ -44,17 +45,16 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
     err.print(f"Capturing the block I/O of {device} {what}…")
     captured = record.capture(device, duration_s, tuple(command))
     store = store_of(ctx)
-    run_id = record.save(store, captured, label=label, tags=parse_tags(tags))
+    run_id = record.save(store, captured, label=named.label, tags=named.tags)
     err.print(f"Capture [bold]{run_id}[/] stored in {store.display_url}: {len(captured.trace):,} requests")
     if captured.trace.lost_events:
         err.print(f"[yellow]The kernel dropped {captured.trace.lost_events:,} events[/]: the trace is incomplete.")
     run = store.get_run(run_id)
     table = fingerprint_table(run)
-    from .run import run_document
     emit_tables([table] if table else [], fmt, run_document(run))
     if captured.returncode:
         err.print(f"[red]{command[0]} exited with status {captured.returncode}[/]")
-        ctx.exit(1)
+        raise IolabError(f"{command[0]} exited with status {captured.returncode}", shown=True)
 
 
 def _duration_us(option: str, text: str, unit: str = "s") -> int:
@@ -79,7 +79,7 @@ def _one_capture(ctx: click.Context, selector: str) -> Run:
 @click.argument("capture_run", metavar="CAPTURE")
 @click.option("-t", "--target", "target", required=True, metavar="NAME=DEVICE",
               help="Replay onto this block device (its contents are destroyed).")
-@click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device (required).")
+@destroy_option("Allow writes to this block device (required).")
 @click.option("--as-fast-as-possible", "fast", is_flag=True,
               help="Issue as fast as the recorded depth allows (replay_no_stall), not at the recorded times.")
 @click.option("--time-scale", type=click.FloatRange(0.01, 100.0), default=1.0, show_default=True,
@@ -88,12 +88,11 @@ def _one_capture(ctx: click.Context, selector: str) -> Run:
               help="Round the recorded issue times down to this (1us: as traced; larger quanta make fio sleep "
                    "less often but issue in bursts).")
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Replays in a row.")
-@click.option("--label", help="A name for this replay, usable wherever a run id is.")
-@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the replay (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@naming_options("replay")
+@format_option()
 @click.pass_context
 def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[str], fast: bool, time_scale: float,
-           quantum: str, repeat: int, label: str | None, tags: Sequence[str], fmt: str) -> None:
+           quantum: str, repeat: int, named: Naming, fmt: str) -> None:
     """Replay a capture on other storage with fio; the result is a run like any other.
 
     CAPTURE is a capture's id, label or tag. The capture's requests are replayed at their
@@ -110,11 +109,12 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     iolab replay oltp --target hdd=/dev/sdd --destroy /dev/sdd --as-fast-as-possible --repeat 3
     iolab compare oltp-on-ssd oltp-on-hdd
     """
-    from ..run import execute
+    from ..run import pipeline  # here: capture itself runs no fio
+    from ..run.plan import RunOptions
     from ..workflows.capture import plan as plan_mod
     from ..workflows.capture.replay import ReplaySettings
-    from .method import print_findings
-    from .run import _describe_plan, _LiveProgress, _print_run
+    from .plan import Shown
+    from .progress import LiveProgress
 
     name, sep, path = target.partition("=")
     if not sep or not name or not path:
@@ -124,21 +124,13 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     settings = ReplaySettings(as_fast_as_possible=fast, rate_pct=max(1, round(100 / time_scale)),
                               quantum_us=max(1, _duration_us("--timing-quantum", quantum, "ms")))
     planned = plan_mod.replay_suite(store, run, name, path, settings)
-    options = execute.RunOptions(destroy=tuple(destroy))
-    plan = execute.prepare(planned.suite, options, repeat=repeat)
-    _describe_plan(plan)
-    for note in planned.notes:
-        err.print(f"  {note}", markup=False, highlight=False)
-    print_findings(plan.findings)
-    run_id = execute.start(store, plan, options, label=label,
-                           tags={"capture": str(run.info.id), **parse_tags(tags)})
-    err.print(f"Replay [bold]{run_id}[/] stored in {store.display_url}")
-    with _LiveProgress() as progress:
-        status = execute.execute(store, run_id, options, on_event=progress)
-    _print_run(store, run_id, fmt)
-    if status != "complete":
-        err.print(f"[red]The replay failed[/]; fio's messages are stored (iolab show {run_id}).")
-        ctx.exit(1)
+    done = pipeline.run(store, planned.suite, RunOptions(destroy=tuple(destroy)), repeat=repeat, label=named.label,
+                        tags={"capture": str(run.info.id), **named.tags},
+                        watch=Shown(LiveProgress(), stored_as="Replay", notes=planned.notes))
+    print_run(done, fmt)
+    if done.info.status != "complete":
+        err.print(f"[red]The replay failed[/]; fio's messages are stored (iolab show {done.info.id}).")
+        raise RunFailed(f"the replay {done.info.id} failed", shown=True)
 
 
 @click.command()
@@ -150,10 +142,10 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
 @click.option("--check", "check", metavar="NAME=DEVICE",
               help="Run the fitted job on this block device through iolab (destroying its contents), capture it, "
                    "and print its fingerprint beside the original's.")
-@click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device (for --check).")
+@destroy_option("Allow writes to this block device (for --check).")
 @click.option("--replay", "replay_run", metavar="RUN", help="A replay of the capture to set the fitted run's IOPS "
               "and latency beside (default: the capture's own figures).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@format_option()
 @click.pass_context
 def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, check: str | None,
         destroy: Sequence[str], replay_run: str | None, fmt: str) -> None:
@@ -171,6 +163,9 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
 
     from ..report.capture import closeness_table, performance_table
     from ..workflows.capture import fit as fit_mod
+    from ..workflows.capture.check import check_fit
+    from .plan import Shown
+    from .progress import LiveProgress
 
     run = _one_capture(ctx, capture_run)
     original = record.stored_fingerprint(run)
@@ -186,7 +181,12 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     if check is None:
         click.echo(text, nl=False)
         return
-    fitted_run, fitted_capture = _check_fit(ctx, output, check, destroy, run.info.id)
+    name, sep, device = check.partition("=")
+    if not sep or not name or not device:
+        raise UsageError(f"--check {check!r}: expected NAME=DEVICE")
+    fitted_run, fitted_capture = check_fit(store_of(ctx), output, name, device, destroy, run.info.id,
+                                           watch=Shown(LiveProgress(), stored_as=None))
+    err.print(f"Fitted job: run {fitted_run.info.id}; its capture: run {fitted_capture.info.id}")
     fitted = record.stored_fingerprint(fitted_capture)
     assert fitted is not None
     baseline = _one_run(ctx, replay_run) if replay_run else run
@@ -200,32 +200,3 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
 def _one_run(ctx: click.Context, selector: str) -> Run:
     ids = store_of(ctx).resolve(selector)
     return store_of(ctx).get_run(ids[-1])
-
-
-def _check_fit(ctx: click.Context, job_path: str, check: str, destroy: Sequence[str], capture_id: int
-               ) -> tuple[Run, Run]:
-    """Run the fitted job on the --check device through execute while capturing that device."""
-    from ..describe import suite as suite_mod
-    from ..run import execute
-    from .method import print_findings
-    from .run import _describe_plan, _LiveProgress
-
-    name, sep, device = check.partition("=")
-    if not sep or not name or not device:
-        raise UsageError(f"--check {check!r}: expected NAME=DEVICE")
-    store = store_of(ctx)
-    suite = suite_mod.with_targets(suite_mod.load(job_path), {name: device})
-    options = execute.RunOptions(destroy=tuple(destroy))
-    plan = execute.prepare(suite, options)
-    _describe_plan(plan)
-    print_findings(plan.findings)
-    run_id = execute.start(store, plan, options, label=f"fit-of-{capture_id}", tags={"fit_of": str(capture_id)})
-    with record.Background(device) as background, _LiveProgress() as progress:
-        status = execute.execute(store, run_id, options, on_event=progress)
-    if status != "complete":
-        raise IolabError(f"the fitted job failed on {device} (run {run_id}): nothing to compare",
-                         hint=f"see fio's message: iolab show {run_id}")
-    capture_id_fitted = record.save(store, background.result(), label=f"fit-of-{capture_id}-capture",
-                                    tags={"fit_of": str(capture_id)})
-    err.print(f"Fitted job: run {run_id}; its capture: run {capture_id_fitted}")
-    return store.get_run(run_id), store.get_run(capture_id_fitted)

@@ -8,13 +8,14 @@ from typing import Any
 import click
 
 from ..analyze import compare as compare_mod
-from ..errors import UsageError
+from ..errors import RegressionFound, UsageError
 from ..model import Run
 from ..report import comparison as comparison_report
 from ..report import warmup as warmup_report
 from ..report.saturation import comparison_table
 from ..store.database import Store, UnreadableRun
-from . import FORMATS, emit_tables, err, read_runs, report_unreadable, store_of
+from . import emit_tables, err, read_runs, report_unreadable, store_of
+from .options import format_option
 
 
 def parse_threshold(text: str) -> float:
@@ -73,7 +74,7 @@ def sides_of(store: Store, selectors: Sequence[str], least: int = 1,
 @click.command()
 @click.argument("selectors", nargs=-1, required=True, metavar="A B [C ...]")
 @comparison_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@format_option()
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit with code 3 when a metric is significantly worse by more than the threshold.")
 @click.pass_context
@@ -107,4 +108,5 @@ def compare(ctx: click.Context, selectors: Sequence[str], metrics: str | None, t
     if regressions:
         err.print(f"[red]{len(regressions)} significant regression(s)[/] beyond the {threshold} threshold")
         if fail_on_regression:
-            ctx.exit(3)
+            raise RegressionFound(f"{len(regressions)} significant regression(s) beyond the {threshold} threshold",
+                                  shown=True)

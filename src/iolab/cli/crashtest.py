@@ -9,14 +9,15 @@ import click
 
 from .. import units
 from ..describe import suite
-from ..errors import UsageError
+from ..errors import DataLost, RunFailed, UsageError
 from ..remote import hosts as host_specs
 from ..report import results as results_report
 from ..report.crashtest import crash_table
-from ..run.execute import RunOptions
+from ..run.plan import RunOptions
 from ..workflows import crashtest
-from ..workflows import prober as workflow
-from . import FORMATS, emit_tables, err, parse_tags, store_of
+from ..workflows.prober import DEFAULT_SIZE, Prober, describe
+from . import emit_tables, err, store_of
+from .options import Naming, format_option, naming_options, run_options
 from .progress import job_progress
 from .saturate import fio_options
 from .show import run_document
@@ -40,12 +41,12 @@ def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str,
         raise UsageError(f"--target {target_arg}: with --host, give the absolute path on each host")
     if ssh and not specs:
         raise UsageError("--ssh gathers facts on remote hosts: give them with --host")
-    size = None if "size" in options or path.startswith("/dev/") else workflow.DEFAULT_SIZE
+    size = None if "size" in options or path.startswith("/dev/") else DEFAULT_SIZE
     return suite.Target(name, path, size, hosts=specs, ssh=ssh)
 
 
 @click.command("crash-test")
-@click.argument("options", nargs=-1, metavar="[FIO_OPTION=VALUE]...")
+@click.argument("fio_args", nargs=-1, metavar="[FIO_OPTION=VALUE]...")
 @click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH",
               help="The file or block device to write (on each --host, when given).")
 @click.option("--host", "hosts", multiple=True, metavar="HOST[:PORT]",
@@ -63,20 +64,14 @@ def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str,
 @click.option("--wait-timeout", default="10m", show_default=True, metavar="DURATION",
               help="How long the hosts (or a local device) may take to come back.")
 @click.option("--no-wipe", is_flag=True, help="Do not zero the region before each cut (see --help).")
-@click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device.")
-@click.option("--label", help="A name for the run.")
-@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE")
-@click.option("--keep-files", is_flag=True, help="Keep the scratch file fio created.")
-@click.option("--no-fence", is_flag=True, help="Run fio without the fence (see `iolab run --help`).")
-@click.option("--allow-exec", is_flag=True, help="Let the job run programs (exec_prerun ...), fenced.")
+@run_options()
+@naming_options("run")
 @click.option("--fail-on-loss", is_flag=True, help="Exit with code 3 when a cut lost an acknowledged write.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@format_option()
 @click.pass_context
-def crash_test(ctx: click.Context, options: Sequence[str], target_arg: str, hosts: Sequence[str], ssh: bool,
-               cuts: int, settle: str, wait_timeout: str, no_wipe: bool, destroy: Sequence[str],
-               label: str | None, tags: Sequence[str], keep_files: bool, no_fence: bool, allow_exec: bool,
-               fail_on_loss: bool, fmt: str,
-               **trigger: Any) -> None:
+def crash_test(ctx: click.Context, fio_args: Sequence[str], target_arg: str, hosts: Sequence[str], ssh: bool,
+               cuts: int, settle: str, wait_timeout: str, no_wipe: bool, options: RunOptions, named: Naming,
+               fail_on_loss: bool, fmt: str, **trigger: Any) -> None:
     """Write with fio's verification, cut at a trigger, wait for the host, verify what was acknowledged.
 
     Each cut: zero the region (a block left by an earlier write would verify in fio's verify-only
@@ -94,7 +89,7 @@ def crash_test(ctx: click.Context, options: Sequence[str], target_arg: str, host
     iolab crash-test -t vm=/dev/vdb --host 10.0.0.5 --ssh --destroy /dev/vdb --trigger-timeout 10s \\
         --trigger 'virsh reset guest1'
     """
-    user = fio_options(options)
+    user = fio_options(fio_args)
     base = {**crashtest.DEFAULT_OPTIONS, **user}
     target = _target(target_arg, hosts, ssh, user)
     settings = crashtest.Settings(
@@ -105,10 +100,8 @@ def crash_test(ctx: click.Context, options: Sequence[str], target_arg: str, host
     described = {"target": target_arg, "hosts": list(hosts), "fio_options": base, **crashtest.record(
         [], settings, base)["crash_test"]["settings"]}
     with job_progress() as progress:
-        prober = workflow.Prober(store_of(ctx), target, RunOptions(destroy=tuple(destroy), keep_files=keep_files,
-                                                                   fence=not no_fence, allow_exec=allow_exec),
-                                 "crash-test", workflow.describe("iolab crash-test", described), label,
-                                 parse_tags(tags), progress)
+        prober = Prober(store_of(ctx), target, options, "crash-test", describe("iolab crash-test", described),
+                        named.label, named.tags, progress)
         with prober:
             done = crashtest.run_cuts(prober, base, settings,
                                       note=progress.note)
@@ -119,7 +112,9 @@ def crash_test(ctx: click.Context, options: Sequence[str], target_arg: str, host
     tables = [results_report.results_table(run), crash_table(run)]
     emit_tables([t for t in tables if t is not None], fmt, run_document(run))
     outcomes = crashtest.cut_outcomes(run)
-    if any(o.verdict == crashtest.FAILED for o in outcomes):
-        ctx.exit(1)
-    if fail_on_loss and any(o.verdict == crashtest.LOST for o in outcomes):
-        ctx.exit(3)
+    failed = [o.cut for o in outcomes if o.verdict == crashtest.FAILED]
+    if failed:
+        raise RunFailed(f"cut(s) {', '.join(map(str, failed))} failed", shown=True)  # the cuts table says why
+    lost = [o.cut for o in outcomes if o.verdict == crashtest.LOST]
+    if fail_on_loss and lost:
+        raise DataLost(f"cut(s) {', '.join(map(str, lost))} lost acknowledged writes", shown=True)

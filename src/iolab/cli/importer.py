@@ -12,17 +12,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..errors import IolabError
 from ..report.table import Cell, Column, Table
 from ..workflows import importer
-from . import FORMATS, _report_error, emit_tables, err, load_runs, parse_tags, store_of
+from . import emit_tables, err, load_runs, report_error, store_of
+from .options import Naming, format_option, naming_options
 
 
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="FILE|DIR...")
-@click.option("--label", help="A name for the imported runs, usable wherever a run id is.")
-@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag the imported runs (repeatable).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="How to print the imported results (one file) or the import's summary.")
+@naming_options("imported runs")
+@format_option(help="How to print the imported results (one file) or the import's summary.")
 @click.pass_context
-def import_(ctx: click.Context, paths: Sequence[Path], label: str | None, tags: Sequence[str], fmt: str) -> None:
+def import_(ctx: click.Context, paths: Sequence[Path], named: Naming, fmt: str) -> None:
     """Import fio output: JSON, json+, client/server JSON, normal text (any fio version, also pasted
     from a web page), terse. A FILE becomes one run; a DIR (searched recursively: a sweep by
     bench-fio, fio-plot or your own script) becomes one run of all the jobs in it.
@@ -45,11 +44,10 @@ def import_(ctx: click.Context, paths: Sequence[Path], label: str | None, tags: 
                   TextColumn("{task.description}"), console=err, transient=True, disable=not bulk) as bar:
         task = bar.add_task("", total=total)
         outcomes = []
-        for outcome in importer.import_sources(store, sources, label, parse_tags(tags),
+        for outcome in importer.import_sources(store, sources, named.label, named.tags,
                                                lambda path: bar.update(task, advance=1, description=path.name)):
             _say(outcome)  # as each source is stored: a log file (no terminal, no bar) sees the import go on
             outcomes.append(outcome)
-    failure = max((o.exit_code for o in outcomes), default=0)
     if bulk:
         emit_tables([_summary(outcomes)], fmt, _document(outcomes))
     else:
@@ -57,15 +55,18 @@ def import_(ctx: click.Context, paths: Sequence[Path], label: str | None, tags: 
         runs = load_runs(ctx, [o.run_id for o in outcomes if o.run_id is not None])
         if runs:
             emit_tables([results_report.results_table(runs[0])], fmt, results_report.run_document(runs[0]))
-    if failure:
-        ctx.exit(failure)
+    failed = [n.error for o in outcomes for n in o.notes if n.error is not None]
+    if failed:  # each was reported as its file failed: the worst gives the exit code
+        worst = max(failed, key=lambda e: e.exit_code)
+        worst.shown = True
+        raise worst
 
 
 def _say(o: importer.Outcome) -> None:
     """What became of one source, on stderr: failures as errors, skips and log notes as notes."""
     for note in o.notes:
         if note.error is not None:
-            _report_error(note.error)
+            report_error(note.error)
         elif note.status == "skipped":
             err.print(f"Skipped {note.path}: " + (f"already imported in run {note.run_id}" if note.run_id
                                                    else f"the same content as {note.same_as}"), highlight=False)

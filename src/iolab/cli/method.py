@@ -7,89 +7,29 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-from rich.console import Console
 
-from ..analyze import warmup
-from ..check import lint
-from ..describe import suite as suite_mod
-from ..describe.tune import parse_tune_args
-from ..errors import IolabError, UsageError
+from ..errors import IolabError, PlanRefused, UsageError
 from ..facts import host as host_mod
 from ..facts import pinning, sysfs, targets
 from ..model import to_jsonable
 from ..report.method import findings_table
-from ..report.table import Cell, Column, Table, compact_places
-from ..run import execute, tuning
+from ..report.table import Cell, Column, Table
+from ..run import tuning
+from ..run.plan import RunOptions, prepare
 from ..runner import local
 from ..units import format_bytes
-from . import emit_tables, err, out
-
-PIN_CHOICE = click.Choice(pinning.MODES)
-
-
-def load_planned(suite: str, targets_: Sequence[str], tune: Sequence[str], pin: str | None) -> suite_mod.Suite:
-    """A suite as ``run`` and ``lint`` read it: ``--target``, ``--tune`` and ``--pin`` applied."""
-    loaded = suite_mod.with_targets(suite_mod.load(suite), suite_mod.parse_target_args(targets_))
-    return suite_mod.with_method(loaded, parse_tune_args(tune), pin)
-
-
-def print_findings(findings: Sequence[lint.Finding], console: Console = err, *, full: bool = False) -> None:
-    """Findings as readable text: id, severity and places, then what is wrong and the remedy
-    (and the source when ``full``)."""
-    if not findings:
-        return
-    errors = sum(f.severity == lint.ERROR for f in findings)
-    console.print(f"[bold]Lint[/]: {errors} error(s), {len(findings) - errors} warning(s)")
-    for f in findings:
-        style = "red" if f.severity == lint.ERROR else "yellow"
-        console.print(f"  {f.id} {f.severity}", style=f"bold {style}", end="", markup=False)
-        console.print(f"  {compact_places(f.where)}", markup=False, highlight=False)
-        for label, text in (("", f.message), ("Remedy: ", f.remedy), *((("Source: ", f.source),) if full else ())):
-            lines = text.splitlines() or [""]  # fio's own messages span lines ("Did you mean iodepth?")
-            console.print("\n".join(f"      {label if i == 0 else ' ' * len(label)}{line}"
-                                    for i, line in enumerate(lines)), markup=False, highlight=False,
-                          style="dim" if label == "Source: " else None)
-
-
-def describe_method(plan: execute.Plan) -> list[str]:
-    """The plan's host setup and method, one line each, for the plan summary."""
-    suite, lines = plan.suite, []
-    if suite.tune:
-        settings = ", ".join(f"{k}={'|'.join(v)}" for k, v in suite.tune.items())
-        lines.append(f"tuning (restored after each job): {settings}")
-    for name, cpus in plan.pins.items():
-        lines.append(f"pin {suite.method.pin}: target {name} on CPUs {cpus} (cpus_allowed_policy=split)")
-    pre = suite.method.precondition
-    if pre is not None:
-        parts = [f"fill {pre.fill}× with bs={pre.bs}"] if pre.fill else []
-        if pre.rounds:
-            parts.append(f"up to {pre.rounds} rounds of {pre.round_time} per job until steady state ({pre.track})")
-        lines.append("precondition (not in the estimate): " + "; ".join(parts))
-    if suite.method.drop_caches:
-        lines.append("drop_caches before every job" + (" (before the first pass)" if suite.passes > 1 else ""))
-    if suite.passes > 1:
-        lines.append(f"warm-up: {suite.passes} passes of every job over the same region, back to back")
-        if any(warmup.drops_page_cache(i.job_text) for i in plan.items):
-            lines.append("  note: buffered I/O with fio's invalidate=1 (its default) drops the page cache before "
-                         "every pass; set invalidate=0 for the page cache to warm up")
-    if suite.tiers:
-        lines.append("tiers (I/Os counted per job): " + ", ".join(f"{t.name}={t.spec()}" for t in suite.tiers))
-    return lines
+from . import emit_tables, out
+from .options import SuiteArgs, destroy_option, format_option, suite_options
+from .plan import print_findings
 
 
 @click.command("lint")
 @click.argument("suite")
-@click.option("-t", "--target", "targets_", multiple=True, metavar="NAME=PATH",
-              help="Lint for this file, directory or block device (repeatable); replaces the suite's targets.")
-@click.option("--tune", multiple=True, metavar="KEY=VALUE", help="Tuning as `run --tune` would apply it.")
-@click.option("--pin", type=PIN_CHOICE, help="Pinning as `run --pin` would apply it.")
-@click.option("--destroy", multiple=True, metavar="DEVICE", help="As for `run`: devices you allow iolab to overwrite.")
+@suite_options(lint=True)
+@destroy_option("As for `run`: devices you allow iolab to overwrite.")
 @click.option("--allow-exec", is_flag=True, help="As for `run`: jobs may run programs (exec_prerun ...).")
-@click.option("--format", "fmt", type=click.Choice(("table", "json", "markdown", "csv")), default="table",
-              show_default=True)
-@click.pass_context
-def lint_command(ctx: click.Context, suite: str, targets_: Sequence[str], tune: Sequence[str], pin: str | None,
-                 destroy: Sequence[str], allow_exec: bool, fmt: str) -> None:
+@format_option(("table", "json", "markdown", "csv"))
+def lint_command(suite: str, asked: SuiteArgs, destroy: Sequence[str], allow_exec: bool, fmt: str) -> None:
     """Check a suite or fio job file for methodology problems (catalogue P1–P16), on the targets
     and host it would run on. Every methodology finding is a warning; errors are what `iolab run`
     refuses before fio starts (a destructive write to a device with data, a job fio rejects), and
@@ -99,9 +39,8 @@ def lint_command(ctx: click.Context, suite: str, targets_: Sequence[str], tune: 
     iolab lint my-suite.yaml
     iolab lint job.fio --target data=/mnt/ssd/test.bin
     """
-    loaded = load_planned(suite, targets_, tune, pin)
-    plan = execute.prepare(loaded, execute.RunOptions(destroy=tuple(destroy), allow_exec=allow_exec),
-                           strict=False)
+    loaded = asked.load(suite)
+    plan = prepare(loaded, RunOptions(destroy=tuple(destroy), allow_exec=allow_exec), strict=False)
     findings = list(plan.findings)
     if fmt == "table":
         print_findings(findings, out, full=True)
@@ -111,7 +50,7 @@ def lint_command(ctx: click.Context, suite: str, targets_: Sequence[str], tune: 
         emit_tables([findings_table(findings, f"lint: {loaded.name}")], fmt,
                     {"suite": loaded.name, "findings": [dataclasses.asdict(f) for f in findings]})
     if plan.errors:
-        ctx.exit(2)
+        raise PlanRefused(f"{len(plan.errors)} error(s) in the plan of {loaded.name}", shown=True)
 
 
 def _facts_rows(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -133,8 +72,7 @@ def _facts_rows(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
 
 @click.command("host")
 @click.option("--device", metavar="PATH", help="Also describe this block device (or the device under a file).")
-@click.option("--format", "fmt", type=click.Choice(("table", "json", "markdown", "csv")), default="table",
-              show_default=True)
+@format_option(("table", "json", "markdown", "csv"))
 def host_command(device: str | None, fmt: str) -> None:
     """Print the facts iolab records with a run: the host, and one device with its queue settings,
     blk-mq queues and the CPUs `pin: mq` / `pin: numa` would use."""

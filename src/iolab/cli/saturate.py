@@ -23,10 +23,12 @@ from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
 from ..report.table import Table
 from ..run import tuning
-from ..run.execute import RunOptions
 from ..workflows import autotune
-from ..workflows import prober as workflow
-from . import FORMATS, emit_tables, err, parse_tags, store_of
+from ..workflows.prober import DEFAULT_OPTIONS, DEFAULT_SIZE, Prober, describe
+from ..workflows.saturate import fio_latency_target
+from ..workflows.saturate import saturate as saturate_search
+from . import emit_tables, err, store_of
+from .options import Naming, format_option, naming_options, run_options
 from .progress import JobProgress, job_progress
 
 #: Options the search itself sets.
@@ -51,7 +53,7 @@ def fio_options(args: Sequence[str]) -> dict[str, str]:
 def search_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options ``saturate`` and ``autotune`` share."""
     for option in reversed((
-        click.argument("options", nargs=-1, metavar="[FIO_OPTION=VALUE]..."),
+        click.argument("fio_args", nargs=-1, metavar="[FIO_OPTION=VALUE]..."),
         click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH",
                      help="The file, directory or block device to measure."),
         click.option("--slo", help="Latency objective: p99<=2ms, p99.9<10ms, mean<=500us (completion latency; "
@@ -64,15 +66,11 @@ def search_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--ramp-time", metavar="DURATION",
                      help="fio's ramp_time of every probe and repetition: I/O in it is not counted, so each point "
                      "is measured once queues and caches have settled (0 for none; the fio option ramp_time=… "
-                     f"says the same).  [default: {workflow.DEFAULT_OPTIONS['ramp_time']}]"),
+                     f"says the same).  [default: {DEFAULT_OPTIONS['ramp_time']}]"),
         click.option("--repeat", type=int, default=3, show_default=True, help="Full-length repetitions."),
-        click.option("--label", help="A name for the run."),
-        click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE"),
-        click.option("--destroy", multiple=True, metavar="DEVICE", help="Allow writes to this block device."),
-        click.option("--keep-files", is_flag=True, help="Keep the scratch file fio created."),
-        click.option("--no-fence", is_flag=True, help="Run fio without the fence (see `iolab run --help`)."),
-        click.option("--allow-exec", is_flag=True, help="Let the job run programs (exec_prerun ...), fenced."),
-        click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True),
+        naming_options("run"),
+        run_options(),
+        format_option(),
     )):
         command = option(command)
     return command
@@ -90,10 +88,10 @@ class _Setup:
 def _setup(args: Mapping[str, Any]) -> _Setup:
     """The target, the workload's fio options, the SLO and the search of a command's arguments."""
     (name, path), = suite.parse_target_args([args["target_arg"]]).items()
-    user = fio_options(args["options"])
+    user = fio_options(args["fio_args"])
     if "ramp_time" in user and args["ramp_time"] is not None:
         raise UsageError("give the probes' ramp once: --ramp-time or ramp_time=, not both")
-    ramp = user.pop("ramp_time", None) or args["ramp_time"] or workflow.DEFAULT_OPTIONS["ramp_time"]
+    ramp = user.pop("ramp_time", None) or args["ramp_time"] or DEFAULT_OPTIONS["ramp_time"]
     objective = saturation.parse_slo(args["slo"]) if args["slo"] else None
     cpus = os.cpu_count() or 1
     jobs = args["max_numjobs"] or cpus
@@ -101,8 +99,8 @@ def _setup(args: Mapping[str, Any]) -> _Setup:
         err.print(f"[yellow]warning[/]: up to {jobs} jobs on {cpus} CPUs: more jobs than CPUs measure the CPU "
                   "scheduler as much as the storage (lint P6)")
     kind = targets.inspect(os.path.abspath(path)).kind
-    size = None if kind == "block" or "size" in user else workflow.DEFAULT_SIZE
-    base = {**workflow.DEFAULT_OPTIONS, "ramp_time": ramp, **user}
+    size = None if kind == "block" or "size" in user else DEFAULT_SIZE
+    base = {**DEFAULT_OPTIONS, "ramp_time": ramp, **user}
     settings = {"target": path, "fio_options": base, "slo": args["slo"], "max_iodepth": args["max_iodepth"],
                 "max_numjobs": jobs, "probe_runtime": args["probe_runtime"], "ramp_time": ramp,
                 "runtime": args["runtime"], "repeat": args["repeat"]}
@@ -111,13 +109,10 @@ def _setup(args: Mapping[str, Any]) -> _Setup:
 
 
 def _prober(ctx: click.Context, setup: _Setup, args: Mapping[str, Any], command: str,
-            progress: JobProgress) -> workflow.Prober:
-    return workflow.Prober(store_of(ctx), setup.target, RunOptions(destroy=tuple(args["destroy"]),
-                                                                   keep_files=args["keep_files"],
-                                                                   fence=not args["no_fence"],
-                                                                   allow_exec=args["allow_exec"]),
-                           command.split()[-1], workflow.describe(command, setup.settings), args["label"],
-                           parse_tags(args["tags"]), progress)
+            progress: JobProgress) -> Prober:
+    named: Naming = args["named"]
+    return Prober(store_of(ctx), setup.target, args["options"], command.split()[-1],
+                  describe(command, setup.settings), named.label, named.tags, progress)
 
 
 def _show(ctx: click.Context, run_id: int | None, fmt: str, summary: Callable[[Run], Table | None]) -> Run:
@@ -154,10 +149,10 @@ def saturate(ctx: click.Context, fio_target: bool, **args: Any) -> None:
     if fio_target and (setup.slo is None or "_p" not in setup.slo.metric.name):
         raise UsageError("--fio-latency-target needs a percentile --slo such as p99<=2ms: fio's search judges one")
     with job_progress() as progress, _prober(ctx, setup, args, "iolab saturate", progress) as prober:
-        found = workflow.saturate(prober, setup.base, setup.search, args["probe_runtime"], args["runtime"],
+        found = saturate_search(prober, setup.base, setup.search, args["probe_runtime"], args["runtime"],
                                   args["repeat"], stage=lambda text: setattr(progress, "stage", text))
         if fio_target and setup.slo is not None:
-            own = workflow.fio_latency_target(prober, setup.base, setup.slo, args["max_iodepth"], args["runtime"])
+            own = fio_latency_target(prober, setup.base, setup.slo, args["max_iodepth"], args["runtime"])
             found = replace(found, fio_target=own)
         prober.finish(found.record(setup.slo, setup.settings))
     _show(ctx, prober.run_id, args["fmt"], saturation_table)
@@ -195,7 +190,7 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
         raise UsageError(f"autotune: {exc}") from None
     setup.settings.update(budget=budget, axes=[a.name for a in chosen_axes], top=top)
     with job_progress() as progress, _prober(ctx, setup, args, "iolab autotune", progress) as prober:
-        found = workflow.autotune_run(prober, setup.base, setup.search, chosen_axes, budget_s, args["probe_runtime"],
+        found = autotune.autotune_run(prober, setup.base, setup.search, chosen_axes, budget_s, args["probe_runtime"],
                                       args["runtime"], args["repeat"], top)
         prober.finish(found.record(setup.slo, setup.settings))
     run = _show(ctx, prober.run_id, args["fmt"], ranking_table)
@@ -204,7 +199,7 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
         path = write_suite or Path(f"iolab-autotune-{run.info.id}.yaml")
         best = found.ranking[0]
         what = f"the most IOPS with {setup.slo}" if setup.slo else "the most IOPS"
-        text = workflow.best_suite(setup.target, setup.base, best.config, point, args["runtime"],
+        text = autotune.best_suite(setup.target, setup.base, best.config, point, args["runtime"],
                                    f"iolab autotune, run {run.info.id}: {what}\n"
                                    f"{autotune.describe(best.config)}: {units.format_iops(best.iops.mean)} IOPS")
         try:

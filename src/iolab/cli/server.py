@@ -94,21 +94,20 @@ def stop_cmd(bind: str | None, port: int | None, pidfile: str | None) -> None:
 @_BIND
 @_PORT
 @_PIDFILE
-@click.pass_context
-def status_cmd(ctx: click.Context, bind: str | None, port: int | None, pidfile: str | None) -> None:
+def status_cmd(bind: str | None, port: int | None, pidfile: str | None) -> None:
     """Whether the fio server iolab started on ADDRESS runs and answers; exit 1 when not."""
     _spec, path = _bind(bind, port, pidfile)
     record, running, answer = server.status(path)
     if record is None:
         out.print(f"no fio server record in {path}", markup=False)
-        ctx.exit(1)
+        raise HostError(f"no fio server record in {path}", shown=True)
     elif not running:
         out.print(f"fio server {record.label} (pid {record.pid}) is not running; stale record {path}", markup=False)
-        ctx.exit(1)
+        raise HostError(f"fio server {record.label} is not running", shown=True)
     elif isinstance(answer, HostError):
         out.print(f"fio server {record.label} (pid {record.pid}) runs but does not answer: {answer.message}",
                   markup=False)
-        ctx.exit(1)
+        raise HostError(answer.message, shown=True)
     else:
         assert answer is not None
         out.print(f"fio server {record.label}: running (pid {record.pid}, since {record.started_at}), "

@@ -13,10 +13,11 @@ import click
 
 from ..model import Run, to_jsonable
 from ..report.table import Cell, Column, Table
-from . import FORMATS, emit_tables, load_runs, report_unreadable, store_of
+from . import emit_tables, load_runs, report_unreadable, store_of
+from .options import format_option
 
 if TYPE_CHECKING:
-    from ..store.database import Store
+    pass
 
 # ``show`` imports a report module only for a run that carries its data (the markers below are
 # what each module reads first): ``runs`` needs none of them, a plain run's ``show`` few.
@@ -77,9 +78,9 @@ def run_document(run: Run) -> dict[str, Any]:
     return document
 
 
-def print_run(store: Store, run_id: int, fmt: str) -> None:
+def print_run(stored: Run, fmt: str) -> None:
+    """The run's results and the tables that follow them (``iolab show``'s), or its JSON document."""
     from ..report import results as results_report
-    stored = store.get_run(run_id)
     # the JSON document only for --format json: building it (pydantic's serialisers) is most of the
     # time between a run's last job and its exit
     emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt,
@@ -88,7 +89,7 @@ def print_run(store: Store, run_id: int, fmt: str) -> None:
 
 @click.command()
 @click.option("-n", "--limit", type=int, default=50, show_default=True, help="How many runs to list.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@format_option()
 @click.pass_context
 def runs(ctx: click.Context, limit: int, fmt: str) -> None:
     """List stored runs, newest first."""
@@ -118,7 +119,7 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
 
 @click.command()
 @click.argument("selectors", nargs=-1, required=True, metavar="RUN...")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@format_option()
 @click.pass_context
 def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     """Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."""

@@ -29,18 +29,19 @@ import re
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from ..errors import FioError, ParseError, SuiteError
 from ..fio import logs
 from ..fio.json import parse_json
-from ..model import DiskUtil, FioReport, JobResult, TimeSeries
-from ..runner.local import LOG_PREFIX, _die_with_parent, _error_text, _stop, exit_waiter, find_fio, warm_up
+from ..model import DiskUtil, FioReport, JobResult, to_jsonable
+from ..runner.local import LOG_PREFIX, die_with_parent, error_text, exit_waiter, find_fio, stop, warm_up
+from ..runner.outcome import HostOutcome, Outcome
 from ..runner.status import Status
 from .hosts import HostSpec
-from .protocol import ProbeReply
 from .relay import Relay, open_relays
 
 OUTPUT_NAME = "fio-output.json"
@@ -58,57 +59,24 @@ class HostStatus:
     message: str | None = None
 
 
-@dataclass(frozen=True)
-class HostOutcome:
-    """How one host's part of the job ended: ``status`` is ``ok``, ``failed`` (a job on the host
-    reported an errno) or ``lost`` (unreachable at the start, disconnected, server gone, timed
-    out). ``error`` names the cause with fio's own message. ``server`` is what the server said
-    about itself."""
-
-    host: str
-    status: str
-    error: str | None = None
-    server: ProbeReply | None = None
-
-
-@dataclass(frozen=True)
-class ClientOutcome:
-    """The whole job: ``status`` is ``ok`` (every host ok), ``partial`` (some hosts ok),
-    ``failed`` (none) or ``interrupted``. ``report`` holds the jobs of every host that reported,
-    each with the host's own ``hostname``/``port`` (as fio would print them without the relay).
-    ``raw_json`` is fio's output file as written (text lines included). ``time_series`` are
-    fio's logs of every host that sent them, ``TimeSeries.hostname`` the host's label.
-    ``prefixes`` maps each host's label to the address fio's client knew it by (the relay's), the
-    prefix of the files fio names after a server (verify states)."""
-
-    status: str
-    command: tuple[str, ...]
-    started_at: datetime
-    ended_at: datetime
-    hosts: tuple[HostOutcome, ...]
-    report: FioReport | None = None
-    raw_json: str | None = None
-    error: str | None = None
-    time_series: tuple[TimeSeries, ...] = ()
-    prefixes: Mapping[str, str] = field(default_factory=dict)
-
-
 def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable[[HostStatus], None] | None = None,
         fio: str = "fio", timeout_s: float | None = None, connect_timeout_s: float = 5.0,
         extra_args: Sequence[str] = (), before_start: Callable[[Mapping[str, str]], None] | None = None,
-        unreachable: Mapping[HostSpec, str] | None = None) -> ClientOutcome:
-    """Run ``job_text`` on every host of ``hosts`` at once and return the ClientOutcome.
+        unreachable: Mapping[HostSpec, str] | None = None) -> Outcome:
+    """Run ``job_text`` on every host of ``hosts`` at once and return its Outcome: ``status`` ``ok``
+    (every host ok), ``partial`` (some hosts ok), ``failed`` (none) or ``interrupted``; each host's part in
+    ``Outcome.hosts``.
 
     ``workdir`` (created) holds the job file, fio's output and messages; fio's client runs there
     (so a file named like a host spec cannot be mistaken for a hosts list, init.c). Log files
     fio brings back from the servers land there too: unless the job file does its own logging,
     they are iolab's 1-second logs, read into
-    ``ClientOutcome.time_series``. ``on_status`` is called from this thread about once a second
+    ``Outcome.time_series``. ``on_status`` is called from this thread about once a second
     per host. On ``KeyboardInterrupt`` fio is stopped with SIGINT and the interrupt is
     re-raised. Raises ``FioNotFound``; ``FioError`` when fio cannot be started.
 
     ``extra_args`` are fio options for the client's command line (a crash test's trigger options);
-    ``before_start`` is called with ``ClientOutcome.prefixes`` once the relays are open, before fio
+    ``before_start`` is called with ``Outcome.prefixes`` once the relays are open, before fio
     starts (to put files fio's servers will ask the client for into ``workdir``). Hosts in
     ``unreachable`` (host -> why) are left out: lost before the start, with that cause.
     """
@@ -137,7 +105,7 @@ def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable
         with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
             try:
                 proc = subprocess.Popen(command, cwd=workdir, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, preexec_fn=_die_with_parent)
+                                        start_new_session=True, preexec_fn=die_with_parent)
             except OSError as exc:
                 raise FioError(f"cannot start fio: {exc}") from exc
             warm_up()
@@ -158,7 +126,7 @@ def _wants_logs(job_text: str) -> bool:
         return False
 
 
-def _with_logs(outcome: ClientOutcome, relays: list[Relay], job_text: str, workdir: Path) -> ClientOutcome:
+def _with_logs(outcome: Outcome, relays: list[Relay], job_text: str, workdir: Path) -> Outcome:
     """The outcome with the hosts' logs read and named after each host's label.
 
     A log names the relay's address; when relays had to share one address (a loopback without
@@ -207,16 +175,16 @@ def _follow(proc: subprocess.Popen[bytes], relays: list[Relay], on_status: Calla
                         on_status(HostStatus(r.host.label, "running", status))  # type: ignore[misc]
                 if deadline is not None and time.monotonic() > deadline:
                     unfinished = {r.host for r in relays if not r.stopped}
-                    _stop(proc)
+                    stop(proc)
                     return unfinished
     except BaseException:
-        _stop(proc)
+        stop(proc)
         raise
     return set()
 
 
 def _finish(relays: list[Relay], command: tuple[str, ...], started: datetime, returncode: int | None,
-            workdir: Path, unfinished: set[HostSpec]) -> ClientOutcome:
+            workdir: Path, unfinished: set[HostSpec]) -> Outcome:
     text = (workdir / OUTPUT_NAME).read_text(errors="replace") if (workdir / OUTPUT_NAME).exists() else ""
     messages = "\n".join(p.read_text(errors="replace") for p in (workdir / "fio.stderr", workdir / "fio.stdout")
                          if p.exists())
@@ -229,12 +197,12 @@ def _finish(relays: list[Relay], command: tuple[str, ...], started: datetime, re
     status = "ok" if len(ok) == len(outcomes) else ("partial" if ok else "failed")
     errors = [h.error for h in outcomes if h.error]
     if returncode not in (0, None) and not errors:
-        errors.append(f"fio exited {returncode}: {_error_text(messages)}")
+        errors.append(f"fio exited {returncode}: {error_text(messages)}")
         status = "failed"
     raw = text if text.strip() else None
-    return ClientOutcome(status=status, command=command, started_at=started, ended_at=datetime.now(UTC),
-                         hosts=outcomes, report=report, raw_json=raw, error="\n".join(errors) or None,
-                         prefixes=_prefixes(relays))
+    return Outcome(status=status, command=command, started_at=started, ended_at=datetime.now(UTC), hosts=outcomes,
+                   report=report, raw_json=raw, error="\n".join(errors) or None, prefixes=_prefixes(relays),
+                   messages=text)
 
 
 def _prefixes(relays: list[Relay]) -> dict[str, str]:
@@ -277,15 +245,20 @@ def _host_outcome(relay: Relay, report: FioReport | None, messages: str, timed_o
     said = _fio_lines(messages, relay)
     if timed_out:
         return HostOutcome(label, "lost", f"{label}: did not finish within the job's time bound; fio was stopped"
-                           + (" (its results so far are kept)" if jobs else ""), relay.probe)
+                           + (" (its results so far are kept)" if jobs else ""), _server(relay))
     if jobs:
         failed = [j for j in jobs if j.error]
         if not failed:
-            return HostOutcome(label, "ok", server=relay.probe)
+            return HostOutcome(label, "ok", server=_server(relay))
         errnos = ", ".join(f"{j.name}: errno {j.error} ({os.strerror(j.error)})" for j in failed)
-        return HostOutcome(label, "failed", f"{label}: {errnos}" + (f"\n{said}" if said else ""), relay.probe)
+        return HostOutcome(label, "failed", f"{label}: {errnos}" + (f"\n{said}" if said else ""), _server(relay))
     cause = relay.lost or ("no results came back" + (" although the server ended its run" if relay.stopped else ""))
-    return HostOutcome(label, "lost", f"{label}: {cause}" + (f"; fio said: {said}" if said else ""), relay.probe)
+    return HostOutcome(label, "lost", f"{label}: {cause}" + (f"; fio said: {said}" if said else ""), _server(relay))
+
+
+def _server(relay: Relay) -> dict[str, Any] | None:
+    """What the host's fio server said about itself, as stored (``Outcome.hosts``)."""
+    return to_jsonable(relay.probe) if relay.probe is not None else None
 
 
 def _fio_lines(messages: str, relay: Relay) -> str:

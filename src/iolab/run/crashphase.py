@@ -1,8 +1,9 @@
 """The fio side of a crash test's phases: what one fio invocation needs around it, and what it left.
 
-A crash test (``crashtest``) runs each cut as stored results of one run, through ``execute`` like any
-job. What makes a phase special is stored with its pending result under ``extra["crash"]``
-(``Phase``) and applied here, around fio:
+A crash test (``workflows.crashtest``) runs each cut as stored results of one run, through
+``run.execute`` like any job. What makes a phase special is stored with its pending result under
+``extra["crash"]`` (``Phase``) and applied here, around fio, by ``CrashPhase``, which wraps the job's
+runner (``run.runners``: fio here, or fio's client driving servers):
 
 * **write**: fio's trigger options go on its command line (``--trigger-timeout``/``--trigger-file``,
   ``--trigger``, ``--trigger-remote``). iolab adds ``touch <marker>`` before the local ``--trigger``
@@ -23,21 +24,23 @@ from __future__ import annotations
 import base64
 import errno
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ParseError
 from ..fio import verify
 from ..model import FioReport
+from ..runner.outcome import Outcome
+
+if TYPE_CHECKING:
+    from .runners import JobRunner, Tell
 
 #: The phases of a cut, in order.
 WIPE, WRITE, VERIFY = "wipe", "write", "verify"
 #: The file the local trigger command touches in the job's work directory when fio fires it.
 MARKER = "iolab-cut-fired"
-#: The prefix of a local run's state files (``verify_save_state()``, ``verify.c``).
-LOCAL = "local"
 #: At most this many failures are stored per verify phase (their count is always stored).
 MAX_FAILURES = 100_000
 
@@ -201,3 +204,29 @@ def summarize_states(states: Mapping[str, Mapping[str, bytes]]) -> dict[str, dic
                 entry = {"problem": str(exc)}
             out.setdefault(host, {})[suffix] = entry
     return out
+
+
+class CrashPhase:
+    """A crash test's phase around a job's runner (``run.runners.JobRunner``), itself a runner: its fio
+    options on fio's command line, the states it verifies put where fio looks for them before fio
+    starts, and fio's outcome judged (``judge``), its record in ``Outcome.extra["crash"]``."""
+
+    def __init__(self, runner: JobRunner, phase: Phase) -> None:
+        self.runner, self.phase = runner, phase
+        self.here: bool = runner.here
+        self.hosts: tuple[str, ...] = runner.hosts
+
+    def run(self, job_text: str, workdir: Path, tell: Tell | None = None, *, extra_args: Sequence[str] = (),
+            before_start: Callable[[Mapping[str, str]], None] | None = None) -> Outcome:
+        def place(prefixes: Mapping[str, str]) -> None:
+            place_states(self.phase, workdir, prefixes)
+            if before_start is not None:
+                before_start(prefixes)
+
+        done = self.runner.run(job_text, workdir, tell, before_start=place,
+                               extra_args=(*extra_args, *fio_args(self.phase, workdir, local=self.here)))
+        ended = Ended(done.status, done.error, done.report, done.messages, collect_states(workdir, done.prefixes),
+                      (workdir / MARKER).exists(), self.hosts)
+        judged = judge(self.phase, ended)
+        return replace(done, status=judged.status, error=judged.error, report=judged.report,
+                       extra={**done.extra, "crash": judged.record})

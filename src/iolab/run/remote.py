@@ -10,7 +10,7 @@ job (lost, with the probe's cause) when it still does not answer (``check.remote
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from ..remote import hosts as host_specs
 from ..remote import ssh as remote_facts
 from ..remote.hosts import HostSpec
 from ..remote.ssh import RemoteFacts
+from ..runner.outcome import Outcome
 
 #: The bound of a remote job whose duration fio decides (no ``runtime``): one hour.
 DEFAULT_BOUND_S = 3600.0
@@ -46,18 +47,6 @@ class HostRecord:
     target_facts: TargetFacts | None = None
 
 
-@dataclass(frozen=True)
-class RemoteOutcome:
-    """``client`` is the fio run; ``records`` describe each host, in the target's host order."""
-
-    client: client.ClientOutcome
-    records: tuple[HostRecord, ...]
-
-    @property
-    def extra(self) -> dict[str, Any]:
-        return {"hosts": [to_jsonable(r) for r in self.records]}
-
-
 def time_bound_s(sections: Sequence[jobfile.Section], slack_s: float) -> float:
     """How long a remote job may take: twice its ``ramp_time + runtime`` plus ``slack_s``
     (file layout, startup), or ``DEFAULT_BOUND_S`` when a job has no ``runtime``. A remote job
@@ -74,9 +63,9 @@ def time_bound_s(sections: Sequence[jobfile.Section], slack_s: float) -> float:
 
 def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Collection[str], timeout_s: float,
             on_status: Callable[[client.HostStatus], None] | None = None, extra_args: Sequence[str] = (),
-            before_start: Callable[[Mapping[str, str]], None] | None = None) -> RemoteOutcome:
+            before_start: Callable[[Mapping[str, str]], None] | None = None) -> Outcome:
     """Run one job on every host of ``target`` at once (``remote.client.run``; ``extra_args`` and
-    ``before_start`` pass through to it).
+    ``before_start`` pass through to it); each host's ``HostRecord`` goes into ``Outcome.extra["hosts"]``.
 
     With ``ssh`` the facts are gathered again first (stored with the result) and a job that
     writes is checked against them, as a local job is right before fio starts (raises
@@ -104,11 +93,11 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
             error = f"{error}\n{f}" if error else f
         records.append(HostRecord(
             host=host.host, status=host.status, error=error,
-            server=to_jsonable(host.server) if host.server else None,
+            server=dict(host.server) if host.server else None,
             facts=f.host if isinstance(f, RemoteFacts) else None,
             target_facts=f.target if isinstance(f, RemoteFacts) else None,
         ))
-    return RemoteOutcome(outcome, tuple(records))
+    return replace(outcome, extra={**outcome.extra, "hosts": [to_jsonable(r) for r in records]})
 
 
 def scratch(remote: RemoteTarget) -> dict[str, dict[str, Any]]:

@@ -21,41 +21,20 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import FioError, FioNotFound, ParseError, SuiteError
 from ..fio import logs
 from ..fio.json import parse_json
-from ..model import FioReport, TimeSeries
 from .fence import STOPPED_ERRNOS, Fence, ignore_interrupts, relayout_message, stopped_message
+from .outcome import Outcome
 from .status import Status, StatusStream
 
 _PR_SET_PDEATHSIG = 1
 OUTPUT_NAME = "fio-output.json"
 LOG_PREFIX = "iolab"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one fio invocation produced.
-
-    ``status`` is ``ok``, ``failed`` (fio exited non-zero, a job reported an errno, or there is
-    no report; ``error`` says why in fio's words) or ``interrupted``. ``raw_json`` is the final
-    report's text as fio wrote it. ``time_series`` are fio's per-second logs (``fio.logs``).
-    ``measured_start_ms`` is when the measured phase began (``measured_start_ms()``).
-    """
-
-    status: str
-    command: tuple[str, ...]
-    started_at: datetime
-    ended_at: datetime
-    report: FioReport | None = None
-    raw_json: str | None = None
-    error: str | None = None
-    time_series: tuple[TimeSeries, ...] = ()
-    measured_start_ms: int | None = None
 
 
 def measured_start_ms(text: str) -> int | None:
@@ -103,15 +82,15 @@ def check_job(job_text: str, workdir: Path, fio: str = "fio", fence: Fence | Non
     path.unlink()
     if out.returncode == 0:
         return None
-    return _error_text(out.stdout + "\n" + out.stderr) or f"fio --parse-only exited {out.returncode}"
+    return error_text(out.stdout + "\n" + out.stderr) or f"fio --parse-only exited {out.returncode}"
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _error_text(text: str, limit: int = 800) -> str:
+def error_text(text: str, limit: int = 800) -> str:
     """fio's messages, shortened: value listings dropped, lines that differ only in numbers
     (one ``io_u error`` per failed I/O) folded into the first with a count."""
     counts: dict[str, int] = {}
@@ -175,7 +154,7 @@ def run(
                 fence.argv(command) if fence is not None else command,
                 cwd=workdir if fence is not None else cwd or workdir, stdout=out, stderr=err,
                 stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_fenced_preexec if fence is not None else _die_with_parent,
+                preexec_fn=_fenced_preexec if fence is not None else die_with_parent,
             )
         except OSError as exc:
             raise FioError(f"cannot start fio: {exc}") from exc
@@ -201,7 +180,7 @@ def not_a_device(done: Outcome, landed: list[str]) -> Outcome:
 
 
 def _fenced_preexec() -> None:
-    _die_with_parent()
+    die_with_parent()
     ignore_interrupts()
 
 
@@ -235,7 +214,7 @@ def _stopped(outcome: Outcome, workdir: Path, fence: Fence) -> Outcome:
         if found and found.startswith("/"):
             paths.append(found)
     outside = [p for p in dict.fromkeys(paths) if not fence.allows(p)]
-    detail = _error_text(messages)
+    detail = error_text(messages)
     named = list(dict.fromkeys(paths))
     why = relayout_message(named) if not outside and named and "func=unlink" in messages else \
         stopped_message(outside or named, fence)
@@ -282,10 +261,10 @@ def _follow(proc: subprocess.Popen[bytes], output: Path, on_status: Callable[[St
                     for status in stream.feed(chunk):
                         on_status(status)
                 if deadline is not None and time.monotonic() > deadline:
-                    _stop(proc)
+                    stop(proc)
                     return True
     except BaseException:
-        _stop(proc)
+        stop(proc)
         raise
     return False
 
@@ -317,7 +296,7 @@ def warm_up() -> None:
     import numpy  # noqa: F401
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGINT to fio's session (fio ends its jobs and writes what it has), SIGKILL if it hangs."""
     if proc.poll() is not None:
         return
@@ -349,13 +328,14 @@ def _outcome(returncode: int | None, command: tuple[str, ...], started: datetime
         raw = None
         parse_problem = str(exc)
     base = {"command": command, "started_at": started, "ended_at": ended, "report": report, "raw_json": raw,
-            "measured_start_ms": measured_start_ms(text)}
+            "measured_start_ms": measured_start_ms(text),
+            "messages": (workdir / "fio.stderr").read_text(errors="replace")}
     if timed_out:
-        return Outcome("failed", error=f"fio did not finish within its time bound; stopped. {_error_text(messages)}",
+        return Outcome("failed", error=f"fio did not finish within its time bound; stopped. {error_text(messages)}",
                        **base)  # type: ignore[arg-type]
     failed_jobs = [j for j in report.jobs if j.error] if report else []
     if report is None or returncode != 0 or failed_jobs:
-        detail = _error_text(messages)
+        detail = error_text(messages)
         if failed_jobs:
             errno_text = ", ".join(f"{j.name}: errno {j.error} ({os.strerror(j.error)})" for j in failed_jobs)
             detail = f"{errno_text}\n{detail}".strip()

@@ -12,19 +12,29 @@ configurations that meet the SLO; without an SLO, the most IOPS). One pass of sh
 ``1 + sum(len(values))`` runs where the full grid costs their product; interactions between axes are
 what it can miss, which the benchmark (benchmarks/saturation.py) measures against the grid. Then the
 best few are repeated at full length, interleaved so that drift spreads over all, and ranked with
-95 % intervals (``rank``). Pure: the workflow that runs the probes is ``workflow.autotune``.
+95 % intervals (``rank``). ``autotune_run`` runs it with real fio, through a ``workflows.prober.Prober``;
+the rest is pure.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
-from .. import stats
-from ..analyze.saturation import Point, Slo, feasible
+import yaml
+
+from .. import stats, units
+from ..analyze.saturation import Point, Search, Slo, feasible, point_of
+from ..describe.suite import Target
+from ..describe.tune import label as tuning_label
 from ..model import BlockDeviceFacts
 from ..run import tuning
+from .prober import Prober
+from .saturate import Saturation, probe_name, saturate
 
 #: Axes in the order the descent tries them: what changes IOPS most first.
 ORDER = ("ioengine", "numjobs", "scheduler", "nomerges", "rq_affinity", "pin", "read_ahead_kb")
@@ -146,3 +156,114 @@ def rank(repetitions: Mapping[Config, Sequence[Point]], slo: Slo | None) -> list
 def describe(config: Config) -> str:
     """``ioengine=io_uring, scheduler=none`` or ``as it is``."""
     return ", ".join(f"{k}={v}" for k, v in config) or "as it is"
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """What ``autotune`` found: the operating point's search, every configuration probed (in order),
+    the best few ranked over their full-length repetitions, and whether the budget cut the descent."""
+
+    operating: Saturation
+    measured: tuple[Measured, ...]
+    ranking: tuple[Ranked, ...]
+    cut_by_budget: bool
+
+    def record(self, slo: Slo | None, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """What the run stores under ``options["autotune"]``."""
+        def config(c: Config) -> dict[str, str]:
+            return dict(c)
+
+        point = self.operating.chosen
+        return {"autotune": {
+            "slo": None if slo is None else {"metric": slo.metric.name, "limit_ns": slo.limit_ns, "text": str(slo)},
+            "settings": dict(settings), "cut_by_budget": self.cut_by_budget,
+            "operating_point": None if point is None else {"iodepth": point.iodepth, "numjobs": point.numjobs},
+            "probes": [{"config": config(m.config), "iops": m.point.iops, "slo_ns": m.point.slo_ns}
+                       for m in self.measured],
+            "ranking": [{"config": config(r.config), "iops": r.iops.mean, "ci95": r.interval, "n": r.iops.n,
+                         "slo_ns": r.slo_ns, "feasible": r.feasible} for r in self.ranking]}}
+
+
+def configured(base: Mapping[str, str], config: Config, point: Point
+               ) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """A configuration as fio options, host tuning and pin mode, at ``point``'s outstanding I/Os
+    (a numjobs axis value divides them among more jobs)."""
+    values = dict(config)
+    numjobs = int(values.get("numjobs", point.numjobs))
+    options = {**base, "iodepth": str(max(1, point.concurrency // numjobs)), "numjobs": str(numjobs)}
+    if "ioengine" in values:
+        options["ioengine"] = values["ioengine"]
+    return options, {k: values[k] for k in HOST if k in values}, values.get("pin")
+
+
+def config_name(base: Mapping[str, str], config: Config, options: Mapping[str, str]) -> str:
+    """``randread-4k-qd16-j2-io_uring-sched_none``: the probe's workload name."""
+    parts = [probe_name(base, int(options["iodepth"]), int(options["numjobs"]))]
+    for key, value in config:
+        if key in HOST:
+            parts.append(tuning_label(key, value))
+        elif key == "pin":
+            parts.append(f"pin_{value}")
+        elif key == "ioengine":
+            parts.append(value)
+    return "-".join(parts)
+
+
+def autotune_run(prober: Prober, base: Mapping[str, str], search: Search, axes: Sequence[Axis],
+                 budget_s: float, probe_runtime: str, runtime: str, repeat: int, top: int = 3,
+                 clock: Callable[[], float] = time.monotonic) -> Tuned:
+    """Auto-tuning with real fio runs (``autotune``): the operating point by the saturation search
+    (probes only), the coordinate descent of configurations at that point while the budget lasts
+    (a probe's measured duration and the repetitions still to come are its estimate), then the best
+    ``top`` configurations ``repeat`` times each at ``runtime``, in rounds."""
+    start = clock()
+    operating = saturate(prober, base, search, probe_runtime, runtime, repeat=0)
+    point = operating.chosen
+    if point is None:
+        return Tuned(operating, (), (), False)
+    at_point = [replace(a, values=tuple(v for v in a.values if (a.name, v) != ("numjobs", str(point.numjobs))))
+                for a in axes]  # the point's own numjobs is "as it is"
+    descent = Descent(tuple(a for a in at_point if a.values), search.slo)
+    measured: list[Measured] = []
+    spent: list[float] = []
+    extra_s = (units.parse_duration_us(runtime) - units.parse_duration_us(probe_runtime)) / 1e6
+    cut = False
+    while (config := descent.next(measured)) is not None:
+        probe_s = statistics.median(spent) if spent else 0.0
+        if clock() - start + probe_s + top * repeat * (probe_s + extra_s) > budget_s:
+            cut = True
+            break
+        options, host, pin = configured(base, config, point)
+        began = clock()
+        (result,) = prober.run(config_name(base, config, options), {**options, "runtime": probe_runtime},
+                               tune=host, pin=pin)
+        spent.append(clock() - began)
+        found = point_of(result, int(options["iodepth"]), int(options["numjobs"]), search.slo)
+        measured.append(Measured(config, found or Point(point.iodepth, point.numjobs, 0.0)))
+    finalists = descent.best(measured, top)
+    points: dict[Config, list[Point]] = {c: [] for c in finalists}
+    for round_ in range(repeat):  # rounds: every finalist once, then again, so drift spreads over all
+        for config in finalists:
+            options, host, pin = configured(base, config, point)
+            (result,) = prober.run(config_name(base, config, options) + "-final", {**options, "runtime": runtime},
+                                   tune=host, pin=pin, first_repeat=round_)
+            found = point_of(result, int(options["iodepth"]), int(options["numjobs"]), search.slo)
+            if found is not None:
+                points[config].append(found)
+    return Tuned(operating, tuple(measured), tuple(rank(points, search.slo)), cut)
+
+
+def best_suite(target: Target, base: Mapping[str, str], config: Config, point: Point, runtime: str,
+               comment: str) -> str:
+    """The configuration as a suite file to run again (``iolab run FILE``), headed by ``comment``."""
+    options, host, pin = configured(base, config, point)
+    workload = {k: options[k] for k in ("rw", "bs", "iodepth", "numjobs") if k in options}
+    defaults = {k: v for k, v in options.items() if k not in workload} | {"runtime": runtime}
+    doc: dict[str, Any] = {"name": "autotuned", "targets": {target.name: {"path": target.path, "size": target.size}
+                                                             if target.size else target.path}}
+    if host:
+        doc["tune"] = host
+    if pin:
+        doc["pin"] = pin
+    doc |= {"defaults": defaults, "workloads": [workload]}
+    return "".join(f"# {line}\n" for line in comment.splitlines()) + yaml.safe_dump(doc, sort_keys=False)

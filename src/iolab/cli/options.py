@@ -1,0 +1,196 @@
+"""Options several commands share, each declared once (sqlite-utils' shared-option decorators).
+
+Some gather what they read into one value for the command, so that a command takes a few objects
+instead of one parameter per option: ``run_options`` a ``run.plan.RunOptions``, ``suite_options``
+a ``SuiteArgs`` (what changes a suite on the command line), ``naming_options`` a ``Naming`` (the
+run's label and tags).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+import click
+
+from ..errors import UsageError
+from . import DURATION, FORMATS, parse_tags
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _gathered(name: str, build: Callable[..., Any], options: Sequence[Callable[[F], F]]) -> Callable[[F], F]:
+    """``options`` on a command, their values handed to it as one parameter ``name`` = ``build(**values)``."""
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            values = {p: kwargs.pop(p) for p in params}
+            return command(*args, **kwargs, **{name: build(**values)})
+
+        before = len(getattr(wrapper, "__click_params__", []))
+        for option in reversed(options):
+            wrapper = option(wrapper)  # type: ignore[assignment]
+        params = [p.name for p in wrapper.__click_params__[before:]]  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+    return decorate
+
+
+def format_option(choices: Sequence[str] = FORMATS, help: str | None = None) -> Callable[[F], F]:
+    """``--format`` (``fmt``): how the command prints its results."""
+    return click.option("--format", "fmt", type=click.Choice(tuple(choices)), default="table", show_default=True,
+                        help=help)
+
+
+def destroy_option(help: str = "Allow writes to this block device, destroying its contents (repeatable).",
+                   ) -> Callable[[F], F]:
+    """``--destroy DEVICE`` (``destroy``, a tuple): the devices the user lets iolab overwrite."""
+    return click.option("--destroy", multiple=True, metavar="DEVICE", help=help)
+
+
+def label_option(what: str = "run") -> Callable[[F], F]:
+    """``--label``: a name for the run (or capture, replay …) the command stores."""
+    return click.option("--label", help=f"A name for the {what}, usable wherever a run id is.")
+
+
+def tag_option(what: str = "run") -> Callable[[F], F]:
+    """``--tag KEY=VALUE`` (``tags``, a dict; ``UsageError`` for a tag without ``=``)."""
+    return click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help=f"Tag the {what} (repeatable).",
+                        callback=lambda _ctx, _param, values: parse_tags(values))
+
+
+@dataclass(frozen=True)
+class Naming:
+    """The run's name and tags as the command line gives them (``--label``, ``--tag``)."""
+
+    label: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def naming_options(what: str = "run") -> Callable[[F], F]:
+    """``--label`` and ``--tag``, handed to the command as ``named: Naming``."""
+    return _gathered("named", Naming, (label_option(what), tag_option(what)))
+
+
+quiet_option = click.option(
+    "-q", "--quiet", is_flag=True, help="No plan and no progress on stderr: lint findings, errors and the results "
+    "only. (Without a terminal, progress is a line per job start and end and every 10 s.)")
+
+
+def _keep_db_wait(ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    ctx.ensure_object(dict)
+    ctx.obj["db_wait"] = value  # read when the command opens the database (``cli.store_of``)
+    return value
+
+
+db_wait_option = click.option(
+    "--db-wait", "db_wait", type=DURATION, metavar="DURATION", default="3m", show_default=True, expose_value=False,
+    callback=_keep_db_wait, help="How long to wait out a results database that is away (restarting, locked, full) "
+    "before the run stops; finished results wait in the spool for --resume.")
+
+
+def run_options(*, fence_help: str = "Run fio without the fence (see `iolab run --help`).",
+                exec_help: str = "Let the job run programs (exec_prerun ...), fenced.",
+                keep_help: str = "Keep the scratch file fio created.",
+                destroy_help: str = "Allow writes to this block device.") -> Callable[[F], F]:
+    """``--destroy``, ``--keep-files``, ``--no-fence``, ``--allow-exec``, handed to the command as
+    ``options: run.plan.RunOptions``."""
+    def build(destroy: Sequence[str], keep_files: bool, no_fence: bool, allow_exec: bool) -> Any:
+        from ..run.plan import RunOptions  # only when the command runs: --help stays light
+        return RunOptions(destroy=tuple(destroy), keep_files=keep_files, fence=not no_fence, allow_exec=allow_exec)
+
+    return _gathered("options", build, (
+        destroy_option(destroy_help),
+        click.option("--keep-files", is_flag=True, help=keep_help),
+        click.option("--no-fence", is_flag=True, help=fence_help),
+        click.option("--allow-exec", is_flag=True, help=exec_help),
+    ))
+
+
+@dataclass(frozen=True)
+class SuiteArgs:
+    """What the command line changes in a suite: ``--target`` (replacing the suite's targets),
+    ``--repeat``, ``--tune``, ``--pin``, and for ``run`` the observers, ``--passes`` and ``--tier``."""
+
+    targets: Sequence[str] = ()
+    repeat: int | None = None
+    tune: Sequence[str] = ()
+    pin: str | None = None
+    observe: Sequence[str] = ()
+    no_observe: bool = False
+    prometheus: str | None = None
+    passes: int | None = None
+    tiers: Sequence[str] = ()
+
+    def given(self) -> bool:
+        """Whether any was given (a resumed run takes none: its plan is stored)."""
+        return self != SuiteArgs()
+
+    def load(self, ref: str) -> Any:
+        """The suite ``ref`` (``describe.suite.load``) as these arguments change it. Raises ``SuiteError``,
+        ``UsageError``."""
+        from ..describe import suite as suite_mod
+        from ..describe.observe import with_args
+        from ..describe.tune import parse_tune_args
+        loaded = suite_mod.with_targets(suite_mod.load(ref), suite_mod.parse_target_args(self.targets))
+        loaded = suite_mod.with_method(loaded, parse_tune_args(self.tune), self.pin)
+        try:
+            loaded = replace(loaded, observe=with_args(loaded.observe, self.observe, self.no_observe, self.prometheus))
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        return suite_mod.with_passes(loaded, self.passes, _tiers(self.tiers))
+
+
+def _tiers(args: Sequence[str]) -> list[Any]:
+    """``--tier NAME=DEVICE[@HOST]`` values as tiers. Raises ``UsageError``."""
+    from ..describe.tiers import parse_tier
+    out = []
+    for arg in args:
+        name, sep, device = arg.partition("=")
+        try:
+            if not sep:
+                raise ValueError("expected NAME=DEVICE such as origin=/dev/sdb")
+            out.append(parse_tier(name, device))
+        except ValueError as exc:
+            raise UsageError(f"--tier {arg!r}: {exc}") from None
+    return out
+
+
+_TUNE = ("Host tuning while jobs run, restored after each (repeatable; a key given twice is an axis): scheduler, "
+         "rq_affinity, nomerges, nr_requests, read_ahead_kb, write_cache, governor.")
+_LINT_TUNE = "Tuning as `run --tune` would apply it."
+_PIN = "Pin fio to the CPUs of the device's blk-mq queues or NUMA node (cpus_allowed_policy=split)."
+_LINT_PIN = "Pinning as `run --pin` would apply it."
+
+
+def suite_options(*, lint: bool = False) -> Callable[[F], F]:
+    """``--target``, ``--repeat``, ``--tune``, ``--pin``, ``--observe``, ``--no-observe``, ``--prometheus``,
+    ``--passes``, ``--tier`` (``run``), or for ``lint`` ``--target``, ``--tune`` and ``--pin`` alone, handed
+    to the command as ``asked: SuiteArgs``."""
+    target = "Lint for" if lint else "Run on"
+    options = [
+        click.option("-t", "--target", "targets", multiple=True, metavar="NAME=PATH",
+                     help=f"{target} this file, directory or block device (repeatable); replaces the suite's "
+                          "targets."),
+        *(() if lint else (click.option("--repeat", type=click.IntRange(1, 1000),
+                                        help="Repetitions of every job (default: the suite's)."),)),
+        click.option("--tune", multiple=True, metavar="KEY=VALUE", help=_LINT_TUNE if lint else _TUNE),
+        click.option("--pin", type=click.Choice(("mq", "numa")), help=_LINT_PIN if lint else _PIN),
+    ]
+    if not lint:
+        options += [
+            click.option("--observe", "observe", multiple=True, metavar="[NAME=]HOST:PORT",
+                         help="Also watch this host's node_exporter (repeatable); local=HOST:PORT moves this host's "
+                              "exporter."),
+            click.option("--no-observe", is_flag=True, help="Observe no host (no node_exporter sampling)."),
+            click.option("--prometheus", metavar="URL",
+                         help="Read the observers' series from this Prometheus server after each job instead of "
+                              "scraping."),
+            click.option("--passes", type=int, metavar="N", help="Run every job N times back to back over the same "
+                         "region: a cache's warm-up curve (default: the suite's passes)."),
+            click.option("--tier", "tiers", multiple=True, metavar="NAME=DEVICE[@HOST]",
+                         help="Count the I/Os reaching this device under the cache per job (repeatable); "
+                              "origin=DEVICE gives the hit ratio."),
+        ]
+    return _gathered("asked", SuiteArgs, options)

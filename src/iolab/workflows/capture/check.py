@@ -1,0 +1,42 @@
+"""``fit --check``: a fitted job run on a device through the run pipeline while that device is
+captured, so that the fitted workload's fingerprint can be set beside the original's
+(``capture.fit.closeness``)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+
+from ...describe import suite as suite_mod
+from ...errors import IolabError
+from ...model import Run
+from ...run import pipeline
+from ...run.pipeline import Watch
+from ...run.plan import RunOptions
+from ...store.database import Store
+from . import record
+
+
+def check_fit(store: Store, job_path: str, name: str, device: str, destroy: Collection[str], capture_id: int,
+              watch: Watch | None = None) -> tuple[Run, Run]:
+    """Run the fitted job file ``job_path`` on ``device`` (target ``name``; writing it needs it in
+    ``destroy``) as a run labelled ``fit-of-CAPTURE``, capturing the device meanwhile; returns the run and
+    its capture (stored as a run too). Raises what the pipeline raises (``run.pipeline.run``), and
+    ``IolabError`` when the fitted job failed (nothing to compare)."""
+    suite = suite_mod.with_targets(suite_mod.load(job_path), {name: device})
+    captured: list[record.Background] = []
+
+    @contextmanager
+    def capturing() -> Iterator[None]:  # from the moment the jobs start to their end
+        with record.Background(device) as background:
+            captured.append(background)
+            yield
+
+    run = pipeline.run(store, suite, RunOptions(destroy=tuple(destroy)), label=f"fit-of-{capture_id}",
+                       tags={"fit_of": str(capture_id)}, watch=watch, during=capturing())
+    if run.info.status != "complete":
+        raise IolabError(f"the fitted job failed on {device} (run {run.info.id}): nothing to compare",
+                         hint=f"see fio's message: iolab show {run.info.id}")
+    fitted_capture = record.save(store, captured[0].result(), label=f"fit-of-{capture_id}-capture",
+                                 tags={"fit_of": str(capture_id)})
+    return run, store.get_run(fitted_capture)
