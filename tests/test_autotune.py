@@ -8,6 +8,7 @@ import pytest
 from iolab.analyze import saturation
 from iolab.analyze.saturation import Point
 from iolab.describe import suite
+from iolab.describe.spec import Target
 from iolab.workflows import autotune
 from iolab.workflows.autotune import Axis, Descent, Measured, best_suite
 
@@ -70,7 +71,7 @@ def test_axes_leave_out_the_value_in_force_and_what_does_not_apply():
 
 
 def test_the_best_configuration_is_a_suite_iolab_runs_again(tmp_path):
-    target = suite.Target("dev", "/dev/loop9")
+    target = Target("dev", "/dev/loop9")
     text = best_suite(target, {"rw": "randread", "bs": "4k", "ioengine": "libaio", "direct": "1", "time_based": "1"},
                       (("ioengine", "io_uring"), ("numjobs", "2"), ("scheduler", "none"), ("pin", "mq")),
                       Point(16, 1, 1000.0), "30s", "iolab autotune, run 7")

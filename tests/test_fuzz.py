@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 import fuzzing
-from iolab.describe import suite
+from iolab.describe import matrix, suite
+from iolab.describe.render import render_job
 from iolab.errors import SuiteError
 from iolab.store.database import Store
 
@@ -131,8 +132,8 @@ def test_fuzzed_suites_load_or_fail_naming_file_and_place():
                 assert re.match(rf"{re.escape(name)}:\d+: ", exc.message), (i, kind, exc.message)
             continue
         outcomes["loaded"] += 1
-        for job in suite.plan(loaded)[:50]:  # what loads, plans and renders
-            suite.render_job(job.spec, "file")
+        for job in matrix.plan(loaded)[:50]:  # what loads, plans and renders
+            render_job(job.spec, "file")
     assert outcomes["loaded"] > 100 and outcomes["refused"] > 500, outcomes
 
 

@@ -19,6 +19,7 @@ from clirun import iolab
 from iolab.check import guard
 from iolab.check import remote as remote_checks
 from iolab.describe import suite
+from iolab.describe.spec import Target
 from iolab.errors import SafetyError
 from iolab.remote import hosts as remote_hosts
 from iolab.run import execute
@@ -184,7 +185,7 @@ def test_the_fence_alone_stops_the_write(tmp_path: Path, devices: tuple[str, str
 def test_a_remote_device_is_compared_as_resolved_not_as_text(spelling: str) -> None:
     """Without ssh a remote device cannot be checked: every spelling of /dev/... is refused, and
     --destroy in another spelling names the same path."""
-    target = suite.Target("t", spelling, hosts=(remote_hosts.parse("10.0.0.1"),))
+    target = Target("t", spelling, hosts=(remote_hosts.parse("10.0.0.1"),))
     with pytest.raises(SafetyError, match="refusing to write to /dev/loop0 on the hosts of target t: iolab cannot "
                                           "check a remote device for data without ssh, and it is not named"):
         remote_checks.check_safety(target, {target.hosts[0]: None}, True, (), 0)

@@ -2,7 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab.describe import suite
+from iolab.describe import matrix, suite
+from iolab.describe.render import render_job
+from iolab.describe.spec import JobSpec, Target
 from iolab.errors import SuiteError
 from iolab.fio import jobfile
 
@@ -39,7 +41,7 @@ def test_matrix_expansion_and_names():
 
 def test_plan_interleaves_repeats():
     s = suite.load_yaml(SUITE, "demo.yaml")
-    jobs = suite.plan(s)
+    jobs = matrix.plan(s)
     assert len(jobs) == 2 * 2 * 7
     first_round = jobs[: 2 * 7]
     assert {j.repeat for j in first_round} == {0}
@@ -92,14 +94,14 @@ def test_target_overrides_replace_targets_and_keep_settings():
 
 def test_render_is_deterministic_and_places_the_target():
     s = suite.load_yaml(SUITE, "demo.yaml")
-    spec = suite.JobSpec(s.targets[1], s.workloads[0])
-    text = suite.render_job(spec, "block")
-    assert text == suite.render_job(spec, "block")
+    spec = JobSpec(s.targets[1], s.workloads[0])
+    text = render_job(spec, "block")
+    assert text == render_job(spec, "block")
     sections = jobfile.parse(text)
     (name, opts), = jobfile.effective_jobs(sections)
     assert name == "randread-4k-qd1"
     assert opts["filename"] == "/dev/sdz" and opts["size"] == "8g"
-    dir_text = suite.render_job(suite.JobSpec(suite.Target("d", "/mnt/a:b"), s.workloads[0]), "directory")
+    dir_text = render_job(JobSpec(Target("d", "/mnt/a:b"), s.workloads[0]), "directory")
     assert "directory=/mnt/a\\:b" in dir_text
 
 
@@ -109,7 +111,7 @@ def test_jobfile_suite_with_target(tmp_path: Path):
                     "[other]\nfilename=/own\nrw=read\n")
     s = suite.with_targets(suite.load(str(path)), {"data": "/data"})
     assert s.is_jobfile and s.workloads[0].name == "t"
-    text = suite.render_job(suite.JobSpec(s.targets[0], s.workloads[0]), "directory")
+    text = render_job(JobSpec(s.targets[0], s.workloads[0]), "directory")
     jobs = dict(jobfile.effective_jobs(jobfile.parse(text)))
     assert jobs["randwrite"]["directory"] == "/data" and "filename" not in jobs["randwrite"]
     assert jobs["other"]["filename"] == "/own"  # a job that names its own file keeps it

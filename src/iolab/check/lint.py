@@ -27,7 +27,7 @@ from typing import Protocol
 
 from .. import units
 from ..describe.method import Precondition
-from ..describe.suite import PlannedJob
+from ..describe.spec import PlannedJob
 from ..errors import IolabError
 from ..facts import targets
 from ..facts.sysfs import parse_cpu_list

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import units
 from ..describe import suite as suite_mod
-from ..describe.suite import PlannedJob, Suite
+from ..describe.spec import PlannedJob, Suite
 from ..errors import SuiteError
 from ..fio import jobfile
 from ..model import TargetFacts

@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from ..describe.suite import Target
+from ..describe.spec import Target
 from ..errors import HostError, SafetyError
 from ..model import TargetFacts
 from ..remote import hosts as host_specs

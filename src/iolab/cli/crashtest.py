@@ -9,6 +9,7 @@ import click
 
 from .. import units
 from ..describe import suite
+from ..describe.spec import Target
 from ..errors import DataLost, RunFailed, UsageError
 from ..remote import hosts as host_specs
 from ..report import results as results_report
@@ -30,7 +31,7 @@ def _seconds(option: str, text: str) -> float:
         raise UsageError(f"{option} {text!r}: {exc}") from None
 
 
-def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str, str]) -> suite.Target:
+def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str, str]) -> Target:
     (name, path), = suite.parse_target_args([target_arg]).items()
     try:
         specs = tuple(host_specs.parse(h) for h in hosts)
@@ -42,7 +43,7 @@ def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str,
     if ssh and not specs:
         raise UsageError("--ssh gathers facts on remote hosts: give them with --host")
     size = None if "size" in options or path.startswith("/dev/") else DEFAULT_SIZE
-    return suite.Target(name, path, size, hosts=specs, ssh=ssh)
+    return Target(name, path, size, hosts=specs, ssh=ssh)
 
 
 @click.command("crash-test")

@@ -14,6 +14,7 @@ import click
 from .. import units
 from ..analyze import saturation
 from ..describe import suite
+from ..describe.spec import Target
 from ..errors import UsageError
 from ..facts import targets
 from ..model import Run
@@ -78,7 +79,7 @@ def search_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 @dataclass(frozen=True)
 class _Setup:
-    target: suite.Target
+    target: Target
     base: dict[str, str]
     slo: saturation.Slo | None
     search: saturation.Search
@@ -104,7 +105,7 @@ def _setup(args: Mapping[str, Any]) -> _Setup:
     settings = {"target": path, "fio_options": base, "slo": args["slo"], "max_iodepth": args["max_iodepth"],
                 "max_numjobs": jobs, "probe_runtime": args["probe_runtime"], "ramp_time": ramp,
                 "runtime": args["runtime"], "repeat": args["repeat"]}
-    return _Setup(suite.Target(name, path, size), base, objective,
+    return _Setup(Target(name, path, size), base, objective,
                   saturation.Search(args["max_iodepth"], jobs, objective), settings)
 
 

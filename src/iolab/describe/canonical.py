@@ -265,7 +265,7 @@ def differences(a: Options, b: Options, ignore: Iterable[str] = ()) -> tuple[lis
     return found, unchecked
 
 
-#: The pseudo-option that carries a result's warm-up pass (``extra["pass"]``, ``suite.PlannedJob``):
+#: The pseudo-option that carries a result's warm-up pass (``extra["pass"]``, ``describe.spec.PlannedJob``):
 #: pass 3 of one run compares with pass 3 of another, never with pass 1, as any option that differs.
 PASS = "pass"
 

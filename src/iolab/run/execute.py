@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .. import interrupts
 from ..check.remote import RemoteTarget, preflight
 from ..describe import tiers as tier_specs
-from ..describe.suite import Target
+from ..describe.spec import Target
 from ..errors import HostError, Interrupted, StoreError
 from ..facts.owner import owner_record
 from ..fio import jobfile

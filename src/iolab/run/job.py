@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..analyze import tiers as tiers_mod
 from ..check import safety
-from ..describe.suite import Target
+from ..describe.spec import Target
 from ..errors import IolabError, SafetyError
 from ..facts import targets
 from ..model import ResultRecord, TargetFacts, to_jsonable
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..store.database import Store
 
 #: What a plan says about an invocation beyond its job, kept in the result's ``extra``: its warm-up
-#: pass (1..N, ``describe.suite.PlannedJob.pass_index``) and a crash test's phase (``crashphase.Phase``).
+#: pass (1..N, ``describe.spec.PlannedJob.pass_index``) and a crash test's phase (``crashphase.Phase``).
 PLANNED = ("pass", "crash")
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from ..describe.suite import Suite
+from ..describe.spec import Suite
 from ..model import ResultRecord, Run
 from .execute import execute, extend, start
 from .job import JobEvent

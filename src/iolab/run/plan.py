@@ -20,7 +20,9 @@ from .. import units
 from ..check import guard, lint, plan_checks, safety
 from ..check.plan_checks import PlanItem
 from ..check.remote import RemoteTarget, preflight, unchecked
-from ..describe.suite import JobSpec, Suite, plan, render_job
+from ..describe.matrix import plan
+from ..describe.render import render_job
+from ..describe.spec import JobSpec, Suite
 from ..errors import SafetyError, SuiteError
 from ..facts import host, pinning, targets
 from ..facts.sysfs import format_cpu_list as format_cpus

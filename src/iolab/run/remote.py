@@ -18,7 +18,7 @@ from .. import units
 from ..check import remote as preflight
 from ..check import safety
 from ..check.remote import RemoteTarget
-from ..describe.suite import Target
+from ..describe.spec import Target
 from ..errors import HostError
 from ..fio import jobfile
 from ..model import HostFacts, ResultRecord, TargetFacts, from_jsonable, to_jsonable

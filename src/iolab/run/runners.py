@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..check import guard, safety
-from ..describe.suite import Target
+from ..describe.spec import Target
 from ..fio import jobfile
 from ..model import TargetFacts
 from ..runner import local

@@ -29,7 +29,7 @@ import yaml
 
 from .. import stats, units
 from ..analyze.saturation import Point, Search, Slo, feasible, point_of
-from ..describe.suite import Target
+from ..describe.spec import Target
 from ..describe.tune import label as tuning_label
 from ..model import BlockDeviceFacts
 from ..run import tuning

@@ -45,7 +45,7 @@ from ..run import crashphase
 from ..run.crashphase import Phase
 
 if TYPE_CHECKING:
-    from ..describe.suite import Target
+    from ..describe.spec import Target
     from .prober import Prober
 
 #: The workload unless the user says otherwise (fio options, verbatim).

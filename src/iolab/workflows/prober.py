@@ -19,7 +19,7 @@ import yaml
 
 from ..check import lint
 from ..describe.method import Method
-from ..describe.suite import Suite, Target, Workload
+from ..describe.spec import Suite, Target, Workload
 from ..fio.jobfile import Section
 from ..model import ResultRecord
 from ..run import scratch

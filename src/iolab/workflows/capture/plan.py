@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...describe import suite as suite_mod
+from ...describe.spec import Suite
 from ...errors import UsageError
 from ...facts import targets
 from ...model import Run
@@ -25,7 +26,7 @@ from .fingerprint import fingerprint
 class ReplayPlan:
     """The suite to run and what the plan says about it: ``notes`` (timing, scaling) are printed."""
 
-    suite: suite_mod.Suite
+    suite: Suite
     directory: Path
     requests: int
     classes: tuple[str, ...]
