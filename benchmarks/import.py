@@ -45,7 +45,7 @@ import orjson
 from iolab.fio import parse_output
 from iolab.fio.num2str import num2str
 from iolab.model import FioReport, to_json_text
-from iolab.store import database as store_mod
+from iolab.store import codecs as store_codecs
 from iolab.store.database import Store
 from iolab.workflows import importer
 from ratios import Ratio, add_json_option, emit
@@ -183,7 +183,7 @@ def stages(paths: Sequence[Path], root: Path, name: str, repeat: int) -> dict[st
     out = {
         "read": timed(lambda: [p.read_bytes().decode() for p in paths], repeat, paths),
         "sha256": timed(lambda: [hashlib.sha256(d).hexdigest() for d in datas], repeat),
-        "compress": timed(lambda: [store_mod.compress_raw(d) for d in datas], repeat),
+        "compress": timed(lambda: [store_codecs.compress_raw(d) for d in datas], repeat),
         "parse": timed(lambda: [parse_output(t, str(p)) for t, p in zip(texts, paths, strict=True)], repeat),
         "plan": timed(lambda: [importer.plan_results(r, p.name) for r, p in zip(reports, paths, strict=True)],
                       repeat),
@@ -244,7 +244,8 @@ def compare_codecs(paths: Sequence[Path]) -> None:
     """Speed and stored size of the stored text's codecs: the one in use, and zlib levels 1 and 6."""
     datas = [p.read_bytes() for p in paths]
     mb = sum(map(len, datas)) / 1e6
-    codecs = {f"{store_mod.raw_codec.__name__} level {store_mod.RAW_ZLIB_LEVEL} (in use)": store_mod.compress_raw,
+    in_use = f"{store_codecs.raw_codec.__name__} level {store_codecs.RAW_ZLIB_LEVEL} (in use)"
+    codecs = {in_use: store_codecs.compress_raw,
               "zlib level 1": lambda d: zlib.compress(d, 1), "zlib level 6": lambda d: zlib.compress(d, 6)}
     for label, fn in codecs.items():
         seconds = timed(lambda fn=fn: [fn(d) for d in datas], repeat=3)

@@ -30,7 +30,8 @@ from typing import Any
 from iolab.errors import IolabError
 from iolab.model import FioReport, Run
 from iolab.report import results as results_report
-from iolab.store.database import Store, UnreadableRun
+from iolab.store.database import Store
+from iolab.store.records import UnreadableRun
 from iolab.workflows import importer
 
 DATA = Path(__file__).parent / "data" / "fio"

@@ -15,7 +15,8 @@ from pathlib import Path
 from iolab.fio import jobfile
 from iolab.runner import local
 from iolab.runner.outcome import Outcome
-from iolab.store.database import PendingResult, Store
+from iolab.store.database import Store
+from iolab.store.records import PendingResult
 
 EVIL_TARGET = "<img src=x onerror=alert(1)>"
 EVIL_LABEL = "base</script><script>alert(2)</script>"

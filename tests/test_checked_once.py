@@ -17,20 +17,20 @@ import pg
 from iolab.describe import suite as suite_mod
 from iolab.run.plan import RunOptions, prepare
 from iolab.runner import local
-from iolab.store import database as store_mod
+from iolab.store import schema
 from iolab.store.database import Store
 
 
 def _config(url: str | None = None) -> Config:
     config = Config()
-    config.set_main_option("script_location", str(store_mod._MIGRATIONS))
+    config.set_main_option("script_location", str(schema.MIGRATIONS))
     if url:
         config.set_main_option("sqlalchemy.url", url)
     return config
 
 
 def test_the_head_revision_is_alembic_s():
-    assert store_mod.head_revision() == ScriptDirectory.from_config(_config()).get_current_head()
+    assert schema.head_revision() == ScriptDirectory.from_config(_config()).get_current_head()
 
 
 def test_an_up_to_date_database_opens_without_alembic(tmp_path):
@@ -56,19 +56,19 @@ def test_an_older_database_is_upgraded_when_opened(tmp_path, backend):
         url = server.url if server else f"sqlite:///{tmp_path}/t.db"
         store = Store(url)
         run_id = store.create_run(suite_name="s", suite_text="")
-        newest = store_mod.head_revision()
+        newest = schema.head_revision()
         previous = ScriptDirectory.from_config(_config()).get_revision(newest).down_revision
         with store.engine.begin() as conn:
             config = _config()
             config.attributes["connection"] = conn
             command.downgrade(config, previous)
         with store.engine.connect() as conn:
-            assert store_mod._stored_revision(conn) == previous
+            assert schema.stored_revision(conn) == previous
         store.close()
         reopened = Store(url)
         with reopened.engine.connect() as conn:
-            assert store_mod._stored_revision(conn) == newest
-            assert set(store_mod.metadata.tables) <= set(sa.inspect(conn).get_table_names())
+            assert schema.stored_revision(conn) == newest
+            assert set(schema.metadata.tables) <= set(sa.inspect(conn).get_table_names())
         assert [r.id for r in reopened.list_runs()] == [run_id]
         reopened.close()
     finally:

@@ -19,7 +19,8 @@ from iolab.errors import UsageError
 from iolab.model import DirectionStats, FioReport, HostFacts, JobResult, Latency
 from iolab.report.comparison import comparison_document, comparison_tables, environment_table
 from iolab.report.table import read_csv, to_markdown
-from iolab.store.database import PendingResult, Store
+from iolab.store.database import Store
+from iolab.store.records import PendingResult
 from iolab.workflows import importer
 
 DATA = Path(__file__).parent / "data" / "fio"

@@ -17,18 +17,12 @@ import pg
 from iolab.errors import StoreError, UsageError
 from iolab.fio.json import parse_json
 from iolab.model import HostFacts, TargetFacts, TimeSeries
-from iolab.store import database as store_mod
-from iolab.store.database import (
-    DuplicateSource,
-    FinishedResult,
-    FinishedRun,
-    ImportedFile,
-    PendingResult,
-    Store,
-    decode_series,
-    encode_series,
-    metadata,
-)
+from iolab.store import codecs as store_codecs
+from iolab.store import schema
+from iolab.store.codecs import compress_raw, decode_series, encode_series
+from iolab.store.database import Store
+from iolab.store.records import DuplicateSource, FinishedResult, FinishedRun, ImportedFile, PendingResult
+from iolab.store.schema import metadata
 
 SAMPLE = "data/fio/fio-3.33_randrw_libaio.jsonplus.json"
 
@@ -169,11 +163,11 @@ def test_a_new_database_has_the_schema_the_migrations_build(store):
     from alembic.config import Config
     with store.engine.begin() as conn:
         created = _schema(conn)
-        assert store_mod._stored_revision(conn) == store_mod.head_revision()
+        assert schema.stored_revision(conn) == schema.head_revision()
         for table in [*reversed(metadata.sorted_tables), "alembic_version"]:
             conn.exec_driver_sql(f"DROP TABLE {table}{' CASCADE' if conn.dialect.name == 'postgresql' else ''}")
         config = Config()
-        config.set_main_option("script_location", str(store_mod._MIGRATIONS))
+        config.set_main_option("script_location", str(schema.MIGRATIONS))
         config.attributes["connection"] = conn
         command.upgrade(config, "head")
         assert compare_metadata(MigrationContext.configure(conn), metadata) == []
@@ -229,14 +223,14 @@ def test_a_database_claiming_a_schema_it_lacks_is_refused(tmp_path):
 def test_stored_text_is_a_zlib_stream_whatever_the_codec(codec, monkeypatch, tmp_path):
     """ISA-L (when installed) and zlib write the same format; raw_json reads either with zlib."""
     if codec == "zlib":
-        monkeypatch.setattr(store_mod, "raw_codec", zlib)
+        monkeypatch.setattr(store_codecs, "raw_codec", zlib)
     text = (Path(__file__).parent / SAMPLE).read_text()
-    assert zlib.decompress(store_mod.compress_raw(text.encode())) == text.encode()
+    assert zlib.decompress(compress_raw(text.encode())) == text.encode()
     store = Store(f"sqlite:///{tmp_path}/t.db")
     result = FinishedResult(seq=0, target="local", target_path=None, workload="w", repeat=0, job_text="[w]\n",
                             job_hash="h", params={}, raw_text=text)
     given = FinishedResult(seq=0, target="local", target_path=None, workload="w", repeat=0, job_text="[w]\n",
-                           job_hash="h", params={}, raw_gz=store_mod.compress_raw(text.encode()))
+                           job_hash="h", params={}, raw_gz=compress_raw(text.encode()))
     ids = store.add_finished_runs([FinishedRun(suite_name="a", origin="imported", source={}, files=(imported("aa"),),
                                                results=(result,)),
                                    FinishedRun(suite_name="b", origin="imported", source={}, files=(imported("bb"),),
@@ -266,7 +260,7 @@ def test_migration_0004_moves_checksums_and_encodes_stored_series(tmp_path):
 
     url = f"sqlite:///{tmp_path}/old.db"
     config = Config()
-    config.set_main_option("script_location", str(Path(store_mod.__file__).parent / "migrations"))
+    config.set_main_option("script_location", str(Path(schema.__file__).parent / "migrations"))
     with sa.create_engine(url).begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, "0003")

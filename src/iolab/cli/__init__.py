@@ -32,8 +32,9 @@ from ..units import format_duration, parse_duration_us
 if TYPE_CHECKING:
     from ..model import Run
     from ..report.table import Table
-    from ..store.database import Store, UnreadableRun
+    from ..store.database import Store
     from ..store.faults import Wait
+    from ..store.records import UnreadableRun
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
@@ -194,7 +195,7 @@ def read_runs(store: Store, ids: Sequence[int], on_unreadable: Callable[[Unreada
               ) -> list[Run]:
     """The runs ``ids``; one that cannot be read goes to ``on_unreadable`` and is left out (without
     it, ``UnreadableRun`` is raised)."""
-    from ..store.database import UnreadableRun
+    from ..store.records import UnreadableRun
     loaded = []
     for run_id in ids:
         try:

@@ -13,7 +13,8 @@ from ..model import Run
 from ..report import comparison as comparison_report
 from ..report import warmup as warmup_report
 from ..report.saturation import comparison_table
-from ..store.database import Store, UnreadableRun
+from ..store.database import Store
+from ..store.records import UnreadableRun
 from . import emit_tables, err, read_runs, report_unreadable, store_of
 from .options import format_option
 

@@ -93,7 +93,7 @@ def print_run(stored: Run, fmt: str) -> None:
 @click.pass_context
 def runs(ctx: click.Context, limit: int, fmt: str) -> None:
     """List stored runs, newest first."""
-    from ..store.database import UnreadableRun
+    from ..store.records import UnreadableRun
     listed = store_of(ctx).list_runs(limit)
     columns = tuple(Column(k, t, n) for k, t, n in (
         ("id", "id", True), ("created_at", "created (UTC)", False), ("status", "status", False),

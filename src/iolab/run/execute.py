@@ -35,7 +35,8 @@ from .precondition import JobMethod
 from .spool import Spool
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks run (``cli.run``)
-    from ..store.database import PendingResult, Store
+    from ..store.database import Store
+    from ..store.records import PendingResult
 
 
 def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = None,
@@ -82,7 +83,7 @@ def extend(store: Store, run_id: int, plan_: Plan, first_repeat: int = 0,
 
 def _pending(plan_: Plan, first_seq: int, first_repeat: int = 0,
              planned: Mapping[str, Any] | None = None) -> list[PendingResult]:
-    from ..store.database import PendingResult
+    from ..store.records import PendingResult
     return [PendingResult(seq=first_seq + i.job.seq, target=i.job.spec.target.name,
                           target_path=i.job.spec.target.path, workload=i.job.spec.workload.name,
                           repeat=first_repeat + i.job.repeat, job_text=i.job_text, job_hash=i.job_hash,

@@ -3,36 +3,31 @@
 Where: ``--db URL``, else ``$IOLAB_DB`` (a URL or a file path), else
 ``$XDG_DATA_HOME/iolab/iolab.db`` (``~/.local/share/iolab/iolab.db``). The schema is created and
 upgraded by Alembic migrations (``store/migrations``) when the store is opened; the table
-definitions below mirror them for queries (a test checks they agree).
+definitions (``store.schema``) mirror them for queries (a test checks they agree). What goes in and
+comes out is ``store.records``'s, how it is encoded ``store.codecs``'s.
 
 Every write is its own transaction, committed before the call returns: a result is durable
 the moment its job ends, so a killed run loses at most the job in flight. Every call goes through
-``Store.guard`` (``dbfaults.Guard``): a database that is away (restarting, locked, full) is waited for,
+``Store.guard`` (``store.faults.Guard``): a database that is away (restarting, locked, full) is waited for,
 up to a bound, and its errors become one-line ``StoreError``s without SQL text.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import os
-import struct
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import orjson
-import pydantic
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import StoreError, UsageError
 from ..facts.owner import effective_status
-from ..fio import validate
 from ..model import (
     FioReport,
     HostFacts,
@@ -47,96 +42,33 @@ from ..model import (
     to_jsonable,
 )
 from . import faults as dbfaults
+from .codecs import JSONText, compress_raw, decode_series, encode_series, json_serializer, utc
+from .records import (
+    ROW_ERRORS,
+    DuplicateSource,
+    EncodedSeries,
+    FinishedResult,
+    FinishedRun,
+    PendingResult,
+    UnreadableRun,
+    column,
+    unreadable,
+)
+from .schema import (
+    MIGRATIONS,
+    alembic_version,
+    head_revision,
+    host_samples,
+    imported_files,
+    metadata,
+    results,
+    run_tags,
+    runs,
+    stored_revision,
+    time_series,
+)
 
 T = TypeVar("T")
-metadata = sa.MetaData()
-
-runs = sa.Table(
-    "runs", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    sa.Column("finished_at", sa.DateTime(timezone=True)),
-    sa.Column("status", sa.String(20), nullable=False),
-    sa.Column("origin", sa.String(20), nullable=False),
-    sa.Column("suite_name", sa.String(200), nullable=False),
-    sa.Column("suite_text", sa.Text, nullable=False, server_default=""),
-    sa.Column("label", sa.String(200), index=True),
-    sa.Column("fio_version", sa.String(40)),
-    sa.Column("host", sa.JSON),
-    sa.Column("warnings", sa.JSON),
-    sa.Column("source", sa.JSON),
-    sa.Column("options", sa.JSON),
-)
-
-#: Every fio output file an import stored, by checksum: the same file is never stored twice.
-imported_files = sa.Table(
-    "imported_files", metadata,
-    sa.Column("sha256", sa.String(64), primary_key=True),
-    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
-    sa.Column("path", sa.Text, nullable=False),
-    sa.Column("format", sa.String(20)),
-    sa.Column("size_bytes", sa.BigInteger),
-)
-
-run_tags = sa.Table(
-    "run_tags", metadata,
-    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("key", sa.String(200), primary_key=True),
-    sa.Column("value", sa.String(500), nullable=False),
-)
-
-results = sa.Table(
-    "results", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False, index=True),
-    sa.Column("seq", sa.Integer, nullable=False),
-    sa.Column("target", sa.String(200), nullable=False),
-    sa.Column("target_path", sa.Text),
-    sa.Column("workload", sa.String(300), nullable=False),
-    sa.Column("repeat", sa.Integer, nullable=False),
-    sa.Column("status", sa.String(20), nullable=False),
-    sa.Column("job_text", sa.Text, nullable=False),
-    sa.Column("job_hash", sa.String(64), nullable=False, index=True),
-    sa.Column("params", sa.JSON),
-    sa.Column("command", sa.Text),
-    sa.Column("started_at", sa.DateTime(timezone=True)),
-    sa.Column("ended_at", sa.DateTime(timezone=True)),
-    sa.Column("error", sa.Text),
-    sa.Column("report", sa.JSON),
-    sa.Column("raw_gz", sa.LargeBinary),
-    sa.Column("target_facts", sa.JSON),
-    sa.Column("extra", sa.JSON),
-    sa.UniqueConstraint("run_id", "seq", name="uq_results_run_seq"),
-)
-
-time_series = sa.Table(
-    "time_series", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id", ondelete="CASCADE"), nullable=False, index=True),
-    sa.Column("job", sa.String(300), nullable=False),
-    sa.Column("job_index", sa.Integer, nullable=False),
-    sa.Column("hostname", sa.String(300)),
-    sa.Column("direction", sa.String(10), nullable=False),
-    sa.Column("metric", sa.String(20), nullable=False),
-    sa.Column("interval_ms", sa.Integer),
-    sa.Column("samples", sa.LargeBinary, nullable=False),  # encode_series
-)
-
-host_samples = sa.Table(
-    "host_samples", metadata,  # observers' node_exporter samples (0005_host_samples)
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id", ondelete="CASCADE"), nullable=False, index=True),
-    sa.Column("host", sa.String(300), nullable=False),
-    sa.Column("samples", sa.JSON, nullable=False),
-)
-
-traces = sa.Table(
-    "traces", metadata,  # captures' block traces (0006_traces; written by capture.record)
-    sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("requests", sa.Integer, nullable=False),
-    sa.Column("meta", sa.JSON, nullable=False),  # comms, lost_events, duration_ns
-    sa.Column("data", sa.LargeBinary, nullable=False),  # capture.trace.encode
-)
 
 
 def default_url() -> str:
@@ -169,192 +101,10 @@ def require_existing(url: str | None = None) -> None:
                          hint="`iolab run` and `iolab import` create one; check --db / $IOLAB_DB")
 
 
-@dataclass(frozen=True)
-class PendingResult:
-    """A planned fio invocation, stored before it runs so that ``--resume`` can finish it.
-    ``planned`` is what the plan says about it beyond the job (its warm-up pass, a crash test's
-    phase), stored in the result's ``extra`` (``execute.PLANNED`` lists the keys)."""
-
-    seq: int
-    target: str
-    target_path: str | None
-    workload: str
-    repeat: int
-    job_text: str
-    job_hash: str
-    params: Mapping[str, str]
-    planned: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class FinishedResult(PendingResult):
-    """A result complete when stored, such as one read from an imported fio output.
-
-    ``raw_text`` is the fio output as read (stored zlib-compressed), or ``raw_gz`` the same already
-    compressed by ``compress_raw`` (from the bytes read, without encoding the text again);
-    ``ended_at`` is when fio printed the report, when the output says so; ``series`` are fio's logs found with it
-    (``EncodedSeries`` when they were encoded ahead, in the process that read them).
-    """
-
-    status: str = "ok"
-    report: FioReport | None = None
-    raw_text: str | None = None
-    error: str | None = None
-    ended_at: datetime | None = None
-    extra: Mapping[str, Any] | None = None
-    series: Sequence[TimeSeries | EncodedSeries] = ()
-    raw_gz: bytes | None = None
-
-
-@dataclass(frozen=True)
-class EncodedSeries:
-    """A ``TimeSeries`` as the ``time_series`` table holds it: its names and ``encode_series`` of its
-    samples. ``iolab import`` encodes in the worker process that read the logs (``importer._ahead``)."""
-
-    job: str
-    job_index: int
-    direction: str
-    metric: str
-    interval_ms: int | None
-    hostname: str | None
-    samples: bytes
-
-    @classmethod
-    def of(cls, series: TimeSeries) -> EncodedSeries:
-        return cls(series.job, series.job_index, series.direction, series.metric, series.interval_ms,
-                   series.hostname, encode_series(series.t_ms, series.values))
-
-
-@dataclass(frozen=True)
-class ImportedFile:
-    """A fio output file an import stored: its sha256 (the same file is stored only once), where it
-    was read, its format (``json``, ``normal`` …) and size in bytes."""
-
-    sha256: str
-    path: str
-    format: str | None = None
-    size_bytes: int | None = None
-
-
-@dataclass(frozen=True)
-class FinishedRun:
-    """A run complete when stored (imported fio output: one file, or a directory of them) and its
-    results; ``files`` are the outputs it was read from."""
-
-    suite_name: str
-    origin: str
-    source: Mapping[str, str]
-    files: tuple[ImportedFile, ...]
-    results: tuple[FinishedResult, ...]
-    label: str | None = None
-    tags: Mapping[str, str] = field(default_factory=dict)
-    fio_version: str | None = None
-    warnings: tuple[str, ...] = ()
-
-
-class JSONText(str):
-    """A JSON document already serialised (``model.to_json_text``): the store writes it as it is
-    instead of serialising it again, which for reports with json+ histograms halves the cost."""
-
-
-def _json_serializer(value: Any) -> str:
-    """JSON columns as text: orjson (several times as fast as the json module for the small documents
-    a row holds), json for what orjson refuses (an int beyond 64 bits)."""
-    if isinstance(value, JSONText):
-        return str(value)
-    try:
-        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        return json.dumps(value)
-
-
-class UnreadableRun(StoreError):
-    """A stored run that does not load: written by an older or newer iolab, changed by hand, or holding a
-    value that breaks a rule of ``fio.validate``. ``reason`` says what and where; the other runs are
-    not affected."""
-
-    def __init__(self, run_id: int, reason: str) -> None:
-        super().__init__(f"run {run_id} cannot be read: {reason}",
-                         hint="the other runs are not affected; if this iolab stored it, please report it with "
-                              f"the output of: iolab --debug show {run_id}")
-        self.run_id, self.reason = run_id, reason
-
-
-class _ColumnError(Exception):
-    """A stored column that does not load: which one, and why (``cause``)."""
-
-    def __init__(self, column: str, cause: Exception) -> None:
-        super().__init__(column)
-        self.column, self.cause = column, cause
-
-
-#: What reading a stored row can raise when the row is not what this iolab writes.
-_ROW_ERRORS = (_ColumnError, pydantic.ValidationError, ValueError, TypeError, KeyError, AttributeError,
-               ArithmeticError)
-
-
-def _column(name: str, cls: type[T], data: Any) -> T:
-    """Stored JSON ``data`` of the column ``name`` as a ``cls``; ``_ColumnError`` when it does not load.
-    A report must also pass ``fio.validate``, as a parser's does."""
-    try:
-        value = from_jsonable(cls, data)
-        if isinstance(value, FioReport):
-            validate.check_report(value)
-    except (pydantic.ValidationError, validate.Violation) as exc:
-        raise _ColumnError(name, exc) from exc
-    return value
-
-
-def _unreadable(run_id: int, exc: Exception) -> UnreadableRun:
-    """The ``UnreadableRun`` for ``exc`` raised while reading run ``run_id`` (its cause, for --debug)."""
-    unreadable = UnreadableRun(run_id, _reason(exc))
-    unreadable.__cause__ = exc
-    return unreadable
-
-
-def _reason(exc: Exception) -> str:
-    """One line on why a stored value does not load."""
-    if isinstance(exc, _ColumnError):
-        return f"{exc.column}: {_reason(exc.cause)}"
-    if isinstance(exc, pydantic.ValidationError):
-        errors = exc.errors()
-        first = errors[0]
-        where = ".".join(str(part) for part in first["loc"])
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return f"{where}: {first['msg']}, got {validate.short_repr(first.get('input'))}{more}"
-    if isinstance(exc, validate.Violation):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
-
-
-class DuplicateSource(UsageError):
-    """A fio output file (same sha256) is already stored, in run ``run_id``."""
-
-    def __init__(self, message: str, run_id: int, hint: str | None = None) -> None:
-        super().__init__(message, hint)
-        self.run_id = run_id
-
-
-#: Compression level for the stored text of imported fio outputs. With zlib, level 1 compresses about
-#: 1.7x faster than the default 6 for 15-25 % more bytes; ISA-L's level 1 (of 0-3) is about 5x faster
-#: than zlib's level 1 and a little smaller. The parsed report stored beside it (uncompressed JSON) is
-#: larger than either; benchmarks/import.py measures them.
-RAW_ZLIB_LEVEL = 1
-
 try:  # ISA-L's deflate writes the same zlib stream as zlib (zlib.decompress reads it), several times faster
     from isal import isal_zlib as raw_codec
 except ImportError:  # pragma: no cover - isal is installed where it has wheels (pyproject.toml)
     raw_codec = zlib  # type: ignore[misc]
-
-
-def compress_raw(data: bytes) -> bytes:
-    """Imported fio output as stored: a zlib stream (``zlib.decompress`` reads it) at ``RAW_ZLIB_LEVEL``."""
-    return raw_codec.compress(data, RAW_ZLIB_LEVEL)
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    """SQLite hands datetimes back naive; they were stored as UTC."""
-    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
 
 
 P = ParamSpec("P")
@@ -370,30 +120,6 @@ def _guarded(what: str) -> Callable[[Callable[Concatenate[Store, P], R]], Callab
             return self.guard.call(what, lambda: method(self, *args, **kwargs))
         return guarded
     return wrap
-
-
-_MIGRATIONS = resources.files("iolab.store") / "migrations"
-
-
-def head_revision() -> str:
-    """The newest schema revision: migrations are ``versions/NNNN_name.py`` with ``revision =
-    "NNNN"``, one after another (a test holds this against Alembic's own head)."""
-    return max(p.name.split("_", 1)[0] for p in (_MIGRATIONS / "versions").iterdir()
-               if p.name.endswith(".py") and p.name[:4].isdigit())
-
-
-#: Alembic's own bookkeeping table (``alembic.runtime.migration``), outside ``metadata``: written here
-#: only when a new database is stamped.
-_alembic_version = sa.Table("alembic_version", sa.MetaData(),
-                            sa.Column("version_num", sa.String(32), nullable=False),
-                            sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
-
-
-def _stored_revision(conn: Connection) -> str | None:
-    """The revision in ``alembic_version``; None for a new database (no such table)."""
-    if not sa.inspect(conn).has_table("alembic_version"):
-        return None
-    return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
 
 
 class Store:
@@ -420,7 +146,7 @@ class Store:
         try:
             # pre_ping: a pooled connection is tested before use, so one the server dropped (a restart)
             # is replaced instead of failing the next write.
-            self.engine: Engine = sa.create_engine(connect_url, json_serializer=_json_serializer,
+            self.engine: Engine = sa.create_engine(connect_url, json_serializer=json_serializer,
                                                    pool_pre_ping=True)
             if self.engine.dialect.name == "sqlite":
                 sa.event.listen(self.engine, "connect", self._sqlite_pragmas)
@@ -473,15 +199,15 @@ class Store:
                 # cookbook, "Building an Up to Date Database from Scratch"), without Alembic's import
                 # and its migrations one by one; a test holds these definitions equal to the migrations.
                 metadata.create_all(conn)
-                _alembic_version.create(conn)
-                conn.execute(_alembic_version.insert().values(version_num=head))
+                alembic_version.create(conn)
+                conn.execute(alembic_version.insert().values(version_num=head))
                 tables = set(metadata.tables)
-            elif _stored_revision(conn) != head:
+            elif stored_revision(conn) != head:
                 from alembic import command
                 from alembic.config import Config
 
                 config = Config()
-                config.set_main_option("script_location", str(_MIGRATIONS))
+                config.set_main_option("script_location", str(MIGRATIONS))
                 config.attributes["connection"] = conn
                 command.upgrade(config, "head")
                 tables = set(sa.inspect(conn).get_table_names())
@@ -655,7 +381,7 @@ class Store:
         with self.engine.connect() as conn:
             try:
                 rows = conn.execute(query).mappings().all()
-            except _ROW_ERRORS:  # a JSON column that does not decode: one query per run finds which
+            except ROW_ERRORS:  # a JSON column that does not decode: one query per run finds which
                 ids = conn.execute(query.with_only_columns(runs.c.id)).scalars().all()
                 return [self._info_or_unreadable(conn, run_id) for run_id in ids]
             tags = self._tags(conn, [r["id"] for r in rows])
@@ -664,8 +390,8 @@ class Store:
     def _info_or_unreadable(self, conn: Connection, run_id: int) -> RunInfo | UnreadableRun:
         try:
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().one()
-        except _ROW_ERRORS as exc:
-            return _unreadable(run_id, exc)
+        except ROW_ERRORS as exc:
+            return unreadable(run_id, exc)
         return self._loaded(run_id, lambda: self._info(row, self._tags(conn, [run_id]).get(run_id, {})))
 
     @staticmethod
@@ -673,8 +399,8 @@ class Store:
         """``load()``, or the ``UnreadableRun`` saying why it failed."""
         try:
             return load()
-        except _ROW_ERRORS as exc:
-            return _unreadable(run_id, exc)
+        except ROW_ERRORS as exc:
+            return unreadable(run_id, exc)
 
     @_guarded("read a run")
     def get_run(self, run_id: int) -> Run:
@@ -689,8 +415,8 @@ class Store:
                 rows = conn.execute(
                     sa.select(results).where(results.c.run_id == run_id).order_by(results.c.seq)
                 ).mappings().all()
-            except _ROW_ERRORS as exc:
-                raise _unreadable(run_id, exc) from exc
+            except ROW_ERRORS as exc:
+                raise unreadable(run_id, exc) from exc
         info = self._loaded(run_id, lambda: self._info(row, tags))
         if isinstance(info, UnreadableRun):
             raise info
@@ -794,11 +520,11 @@ class Store:
     @staticmethod
     def _info(row: Any, tags: Mapping[str, str]) -> RunInfo:
         return RunInfo(
-            id=row["id"], created_at=_utc(row["created_at"]),  # type: ignore[arg-type]
-            finished_at=_utc(row["finished_at"]), status=effective_status(row["status"], row["options"]),
+            id=row["id"], created_at=utc(row["created_at"]),  # type: ignore[arg-type]
+            finished_at=utc(row["finished_at"]), status=effective_status(row["status"], row["options"]),
             origin=row["origin"],
             suite_name=row["suite_name"], suite_text=row["suite_text"], label=row["label"], tags=dict(tags),
-            fio_version=row["fio_version"], host=_column("host", HostFacts, row["host"]) if row["host"] else None,
+            fio_version=row["fio_version"], host=column("host", HostFacts, row["host"]) if row["host"] else None,
             warnings=tuple(row["warnings"] or ()), source=row["source"], options=row["options"] or {},
         )
 
@@ -808,9 +534,9 @@ class Store:
             id=row["id"], run_id=row["run_id"], seq=row["seq"], target=row["target"],
             target_path=row["target_path"], workload=row["workload"], repeat=row["repeat"],
             status=row["status"], job_text=row["job_text"], job_hash=row["job_hash"], params=row["params"] or {},
-            command=row["command"], started_at=_utc(row["started_at"]), ended_at=_utc(row["ended_at"]),
-            error=row["error"], report=_column("report", FioReport, row["report"]) if row["report"] else None,
-            target_facts=_column("target_facts", TargetFacts, row["target_facts"]) if row["target_facts"] else None,
+            command=row["command"], started_at=utc(row["started_at"]), ended_at=utc(row["ended_at"]),
+            error=row["error"], report=column("report", FioReport, row["report"]) if row["report"] else None,
+            target_facts=column("target_facts", TargetFacts, row["target_facts"]) if row["target_facts"] else None,
             extra=row["extra"] or {},
         )
 
@@ -821,48 +547,6 @@ def _series_rows(result_id: int, series: Sequence[TimeSeries | EncodedSeries]) -
         "direction": s.direction, "metric": s.metric, "interval_ms": s.interval_ms,
         "samples": s.samples if isinstance(s, EncodedSeries) else encode_series(s.t_ms, s.values),
     } for s in series]
-
-
-#: ``encode_series`` format: ``<BBI`` header (format, flags, sample count), then int64 time deltas
-#: and the values (int64 deltas when every value is an integer, flag bit 0; else float64), all
-#: little-endian and compressed as ``compress_raw`` does. Migration 0004 writes the same format.
-SERIES_FORMAT = 1
-_SERIES_HEADER = struct.Struct("<BBI")
-_INTEGRAL = 1
-
-
-def encode_series(t_ms: Sequence[int], values: Sequence[float]) -> bytes:
-    """A time series as stored: a few bytes a sample instead of fio's ~20 characters a log row.
-
-    Times are ms (integers), delta-encoded; values are kept exactly (float64, or int64 deltas when
-    all are integers below 2**53, as fio's IOPS, KiB/s and ns logs mostly are). Raises ValueError
-    when the two sequences differ in length.
-    """
-    import numpy as np  # here: reading run lists and reports needs no numpy
-    t = np.asarray(t_ms, dtype=np.int64)
-    v = np.asarray(values, dtype=np.float64)
-    if t.shape != v.shape or t.ndim != 1:
-        raise ValueError(f"a time series needs as many values as times, got {v.shape} and {t.shape}")
-    integral = bool(np.isfinite(v).all() and (np.abs(v) < 2.0 ** 53).all() and (v == np.round(v)).all())
-    body = np.diff(v.astype(np.int64), prepend=0) if integral else v
-    data = (_SERIES_HEADER.pack(SERIES_FORMAT, _INTEGRAL if integral else 0, len(t))
-            + np.diff(t, prepend=0).astype("<i8").tobytes() + body.astype("<i8" if integral else "<f8").tobytes())
-    return compress_raw(data)
-
-
-def decode_series(blob: bytes) -> tuple[tuple[int, ...], tuple[float, ...]]:
-    """``(t_ms, values)`` of a series stored by ``encode_series``. Raises StoreError for a blob
-    in another format or cut short."""
-    data = zlib.decompress(blob)
-    version, flags, count = _SERIES_HEADER.unpack_from(data)
-    if version != SERIES_FORMAT or len(data) != _SERIES_HEADER.size + 16 * count:
-        raise StoreError(f"a stored time series is in format {version} with {len(data)} bytes for {count} samples; "
-                         f"this iolab reads format {SERIES_FORMAT}", hint="upgrade iolab")
-    import numpy as np
-    arrays = np.frombuffer(data, dtype="<i8", offset=_SERIES_HEADER.size).reshape(2, count)
-    values = (np.cumsum(arrays[1]).astype(np.float64) if flags & _INTEGRAL
-              else np.frombuffer(data, dtype="<f8", offset=_SERIES_HEADER.size + 8 * count))
-    return tuple(np.cumsum(arrays[0]).tolist()), tuple(values.tolist())
 
 
 def _finished_row(run_id: int, r: FinishedResult) -> dict[str, Any]:

@@ -25,7 +25,8 @@ from ...errors import UsageError
 from ...facts import host, targets
 from ...fio import jobfile
 from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetFacts, to_jsonable
-from ...store.database import Store, traces
+from ...store.database import Store
+from ...store.schema import traces
 from . import replay, tracefs
 from .fingerprint import Fingerprint, active_ns, fingerprint
 from .trace import OP_NAMES, READ, WRITE, Trace, decode, encode
@@ -119,7 +120,7 @@ def replay_dir(store: Store, run_id: int) -> Path:
 
 
 def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> Any:
-    from ...store.database import PendingResult
+    from ...store.records import PendingResult
     name = facts.device.name if facts.device else facts.path
     return PendingResult(seq=0, target=name, target_path=facts.path, workload=WORKLOAD, repeat=0, job_text=text,
                          job_hash=jobfile.params_hash(params), params=params)

@@ -43,7 +43,9 @@ from ...fio import clean_pasted, detect_format, jobfile, parse_output
 from ...fio import logs as fio_logs
 from ...fio.json import looks_like_json
 from ...model import FioReport
-from ...store.database import EncodedSeries, FinishedResult, FinishedRun, ImportedFile, Store, compress_raw
+from ...store.codecs import compress_raw
+from ...store.database import Store
+from ...store.records import EncodedSeries, FinishedResult, FinishedRun, ImportedFile
 from . import logs as attribution
 from .plan import ALL_UNKNOWN, BARE_FLAGS, LOCAL, PlannedResult, assemble, plan_results
 

@@ -1,0 +1,101 @@
+"""How values are stored: JSON text handed to the database as it is, fio's raw output and time
+series compressed (``compress_raw``, ``encode_series``), datetimes read back as UTC, and the rows of
+finished results and their series.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from ..errors import StoreError
+
+
+class JSONText(str):
+    """A JSON document already serialised (``model.to_json_text``): the store writes it as it is
+    instead of serialising it again, which for reports with json+ histograms halves the cost."""
+
+
+def json_serializer(value: Any) -> str:
+    """JSON columns as text: orjson (several times as fast as the json module for the small documents
+    a row holds), json for what orjson refuses (an int beyond 64 bits)."""
+    if isinstance(value, JSONText):
+        return str(value)
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(value)
+
+try:  # ISA-L's deflate writes the same zlib stream as zlib (zlib.decompress reads it), several times faster
+    from isal import isal_zlib as raw_codec
+except ImportError:  # pragma: no cover - isal is installed where it has wheels (pyproject.toml)
+    raw_codec = zlib  # type: ignore[misc]
+
+
+#: Compression level for the stored text of imported fio outputs. With zlib, level 1 compresses about
+#: 1.7x faster than the default 6 for 15-25 % more bytes; ISA-L's level 1 (of 0-3) is about 5x faster
+#: than zlib's level 1 and a little smaller. The parsed report stored beside it (uncompressed JSON) is
+#: larger than either; benchmarks/import.py measures them.
+RAW_ZLIB_LEVEL = 1
+
+
+def compress_raw(data: bytes) -> bytes:
+    """Imported fio output as stored: a zlib stream (``zlib.decompress`` reads it) at ``RAW_ZLIB_LEVEL``."""
+    return raw_codec.compress(data, RAW_ZLIB_LEVEL)
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """SQLite hands datetimes back naive; they were stored as UTC."""
+    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+#: ``encode_series`` format: ``<BBI`` header (format, flags, sample count), then int64 time deltas
+#: and the values (int64 deltas when every value is an integer, flag bit 0; else float64), all
+#: little-endian and compressed as ``compress_raw`` does. Migration 0004 writes the same format.
+SERIES_FORMAT = 1
+
+_SERIES_HEADER = struct.Struct("<BBI")
+
+_INTEGRAL = 1
+
+
+def encode_series(t_ms: Sequence[int], values: Sequence[float]) -> bytes:
+    """A time series as stored: a few bytes a sample instead of fio's ~20 characters a log row.
+
+    Times are ms (integers), delta-encoded; values are kept exactly (float64, or int64 deltas when
+    all are integers below 2**53, as fio's IOPS, KiB/s and ns logs mostly are). Raises ValueError
+    when the two sequences differ in length.
+    """
+    import numpy as np  # here: reading run lists and reports needs no numpy
+    t = np.asarray(t_ms, dtype=np.int64)
+    v = np.asarray(values, dtype=np.float64)
+    if t.shape != v.shape or t.ndim != 1:
+        raise ValueError(f"a time series needs as many values as times, got {v.shape} and {t.shape}")
+    integral = bool(np.isfinite(v).all() and (np.abs(v) < 2.0 ** 53).all() and (v == np.round(v)).all())
+    body = np.diff(v.astype(np.int64), prepend=0) if integral else v
+    data = (_SERIES_HEADER.pack(SERIES_FORMAT, _INTEGRAL if integral else 0, len(t))
+            + np.diff(t, prepend=0).astype("<i8").tobytes() + body.astype("<i8" if integral else "<f8").tobytes())
+    return compress_raw(data)
+
+
+def decode_series(blob: bytes) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """``(t_ms, values)`` of a series stored by ``encode_series``. Raises StoreError for a blob
+    in another format or cut short."""
+    data = zlib.decompress(blob)
+    version, flags, count = _SERIES_HEADER.unpack_from(data)
+    if version != SERIES_FORMAT or len(data) != _SERIES_HEADER.size + 16 * count:
+        raise StoreError(f"a stored time series is in format {version} with {len(data)} bytes for {count} samples; "
+                         f"this iolab reads format {SERIES_FORMAT}", hint="upgrade iolab")
+    import numpy as np
+    arrays = np.frombuffer(data, dtype="<i8", offset=_SERIES_HEADER.size).reshape(2, count)
+    values = (np.cumsum(arrays[1]).astype(np.float64) if flags & _INTEGRAL
+              else np.frombuffer(data, dtype="<f8", offset=_SERIES_HEADER.size + 8 * count))
+    return tuple(np.cumsum(arrays[0]).tolist()), tuple(values.tolist())
+
+

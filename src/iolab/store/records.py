@@ -1,0 +1,168 @@
+"""What goes into the results database and what comes out when it cannot be read: planned and
+finished results, imported files and runs, and the errors of a stored run that does not load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+import pydantic
+
+from ..errors import StoreError, UsageError
+from ..fio import validate
+from ..model import FioReport, TimeSeries, from_jsonable
+from .codecs import encode_series
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class PendingResult:
+    """A planned fio invocation, stored before it runs so that ``--resume`` can finish it.
+    ``planned`` is what the plan says about it beyond the job (its warm-up pass, a crash test's
+    phase), stored in the result's ``extra`` (``execute.PLANNED`` lists the keys)."""
+
+    seq: int
+    target: str
+    target_path: str | None
+    workload: str
+    repeat: int
+    job_text: str
+    job_hash: str
+    params: Mapping[str, str]
+    planned: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FinishedResult(PendingResult):
+    """A result complete when stored, such as one read from an imported fio output.
+
+    ``raw_text`` is the fio output as read (stored zlib-compressed), or ``raw_gz`` the same already
+    compressed by ``compress_raw`` (from the bytes read, without encoding the text again);
+    ``ended_at`` is when fio printed the report, when the output says so; ``series`` are fio's logs found with it
+    (``EncodedSeries`` when they were encoded ahead, in the process that read them).
+    """
+
+    status: str = "ok"
+    report: FioReport | None = None
+    raw_text: str | None = None
+    error: str | None = None
+    ended_at: datetime | None = None
+    extra: Mapping[str, Any] | None = None
+    series: Sequence[TimeSeries | EncodedSeries] = ()
+    raw_gz: bytes | None = None
+
+
+@dataclass(frozen=True)
+class EncodedSeries:
+    """A ``TimeSeries`` as the ``time_series`` table holds it: its names and ``encode_series`` of its
+    samples. ``iolab import`` encodes in the worker process that read the logs (``importer._ahead``)."""
+
+    job: str
+    job_index: int
+    direction: str
+    metric: str
+    interval_ms: int | None
+    hostname: str | None
+    samples: bytes
+
+    @classmethod
+    def of(cls, series: TimeSeries) -> EncodedSeries:
+        return cls(series.job, series.job_index, series.direction, series.metric, series.interval_ms,
+                   series.hostname, encode_series(series.t_ms, series.values))
+
+
+@dataclass(frozen=True)
+class ImportedFile:
+    """A fio output file an import stored: its sha256 (the same file is stored only once), where it
+    was read, its format (``json``, ``normal`` …) and size in bytes."""
+
+    sha256: str
+    path: str
+    format: str | None = None
+    size_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """A run complete when stored (imported fio output: one file, or a directory of them) and its
+    results; ``files`` are the outputs it was read from."""
+
+    suite_name: str
+    origin: str
+    source: Mapping[str, str]
+    files: tuple[ImportedFile, ...]
+    results: tuple[FinishedResult, ...]
+    label: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    fio_version: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+class UnreadableRun(StoreError):
+    """A stored run that does not load: written by an older or newer iolab, changed by hand, or holding a
+    value that breaks a rule of ``fio.validate``. ``reason`` says what and where; the other runs are
+    not affected."""
+
+    def __init__(self, run_id: int, reason: str) -> None:
+        super().__init__(f"run {run_id} cannot be read: {reason}",
+                         hint="the other runs are not affected; if this iolab stored it, please report it with "
+                              f"the output of: iolab --debug show {run_id}")
+        self.run_id, self.reason = run_id, reason
+
+
+class _ColumnError(Exception):
+    """A stored column that does not load: which one, and why (``cause``)."""
+
+    def __init__(self, column: str, cause: Exception) -> None:
+        super().__init__(column)
+        self.column, self.cause = column, cause
+
+#: What reading a stored row can raise when the row is not what this iolab writes.
+ROW_ERRORS = (_ColumnError, pydantic.ValidationError, ValueError, TypeError, KeyError, AttributeError,
+               ArithmeticError)
+
+
+def column(name: str, cls: type[T], data: Any) -> T:
+    """Stored JSON ``data`` of the column ``name`` as a ``cls``; ``_ColumnError`` when it does not load.
+    A report must also pass ``fio.validate``, as a parser's does."""
+    try:
+        value = from_jsonable(cls, data)
+        if isinstance(value, FioReport):
+            validate.check_report(value)
+    except (pydantic.ValidationError, validate.Violation) as exc:
+        raise _ColumnError(name, exc) from exc
+    return value
+
+
+def unreadable(run_id: int, exc: Exception) -> UnreadableRun:
+    """The ``UnreadableRun`` for ``exc`` raised while reading run ``run_id`` (its cause, for --debug)."""
+    unreadable = UnreadableRun(run_id, _reason(exc))
+    unreadable.__cause__ = exc
+    return unreadable
+
+
+def _reason(exc: Exception) -> str:
+    """One line on why a stored value does not load."""
+    if isinstance(exc, _ColumnError):
+        return f"{exc.column}: {_reason(exc.cause)}"
+    if isinstance(exc, pydantic.ValidationError):
+        errors = exc.errors()
+        first = errors[0]
+        where = ".".join(str(part) for part in first["loc"])
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return f"{where}: {first['msg']}, got {validate.short_repr(first.get('input'))}{more}"
+    if isinstance(exc, validate.Violation):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+class DuplicateSource(UsageError):
+    """A fio output file (same sha256) is already stored, in run ``run_id``."""
+
+    def __init__(self, message: str, run_id: int, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.run_id = run_id
