@@ -14,6 +14,7 @@ from scipy import stats as sps
 
 from clirun import iolab
 from iolab.analyze import compare as cmp
+from iolab.analyze.metrics import metric
 from iolab.cli.compare import sides_of
 from iolab.errors import UsageError
 from iolab.model import DirectionStats, FioReport, HostFacts, JobResult, Latency
@@ -95,7 +96,7 @@ def test_repeats_use_welch_on_logs_and_agree_with_scipy(store):
     assert row.ratio == pytest.approx(np.mean(B_IOPS) / np.mean(A_IOPS))
     assert row.change == pytest.approx(np.mean(B_IOPS) - np.mean(A_IOPS))
     assert row.relative_change == pytest.approx(row.ratio - 1)
-    assert (row.method, row.tested, row.verdict) == (cmp.METHOD_LOG_WELCH, True, cmp.BETTER)
+    assert (row.method, row.tested, row.verdict) == (cmp.METHOD_LOG_WELCH, True, cmp.Verdict.BETTER)
     assert row.p_value < 0.05 and row.ratio_ci95[0] > 1  # the interval excludes 1 exactly when p < alpha
 
 
@@ -106,15 +107,15 @@ def test_noisy_unchanged_and_worse_latency(store):
                            "slow": [(500, 130_000), (500, 131_000), (500, 129_000)]})
     r = rows(run_compare(store, "a", "b"))
     noisy = r[("noisy", "iops")]
-    assert noisy.relative_change > 0.05 and noisy.p_value >= 0.05 and noisy.verdict == cmp.NOISY
+    assert noisy.relative_change > 0.05 and noisy.p_value >= 0.05 and noisy.verdict == cmp.Verdict.INCONCLUSIVE
     flat = r[("flat", "iops")]  # +2 %, significant, but within the 5 % threshold
-    assert flat.p_value < 0.05 and flat.verdict == cmp.UNCHANGED
+    assert flat.p_value < 0.05 and flat.verdict == cmp.Verdict.UNCHANGED
     slow = r[("slow", "clat_mean")]  # latency up 30 %: lower is better
-    assert slow.verdict == cmp.WORSE and slow.tested and slow.p_value == pytest.approx(
+    assert slow.verdict == cmp.Verdict.WORSE and slow.tested and slow.p_value == pytest.approx(
         sps.ttest_ind(np.log([130_000, 131_000, 129_000]), np.log([100_000, 101_000, 99_000]),
                       equal_var=False).pvalue)
     assert slow.p_value < 0.001
-    assert r[("slow", "iops")].verdict == cmp.UNCHANGED and r[("slow", "iops")].p_value == 1.0  # zero variance
+    assert r[("slow", "iops")].verdict == cmp.Verdict.UNCHANGED and r[("slow", "iops")].p_value == 1.0  # zero variance
     assert run_compare(store, "a", "b", threshold=0.5).regressions() == []
 
 
@@ -124,7 +125,7 @@ def test_single_runs_are_untested(store):
     c = run_compare(store, "a", "b")
     row = rows(c)[("w", "iops")]
     assert (row.method, row.tested, row.p_value, row.ratio_ci95, row.verdict) == (
-        cmp.METHOD_SINGLE, False, None, None, cmp.WORSE)
+        cmp.METHOD_SINGLE, False, None, None, cmp.Verdict.WORSE)
     assert c.regressions() == []  # untested: never a significant regression
     table = comparison_tables(c)[0]
     assert "worse (untested)" in to_markdown(table)
@@ -138,7 +139,7 @@ def test_pooling_a_label_over_runs(store):
     store_run(store, "b", {"w": [(1490, 1e5)]})
     c = run_compare(store, "a", "b")
     row = rows(c)[("w", "iops")]
-    assert (row.a.n, row.b.n, row.tested, row.verdict) == (2, 2, True, cmp.BETTER)
+    assert (row.a.n, row.b.n, row.tested, row.verdict) == (2, 2, True, cmp.Verdict.BETTER)
     assert c.comparisons[0].pairs[0].a.run_ids == (1, 2)
 
 
@@ -167,12 +168,12 @@ def test_differing_options_are_not_comparable_unless_ignored(store):
     store_run(store, "a", {"w": [(1000, 1e5)] * 2})
     store_run(store, "b", {"w": [(2000, 1e5)] * 2}, bs="8k", runtime="10")
     pair = run_compare(store, "a", "b").comparisons[0].pairs[0]
-    assert not pair.comparable and {r.verdict for r in pair.metrics} == {cmp.NOT_COMPARABLE}
+    assert not pair.comparable and {r.verdict for r in pair.metrics} == {cmp.Verdict.NOT_COMPARABLE}
     assert [(d.option, d.a, d.b, d.effect) for d in pair.differences] == [
         ("bs", "4k", "8k", "blocking"), ("runtime", "2s", "10s", "soft")]
     ignored = run_compare(store, "a", "b", ignore=("blocksize",)).comparisons[0].pairs[0]
     assert ignored.comparable and ignored.differences[0].effect == "ignored"
-    assert rows(run_compare(store, "a", "b", ignore=("bs",)))[("w", "iops")].verdict == cmp.BETTER
+    assert rows(run_compare(store, "a", "b", ignore=("bs",)))[("w", "iops")].verdict == cmp.Verdict.BETTER
     tables = comparison_tables(run_compare(store, "a", "b"))
     differences = next(t for t in tables if t.title == "Option differences")
     assert [c.text for c in differences.rows[0]] == ["w", "read", "bs", "4k", "8k", "not comparable"]
@@ -185,8 +186,8 @@ def test_workloads_pair_by_options_not_names_and_missing_or_failed(store):
     pairs = {(p.a.job if p.a else None, p.b.job if p.b else None): p for p in c.comparisons[0].pairs}
     # "seq" and "sequential" run the same job: paired, although named differently
     assert pairs[("seq", "sequential")].comparable and pairs[("seq", "sequential")].label == "seq / sequential"
-    assert pairs[("dies", "dies")].metrics[0].verdict == cmp.FAILED
-    assert pairs[("only-a", None)].metrics[0].verdict == cmp.MISSING
+    assert pairs[("dies", "dies")].metrics[0].verdict == cmp.Verdict.FAILED
+    assert pairs[("only-a", None)].metrics[0].verdict == cmp.Verdict.MISSING
 
 
 def test_three_sides_each_against_the_baseline_and_geomean(store):
@@ -198,7 +199,7 @@ def test_three_sides_each_against_the_baseline_and_geomean(store):
     (gx,), (gy,) = c.comparisons[0].geomeans, c.comparisons[1].geomeans
     assert gx.ratio == pytest.approx(1.0)  # sqrt(2 x 0.5)
     assert gx.verdicts == {"better (untested)": 1, "worse (untested)": 1}  # one run a side: counted apart
-    assert gy.ratio == pytest.approx(1.0) and gy.verdicts == {cmp.UNCHANGED: 2}
+    assert gy.ratio == pytest.approx(1.0) and gy.verdicts == {cmp.Verdict.UNCHANGED: 2}
     assert c.comparisons[0].environment == ()
     assert [(e.item, e.a, e.b) for e in c.comparisons[1].environment] == [("kernel", "6.1.0", "6.9.0")]
     doc = comparison_document(c)
@@ -219,11 +220,11 @@ def test_unknown_environment_blames_imported_outputs_only_when_a_side_is_importe
 
 
 def test_metrics_catalogue():
-    assert cmp.metric("clat_p99.90").name == "clat_p99.9" and not cmp.metric("lat_max").higher_is_better
-    assert cmp.metric("bw").unit == "B/s"
+    assert metric("clat_p99.90").name == "clat_p99.9" and not metric("lat_max").higher_is_better
+    assert metric("bw").unit == "B/s"
     for bad in ("cpu", "clat_p101", "clat_median"):
         with pytest.raises(UsageError):
-            cmp.metric(bad)
+            metric(bad)
 
 
 def test_unknown_default_metric_is_left_out_but_explicit_is_missing(store):
@@ -231,7 +232,7 @@ def test_unknown_default_metric_is_left_out_but_explicit_is_missing(store):
     store_run(store, "b", {"w": [(1000, 1e5)]})
     assert "slat_mean" not in {m for _, m in rows(run_compare(store, "a", "b"))}
     explicit = rows(run_compare(store, "a", "b", metrics=["iops", "slat_mean"]))
-    assert explicit[("w", "slat_mean")].verdict == cmp.MISSING
+    assert explicit[("w", "slat_mean")].verdict == cmp.Verdict.MISSING
 
 
 
@@ -248,7 +249,7 @@ def test_a_sync_direction_has_no_rate_and_its_clat_is_fios_lat(store, tmp_path):
     sync = [p for p in pairs if p.direction == "sync"]
     assert sync and [r.metric.name for p in sync for r in p.metrics] == ["clat_p99"]
     assert [r.a.mean for p in sync for r in p.metrics] == [536576.0]
-    assert all(r.verdict != cmp.MISSING for p in pairs for r in p.metrics)
+    assert all(r.verdict != cmp.Verdict.MISSING for p in pairs for r in p.metrics)
 
 
 # --- CLI ------------------------------------------------------------------------------------------------------

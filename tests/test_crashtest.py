@@ -17,6 +17,7 @@ import pytest
 from clirun import iolab, wait_for
 from iolab.store.database import Store
 from iolab.workflows import crashtest
+from iolab.workflows.crashtest import CutVerdict
 from loopdev import MiB, loop_device, requires_loop
 from netns import Host, lab, requires_netns, requires_sshd, start_sshd
 
@@ -75,7 +76,7 @@ def test_a_killed_fio_server_loses_nothing_acknowledged(tmp_path):
         assert proc.returncode == 0, proc.stderr + proc.stdout
         assert len(deaths) == 2
     rate, outcomes = crash_doc(db)
-    assert [o.verdict for o in outcomes] == [crashtest.INTACT, crashtest.INTACT]
+    assert [o.verdict for o in outcomes] == [CutVerdict.INTACT, CutVerdict.INTACT]
     for o in outcomes:
         assert o.issued is not None and o.issued > RATE  # ~2 s of writes at RATE
         assert o.checked is not None and o.issued - 8 <= o.checked <= o.issued and (o.lost, o.corrupt) == (0, 0)
@@ -126,7 +127,7 @@ def test_a_cache_that_forgets_acknowledged_writes_is_caught(tmp_path):
         thread.join(10)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     rate, (outcome,) = crash_doc(db)
-    assert outcome.verdict == crashtest.LOST and outcome.corrupt == 0  # lost blocks read back as the wipe left them
+    assert outcome.verdict == CutVerdict.LOST and outcome.corrupt == 0  # lost blocks read back as the wipe left them
     write = next(r for r in Store(f"sqlite:///{db}").get_run(1).results if r.workload == "crash-write")
     iops = write.report.jobs[0].directions["write"].iops
     assert iops == pytest.approx(RATE, rel=0.05)

@@ -11,6 +11,7 @@ import pytest
 
 from iolab import stats
 from iolab.analyze import compare, saturation
+from iolab.analyze.metrics import metric
 from iolab.model import HostUsage
 from iolab.observe import usage
 from iolab.workflows import crashtest
@@ -61,13 +62,13 @@ def test_the_wilson_loss_rate_counts_only_verified_cuts():
 
 
 def test_verdicts_with_one_repetition_a_zero_baseline_and_noise():
-    iops = compare.metric("iops")
+    iops = metric("iops")
     single = compare.compare_metric(iops, [1000.0], [2000.0], 0.05)
     assert (single.verdict, single.tested, compare.verdict_word(single)) == ("better", False, "better (untested)")
     zero = compare.compare_metric(iops, [0.0, 0.0], [10.0, 12.0], 0.05)
     assert zero.ratio is None and zero.relative_change is None  # no ratio of a zero baseline
     noisy = compare.compare_metric(iops, [100.0, 150.0], [170.0, 110.0], 0.05)
-    assert noisy.verdict == compare.INCONCLUSIVE == "inconclusive"
+    assert noisy.verdict == compare.Verdict.INCONCLUSIVE == "inconclusive"
     assert noisy.ratio_ci95 is not None and noisy.ratio_ci95[0] < 1 < noisy.ratio_ci95[1]  # wider than the change
     # the row: one run against two whose interval is ±327.7 %: not 'better (untested)'
     lopsided = compare.compare_metric(iops, [2000.0], [600.0, 4613.4], 0.05)

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from iolab.analyze import saturation
-from iolab.analyze.saturation import Point, Search
+from iolab.analyze.saturation import Point, Search, SloOutcome
 from iolab.errors import UsageError
 
 
@@ -105,17 +105,17 @@ def test_the_chosen_point_is_checked_over_its_repetitions():
     not meet the SLO; an interval crossing the limit is the edge; one repetition has no interval."""
     slo = saturation.parse_slo("p99<2ms")
     failed = saturation.verdict(slo, [1.78e6, 2.24e6, 2.24e6])
-    assert failed.outcome == saturation.FAILS and failed.mean_ns == pytest.approx(2.0748e6, rel=1e-4)  # geometric
+    assert failed.outcome == SloOutcome.FAILS and failed.mean_ns == pytest.approx(2.0748e6, rel=1e-4)  # geometric
     assert failed.ci95_ns is not None and failed.ci95_ns[0] < 2e6 < failed.ci95_ns[1]
     edge = saturation.verdict(slo, [1.5e6, 1.9e6, 2.1e6])  # mean 1.82 ms: meets, but the interval crosses 2 ms
-    assert edge.outcome == saturation.EDGE
-    assert saturation.verdict(slo, [1.50e6, 1.52e6, 1.51e6]).outcome == saturation.MEETS
-    assert saturation.verdict(slo, [1.5e6]).outcome == saturation.UNTESTED
-    assert saturation.verdict(slo, [2.0e6, 2.0e6]).outcome == saturation.FAILS  # < 2 ms: exactly 2 is not met
-    assert saturation.verdict(saturation.parse_slo("p99<=2ms"), [2.0e6, 2.0e6]).outcome == saturation.MEETS
-    assert saturation.verdict(slo, [1.5e6, None]).outcome == saturation.FAILS  # a repetition without the metric
+    assert edge.outcome == SloOutcome.EDGE
+    assert saturation.verdict(slo, [1.50e6, 1.52e6, 1.51e6]).outcome == SloOutcome.MEETS
+    assert saturation.verdict(slo, [1.5e6]).outcome == SloOutcome.UNTESTED
+    assert saturation.verdict(slo, [2.0e6, 2.0e6]).outcome == SloOutcome.FAILS  # < 2 ms: exactly 2 is not met
+    assert saturation.verdict(saturation.parse_slo("p99<=2ms"), [2.0e6, 2.0e6]).outcome == SloOutcome.MEETS
+    assert saturation.verdict(slo, [1.5e6, None]).outcome == SloOutcome.FAILS  # a repetition without the metric
     spread = saturation.verdict(saturation.parse_slo("p99<=5ms"), [3.6e6, 1.3e6, 1.4e6])  # a busy machine's
-    assert spread.ci95_ns is not None and spread.ci95_ns[0] > 0 and spread.outcome == saturation.EDGE
+    assert spread.ci95_ns is not None and spread.ci95_ns[0] > 0 and spread.outcome == SloOutcome.EDGE
     probes = [saturation.Point(d, 1, iops, 1e5, p99) for d, iops, p99 in
               ((1, 20_000, 1e5), (16, 300_000, 1.2e6), (32, 320_000, 1.9e6), (64, 330_000, 1.95e6))]
     offered = saturation.next_below(probes, probes[3], slo)

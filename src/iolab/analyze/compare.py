@@ -1,7 +1,7 @@
 """Compare stored runs: pair their results by workload, test each metric, give verdicts. Pure.
 
 ``compare([("local-ssd", runs_a), ("ceph-rbd", runs_b)])`` returns a ``Comparison``; the
-renderers in ``report.compare`` turn it into tables (terminal, Markdown, CSV, HTML) and the JSON
+renderers in ``report.comparison`` turn it into tables (terminal, Markdown, CSV, HTML) and the JSON
 document ``iolab.compare/1``.
 
 **Sides.** Each side is a selector and the runs it matched. All runs of a side are pooled: the
@@ -18,7 +18,7 @@ then the same job name, then the fewest unknown options win. Slots left over pai
 comparable", when their job names agree, or when each side has exactly one left for a direction;
 the rest are "missing" on the other side.
 
-**Statistics** per metric (``METRICS``): each side's mean over its repetitions with a 95 % Student-t
+**Statistics** per metric (``analyze.metrics``): each side's mean over its repetitions with a 95 % Student-t
 interval (n >= 2); the absolute and relative change and the ratio of the means. With at least two
 repetitions on both sides, Welch's t-test on the log values (positive metrics) gives a p-value and
 a 95 % interval of the ratio of geometric means; the 95 % interval excludes 1 exactly when
@@ -30,7 +30,7 @@ nothing can be tested: verdicts then follow the threshold alone and are marked u
 ``unchanged`` (|relative change| <= threshold), ``better``/``worse`` (beyond the threshold and
 significant, or untested), ``inconclusive`` (beyond the threshold but not significant: the 95 %
 interval of the ratio is wider than the change and includes 1 — or, with one repetition on one side, the
-other side's own 95 % interval is wider than the change; called ``noisy`` before), ``not comparable``
+other side's own 95 % interval is wider than the change), ``not comparable``
 (job options differ), ``missing`` (no result or no value on a side), ``failed`` (fio failed on a
 side). A geometric mean of the ratios summarises each metric over the tested-or-untested pairs.
 
@@ -41,111 +41,42 @@ the JSON ``verdict``): a verdict beyond the threshold without a test is ``better
 
 from __future__ import annotations
 
+import enum
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .. import stats
 from ..describe import canonical
 from ..errors import UsageError
 from ..fio.merge import by_job
-from ..model import DirectionStats, Latency, ResultRecord, Run, pct_key
+from ..model import DirectionStats, ResultRecord, Run
 from ..observe import usage
+from .metrics import DEFAULT_METRICS, Metric, metric
 
-BETTER, WORSE, UNCHANGED, NOISY = "better", "worse", "unchanged", "inconclusive"
-INCONCLUSIVE = NOISY
+
+class Verdict(enum.StrEnum):
+    """What a comparison says of one metric of one pair (see the module docstring)."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    UNCHANGED = "unchanged"
+    INCONCLUSIVE = "inconclusive"
+    NOT_COMPARABLE = "not comparable"
+    MISSING = "missing"
+    FAILED = "failed"
+
+
+#: The verdicts of a pair whose figures were weighed (a ratio means something).
+_TESTED = (Verdict.BETTER, Verdict.WORSE, Verdict.UNCHANGED, Verdict.INCONCLUSIVE)
 UNTESTED_SUFFIX = " (untested)"
-NOT_COMPARABLE, MISSING, FAILED = "not comparable", "missing", "failed"
-VERDICTS = (BETTER, WORSE, UNCHANGED, NOISY, NOT_COMPARABLE, MISSING, FAILED)
 #: Every word ``verdict_word`` gives (what every format shows).
-WORDS = (*VERDICTS, BETTER + UNTESTED_SUFFIX, WORSE + UNTESTED_SUFFIX)
+WORDS = (*Verdict, Verdict.BETTER + UNTESTED_SUFFIX, Verdict.WORSE + UNTESTED_SUFFIX)
 ALPHA = 0.05
 METHOD_LOG_WELCH = "Welch t-test on log values; 95 % interval of the ratio of geometric means"
 METHOD_WELCH = "Welch t-test on the values (some not positive); 95 % interval of the difference"
 METHOD_SINGLE = "single run, no test"
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A figure compared between sides; ``unit`` is ``IOPS``, ``B/s``, ``ns``, ``µs`` or ``%``.
-
-    ``of_result``, when set, takes the figure from the whole invocation rather than one direction
-    (the observers' cost metrics, ``observe.usage``): every direction of a job shows the same value.
-    """
-
-    name: str
-    title: str
-    unit: str
-    higher_is_better: bool
-    value: Callable[[DirectionStats], float | None] = field(compare=False, repr=False)
-    of_result: Callable[[ResultRecord], float | None] | None = field(default=None, compare=False, repr=False)
-
-
-def _latency_value(kind: str, stat: str) -> Callable[[DirectionStats], float | None]:
-    def value(d: DirectionStats) -> float | None:
-        lat: Latency | None = getattr(d, kind)
-        if kind == "clat" and d.direction == "sync":
-            lat = d.lat  # fio times a sync call as a whole ("lat" only), which the results table shows as clat
-        if lat is None or lat.samples == 0 or (lat.samples is None and not lat.max_ns and not lat.percentiles_ns):
-            return None  # fio prints zeros for latencies it did not measure (gtod_reduce, psync slat)
-        if stat == "mean":
-            return lat.mean_ns
-        if stat == "max":
-            return lat.max_ns
-        return lat.percentile(stat[1:])
-    return value
-
-
-def metric(name: str) -> Metric:
-    """The metric called ``name``: ``iops``, ``bw``, or ``{clat,lat,slat}_{mean,max,pNN}``
-    (``clat_p99``, ``lat_p99.9``), or an observers' cost (``cost_metric``): ``cpu_us_per_io`` or
-    ``cpu_util``, optionally ``@HOST``. Raises ``UsageError`` for any other name."""
-    if name.partition("@")[0] in COST_METRICS:
-        return cost_metric(name)
-    if name == "iops":
-        return Metric("iops", "IOPS", "IOPS", True, lambda d: d.iops)
-    if name == "bw":
-        return Metric("bw", "bw MiB/s", "B/s", True, lambda d: d.bw_bytes_s)
-    kind, _, stat = name.partition("_")
-    pct = stat[1:]
-    valid_pct = stat.startswith("p") and pct.replace(".", "", 1).isdigit() and 0 < float(pct) <= 100
-    if kind in ("clat", "lat", "slat") and (stat in ("mean", "max") or valid_pct):
-        stat = f"p{pct_key(pct)}" if valid_pct else stat
-        return Metric(f"{kind}_{stat}", f"{kind} {stat}", "ns", False, _latency_value(kind, stat))
-    raise UsageError(f"unknown metric {name!r}", hint="metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN} "
-                     "such as clat_p99 or lat_p99.9, cpu_us_per_io[@HOST], cpu_util[@HOST]")
-
-
-#: The observers' metrics (``observe.usage``): lower is better for both.
-COST_METRICS = {"cpu_us_per_io": ("CPU µs/IO", "µs"), "cpu_util": ("CPU busy", "%")}
-
-
-def cost_metric(name: str) -> Metric:
-    """``cpu_us_per_io[@HOST]`` (busy CPU µs per I/O fio completed) or ``cpu_util[@HOST]`` (busy
-    share of all CPUs, %), from the observers' figures stored with each result. Without
-    ``@HOST`` every observed host counts (the whole run); ``HOST`` is ``local``, a fio server's
-    label, a watched host's name, or a target's name (its fio servers, or the local host for a
-    local target). Formulas: ``observe.usage``. Raises ``UsageError`` for an empty ``@``."""
-    base, at, host = name.partition("@")
-    if at and not host:
-        raise UsageError(f"metric {name!r}: name a host after @ (local, a fio server, a watched host, a target)")
-    title, unit = COST_METRICS[base]
-
-    def of_result(result: ResultRecord) -> float | None:
-        found = usage.select(result, host or None)
-        if found is None:
-            return None
-        if base == "cpu_us_per_io":
-            return usage.cpu_us_per_io(found, usage.job_ios(result.report))
-        utils = [usage.cpu_util(u) for u in found]
-        return None if any(u is None for u in utils) else sum(u for u in utils if u is not None) / len(utils) * 100
-
-    return Metric(name, f"{title}{' @' + host if host else ''}", unit, False, lambda d: None, of_result)
-
-
-#: Compared by default; a default metric neither side knows is left out.
-DEFAULT_METRICS = ("iops", "bw", "clat_mean", "clat_p50", "clat_p99", "clat_p99.9", "lat_mean", "slat_mean")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,7 +130,7 @@ class MetricRow:
     p_value: float | None
     method: str
     tested: bool
-    verdict: str
+    verdict: Verdict
 
 
 @dataclass(frozen=True)
@@ -242,7 +173,7 @@ class GeoMean:
     metric: Metric
     pairs: int
     ratio: float | None
-    verdicts: Mapping[str, int]
+    verdicts: Mapping[Verdict, int]
 
 
 @dataclass(frozen=True)
@@ -281,7 +212,7 @@ class Comparison:
     def regressions(self) -> list[tuple[SideComparison, Pair, MetricRow]]:
         """Metrics worse by more than the threshold with a significant difference (tested)."""
         return [(c, p, m) for c in self.comparisons for p in c.pairs for m in p.metrics
-                if m.verdict == WORSE and m.tested]
+                if m.verdict == Verdict.WORSE and m.tested]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -451,7 +382,7 @@ def compare_metric(m: Metric, a_values: Sequence[float | None], b_values: Sequen
                            "change": None, "relative_change": None, "ratio": None, "ratio_ci95": None,
                            "p_value": None, "method": METHOD_SINGLE, "tested": False}
     if sa.mean is None or sb.mean is None:
-        return MetricRow(**row, verdict=MISSING)
+        return MetricRow(**row, verdict=Verdict.MISSING)
     row["change"] = sb.mean - sa.mean
     if sa.mean:
         row["relative_change"] = row["change"] / sa.mean
@@ -475,19 +406,19 @@ def compare_metric(m: Metric, a_values: Sequence[float | None], b_values: Sequen
     return MetricRow(**row, verdict=_verdict(m, row, threshold, alpha, wide))
 
 
-def _verdict(m: Metric, row: Mapping[str, Any], threshold: float, alpha: float, wide: bool = False) -> str:
+def _verdict(m: Metric, row: Mapping[str, Any], threshold: float, alpha: float, wide: bool = False) -> Verdict:
     change, relative = row["change"], row["relative_change"]
     if change == 0 or (relative is not None and abs(relative) <= threshold):
-        return UNCHANGED
+        return Verdict.UNCHANGED
     if (row["tested"] and row["p_value"] >= alpha) or wide:
-        return NOISY
-    return BETTER if (change > 0) == m.higher_is_better else WORSE
+        return Verdict.INCONCLUSIVE
+    return Verdict.BETTER if (change > 0) == m.higher_is_better else Verdict.WORSE
 
 
 def verdict_word(row: MetricRow) -> str:
     """The verdict as every format shows it: ``better (untested)`` for a change beyond the threshold
     that no test backs (one repetition on a side), else the verdict itself."""
-    untested = row.verdict in (BETTER, WORSE) and not row.tested
+    untested = row.verdict in (Verdict.BETTER, Verdict.WORSE) and not row.tested
     return row.verdict + (UNTESTED_SUFFIX if untested else "")
 
 
@@ -509,16 +440,15 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
         row = compare_metric(m, a_values, b_values, threshold, alpha)
         verdict = row.verdict
         if a is None or b is None:
-            verdict = MISSING
+            verdict = Verdict.MISSING
         elif (a.failed and not a.values) or (b.failed and not b.values):
-            verdict = FAILED
+            verdict = Verdict.FAILED
         elif not comparable:
-            verdict = NOT_COMPARABLE
+            verdict = Verdict.NOT_COMPARABLE
         if verdict != row.verdict:
             row = MetricRow(**{**row.__dict__, "verdict": verdict, "tested": False})
         rows.append(row)
     return Pair(a, b, comparable, tuple(diffs), tuple(unchecked), tuple(rows))
-
 
 
 def _values(m: Metric, slot: Slot | None) -> tuple[float | None, ...]:
@@ -536,7 +466,7 @@ def _geomeans(pairs: Sequence[Pair], metrics: Sequence[Metric]) -> tuple[GeoMean
         rows = [r for p in pairs for r in p.metrics if r.metric.name == m.name]
         if not rows:
             continue
-        ratios = [r.ratio for r in rows if r.verdict in (BETTER, WORSE, UNCHANGED, NOISY) and r.ratio and r.ratio > 0]
+        ratios = [r.ratio for r in rows if r.verdict in _TESTED and r.ratio and r.ratio > 0]
         ratio = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
         counts = {v: sum(1 for r in rows if verdict_word(r) == v) for v in WORDS}
         out.append(GeoMean(m, len(ratios), ratio, {k: n for k, n in counts.items() if n}))

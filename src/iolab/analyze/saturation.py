@@ -28,6 +28,7 @@ runs them short and repeats only the chosen point at full length.
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from collections.abc import Sequence
@@ -37,7 +38,7 @@ from .. import stats, units
 from ..errors import UsageError
 from ..fio.merge import by_job
 from ..model import DirectionStats, ResultRecord
-from . import compare
+from . import metrics
 
 #: IOPS growth below this fraction is a plateau: more concurrency only adds queueing.
 GROWTH = 0.10
@@ -47,10 +48,10 @@ COARSE_STEP, FINE_STEP = 2, 1
 
 @dataclass(frozen=True)
 class Slo:
-    """A latency objective: ``metric`` (``compare.metric``: clat_p99, lat_mean …) below ``limit_ns``
+    """A latency objective: ``metric`` (``analyze.metrics.metric``: clat_p99, lat_mean …) below ``limit_ns``
     nanoseconds when ``strict`` (``p99<2ms``), else at most it (``p99<=2ms``)."""
 
-    metric: compare.Metric
+    metric: metrics.Metric
     limit_ns: float
     strict: bool = False
 
@@ -80,7 +81,7 @@ def parse_slo(text: str) -> Slo:
                          "lat_mean<500us")
     name = match["metric"]
     name = f"clat_{name}" if name.startswith("p") or name == "mean" else name
-    metric = compare.metric(name)
+    metric = metrics.metric(name)
     if metric.unit != "ns":
         raise UsageError(f"--slo {text!r}: an SLO is a latency (clat/lat/slat mean, max or percentile)")
     try:
@@ -217,6 +218,15 @@ def point_of(result: ResultRecord, iodepth: int, numjobs: int, slo: Slo | None) 
                  sum(cpus) / len(cpus) if cpus else None)
 
 
+class SloOutcome(enum.StrEnum):
+    """How the chosen point's repetitions stand against the SLO (``Verdict``)."""
+
+    MEETS = "meets"
+    FAILS = "fails"
+    EDGE = "edge"
+    UNTESTED = "untested"
+
+
 @dataclass(frozen=True)
 class Verdict:
     """Whether the chosen point meets the SLO over its full-length repetitions: ``outcome`` is
@@ -227,13 +237,12 @@ class Verdict:
     interval on log values (None with fewer than two): latencies are positive and vary by ratios,
     and an interval on their own scale would reach below zero with few, spread repetitions."""
 
-    outcome: str
+    outcome: SloOutcome
     values_ns: tuple[float, ...]
     mean_ns: float | None
     ci95_ns: tuple[float, float] | None
 
 
-MEETS, FAILS, EDGE, UNTESTED = "meets", "fails", "edge", "untested"
 
 
 def verdict(slo: Slo, values_ns: Sequence[float | None]) -> Verdict:
@@ -247,10 +256,10 @@ def verdict(slo: Slo, values_ns: Sequence[float | None]) -> Verdict:
     if known and min(known) == max(known):  # exactly, not through exp(log(x)), which may round below a limit
         mean, ci = known[0], (known[0], known[0]) if ci else None
     if mean is None or len(known) < len(values_ns) or not slo.met_by(mean):
-        return Verdict(FAILS, known, mean, ci)
+        return Verdict(SloOutcome.FAILS, known, mean, ci)
     if ci is None:
-        return Verdict(UNTESTED, known, mean, None)
-    return Verdict(MEETS if slo.met_by(ci[1]) else EDGE, known, mean, ci)
+        return Verdict(SloOutcome.UNTESTED, known, mean, None)
+    return Verdict(SloOutcome.MEETS if slo.met_by(ci[1]) else SloOutcome.EDGE, known, mean, ci)
 
 
 def next_below(points: Sequence[Point], chosen: Point, slo: Slo | None) -> Point | None:

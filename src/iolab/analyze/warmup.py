@@ -76,14 +76,6 @@ class PassPoint:
         """The mean hit ratio; None when a repetition's counts do not match (``hit_problems``)."""
         return None if self.hit_problems else stats.describe(self.hit_values).mean
 
-    @property
-    def standard_error(self) -> float:
-        """The standard error of the pass's mean IOPS (see the module docstring)."""
-        s = stats.describe(self.iops_values)
-        if s.stdev is not None:
-            return s.stdev / math.sqrt(s.n)
-        return self.sample_se or 0.0
-
 
 @dataclass(frozen=True)
 class Trend:

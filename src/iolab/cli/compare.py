@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..analyze import compare as compare_mod
+from ..analyze.metrics import DEFAULT_METRICS
 from ..errors import RegressionFound, UsageError
 from ..model import Run
 from ..report import comparison as comparison_report
@@ -36,7 +37,7 @@ def comparison_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--metric", "metrics", metavar="LIST",
                      help="Comma-separated metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN}, and the observers' "
                           "cpu_us_per_io[@HOST], cpu_util[@HOST] (HOST: local, a fio server, a watched host, a target) "
-                          f"[default: {','.join(compare_mod.DEFAULT_METRICS)}]"),
+                          f"[default: {','.join(DEFAULT_METRICS)}]"),
         click.option("--threshold", default="5%", show_default=True, metavar="PCT",
                      help="Smaller relative changes are 'unchanged'."),
         click.option("--ignore", "ignore", multiple=True, metavar="OPTION",

@@ -16,6 +16,7 @@ from ..report import results as results_report
 from ..report.crashtest import crash_table
 from ..run.plan import RunOptions
 from ..workflows import crashtest
+from ..workflows.crashtest import CutVerdict
 from ..workflows.prober import DEFAULT_SIZE, Prober, describe
 from . import emit_tables, err, store_of
 from .options import Naming, format_option, naming_options, run_options
@@ -113,9 +114,9 @@ def crash_test(ctx: click.Context, fio_args: Sequence[str], target_arg: str, hos
     tables = [results_report.results_table(run), crash_table(run)]
     emit_tables([t for t in tables if t is not None], fmt, run_document(run))
     outcomes = crashtest.cut_outcomes(run)
-    failed = [o.cut for o in outcomes if o.verdict == crashtest.FAILED]
+    failed = [o.cut for o in outcomes if o.verdict == CutVerdict.FAILED]
     if failed:
         raise RunFailed(f"cut(s) {', '.join(map(str, failed))} failed", shown=True)  # the cuts table says why
-    lost = [o.cut for o in outcomes if o.verdict == crashtest.LOST]
+    lost = [o.cut for o in outcomes if o.verdict == CutVerdict.LOST]
     if fail_on_loss and lost:
         raise DataLost(f"cut(s) {', '.join(map(str, lost))} lost acknowledged writes", shown=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..analyze import compare as compare_mod
+from ..analyze.metrics import metric as known_metric
 from ..errors import UsageError
 from . import err, report_unreadable, store_of
 from .compare import comparison_options, metric_names, parse_threshold, sides_of
@@ -68,7 +69,7 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
         comparison = document.compare_runs(runs, names, fraction, tuple(ignore))
     else:
         for name in names or ():
-            compare_mod.metric(name)  # one run compares nothing, but a typo is still an error
+            known_metric(name)  # one run compares nothing, but a typo is still an error
     series = {rid: s for i in ids for rid, s in store.time_series(i).items()}
     samples = {rid: s for i in ids for rid, s in store.host_samples(i).items()}
     err.print(f"Building the report of run{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}…")

@@ -87,12 +87,6 @@ class VerifyState:
     nofiles: int
     completions: tuple[tuple[int, int], ...]
 
-    @property
-    def unchecked_bound(self) -> int:
-        """At most this many issued writes cannot be checked: the last ``depth × nofiles``,
-        when fio did not record them as completed."""
-        return min(self.numberio, self.depth * self.nofiles)
-
 
 def parse_state(data: bytes, name: str = "<state>") -> VerifyState:
     """A verify-state file's contents. Raises ``ParseError`` naming ``name`` for another version, a

@@ -1,4 +1,4 @@
-"""A Comparison (``iolab.compare``) as tables and as the documented JSON document ``iolab.compare/1``.
+"""A Comparison (``analyze.compare``) as tables and as the documented JSON document ``iolab.compare/1``.
 
 ``comparison_tables`` gives, per compared side, the metric table (one row per pair × metric), a
 geometric-mean summary, the option differences and the environment differences; the terminal,
@@ -44,16 +44,9 @@ from typing import Any
 
 from ..analyze import sweep
 from ..analyze.compare import (
-    BETTER,
-    FAILED,
     METHOD_LOG_WELCH,
     METHOD_SINGLE,
     METHOD_WELCH,
-    MISSING,
-    NOISY,
-    NOT_COMPARABLE,
-    UNCHANGED,
-    WORSE,
     Comparison,
     Metric,
     MetricRow,
@@ -62,6 +55,7 @@ from ..analyze.compare import (
     Side,
     SideComparison,
     Slot,
+    Verdict,
     nearest,
     verdict_word,
 )
@@ -72,7 +66,8 @@ from .sweeps import comparison_grids
 from .table import Cell, Column, Table
 
 SCHEMA = "iolab.compare/1"
-_STYLE = {BETTER: "green", WORSE: "red", NOISY: "yellow", NOT_COMPARABLE: "magenta", FAILED: "red", MISSING: "dim"}
+_STYLE = {Verdict.BETTER: "green", Verdict.WORSE: "red", Verdict.INCONCLUSIVE: "yellow",
+          Verdict.NOT_COMPARABLE: "magenta", Verdict.FAILED: "red", Verdict.MISSING: "dim"}
 
 
 def format_value(unit: str, value: float | None) -> str:
@@ -201,7 +196,7 @@ def _notes(c: SideComparison, threshold: float) -> tuple[str, ...]:
     rows = [r for p in c.pairs for r in p.metrics]
     notes = [f"threshold ±{threshold * 100:g}%: smaller changes are 'unchanged'; IOPS and bandwidth: higher is "
              f"better, latency: lower is better"]
-    methods = {r.method for r in rows if r.verdict not in (NOT_COMPARABLE, MISSING, FAILED)}
+    methods = {r.method for r in rows if r.verdict not in (Verdict.NOT_COMPARABLE, Verdict.MISSING, Verdict.FAILED)}
     if METHOD_SINGLE in methods:
         notes.append("single run on a side: no significance test is possible, verdicts beyond the threshold are "
                      "untested, or 'inconclusive' where the other side's own 95% interval is wider than the change")
@@ -277,7 +272,8 @@ def _why_not(n: Nearest) -> str:
 
 def summary_table(c: SideComparison) -> Table:
     """The geometric mean of the ratios per metric, and how many pairs got each verdict."""
-    shown = (BETTER, WORSE, UNCHANGED, NOISY)  # tested verdicts; untested ones count under "other"
+    # tested verdicts; untested ones count under "other"
+    shown = (Verdict.BETTER, Verdict.WORSE, Verdict.UNCHANGED, Verdict.INCONCLUSIVE)
     columns = (Column("metric", "metric"), Column("pairs", "pairs", True),
                Column("geomean_ratio", "geo-mean ratio", True), *(Column(v, v, True) for v in shown),
                Column("other", "other"))

@@ -7,11 +7,12 @@ from typing import Any
 
 from ..model import Run
 from ..workflows import crashtest
+from ..workflows.crashtest import CutVerdict
 from .table import Cell, Column, Table
 
 #: Bad blocks listed per cut in the table (all are in the JSON document).
 SHOWN_OFFSETS = 3
-_STYLE = {crashtest.INTACT: "green", crashtest.LOST: "red", crashtest.FAILED: "red", crashtest.NO_CUT: "yellow"}
+_STYLE = {CutVerdict.INTACT: "green", CutVerdict.LOST: "red", CutVerdict.FAILED: "red", CutVerdict.NO_CUT: "yellow"}
 
 
 def _n(value: int | None) -> str:

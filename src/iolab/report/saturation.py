@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import stats
-from ..analyze import compare, saturation
+from ..analyze import metrics, saturation
+from ..analyze.saturation import SloOutcome
 from ..model import Run
 from ..units import format_iops, format_ns
 from .table import Cell, Column, Table
@@ -27,7 +28,7 @@ def record(run: Run) -> Mapping[str, Any] | None:
 
 def _slo(found: Mapping[str, Any]) -> saturation.Slo | None:
     slo = found.get("slo")
-    return saturation.Slo(compare.metric(slo["metric"]), slo["limit_ns"], bool(slo.get("strict"))) if slo else None
+    return saturation.Slo(metrics.metric(slo["metric"]), slo["limit_ns"], bool(slo.get("strict"))) if slo else None
 
 
 def final_points(run: Run) -> list[saturation.Point]:
@@ -76,11 +77,11 @@ def _held(slo: saturation.Slo, found: Mapping[str, Any], finals: Sequence[satura
     interval = (f", geometric mean {format_ns(v.mean_ns)}, 95% CI {format_ns(v.ci95_ns[0])}–{format_ns(v.ci95_ns[1])} "
                 "(t on log values)" if v.ci95_ns and v.mean_ns else "")
     measured = f"{slo.metric.title} over its {len(finals)} repetition(s): {values}{interval}"
-    if v.outcome == saturation.MEETS:
+    if v.outcome == SloOutcome.MEETS:
         return f"the chosen point meets {slo}: {measured}"
-    if v.outcome == saturation.UNTESTED:
+    if v.outcome == SloOutcome.UNTESTED:
         return f"the chosen point met {slo} in its one repetition ({values}); one repetition gives no interval"
-    text = (f"the chosen point DOES NOT MEET {slo} (its probe did): {measured}" if v.outcome == saturation.FAILS
+    text = (f"the chosen point DOES NOT MEET {slo} (its probe did): {measured}" if v.outcome == SloOutcome.FAILS
             else f"the chosen point is at the SLO's edge: {measured} crosses {format_ns(slo.limit_ns)}")
     probes = [saturation.Point(**p) for p in found.get("probes", ()) if p]
     below = saturation.next_below(probes, saturation.Point(**found["chosen"]), slo)

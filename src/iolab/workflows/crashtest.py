@@ -32,6 +32,7 @@ cuts, ``loss_rate``: the share of cuts that lost an acknowledged write, with its
 
 from __future__ import annotations
 
+import enum
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -64,8 +65,15 @@ DEFAULT_SEED = 3141
 #: Lint warnings about measuring that do not concern a crash test's phases, which measure nothing:
 #: P4 (no ramp_time); the wipe also waives P5 (its zeros are the point).
 OWN_WARNINGS = ("P4",)
-#: Verdicts of a cut.
-INTACT, LOST, NO_CUT, FAILED = "intact", "lost", "no cut", "failed"
+
+
+class CutVerdict(enum.StrEnum):
+    """What became of one cut (``cut_outcomes``)."""
+
+    INTACT = "intact"
+    LOST = "lost"
+    NO_CUT = "no cut"
+    FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -262,7 +270,7 @@ class CutOutcome:
     the verdict and what explains it (a failure, a cut that did not happen)."""
 
     cut: int
-    verdict: str
+    verdict: CutVerdict
     issued: int | None = None
     checked: int | None = None
     lost: int = 0
@@ -313,21 +321,23 @@ def _outcome(cut: int, phases: Mapping[str, ResultRecord], waited: float | None,
     hosts = tuple(summary)
     if failed is not None:
         what = (failed.extra or {}).get("crash", {}).get("phase", failed.workload)
-        return CutOutcome(cut, FAILED, issued, detail=f"{what}: {(failed.error or failed.status).splitlines()[0]}",
-                          waited_s=waited, hosts=hosts)
+        return CutOutcome(cut, CutVerdict.FAILED, issued,
+                          detail=f"{what}: {(failed.error or failed.status).splitlines()[0]}", waited_s=waited,
+                          hosts=hosts)
     if write is None or not w.get("fired"):
-        return CutOutcome(cut, NO_CUT, issued, detail="fio finished writing before the trigger fired: a larger size "
-                          "or an earlier --trigger-timeout cuts it", waited_s=waited, hosts=hosts)
+        return CutOutcome(cut, CutVerdict.NO_CUT, issued, detail="fio finished writing before the trigger fired: a "
+                          "larger size or an earlier --trigger-timeout cuts it", waited_s=waited, hosts=hosts)
     verify = phases.get(crashphase.VERIFY)
     if verify is None:
-        return CutOutcome(cut, FAILED, issued, detail=problem or "no verify phase ran", waited_s=waited, hosts=hosts)
+        return CutOutcome(cut, CutVerdict.FAILED, issued, detail=problem or "no verify phase ran", waited_s=waited,
+                          hosts=hosts)
     v = (verify.extra or {}).get("crash", {})
     bad = tuple((f["offset"], f["reason"], f.get("server")) for f in v.get("failures", ()))
     count = v.get("failure_count", len(bad))
     lost = sum(1 for _, reason, _ in bad if reason.startswith("verify: bad magic header 0,"))
     corrupt = count - lost
-    return CutOutcome(cut, LOST if count else INTACT, issued, _checked(verify), lost, corrupt, bad,
-                      waited_s=waited, hosts=hosts)
+    return CutOutcome(cut, CutVerdict.LOST if count else CutVerdict.INTACT, issued, _checked(verify), lost, corrupt,
+                      bad, waited_s=waited, hosts=hosts)
 
 
 @dataclass(frozen=True)
@@ -345,8 +355,8 @@ class LossRate:
 
 
 def loss_rate(outcomes: Sequence[CutOutcome]) -> LossRate:
-    judged = [o for o in outcomes if o.verdict in (INTACT, LOST)]
-    bad = sum(1 for o in judged if o.verdict == LOST)
+    judged = [o for o in outcomes if o.verdict in (CutVerdict.INTACT, CutVerdict.LOST)]
+    bad = sum(1 for o in judged if o.verdict == CutVerdict.LOST)
     return LossRate(len(judged), bad, bad / len(judged) if judged else None, stats.wilson(bad, len(judged)),
                     sum(o.lost + o.corrupt for o in judged), sum(o.checked or 0 for o in judged))
 
