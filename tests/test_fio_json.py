@@ -9,7 +9,8 @@ import pytest
 
 from iolab.errors import ParseError
 from iolab.fio import parse_output
-from iolab.fio.json import iter_documents, looks_like_json, parse_json, plat_idx_to_val
+from iolab.fio.json import iter_documents, looks_like_json, parse_json
+from iolab.fio.jsonjob import plat_idx_to_val
 
 DATA = Path(__file__).parent / "data" / "fio"
 
