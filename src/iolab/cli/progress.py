@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from ..run import execute
+from ..run.job import JobEvent
 from ..runner.status import Status
 from ..units import format_duration, format_iops, format_rate
 from . import err
@@ -35,7 +35,7 @@ class JobProgress(Protocol):
 
     def __exit__(self, *exc: Any) -> None: ...
 
-    def __call__(self, event: execute.JobEvent) -> None: ...
+    def __call__(self, event: JobEvent) -> None: ...
 
     def note(self, text: str) -> None:
         """A line about what happens between jobs (a crash test's wait)."""
@@ -59,14 +59,14 @@ class QuietProgress:
     def __exit__(self, *exc: Any) -> None:
         return None
 
-    def __call__(self, event: execute.JobEvent) -> None:
+    def __call__(self, event: JobEvent) -> None:
         return None
 
     def note(self, text: str) -> None:
         return None
 
 
-def _title(event: execute.JobEvent, stage: str | None) -> str:
+def _title(event: JobEvent, stage: str | None) -> str:
     where = stage.format(index=event.index + 1, total=event.total) if stage else f"{event.index + 1}/{event.total}"
     return f"[{where}] {event.target} · {event.workload}" + (f" #{event.repeat + 1}" if event.repeat else "")
 
@@ -92,7 +92,7 @@ class LineProgress:
     def _say(self, text: str) -> None:
         err.print(f"{datetime.now(UTC):%H:%M:%S} {text}", markup=False, highlight=False, soft_wrap=True)
 
-    def __call__(self, event: execute.JobEvent) -> None:
+    def __call__(self, event: JobEvent) -> None:
         title = _title(event, self.stage) + (f" @ {event.host}" if event.host else "")
         now = time.monotonic()
         if event.kind == "start":
@@ -137,7 +137,7 @@ class LiveProgress:
     def note(self, text: str) -> None:
         self.progress.console.print(f"    {text}", style="cyan", markup=False)
 
-    def __call__(self, event: execute.JobEvent) -> None:
+    def __call__(self, event: JobEvent) -> None:
         title = escape(_title(event, self.stage))
         if event.kind == "start":
             self.task = self.progress.add_task(title, total=event.expected_s, detail="starting fio")
@@ -163,7 +163,7 @@ class LiveProgress:
             if not ok and event.error:
                 self.progress.console.print(f"    {event.error.splitlines()[0]}", style="red", markup=False)
 
-    def _host(self, event: execute.JobEvent) -> None:
+    def _host(self, event: JobEvent) -> None:
         """One row per host of a remote target, under its job's row."""
         assert event.host is not None
         if event.host not in self.hosts:

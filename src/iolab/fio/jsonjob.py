@@ -12,6 +12,7 @@ from typing import Any
 
 from ..model import (
     DIRECTIONS,
+    MAX_COUNT,
     DirectionStats,
     DiskUtil,
     Histogram,
@@ -20,7 +21,7 @@ from ..model import (
     SampleStats,
     pct_key,
 )
-from .validate import MAX_COUNT, Violation
+from .validate import Violation
 
 
 def options_of(obj: Mapping[str, Any], key: str) -> dict[str, str]:

@@ -48,7 +48,6 @@ from ..analyze.compare import (
     METHOD_SINGLE,
     METHOD_WELCH,
     Comparison,
-    Metric,
     MetricRow,
     Nearest,
     Pair,
@@ -59,6 +58,7 @@ from ..analyze.compare import (
     nearest,
     verdict_word,
 )
+from ..analyze.metrics import Metric
 from ..describe import canonical
 from ..stats import Summary
 from ..units import format_ns, format_rate
