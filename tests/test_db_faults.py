@@ -188,7 +188,7 @@ def test_a_result_whose_database_write_was_killed_arrives_on_resume(tmp_path):
     (sealed,) = spooled(tmp_path)
     result_id = int(sealed.parent.name.removeprefix("result-"))
     kept = json.loads(sealed.read_text())
-    # not stored; its process is gone, so it reads as interrupted (owner.py)
+    # not stored; its process is gone, so it reads as interrupted (facts/owner.py)
     assert {r.id: r.status for r in Store(url).get_run(1).results}[result_id] == "interrupted"
     resumed = iolab("run", "--resume", "1", db=db, cwd=tmp_path, env=env)
     assert resumed.returncode == 0, resumed.stderr

@@ -406,7 +406,7 @@ class ResultRecord:
     ``params`` are the fio options that define the workload (no file names),
     ``job_hash`` their digest: equal hashes mean the same I/O pattern. ``extra`` holds what later
     features attach (tuning values in force, time series ...; a remote target's per-host
-    records under ``hosts``, see ``remote.jobs.HostRecord``).
+    records under ``hosts``, see ``run.remote.HostRecord``).
     """
 
     id: int

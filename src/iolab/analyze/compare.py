@@ -10,7 +10,7 @@ repetitions, whichever run they come from. With more than two sides each is comp
 first, the baseline.
 
 **Pairing.** A side's results become *slots*: one per target × fio job × canonical options
-(``canonical``) × direction, holding every repetition's merged figures (``fio.merge.by_job``: numjobs
+(``describe.canonical``) × direction, holding every repetition's merged figures (``fio.merge.by_job``: numjobs
 clones summed, percentiles from merged histograms). Slots of the two sides
 pair when their directions agree and no known option differs (options made equal by ``ignore``
 and ``SOFT`` options such as ``runtime`` do not count); among several candidates the same target,
@@ -137,7 +137,7 @@ class MetricRow:
 class Pair:
     """A slot of the baseline and its counterpart (either may be None: missing on that side).
 
-    ``differences`` are every option the two disagree on (``canonical.Difference.effect`` says
+    ``differences`` are every option the two disagree on (``describe.canonical.Difference.effect`` says
     whether it blocks); ``unchecked`` the key options a side does not record.
     """
 
@@ -254,7 +254,7 @@ def slots(runs: Sequence[Run]) -> list[Slot]:
 def _pool_compatible(found: Sequence[Slot]) -> list[Slot]:
     """Slots of one target, job and direction whose known options agree are one workload whose
     sources record different options (JSON and normal output): their repetitions are pooled, and
-    the pool knows only what both know (``canonical.common``)."""
+    the pool knows only what both know (``describe.canonical.common``)."""
     pooled: list[Slot] = []
     for slot in found:
         for k, other in enumerate(pooled):

@@ -3,7 +3,7 @@
 The question behind most sweeps is one number: how many IOPS does this path deliver while p99
 latency stays under the SLO, and where is the knee? ``Search`` answers it with few fio runs
 (*probes*), each a point (iodepth, numjobs) → (IOPS, latency); the workflow that runs them is
-``iolab.workflow``.
+``workflows.saturate``.
 
 **The knee** is the probe with the highest *power*, IOPS / mean completion latency (L. Kleinrock,
 "Power and deterministic rules of thumb for probabilistic problems in computer communications",

@@ -6,7 +6,7 @@ results apart is the options that vary among them, so rows are named by those op
 (``randread 4k QD16 ×8``, or columns rw / bs / iodepth / numjobs) rather than by a job name that a
 sweep's files may all share.
 
-Options are canonical (``canonical.Options``: ``4k`` = ``4096``, defaults filled in where the source
+Options are canonical (``describe.canonical.Options``: ``4k`` = ``4096``, defaults filled in where the source
 is complete), given as plain ``{option: value}`` mappings; a value iolab does not know is None.
 """
 
@@ -32,7 +32,7 @@ Options = Mapping[str, str | None]
 
 def option_table(workloads: Sequence[canonical.Options]) -> list[dict[str, str | None]]:
     """Each workload's value of the naming axes and of every option any of them sets: its own, fio's
-    default (``canonical.Options.get``), or None when unknown (an imported normal report) or not
+    default (``describe.canonical.Options.get``), or None when unknown (an imported normal report) or not
     applicable (``rwmixread`` of a workload that does not mix reads and writes; a host setting,
     ``tune.*``, the workload did not change)."""
     keys = [*AXES, *sorted({k for w in workloads for k in w.values} - set(AXES))]
@@ -48,7 +48,7 @@ def option_table(workloads: Sequence[canonical.Options]) -> list[dict[str, str |
 def varying(workloads: Iterable[Options]) -> list[str]:
     """The options whose values differ among ``workloads`` (an option some set and others do not
     counts), axes first (``AXES`` order), then alphabetically; measurement options (``ramp_time``,
-    seeds …, ``canonical.SOFT`` but ``runtime``) and ``size`` are left out."""
+    seeds …, ``describe.canonical.SOFT`` but ``runtime``) and ``size`` are left out."""
     listed = list(workloads)
     keys = {k for w in listed for k in w}
     found = [k for k in keys if k not in _IGNORED and len({w.get(k) for w in listed}) > 1]

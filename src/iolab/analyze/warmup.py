@@ -23,7 +23,7 @@ window is "not warm after N passes", with the last window's interval. The **warm
 means over the plateau — the window and every later pass — so no pass before the window is averaged
 in.
 
-This is not the SNIA PTS steady state (``method``: five rounds within 20 % and a flat fit), which
+This is not the SNIA PTS steady state (``run.method``: five rounds within 20 % and a flat fit), which
 judges a device's own state under a long workload; a cache's warm-up is shorter and steeper.
 """
 

@@ -1,9 +1,9 @@
 """Methodology checks: the catalogue P1–P16 of docs/design.md (section 2) as typed findings with remedies.
 
-Each rule is a pure function of one fio job's effective options (``jobfile.effective_jobs``,
+Each rule is a pure function of one fio job's effective options (``fio.jobfile.effective_jobs``,
 ``[global]`` applied) and the facts of the target and host it will run on (``JobContext``), so
 it can be tested without running anything. ``lint_plan`` builds the contexts of a rendered plan
-(the items of ``execute.Plan``) and runs every rule; ``unlike_runs`` (P11) compares two stored runs.
+(the items of ``run.plan.Plan``) and runs every rule; ``unlike_runs`` (P11) compares two stored runs.
 
 Severities: every rule here is a ``warning`` with its remedy, stored with the run and shown with its
 results, so an unchanged fio job file always runs. ``error`` is only for what is dangerous or
@@ -547,7 +547,7 @@ class RenderedJob(Protocol):
 
 def lint_plan(items: Sequence[RenderedJob], facts_of: Mapping[str, TargetFacts], precondition: Precondition | None,
               host: HostFacts) -> list[Finding]:
-    """Every rule on every distinct (target, workload) of a rendered plan (``execute.Plan.items``).
+    """Every rule on every distinct (target, workload) of a rendered plan (``run.plan.Plan.items``).
 
     Reads the rendered job text (what fio will run, pinning included), the targets' facts
     (``facts_of`` by target name; a job file without a target: the first file it names), the

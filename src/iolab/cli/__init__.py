@@ -170,7 +170,7 @@ def import_store_meanwhile() -> None:
 
 class _WaitTeller:
     """Waits for the database outside a run's jobs (opening a run, reading): one line when one starts,
-    one when it ends (while jobs run, the progress line says it instead: ``execute``)."""
+    one when it ends (while jobs run, the progress line says it instead: ``run.execute``)."""
 
     def __init__(self) -> None:
         self.waiting = False
@@ -248,7 +248,7 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
 
 
 def _restore_leftover_tuning() -> None:
-    """Undo host tuning left by a killed run before doing anything else (tuning.py)."""
+    """Undo host tuning left by a killed run before doing anything else (run/tuning.py)."""
     from ..run.tuning import restore_leftovers
     left_overs = restore_leftovers()
     if not left_overs:

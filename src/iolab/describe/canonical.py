@@ -14,9 +14,9 @@ Two jobs do the same I/O when their workload options agree after normalising fio
 * an option left out has fio's default (``KEY_DEFAULTS``, ``DEFAULTS``): ``iodepth`` 1, ``numjobs``
   1, ``direct`` 0, ``rw`` read, ``bs`` 4k, ``ioengine`` psync (sync before fio 2.10, commit
   df96a39e), … — but only where the source is complete. Where it is not (an imported normal
-  or terse output, JSON's dropped bare flags; see ``importer``), a left-out option is unknown.
+  or terse output, JSON's dropped bare flags; see ``workflows.importer``), a left-out option is unknown.
 
-``KEY`` options are always part of the key, present or not. Options in ``jobfile.NOT_WORKLOAD``
+``KEY`` options are always part of the key, present or not. Options in ``fio.jobfile.NOT_WORKLOAD``
 (file names, logging, reporting) are never part of it. ``SOFT`` options change how long or how a
 job is measured but not which I/O it does (``runtime``, ``ramp_time``, seeds …): a difference in
 them is reported but does not make results "not comparable"; ``time_based`` is in the key, so a
@@ -274,7 +274,7 @@ def job_options(result: ResultRecord, fio_version: str | None) -> dict[str, Opti
     """Canonical options per fio job name of a stored result, from its job text.
 
     iolab's own runs store the job file fio ran: complete, and a size left out is the target's.
-    Imported results carry ``extra["unknown_options"]`` (see ``importer``). A warm-up pass adds
+    Imported results carry ``extra["unknown_options"]`` (see ``workflows.importer``). A warm-up pass adds
     ``PASS`` to every job's options.
     """
     facts = result.target_facts

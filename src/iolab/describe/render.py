@@ -12,7 +12,7 @@ from .spec import JobSpec
 
 
 def location_options(kind: str, path: str) -> tuple[Option, ...]:
-    """Where fio puts its I/O for a target of ``kind`` (``targets.inspect``): a directory gets
+    """Where fio puts its I/O for a target of ``kind`` (``facts.targets.inspect``): a directory gets
     ``directory=``, anything else ``filename=``. fio treats ``:`` in a file name as a list
     separator, so it is escaped (HOWTO ``filename``)."""
     escaped = path.replace(":", "\\:")

@@ -1,8 +1,8 @@
 """Reading the kernel's text files: sysfs attributes, CPU lists and /proc/meminfo.
 
-One place for what ``host``, ``targets``, ``tuning``, ``pinning`` and ``method`` read, with one
+One place for what ``host``, ``targets``, ``run.tuning``, ``pinning`` and ``run.method`` read, with one
 rule: a file that is missing or unreadable is "unknown" (None, or empty), never an exception.
-This module is also sent to remote hosts with ``host`` and ``targets`` (``remote.facts``), so it
+This module is also sent to remote hosts with ``host`` and ``targets`` (``remote.ssh``), so it
 uses the standard library only.
 
 Sources: ``Documentation/ABI/stable/sysfs-block``, ``Documentation/ABI/testing/

@@ -132,7 +132,7 @@ def facts(address: str, timeout_s: float = 3.0) -> NodeFacts:
 def node_facts(samples: Iterable[tuple[str, dict[str, str], float]]) -> NodeFacts:
     """Host facts from node_exporter series, as ``iolab host`` reports them locally:
 
-    * ``hostname``, ``kernel`` (release and version joined, as ``host.host_facts``):
+    * ``hostname``, ``kernel`` (release and version joined, as ``facts.host.host_facts``):
       ``node_uname_info{nodename, release, version}``;
     * ``distribution``: ``node_os_info{pretty_name}``;
     * ``cpu_count``: CPUs of ``node_cpu_seconds_total``; ``cpu_model``: ``node_cpu_info{model_name}``

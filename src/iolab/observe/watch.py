@@ -1,7 +1,7 @@
 """Observing the jobs of a run: the observers chosen when it was planned, applied around each job.
 
-``Observers`` is what ``execute.start`` stores with the run (so ``--resume`` observes the same
-hosts) and what ``execute`` uses per job: ``watch(target)`` starts sampling the exporters that
+``Observers`` is what ``run.execute.start`` stores with the run (so ``--resume`` observes the same
+hosts) and what ``run.job`` uses per job: ``watch(target)`` starts sampling the exporters that
 concern the job's target (or, with a Prometheus server, only notes the time), and
 ``Watch.finish`` returns each host's samples (stored with the result) and its ``HostUsage``
 (stored in ``extra["observed"]``).

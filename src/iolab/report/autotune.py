@@ -1,5 +1,5 @@
 """An auto-tuning run (``iolab autotune``) for people: its configurations ranked over their
-full-length repetitions, with 95 % intervals (``workflow.Tuned.record``)."""
+full-length repetitions, with 95 % intervals (``workflows.autotune.Tuned.record``)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The charts draw the fingerprint's aggregates: requests per block size and direction, LBA heat over
 time (requests per time bin × LBA bin), and the mean in-flight depth over time. Pure: they read the
-fingerprint stored with the run (``capture.record.stored_fingerprint``), never the trace.
+fingerprint stored with the run (``workflows.capture.record.stored_fingerprint``), never the trace.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def _depth_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
 
 
 def closeness_table(rows: Sequence[Any]) -> Table:
-    """``capture.fit.closeness`` rows: metric, original, fitted, error."""
+    """``workflows.capture.fit.closeness`` rows: metric, original, fitted, error."""
     def num(value: float | None, unit: str) -> str:
         if value is None:
             return "–"

@@ -157,7 +157,7 @@ def percentile_rows(runs: Sequence[Run], subj: Subjects, cats: Categories) -> tu
 
 def sweep_rows(runs: Sequence[Run], subj: Subjects) -> list[Row]:
     """The points of sweeps: per subject and workload (and direction), its iodepth, numjobs, IOPS,
-    MiB/s and completion latency (mean, p99; µs), its family (``sweep.families``' name, plus the
+    MiB/s and completion latency (mean, p99; µs), its family (``analyze.sweep.families``' name, plus the
     direction for a mixed workload) and the panel it is drawn in when the lines are of one subject
     each (``subject · family``, with several subjects). Only families with two or more grid points are
     kept; empty when there are none."""

@@ -378,7 +378,7 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]],
           comparison: Comparison | None = None) -> list[Chart]:
     """Every chart the runs have data for, in report order; ``comparison`` (of the runs) adds the
     ratio heatmap of two sweeps. Sweeps get their own charts instead of a bar and a percentile
-    panel per workload, which would be dozens (``sweep.is_sweep``)."""
+    panel per workload, which would be dozens (``analyze.sweep.is_sweep``)."""
     subj = chartdata.subjects(runs)
     cats = chartdata.Categories(runs)
     subjects, categories = subj.order, cats.order

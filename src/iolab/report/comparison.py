@@ -143,7 +143,7 @@ def run_ranges(ids: Sequence[int]) -> str:
 
 def metric_table(c: SideComparison, threshold: float) -> Table:
     """One row per pair × metric: both sides, change, ratio, its interval, p, verdict. Workloads are
-    named as ``sweep.naming`` says: by name, or for sweeps by a column per varying option, pairs in
+    named as ``analyze.sweep.naming`` says: by name, or for sweeps by a column per varying option, pairs in
     option order."""
     several_targets = len({s.target for p in c.pairs for s in (p.a, p.b) if s is not None}) > 1
     pairs = list(c.pairs)
@@ -237,7 +237,7 @@ def _pairing_notes(c: SideComparison) -> list[str]:
 
 def nearest_table(c: SideComparison, ignore: Sequence[str] = ()) -> Table | None:
     """For each result without a partner: the other side's nearest result, the options that keep them
-    apart and the exact ``--ignore`` flags that would pair them (``compare.nearest``); None when
+    apart and the exact ``--ignore`` flags that would pair them (``analyze.compare.nearest``); None when
     everything paired."""
     found = nearest(c.pairs, ignore)
     if not found:

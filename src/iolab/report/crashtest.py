@@ -1,5 +1,5 @@
 """A crash-test run (``iolab crash-test``) for people: every cut with what was written, checked, lost
-or corrupt (with offsets) and its verdict, and the loss rate over the cuts (``crashtest``)."""
+or corrupt (with offsets) and its verdict, and the loss rate over the cuts (``workflows.crashtest``)."""
 
 from __future__ import annotations
 

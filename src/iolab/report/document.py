@@ -63,9 +63,9 @@ class Report:
 
 def compare_runs(runs: Sequence[Run], metrics: Sequence[str] | None = None, threshold: float = 0.05,
                  ignore: Sequence[str] = ()) -> Comparison:
-    """``compare`` with each run as a side: the first run is the baseline, every other run is
+    """``analyze.compare.compare`` with each run as a side: the first run is the baseline, every other run is
     compared with it. Sides are named like the charts' subjects (``run_name``). Raises
-    ``UsageError`` as ``compare.compare`` does (fewer than two runs, unknown metric)."""
+    ``UsageError`` as ``analyze.compare.compare`` does (fewer than two runs, unknown metric)."""
     sides = [(compare_mod.Side(run_name(r, runs), (r.info.id,), (r.info.label,) if r.info.label else ()), [r])
              for r in runs]
     return compare_mod.compare(sides, metrics, threshold, ignore)

@@ -39,7 +39,7 @@ class ResultRow:
     Each ``*_values`` tuple holds one entry per successful repetition (None where unknown).
     Units: IOPS, bytes/s, ns. ``host`` is None for a local target, else a host's label or
     ``ALL_HOSTS``; ``partial`` counts repetitions in which some host was lost. ``options`` are the
-    job's canonical fio options as ``sweep.option_table`` gives them (the naming axes always, then
+    job's canonical fio options as ``analyze.sweep.option_table`` gives them (the naming axes always, then
     every option any row of the run sets; None where unknown). ``pass_index`` is the warm-up pass
     (0 without passes): each pass is a row of its own, its repetitions pooled.
     """
@@ -187,7 +187,7 @@ def results_table(run: Run) -> Table:
 
     With repeats each cell is ``mean ±CV%`` (sample stdev relative to the mean). A remote
     target adds a ``host`` column: one row per host, then the ``all hosts`` row. Workloads are
-    named as ``sweep.naming`` says: by name, or, for a sweep, by a column per option that varies
+    named as ``analyze.sweep.naming`` says: by name, or, for a sweep, by a column per option that varies
     (rw, bs, iodepth, numjobs …), rows in option order.
     """
     rows = result_rows(run)
@@ -244,7 +244,7 @@ def results_table(run: Run) -> Table:
 
 
 def _compact(warning: str) -> str:
-    """A stored warning (``lint.Finding.text``: ``P1 [a on d, b on d, …]: …``) with its places named
+    """A stored warning (``check.lint.Finding.text``: ``P1 [a on d, b on d, …]: …``) with its places named
     compactly (``report.table.compact_places``); the JSON document keeps them all."""
     head, sep, rest = warning.partition("]: ")
     rule, bracket, places = head.partition(" [")

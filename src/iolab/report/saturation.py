@@ -2,7 +2,7 @@
 confidence interval from the repetitions, and, for two such runs, the one-line answer
 "B: ×1.8 IOPS at p99 ≤ 2 ms".
 
-The run stores what the search found under ``options["saturation"]`` (``workflow.Saturation.record``);
+The run stores what the search found under ``options["saturation"]`` (``workflows.saturate.Saturation.record``);
 the chosen point's repetitions are results of the run, summarised here with ``stats``.
 """
 
@@ -32,7 +32,7 @@ def _slo(found: Mapping[str, Any]) -> saturation.Slo | None:
 
 
 def final_points(run: Run) -> list[saturation.Point]:
-    """The chosen point in each of its full-length repetitions (``saturation.point_of``)."""
+    """The chosen point in each of its full-length repetitions (``analyze.saturation.point_of``)."""
     found = record(run)
     if found is None or found.get("chosen") is None:
         return []
@@ -71,7 +71,7 @@ def _point(stored: Mapping[str, Any] | None) -> list[saturation.Point]:
 
 def _held(slo: saturation.Slo, found: Mapping[str, Any], finals: Sequence[saturation.Point]) -> str:
     """Whether the chosen point held the SLO over its full-length repetitions
-    (``saturation.verdict``), in words, offering the next point below when it did not."""
+    (``analyze.saturation.verdict``), in words, offering the next point below when it did not."""
     v = saturation.verdict(slo, [p.slo_ns for p in finals])
     values = ", ".join(format_ns(x) for x in v.values_ns)
     interval = (f", geometric mean {format_ns(v.mean_ns)}, 95% CI {format_ns(v.ci95_ns[0])}–{format_ns(v.ci95_ns[1])} "

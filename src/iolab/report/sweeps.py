@@ -1,7 +1,7 @@
 """A sweep's figures as grids: iodepth down, numjobs across, one grid per target, family (the other
 options that vary: ``randread 4k``) and direction. ``iolab show`` prints IOPS and p99 latency grids
 of a sweep, ``iolab compare`` the grid of the ratio between two sweeps with its geometric mean and
-its best and worst cells (``sweep.Grid``).
+its best and worst cells (``analyze.sweep.Grid``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Warm-up curves for people: a table of every pass (IOPS, p99, hit ratio, where it became warm), the
-cache's own counters per pass, two configurations side by side, and the charts (``warmup``)."""
+cache's own counters per pass, two configurations side by side, and the charts (``analyze.warmup``)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def _trend(t: warmup.Trend) -> str:
 
 
 def _hit_cell(p: warmup.PassPoint) -> Cell:
-    """The hit ratio, or why there is none (``tiers.Accounting.hit_problems``); CSV gets an empty
+    """The hit ratio, or why there is none (``analyze.tiers.Accounting.hit_problems``); CSV gets an empty
     value (the reason is in the ``hit_ratio_problem`` column)."""
     if p.hit_problems:
         return Cell("n/a: " + "; ".join(p.hit_problems), "")

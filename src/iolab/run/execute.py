@@ -34,7 +34,7 @@ from .plan import Plan, RunOptions, job_seconds, method_options
 from .precondition import JobMethod
 from .spool import Spool
 
-if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks run (``cli.run``)
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks run (``cli.import_store_meanwhile``)
     from ..store.database import Store
     from ..store.records import PendingResult
 
@@ -196,7 +196,7 @@ def _stopped(store: Store, spool: Spool, run: Run, keep_files: bool, exc: Databa
 
 
 def _waits_as_events(told: list[Events]) -> Callable[[dbfaults.Wait], None]:
-    """The database's waits (``dbfaults.Wait``) as ``db`` events of the job in flight (``told[-1]``):
+    """The database's waits (``store.faults.Wait``) as ``db`` events of the job in flight (``told[-1]``):
     ``detail`` says what is awaited, ``note`` (once it answers again) how long it took."""
     def on_wait(wait: dbfaults.Wait) -> None:
         if not told:

@@ -122,11 +122,11 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
             contact: bool = True, checked: Mapping[str, RemoteTarget] | None = None) -> Plan:
     """Inspect targets, render and check every job, apply safety rules, lint; nothing is written.
 
-    Remote targets (with hosts) pass their preflight first (``remote.jobs.preflight``); then
+    Remote targets (with hosts) pass their preflight first (``check.remote.preflight``); then
     every observer's exporter is probed once (``observe.config.probe``, at most a few seconds).
     ``checked`` are remote targets an earlier plan of the same run checked (by name): not
     probed again. With ``contact=False`` (a dry run) no other host is contacted: remote targets stay
-    unchecked (``remote.jobs.unchecked``), their facts-based safety checks wait for the run, and
+    unchecked (``check.remote.unchecked``), their facts-based safety checks wait for the run, and
     no exporter is probed. fio checks each distinct job text once per process
     (``fio --parse-only``).
 

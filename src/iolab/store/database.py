@@ -113,7 +113,7 @@ R = TypeVar("R")
 
 def _guarded(what: str) -> Callable[[Callable[Concatenate[Store, P], R]], Callable[Concatenate[Store, P], R]]:
     """A Store method that runs through ``Store.guard``: transient faults are waited out, others
-    become one-line ``StoreError``s saying that it could not ``what`` (``dbfaults``)."""
+    become one-line ``StoreError``s saying that it could not ``what`` (``store.faults``)."""
     def wrap(method: Callable[Concatenate[Store, P], R]) -> Callable[Concatenate[Store, P], R]:
         @functools.wraps(method)
         def guarded(self: Store, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -136,7 +136,7 @@ class Store:
         #: Why this process cannot write the database (a read-only SQLite file, directory or mount), or None:
         #: it is then opened read-only, so that reading commands work (``check_writable`` refuses a run).
         self.read_only = dbfaults.sqlite_read_only(path) if path is not None else None
-        #: Every call goes through it: transient faults are waited out for ``wait_s`` s (``dbfaults.Guard``).
+        #: Every call goes through it: transient faults are waited out for ``wait_s`` s (``store.faults.Guard``).
         self.guard = dbfaults.Guard(self.display_url, wait_s)
         connect_url = self.url
         if path is not None and self.read_only and path.exists():
@@ -171,7 +171,7 @@ class Store:
         """Before a run: the database can be written (a read-only SQLite file, directory or mount is
         named as such; PostgreSQL in a read-only transaction or without the right is refused) and,
         for SQLite, its file system has room for ``results`` results with a margin
-        (``dbfaults.check_sqlite_room``). Raises ``StoreError``."""
+        (``store.faults.check_sqlite_room``). Raises ``StoreError``."""
         if self.read_only:
             raise StoreError(f"the results database {self.display_url} {self.read_only}; results cannot be stored "
                              "there", hint="give a writable database with --db or $IOLAB_DB (reading commands "

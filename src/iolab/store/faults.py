@@ -1,6 +1,6 @@
 """Faults of the results database: which ones pass, how long to wait them out, and what to tell the user.
 
-A run stores each result the moment its job ends (``execute``); when the database is away at that
+A run stores each result the moment its job ends (``run.job``); when the database is away at that
 moment (PostgreSQL restarting, SQLite locked by another writer or on a full file system) the write
 is retried with back-off for a bounded time (``Guard``, default ``DEFAULT_WAIT_S``) instead of
 losing the result. Faults that do not pass by waiting (a read-only database, a wrong password, a

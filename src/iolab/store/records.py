@@ -23,7 +23,7 @@ T = TypeVar("T")
 class PendingResult:
     """A planned fio invocation, stored before it runs so that ``--resume`` can finish it.
     ``planned`` is what the plan says about it beyond the job (its warm-up pass, a crash test's
-    phase), stored in the result's ``extra`` (``execute.PLANNED`` lists the keys)."""
+    phase), stored in the result's ``extra`` (``run.job.PLANNED`` lists the keys)."""
 
     seq: int
     target: str
@@ -59,7 +59,7 @@ class FinishedResult(PendingResult):
 @dataclass(frozen=True)
 class EncodedSeries:
     """A ``TimeSeries`` as the ``time_series`` table holds it: its names and ``encode_series`` of its
-    samples. ``iolab import`` encodes in the worker process that read the logs (``importer._ahead``)."""
+    samples. ``iolab import`` encodes in the worker process that read the logs (``workflows.importer._ahead``)."""
 
     job: str
     job_index: int

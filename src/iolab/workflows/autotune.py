@@ -1,6 +1,6 @@
 """Auto-tuning: the host and fio settings with the most IOPS under a latency SLO, within a time budget.
 
-The axes are the settings iolab already applies and restores (``tuning``: ``scheduler``,
+The axes are the settings iolab already applies and restores (``run.tuning``: ``scheduler``,
 ``rq_affinity``, ``nomerges``, ``read_ahead_kb``), CPU pinning (``pin: mq``, fio on the CPUs of the
 device's blk-mq queues) and two fio options (``ioengine``; ``numjobs`` at the same number of
 outstanding I/Os). A configuration names the values it changes; what it does not name stays as the

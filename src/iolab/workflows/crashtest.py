@@ -1,7 +1,7 @@
 """Power-cut and crash tests with fio's own machinery: write, cut, wait, verify, repeat.
 
-Each cut is three stored results of one run (``workflow.Prober``, so each is planned, checked by the
-destructive-write guard and run through ``execute``; ``crashphase`` does what fio needs around it):
+Each cut is three stored results of one run (``workflows.prober.Prober``, so each is planned, checked by the
+destructive-write guard and run through ``run.execute``; ``run.crashphase`` does what fio needs around it):
 
 1. **wipe** (``crash-wipe``): the region is overwritten with zeros (``rw=write bs=1m zero_buffers``).
    fio 3.33's verify-only phase cannot tell a block left from an earlier cut from the one it expects
@@ -92,7 +92,7 @@ class Settings:
     wipe: bool = True
 
     def trigger_args(self) -> tuple[str, ...]:
-        """fio's trigger options for a write phase, but the local ``--trigger`` (``crashphase``)."""
+        """fio's trigger options for a write phase, but the local ``--trigger`` (``run.crashphase``)."""
         args: tuple[str, ...] = ()
         if self.trigger_timeout:
             args += (f"--trigger-timeout={int(units.parse_duration_us(self.trigger_timeout) // 1_000_000)}",)
@@ -266,7 +266,7 @@ def record(cuts: Sequence[Cut], settings: Settings, options: Mapping[str, str]) 
 class CutOutcome:
     """One cut as stored: writes issued before it (fio's verify states, all hosts), writes fio checked
     after it (the verify phase's reads), blocks lost (read back as never written) and corrupt (other
-    content), the bad blocks as ``(offset, fio's reason, server)`` (at most ``crashphase.MAX_FAILURES``),
+    content), the bad blocks as ``(offset, fio's reason, server)`` (at most ``run.crashphase.MAX_FAILURES``),
     the verdict and what explains it (a failure, a cut that did not happen)."""
 
     cut: int

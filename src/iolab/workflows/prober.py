@@ -81,7 +81,7 @@ class Prober:
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         """A workflow that stops on an error or Ctrl-C still removes its scratch files (its probes
-        ran with ``keep_files``); the run keeps the status ``execute`` gave it."""
+        ran with ``keep_files``); the run keeps the status ``run.execute`` gave it."""
         if kind is not None and self.run_id is not None and not self.options.keep_files:
             scratch.cleanup(self.store, self.run_id, keep=False)
 

@@ -48,7 +48,7 @@ def probe_name(options: Mapping[str, str], iodepth: int, numjobs: int, final: bo
 
 def saturate(prober: Prober, base: Mapping[str, str], search: Search, probe_runtime: str, runtime: str,
              repeat: int, stage: Callable[[str], None] = lambda text: None) -> Saturation:
-    """The saturation search (``saturation.Search``) with real fio runs: probes of ``probe_runtime``
+    """The saturation search (``analyze.saturation.Search``) with real fio runs: probes of ``probe_runtime``
     until the search is done, then the chosen point ``repeat`` times at ``runtime``. A probe that
     fails ends the search (its error is stored with the run). ``stage`` is told, before each fio
     run, what it is for (``probe 3 · most IOPS with clat p99 < 2.0 ms``; ``{index}``/``{total}``

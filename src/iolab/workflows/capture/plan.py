@@ -3,8 +3,8 @@
 ``replay_suite`` writes the iologs (``replay.write_iologs``) and the job file into the capture's
 replay directory — the same path for every replay of one capture from one results database, so
 two replays' job options are equal and ``iolab compare`` pairs them — and returns the Suite that
-``execute.prepare`` checks like any job file: the destructive guard sees ``read_iolog`` as writing
-(``safety.writes``), so the target must be named with ``--destroy``.
+``run.plan.prepare`` checks like any job file: the destructive guard sees ``read_iolog`` as writing
+(``check.safety.writes``), so the target must be named with ``--destroy``.
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def capture(device: str, duration_s: float | None = None, command: Sequence[str]
 
 
 class Background:
-    """A capture in a background thread, for a workload the main thread runs (``execute`` installs
+    """A capture in a background thread, for a workload the main thread runs (``run.execute`` installs
     signal handlers, so it must stay in the main thread): ``with Background(device) as bg: …`` then
     ``bg.result()``."""
 

@@ -1,15 +1,15 @@
 """Import existing fio output as stored runs (origin ``imported``): a file, or a directory of them.
 
 **A file is a run; a directory is a run.** ``iolab import a.json b.txt`` stores each file as its
-own run (a label or tag groups them, and ``compare`` pools runs of one label as repetitions).
+own run (a label or tag groups them, and ``analyze.compare`` pools runs of one label as repetitions).
 ``iolab import DIR`` stores everything below ``DIR`` as *one* run whose results are all the jobs
 found: a sweep (bench-fio's flat ``randread-16-8.json`` layout, its nested ``<device>/<bs>/…``
 layout, repeated ``run-N`` directories, fio client/server outputs) is one run, named, laid out and
-charted by the options it varies (``importer.plan``, ``sweep``). Each result keeps its file's path,
+charted by the options it varies (``importer.plan``, ``analyze.sweep``). Each result keeps its file's path,
 sha256 and format (``extra["source"]``); the file's text is stored once, compressed, with its first
 result.
 
-**Provenance and duplicates.** Every stored file is listed by sha256 (``store.imported_files``); a
+**Provenance and duplicates.** Every stored file is listed by sha256 (``store.schema.imported_files``); a
 file already imported is skipped with a note naming its run, so importing a directory again
 imports only what is new. In a directory, files that are not fio outputs (job files, images,
 notes) are passed over and counted; a file that is fio output but cannot be read is reported by

@@ -10,7 +10,7 @@ workload identity is derived from what the file tells, since there is no iolab s
   name, headed by a comment saying so. JSON lists ``global options`` and each job's ``job
   options``; normal output only shows ``rw``, ``bs``, ``ioengine``, ``iodepth`` (job header line),
   the laid-out ``size`` and ``jobs=N`` (``JobResult.shown_options``, ``members``); terse shows none.
-* ``params``/``job_hash`` are ``jobfile.workload_params`` of that job file, as for iolab's runs.
+* ``params``/``job_hash`` are ``fio.jobfile.workload_params`` of that job file, as for iolab's runs.
 * ``unknown_options`` says which absent options are unknown rather than fio's default: ``["*"]``
   (every option not in the job text) for normal and terse output and for JSON from fio before 2.3
   (no option lists); for other JSON the options fio's JSON drops when they are given without a
@@ -20,7 +20,7 @@ workload identity is derived from what the file tells, since there is no iolab s
 Many files make one run (``assemble``): results of the same workload (target, name and options)
 are repetitions, numbered in file order (bench-fio's ``run-1``, ``run-2`` … directories); a job
 name that several different workloads share (bench-fio names every job of a sweep alike) gets the
-sweep's label (``sweep.full_label``: ``randwrite 4k QD8 ×4``); and when the local results name
+sweep's label (``analyze.sweep.full_label``: ``randwrite 4k QD8 ×4``); and when the local results name
 several files or devices, each becomes a target named after it (``sdb``, ``sdc``).
 """
 
@@ -137,7 +137,7 @@ def _unknown(report: FioReport, sections: Sequence[jobfile.Section]) -> tuple[st
 
 def options_of(planned: PlannedResult) -> canonical.Options:
     """The canonical options of a result's workload: its one job's, or for several jobs the
-    ``job.option`` parameters (``jobfile.workload_params``) as they are."""
+    ``job.option`` parameters (``fio.jobfile.workload_params``) as they are."""
     jobs = canonical.job_text_options(planned.job_text, planned.unknown_options, planned.report.fio_version)
     return next(iter(jobs.values())) if len(jobs) == 1 else canonical.Options(dict(planned.params), None)
 

@@ -6,7 +6,7 @@
   this table, which takes over its rows.
 * ``time_series.samples`` replaces the JSON ``points`` (``[[t_ms, value], …]``, about 20 bytes a
   sample): the times and values as little-endian arrays, zlib-compressed (format 1 of
-  ``store.encode_series``: a 6-byte header ``<BBI`` = format 1, flags (bit 0: values are integers),
+  ``store.codecs.encode_series``: a 6-byte header ``<BBI`` = format 1, flags (bit 0: values are integers),
   sample count; then int64 time deltas (the first from 0) and the values, int64 deltas when integral,
   else float64). This migration writes format 1 itself, so that it stays what it is if the store's
   encoder changes.

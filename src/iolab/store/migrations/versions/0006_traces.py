@@ -1,4 +1,4 @@
-"""Captures: the block trace of a capture result, compact (``capture.trace.encode``).
+"""Captures: the block trace of a capture result, compact (``workflows.capture.trace.encode``).
 
 One row per capture result; ``meta`` holds the task names by pid, the kernel's lost-event count
 and the capture's duration.
