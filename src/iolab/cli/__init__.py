@@ -32,6 +32,7 @@ from ..units import format_duration, parse_duration_us
 if TYPE_CHECKING:
     from ..model import Run
     from ..report.table import Table
+    from ..run.tuning import LeftOver
     from ..store.database import Store
     from ..store.faults import Wait
     from ..store.records import UnreadableRun
@@ -253,10 +254,25 @@ def _restore_leftover_tuning() -> None:
     left_overs = restore_leftovers()
     if not left_overs:
         return
-    from .method import report_restored
     for left in left_overs:
         report_restored(left, lambda text: err.print(text, style="yellow", markup=False, highlight=False))
 
+
+def report_restored(left: LeftOver, echo: Callable[[str], Any]) -> None:
+    """One line per journal: whose it was and each value written back (values that were
+    already right are not listed)."""
+    owner = left.owner
+    changes = []
+    for r in left.restored:
+        if r.error is not None:
+            changes.append(f"{r.scope} {r.key}: FAILED ({r.error})")
+        elif r.was is None:
+            changes.append(f"{r.scope} {r.key}: device gone")
+        elif r.was != r.value:
+            changes.append(f"{r.scope} {r.key} {r.was} -> {r.value}")
+    echo(f"Restored host tuning left by iolab (pid {owner.get('pid', '?')}, started {owner.get('started_at', '?')}):"
+         f" {', '.join(changes) or 'every value was already back'}"
+         + ("; journal kept, see `iolab restore --discard`" if left.kept else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -339,4 +355,3 @@ def report_error(exc: IolabError, debug: bool = False) -> None:
     click.echo(f"Error: {exc.message}", err=True)
     if exc.hint:
         click.echo(f"Hint: {exc.hint}", err=True)
-

@@ -18,7 +18,7 @@ from ..run import tuning
 from ..run.plan import RunOptions, prepare
 from ..runner import local
 from ..units import format_bytes
-from . import emit_tables, out
+from . import emit_tables, out, report_restored
 from .options import SuiteArgs, destroy_option, format_option, suite_options
 from .plan import print_findings
 
@@ -117,18 +117,3 @@ def restore_command(discard: bool) -> None:
         report_restored(left, click.echo)
 
 
-def report_restored(left: tuning.LeftOver, echo: Any) -> None:
-    """One line per journal: whose it was and each value written back (values that were
-    already right are not listed)."""
-    owner = left.owner
-    changes = []
-    for r in left.restored:
-        if r.error is not None:
-            changes.append(f"{r.scope} {r.key}: FAILED ({r.error})")
-        elif r.was is None:
-            changes.append(f"{r.scope} {r.key}: device gone")
-        elif r.was != r.value:
-            changes.append(f"{r.scope} {r.key} {r.was} -> {r.value}")
-    echo(f"Restored host tuning left by iolab (pid {owner.get('pid', '?')}, started {owner.get('started_at', '?')}):"
-         f" {', '.join(changes) or 'every value was already back'}"
-         + ("; journal kept, see `iolab restore --discard`" if left.kept else ""))
