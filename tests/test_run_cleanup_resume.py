@@ -68,7 +68,7 @@ def test_resume_after_a_kill_in_the_measured_phase_does_not_fill_again(tmp_path)
     time.sleep(1.5)  # the measured job runs
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
-    assert Store(f"sqlite:///{db}").get_run(1).results[0].status == "interrupted"  # its process is gone (facts/owner.py)
+    assert Store(f"sqlite:///{db}").get_run(1).results[0].status == "interrupted"  # its process is gone (facts/owner)
     resumed = iolab("run", "--resume", "1", "--no-observe", db=db, cwd=tmp_path)
     assert resumed.returncode == 2 and "--resume takes no" in resumed.stderr  # the plan is stored
     resumed = iolab("run", "--resume", "1", db=db, cwd=tmp_path)
