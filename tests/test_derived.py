@@ -15,6 +15,7 @@ from iolab.analyze.metrics import metric
 from iolab.model import HostUsage
 from iolab.observe import usage
 from iolab.workflows import crashtest
+from iolab.workflows.crashtest import CutOutcome, CutVerdict
 
 P = saturation.Point
 
@@ -52,10 +53,10 @@ def test_cpu_us_per_io_needs_io_and_every_host():
 
 
 def test_the_wilson_loss_rate_counts_only_verified_cuts():
-    outcomes = [crashtest.CutOutcome(1, crashtest.NO_CUT), crashtest.CutOutcome(2, crashtest.FAILED)]
+    outcomes = [CutOutcome(1, CutVerdict.NO_CUT), CutOutcome(2, CutVerdict.FAILED)]
     rate = crashtest.loss_rate(outcomes)
     assert (rate.verified, rate.with_loss, rate.rate, rate.ci95) == (0, 0, None, None)  # nothing verified: no rate
-    one = crashtest.loss_rate([crashtest.CutOutcome(1, crashtest.INTACT), *outcomes])
+    one = crashtest.loss_rate([CutOutcome(1, CutVerdict.INTACT), *outcomes])
     assert (one.verified, one.rate) == (1, 0.0) and one.ci95 == pytest.approx((0.0, 0.7935), abs=1e-4)
     assert stats.wilson(0, 20) == pytest.approx((0.0, 0.1611), abs=1e-4)
     assert stats.wilson(20, 20)[1] == 1.0 and stats.wilson(20, 20)[0] > 0.83  # type: ignore[index]

@@ -18,8 +18,8 @@ from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
 
-def point(n: int, *iops: float, se: float | None = None) -> warmup.PassPoint:
-    return warmup.PassPoint(n, tuple(iops), sample_se=se)
+def point(n: int, *iops: float) -> warmup.PassPoint:
+    return warmup.PassPoint(n, tuple(iops))
 
 
 def test_warm_is_the_end_of_the_first_window_shown_flat_and_averages_only_the_plateau():
@@ -37,7 +37,7 @@ def test_warm_is_the_end_of_the_first_window_shown_flat_and_averages_only_the_pl
 def test_noise_is_not_a_plateau():
     """The issue's passes, one repetition each: 124,723 → 311,675 → 204,321 IOPS is not warm (before,
     pass 3 was 'within the noise' of the two before it by fio's per-interval samples)."""
-    noisy = [point(1, 124_723, se=60_000), point(2, 311_675, se=90_000), point(3, 204_321, se=80_000)]
+    noisy = [point(1, 124_723), point(2, 311_675), point(3, 204_321)]
     assert warmup.warm_pass(noisy) is None
     curve = warmup.Curve("dev", "w", "w", "read", tuple(noisy))
     assert "not warm after 3 pass(es): passes 1–3 change by" in warmup_report.describe_warm(curve)

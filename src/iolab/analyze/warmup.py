@@ -50,9 +50,7 @@ WINDOW = 3
 @dataclass(frozen=True)
 class PassPoint:
     """One pass of a curve over its repetitions: IOPS, p99 completion latency (ns), hit ratio and
-    I/Os that reached the origin, one entry per repetition (None where unknown); ``sample_se`` is the
-    standard error of the IOPS of a single repetition from fio's per-interval samples (None without
-    samples)."""
+    I/Os that reached the origin, one entry per repetition (None where unknown)."""
 
     pass_index: int
     iops_values: tuple[float | None, ...]
@@ -60,7 +58,6 @@ class PassPoint:
     hit_values: tuple[float | None, ...] = ()
     origin_values: tuple[float | None, ...] = ()
     issued_values: tuple[float | None, ...] = ()
-    sample_se: float | None = None
     hit_problems: tuple[str, ...] = ()
 
     @property
@@ -185,13 +182,6 @@ def _p99(d: DirectionStats) -> float | None:
     return lat.percentile(99) if lat is not None else None
 
 
-def _sample_se(d: DirectionStats) -> float | None:
-    s = d.iops_samples
-    if s is None or s.stddev is None or not s.samples or s.samples < 2:
-        return None
-    return s.stddev / math.sqrt(s.samples)
-
-
 def curves(runs: Sequence[Run], threshold: float = THRESHOLD) -> list[Curve]:
     """The warm-up curves of ``runs`` (their results with a pass; runs pooled, as a side of a
     comparison is), in order of first appearance; empty when no result has a pass."""
@@ -219,12 +209,10 @@ def _point(number: int, seen: Sequence[tuple[DirectionStats, tiers_mod.Accountin
            ) -> PassPoint:
     origins = [next((t.ios(direction) for t in acc.tiers if t.tier == tier_specs.ORIGIN), None) if acc else None
                for _, acc in seen]
-    ses = [s for d, _ in seen if (s := _sample_se(d)) is not None]
     problems = tuple(dict.fromkeys(p for _, acc in seen if acc and (p := acc.hit_problems.get(direction))))
     return PassPoint(number, tuple(d.iops for d, _ in seen), tuple(_p99(d) for d, _ in seen),
                      tuple(acc.hit_ratio.get(direction) if acc else None for _, acc in seen), tuple(origins),
-                     tuple(acc.issued.get(direction) if acc else None for _, acc in seen),
-                     stats.describe(ses).mean if ses else None, problems)
+                     tuple(acc.issued.get(direction) if acc else None for _, acc in seen), problems)
 
 
 def pair_curves(a: Sequence[Curve], b: Sequence[Curve]) -> list[tuple[Curve, Curve]]:

@@ -139,11 +139,6 @@ class Outcome:
     notes: tuple[FileNote, ...] = ()
     passed_over: int = 0
 
-    @property
-    def exit_code(self) -> int:
-        """The highest exit code of the files that failed, 0 when none did."""
-        return max((n.error.exit_code for n in self.notes if n.error is not None), default=0)
-
 
 def read_source(path: Path) -> tuple[str, str, int]:
     """The text of a fio output file, the sha256 of its bytes and their number.
