@@ -74,7 +74,7 @@ class Events:
 
 
 def run_job(store: Store, spool: Spool, result: ResultRecord, events: Events, options: RunOptions,
-             method: JobMethod, observers: Observers, target: Target | None) -> None:
+            method: JobMethod, observers: Observers, target: Target | None) -> None:
     """One invocation, on a local target or on every host of a remote one (``target``), observed
     by the run's observers; its result is stored the moment it ends.
 
