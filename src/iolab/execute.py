@@ -80,7 +80,9 @@ class Plan:
 
     ``host`` are this machine's facts, gathered once for the run (lint reads them, the run
     stores them). ``probed`` are the observers' exporters as the probe found them (all of them,
-    to be shown), ``observers`` those the run observes (``observe.config.chosen``).
+    to be shown), ``observers`` those the run observes (``observe.config.chosen``). ``created`` are
+    the files and directories fio creates new (real paths): stored with the run, they are iolab's
+    own to a ``--resume`` of it, marked or not (``runner.marks``).
     """
 
     suite: Suite
@@ -94,6 +96,7 @@ class Plan:
     probed: tuple[Probed, ...] = ()
     observers: Observers = field(default_factory=Observers)
     fence: guard.FencePlan = field(default_factory=lambda: guard.FencePlan(None, "not planned", ()))
+    created: tuple[str, ...] = ()
 
     @property
     def errors(self) -> tuple[lint.Finding, ...]:
@@ -141,13 +144,15 @@ class JobEvent:
 class RunOptions:
     """How to run: ``destroy`` names block devices the user allows iolab to overwrite; ``fence``
     runs every local fio inside the fence (``runner.fence``; False only with ``--no-fence``);
-    ``allow_exec`` lets jobs run programs (``exec_prerun`` ...), inside the fence."""
+    ``allow_exec`` lets jobs run programs (``exec_prerun`` ...), inside the fence; ``owned`` are real
+    paths of files the run created (``Plan.created``, set by ``execute`` from the stored run)."""
 
     destroy: Collection[str] = ()
     keep_files: bool = False
     fio: str = "fio"
     fence: bool = True
     allow_exec: bool = False
+    owned: Collection[str] = ()
 
 
 def expected_seconds(options: Mapping[str, str | None]) -> float | None:
@@ -239,22 +244,24 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
             ))
         refused += _fio_checks(judged, Path(tmp).resolve(), options.fio, strict, fenced)
     plan_checks.check_sizes(suite, items, facts)
-    writable: tuple[str, ...] = ()
+    verdicts: list[guard.Checked] = []
     try:
-        scratch, writable = plan_checks.check_targets(suite, items, facts, options.destroy, options.allow_exec)
+        scratch, verdicts = plan_checks.check_targets(suite, items, facts, options.destroy, options.allow_exec,
+                                                      options.fence)
         plan_checks.check_remote_targets(remote, items, options.destroy)
-        local_items = [i for i in items if not i.job.spec.target.hosts]
-        fence_plan = guard.plan_fence([i.writes for i in local_items], writable, options.fence)
+        fence_plan = guard.plan_fence(verdicts, options.fence)
     except SafetyError as exc:
         if strict:
             raise
-        scratch, fence_plan = (), guard.FencePlan(None, exc.message, writable)
+        scratch, fence_plan = (), guard.FencePlan(None, exc.message, ())
         refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
                                     "iolab safety rules (docs/design.md, section 3)"))
     findings = lint.merge([*refused, *lint.lint_plan(items, facts, suite.method.precondition, machine)])
+    created = tuple(dict.fromkeys(os.path.realpath(p) for v in verdicts for p, why in v.writable.items()
+                                  if why == fence_mod.NEW))
     return Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch, findings=tuple(findings),
                 pins={name: format_cpus(cpus) for name, cpus in pins.items()}, remote=remote, host=machine,
-                probed=tuple(probed), observers=observers, fence=fence_plan)
+                probed=tuple(probed), observers=observers, fence=fence_plan, created=created)
 
 
 #: fio's verdict on each job text it checked in this process, by (fio, job text).
@@ -343,6 +350,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
         host=plan_.host, fio_version=plan_.host.fio_version, warnings=warnings,
         options={"keep_files": options.keep_files, "scratch": list(plan_.scratch), "source": plan_.suite.source,
+                 "created": list(plan_.created),
                  "method": method_options(plan_),
                  "targets": {t.name: t.path for t in plan_.suite.targets},
                  "remote": remote_jobs.stored_options(plan_.suite.targets),
@@ -430,6 +438,8 @@ def execute(store: Store, run_id: int, options: RunOptions,
         raise HostError(exc.message, hint=f"{hint}finish the run with: iolab run --resume {run_id}") from None
     # who runs it now: a reader sees it `interrupted` once this process is gone (owner.py)
     store.update_run(run_id, status="running", finished_at=None, options={**run.info.options, "owner": owner_record()})
+    # the files this run created are its own, marked or not: a job killed before its files were marked
+    options = replace(options, owned=(*options.owned, *run.info.options.get("created", ())))
     method = _JobMethod(store, run_id, run.info.options, options, spool)
     observers = Observers.from_options(run.info.options)
     keep_files = options.keep_files or run.info.options.get("keep_files", False)  # as asked at the start too
@@ -633,15 +643,17 @@ def _run_fio_job(result: ResultRecord, options: RunOptions, target: Target | Non
         crashphase.place_states(phase, workdir, prefixes)
         # the target's facts of this job, not probed again: blkid's reads after drop_caches would
         # warm the page cache the job is about to measure
-        fence = guard.job_fence(result.job_text, result.target_path, _writes(result, None), options.destroy,
-                                workdir, fenced=options.fence, allow_exec=options.allow_exec,
-                                where=f"{result.target} / {result.workload}",
-                                facts={facts.path: facts} if facts is not None else None)
-        named = guard.planned_paths(result.job_text, result.target_path, workdir)[0]
+        fence, checked = guard.job_fence(result.job_text, result.target_path, options.destroy, workdir,
+                                         fenced=options.fence, allow_exec=options.allow_exec,
+                                         where=f"{result.target} / {result.workload}",
+                                         facts={facts.path: facts} if facts is not None else None,
+                                         owned=options.owned)
+        named = guard.planned_paths(result.job_text, result.target_path, workdir)
         files_before = set(guard.not_devices(named))
         done = local.run(result.job_text, workdir, on_status=lambda s: events("status", status=s), fio=options.fio,
                          cwd=Path.cwd(), timeout_s=_timeout(events.expected_s),
                          extra_args=crashphase.fio_args(phase, workdir, local=True), fence=fence)
+        guard.mark_written(checked)
         done = local.not_a_device(done, [p for p in guard.not_devices(named) if p not in files_before])
         messages, hosts = (workdir / "fio.stderr").read_text(errors="replace"), [crashphase.LOCAL]
         extra: dict[str, Any] = {"fence": fence.record()} if fence is not None else {}
@@ -687,9 +699,12 @@ def _run_fio(job_text: str, options: RunOptions, spool: Spool, target_path: str 
     in the run's spool (removed by ``--resume`` after a kill)."""
     workdir = spool.workdir("precondition")
     try:
-        fence = guard.job_fence(job_text, target_path, True, options.destroy, workdir, fenced=options.fence,
-                                allow_exec=options.allow_exec, where="precondition")
-        return local.run(job_text, workdir, fio=options.fio, cwd=Path.cwd(), fence=fence)
+        fence, checked = guard.job_fence(job_text, target_path, options.destroy, workdir, fenced=options.fence,
+                                         allow_exec=options.allow_exec, where="precondition", writes=True,
+                                         owned=options.owned)
+        done = local.run(job_text, workdir, fio=options.fio, cwd=Path.cwd(), fence=fence)
+        guard.mark_written(checked)
+        return done
     finally:
         spool.remove("precondition")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import jobfile, safety, units
@@ -60,22 +60,23 @@ PLANNED_WORKDIR = Path(tempfile.gettempdir(), "iolab-job-planned")
 
 
 def check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts], destroy: Collection[str],
-                  allow_exec: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+                  allow_exec: bool, fenced: bool = True) -> tuple[tuple[str, ...], list[guard.Checked]]:
     """The static guard on every local job (``runner.guard.check``: the target and every file the
-    job file opens, as fio reads it) and the free-space check; returns the scratch files and the
-    places fio may write (the fence's, besides the work directory)."""
-    scratch, writable = [], []
+    job file opens, as fio reads it, section by section) and the free-space check; returns the
+    scratch files and the guard's verdict on each distinct job (paths in iolab's planned work
+    directory left out: each job's own)."""
+    scratch: list[str] = []
+    verdicts: list[guard.Checked] = []
     for target in suite.targets:
         if target.hosts:
             continue  # check_remote_targets
         mine = [i for i in items if i.job.spec.target.name == target.name]
         known = {target.path: facts[target.name]} if target.path and target.name in facts else {}
-        writes = any(i.writes for i in mine)
         for item in {i.job_text: i for i in mine}.values():
-            checked = guard.check(item.job_text, target.path, writes, destroy, PLANNED_WORKDIR,
-                                  allow_exec=allow_exec,
-                                  where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})", facts=known)
-            writable += checked if writes else [f"{guard.READ_ONLY}{p}" for p in checked]
+            verdicts.append(_own_paths_left_out(guard.check(
+                item.job_text, target.path, destroy, PLANNED_WORKDIR, allow_exec=allow_exec,
+                where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})", facts=known,
+                writes=suite.method.precondition is not None, fenced=fenced)))
         f = facts.get(target.name)
         if f is None or f.kind == "block":
             continue
@@ -83,9 +84,14 @@ def check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targe
         safety.check_free_space(f, needed_bytes(sections, f.kind))
         if f.kind == "missing" and target.path:
             scratch.append(target.path)
-    kept = (p for p in dict.fromkeys(writable)
-            if not p.removeprefix(guard.READ_ONLY).startswith(str(PLANNED_WORKDIR) + "/"))
-    return tuple(scratch), tuple(kept)
+    return tuple(scratch), verdicts
+
+
+def _own_paths_left_out(checked: guard.Checked) -> guard.Checked:
+    def mine(path: str) -> bool:
+        return path.startswith(str(PLANNED_WORKDIR) + "/")
+    return replace(checked, writable={p: w for p, w in checked.writable.items() if not mine(p)},
+                   read=tuple(p for p in checked.read if not mine(p)))
 
 
 def check_sizes(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts]) -> None:
