@@ -17,7 +17,7 @@ import pytest
 
 from clirun import iolab
 from iolab.runner import fence
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 from netns import lab, requires_netns
 

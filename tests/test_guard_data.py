@@ -20,10 +20,12 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab, popen, wait_for
-from iolab import execute, suite
+from iolab.check import guard
+from iolab.describe import suite
 from iolab.errors import SafetyError
-from iolab.runner import fence, guard, marks
-from iolab.store import Store
+from iolab.run import execute
+from iolab.runner import fence, marks
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 from nbdserver import serve
 

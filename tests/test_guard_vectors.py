@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
-from iolab import execute, suite
+from iolab.check import guard
+from iolab.check import remote as remote_checks
+from iolab.describe import suite
 from iolab.errors import SafetyError
 from iolab.remote import hosts as remote_hosts
-from iolab.remote import jobs as remote_jobs
-from iolab.runner import fence, guard, marks
-from iolab.store import Store
+from iolab.run import execute
+from iolab.runner import fence, marks
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
 pytestmark = requires_loop
@@ -187,9 +189,9 @@ def test_a_remote_device_is_compared_as_resolved_not_as_text(spelling: str) -> N
     target = suite.Target("t", spelling, hosts=(remote_hosts.parse("10.0.0.1"),))
     with pytest.raises(SafetyError, match="refusing to write to /dev/loop0 on the hosts of target t: iolab cannot "
                                           "check a remote device for data without ssh, and it is not named"):
-        remote_jobs.check_safety(target, {target.hosts[0]: None}, True, (), 0)
+        remote_checks.check_safety(target, {target.hosts[0]: None}, True, (), 0)
     with pytest.raises(SafetyError, match=r"without ssh$"):
-        remote_jobs.check_safety(target, {target.hosts[0]: None}, True, ("/dev/loop0",), 0)
+        remote_checks.check_safety(target, {target.hosts[0]: None}, True, ("/dev/loop0",), 0)
 
 
 def test_a_device_name_that_is_not_a_device_here_is_refused(tmp_path: Path) -> None:

@@ -8,15 +8,15 @@ from dataclasses import replace
 import click
 from rich.markup import escape
 
-from .. import execute
+from ..check.guard import FencePlan
+from ..check.remote import RemoteTarget
+from ..describe.observe import with_args
+from ..describe.suite import with_passes
+from ..describe.tiers import Tier, parse_tier
 from ..errors import Interrupted, UsageError
-from ..observe.config import with_args
 from ..observe.local import SELF
-from ..remote.jobs import RemoteTarget
+from ..run import execute
 from ..runner.fence import RULES as FENCE_RULES
-from ..runner.guard import FencePlan
-from ..suite import with_passes
-from ..tiers import Tier, parse_tier
 from ..units import format_bytes, format_duration
 from . import DURATION, FORMATS, err, import_store_meanwhile, out, parse_tags, store_of
 from .method import describe_method, load_planned, print_findings

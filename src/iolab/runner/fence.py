@@ -1,6 +1,6 @@
 """The fence: every fio iolab starts on this machine runs where only the checked plan can be written.
 
-The static guard (``safety``, ``runner.fiopaths``) reads job files the way fio does, but fio's own
+The static guard (``check.safety``, ``check.fiopaths``) reads job files the way fio does, but fio's own
 reading is richer than any resolver, and what matters is what happens at run time. So fio runs in
 a sandbox the kernel enforces, set up by Debian's bubblewrap (``bwrap``), each flag closing a hole
 seen open without it:
