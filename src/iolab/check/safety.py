@@ -28,7 +28,7 @@ import stat
 from collections.abc import Collection, Mapping
 
 from iolab.errors import SafetyError
-from iolab.facts import targets
+from iolab.facts import files, targets
 from iolab.facts.targets import BUSY_MARK, SWAP_MARK
 from iolab.model import TargetFacts
 from iolab.runner import marks
@@ -115,11 +115,11 @@ def check_file_write(path: str, destroy: Collection[str], owned: Collection[str]
     whatever was named, for a file that backs a loop device not itself named with ``--destroy`` (a
     named one must pass ``check_block_write``), that carries a filesystem, partition-table or other
     signature libblkid knows (``targets.probe_signatures``, as for devices), or that another process
-    holds open for writing or locked (``targets.writers_of``): each would destroy data in use."""
+    holds open for writing or locked (``facts.files.writers_of``): each would destroy data in use."""
     flag = f"--destroy {shlex.quote(path)}"
     reasons: list[str] = []
     steps: list[str] = []
-    for loop in targets.loop_devices_of(path):
+    for loop in files.loop_devices_of(path):
         if is_named(TargetFacts(path=loop, kind="block"), destroy):
             check_block_write(targets.inspect(loop), destroy)
         else:
@@ -131,7 +131,7 @@ def check_file_write(path: str, destroy: Collection[str], owned: Collection[str]
     if signatures:
         reasons.append("it carries " + _and_list([_describe(sig) for sig in signatures]))
         steps.append(f"wipe it yourself if that is not needed (wipefs -a {shlex.quote(path)})")
-    writers = targets.writers_of(path)
+    writers = files.writers_of(path)
     if writers:
         reasons += list(writers)
         steps.append(f"stop what uses it (fuser -v {shlex.quote(path)})")
