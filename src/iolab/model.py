@@ -260,6 +260,14 @@ class JobResult:
     steadystate: Mapping[str, Any] | None = None
     shown_options: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def measured_ms(self) -> int | None:
+        """How long the job measured (after ``ramp_time``), in ms: its longest direction runtime,
+        which fio takes as the max over a reporting group's members, else ``job_runtime`` — which
+        fio sums over the members (4 clones × 4 s: 16,000), so only for a job that did no I/O."""
+        runtimes = [d.runtime_ms for d in self.directions.values() if d.runtime_ms]
+        return max(runtimes) if runtimes else self.job_runtime_ms
+
 
 #: The keys of ``DiskUtil.aggregate``, in the order terse and normal output print them: fio's JSON
 #: names for a device-mapper/md device's members (``stat.c``, ``write_merge`` sic).

@@ -199,7 +199,8 @@ def _gap_notes(run: Run) -> list[str]:
                            f"{g.attempts} scrape(s) failed from {g.start_ms / 1000:.1f} s to {g.end_ms / 1000:.1f} s: "
                            f"{g.error}")
             if u.window_s is None and u.error:
-                out.append(f"not observed: {u.host} during {result.target}/{result.workload}: {u.error}")
+                head = "" if u.error.startswith("not measured") else "not observed: "
+                out.append(f"{head}{u.host} during {result.target}/{result.workload}: {u.error}")
     return out
 
 
