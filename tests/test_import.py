@@ -232,3 +232,29 @@ def test_stored_report_text_is_pydantics_json_and_reads_back(path):
     text = to_json_text(report)
     assert json.loads(text) == to_jsonable(report)
     assert from_jsonable(FioReport, json.loads(text)) == report
+
+
+FIELD = Path(__file__).parent / "data" / "field"
+
+
+def test_outputs_of_one_job_on_different_devices_are_never_repetitions(tmp_path):
+    """The ESXi field report's two fio 3.7 outputs (the same job on a passed-through NVMe disk and on a
+    virtual disk) in one directory: two targets named after their devices and a line saying why, not
+    one workload with n=2; --label-from name makes a labelled run of each file, so compare pairs them."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for name in ("directpath-fio37.txt", "virtual-fio37.txt"):
+        (reports / name).write_text((FIELD / name).read_text())
+    db = tmp_path / "db.sqlite"
+    assert iolab("import", str(reports), db=db).returncode == 0
+    run = Store(f"sqlite:///{db}").get_run(1)
+    assert sorted((r.target, r.repeat) for r in run.results) == [("nvme0n1", 0), ("sdb", 0)]
+    assert ("the same job ran on different devices (nvme0n1; sdb in fio's disk statistics): stored as one target "
+            "each, not as repetitions of one") in run.info.warnings
+    proc = iolab("import", str(reports), "--label-from", "name", db=tmp_path / "per-file.sqlite")
+    assert proc.returncode == 0, proc.stderr
+    compared = iolab("compare", "directpath-fio37", "virtual-fio37", "--metric", "iops", "--format", "json",
+                     db=tmp_path / "per-file.sqlite")
+    rows = json.loads(compared.stdout)["comparisons"][0]["pairs"]
+    changes = {p["direction"]: p["metrics"][0]["relative_change"] for p in rows}
+    assert changes["write"] == pytest.approx(-0.216, abs=0.0005)  # the report published -18.4 % from fio's display
