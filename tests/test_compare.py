@@ -175,6 +175,9 @@ def test_differing_options_are_not_comparable_unless_ignored(store):
     tables = comparison_tables(run_compare(store, "a", "b"))
     differences = next(t for t in tables if t.title == "Option differences")
     assert [c.text for c in differences.rows[0]] == ["w", "read", "bs", "4k", "8k", "not comparable"]
+    notes = " ".join(n for t in tables for n in t.notes)  # the exact command, not "--ignore OPTION"
+    assert "1 of 1 pair(s) not comparable: job options differ (see the option differences); to compare them " \
+           "anyway: iolab compare a b --ignore bs" in notes
 
 
 def test_workloads_pair_by_options_not_names_and_missing_or_failed(store):

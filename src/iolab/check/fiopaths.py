@@ -27,7 +27,7 @@ import difflib
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SafetyError
@@ -70,7 +70,7 @@ class SectionPaths:
     ``files`` its data files and devices (absolute, or relative to fio's working directory);
     ``trees`` its ``opendir`` roots (every regular file beneath is a data file: ``filesetup.c``
     ``recurse_dir``); ``engine``; ``address`` the storage an engine outside ``PATH_ENGINES``
-    reaches (None for path engines)."""
+    reaches (None for path engines); ``options`` its effective options, in fio's names."""
 
     name: str
     writes: bool
@@ -78,6 +78,7 @@ class SectionPaths:
     trees: tuple[str, ...] = ()
     engine: str = "psync"
     address: str | None = None
+    options: Mapping[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ def job_paths(text: str, env: Mapping[str, str] | None = None, base_dir: Path | 
         address = None if engine in PATH_ENGINES or engine == "external" else _address(engine, effective, options)
         opendir = _last(options, "opendir")
         found.append(SectionPaths(name, writes, tuple(dict.fromkeys(_data_files(name, options))),
-                                  (opendir,) if opendir else (), engine, address))
+                                  (opendir,) if opendir else (), engine, address, effective))
         written += _written(name, options)
         execs += _execs(options)
     return JobPaths(tuple(found), tuple(dict.fromkeys(written)), tuple(dict.fromkeys(execs)))
@@ -145,22 +146,27 @@ def _jobs(text: str, env: Mapping[str, str] | None, base_dir: Path | None, fio: 
     it first, values substituted, names fio's own (``_named_as_fio``)."""
     env = os.environ if env is None else env
     defaults: list[jobfile.Option] = []
+    loaded: list[str] = []  # fio knows an engine's options once a section has loaded it, in every later one
     for section in jobfile.parse(text, base_dir=base_dir):
+        loaded += [_engine({"ioengine": v}) for k, v in section.options if k == "ioengine" and v]
         if section.is_global:
             defaults += section.options
             continue
         raw = [(k, substitute(v, env) if v is not None else None) for k, v in [*defaults, *section.options]]
-        yield section.name, _named_as_fio(section.name, raw, fio, lenient)
+        yield section.name, _named_as_fio(section.name, raw, fio, lenient, loaded)
 
 
-def _named_as_fio(section: str, options: Sequence[jobfile.Option], fio: str,
-                  lenient: bool = False) -> list[jobfile.Option]:
-    """``options`` with fio's own names (aliases resolved); raises ``SafetyError`` for a name fio
-    would not read as written (see ``job_paths``)."""
+def _named_as_fio(section: str, options: Sequence[jobfile.Option], fio: str, lenient: bool = False,
+                  loaded: Sequence[str] = ()) -> list[jobfile.Option]:
+    """``options`` with fio's own names (aliases resolved; an option of the job's engine or of any
+    engine a section before loaded counts); raises ``SafetyError`` for a name fio would not read as
+    written (see ``job_paths``)."""
     engine = _engine(dict(options))
+    engines: list[str | None] = [e for e in dict.fromkeys([engine, *loaded]) if e != "external"] or [None]
     out = []
     for key, value in options:
-        name = None if "$" in key else optionnames.canonical(key, None if engine == "external" else engine, fio)
+        name = None if "$" in key else next(
+            (n for e in engines if (n := optionnames.canonical(key, e, fio)) is not None), None)
         if name is None and "$" not in key and (lenient or engine == "external"):
             name = key  # for fio to reject; or an external engine's own option (it loads only with --allow-exec)
         if name is None:

@@ -39,6 +39,7 @@ CSV (``table.to_csv``): the metric table's values are in the metric's unit, name
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -227,8 +228,11 @@ def _pairing_notes(c: SideComparison) -> list[str]:
     other = sorted({f"{d.option} ({'does not change the I/O' if d.effect == 'soft' else 'ignored'})"
                     for p in c.pairs for d in p.differences if d.effect != "blocking"})
     if blocked:
+        flags = " ".join(f"--ignore {o}" for o in sorted({d.option for p in blocked for d in p.differences
+                                                          if d.effect == "blocking"}))
         notes.append(f"{len(blocked)} of {paired} pair(s) not comparable: job options differ (see the option "
-                     f"differences; --ignore OPTION compares them anyway)")
+                     f"differences); to compare them anyway: iolab compare {shlex.quote(c.baseline.selector)} "
+                     f"{shlex.quote(c.other.selector)} {flags}")
     elif paired and other:
         notes.append(f"job options: all {paired} pair(s) comparable; options that differ without blocking (see the "
                      f"option differences): {', '.join(other)}")

@@ -191,6 +191,10 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     findings (``FIO``, ``P16``) instead. Lint findings are in ``Plan.findings`` either way; the
     caller decides whether errors stop it.
     """
+    for t in suite.targets:
+        if t.path and not t.hosts and not os.path.lexists(os.path.expanduser(t.path)):
+            plan_checks.check_directory_exists(t.name, os.path.abspath(os.path.expanduser(t.path)) +
+                                               ("/" if t.path.endswith("/") else ""))
     suite = _resolve(suite)
     machine = host.host_facts(local.fio_version(options.fio))
     facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
@@ -234,7 +238,7 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     verdicts: list[guard.Checked] = []
     try:
         scratch, verdicts = plan_checks.check_targets(suite, items, facts, options.destroy, options.allow_exec,
-                                                      options.fence)
+                                                      options.fence, spool_mod.spool_root())
         plan_checks.check_remote_targets(remote, items, options.destroy)
         fence_plan = guard.plan_fence(verdicts, options.fence)
     except SafetyError as exc:
