@@ -206,6 +206,9 @@ class DirectionStats:
 
     ``iops`` is fio's exact value, ``1000 * total_ios / runtime_ms`` (``stat.c``), never the
     rounded display. ``runtime_ms`` is fio's per-direction runtime (the max over a group).
+    ``iops_shown`` and ``bw_bytes_s_shown`` (B/s) are fio's printed values, rounded to its 3–4
+    significant figures, kept only where the exact ones cannot be had (normal output without its
+    ``issued`` totals or a fixed block size: a pasted excerpt).
     """
 
     direction: str
@@ -221,6 +224,18 @@ class DirectionStats:
     drop_ios: int | None = None
     bw_samples: SampleStats | None = None
     iops_samples: SampleStats | None = None
+    iops_shown: float | None = None
+    bw_bytes_s_shown: float | None = None
+
+    @property
+    def iops_or_shown(self) -> float | None:
+        """The exact IOPS, else fio's rounded display of it."""
+        return self.iops if self.iops is not None else self.iops_shown
+
+    @property
+    def bw_or_shown(self) -> float | None:
+        """The exact bandwidth (B/s), else fio's rounded display of it."""
+        return self.bw_bytes_s if self.bw_bytes_s is not None else self.bw_bytes_s_shown
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import stats
@@ -72,6 +72,7 @@ class Metric:
 
     ``of_result``, when set, takes the figure from the whole invocation rather than one direction
     (the observers' cost metrics, ``observe.usage``): every direction of a job shows the same value.
+    ``rounded`` says of a direction whose value is fio's rounded display (``DirectionStats.iops_shown``).
     """
 
     name: str
@@ -80,6 +81,7 @@ class Metric:
     higher_is_better: bool
     value: Callable[[DirectionStats], float | None] = field(compare=False, repr=False)
     of_result: Callable[[ResultRecord], float | None] | None = field(default=None, compare=False, repr=False)
+    rounded: Callable[[DirectionStats], bool] | None = field(default=None, compare=False, repr=False)
 
 
 def _latency_value(kind: str, stat: str) -> Callable[[DirectionStats], float | None]:
@@ -104,9 +106,11 @@ def metric(name: str) -> Metric:
     if name.partition("@")[0] in COST_METRICS:
         return cost_metric(name)
     if name == "iops":
-        return Metric("iops", "IOPS", "IOPS", True, lambda d: d.iops)
+        return Metric("iops", "IOPS", "IOPS", True, lambda d: d.iops_or_shown,
+                      rounded=lambda d: d.iops is None and d.iops_shown is not None)
     if name == "bw":
-        return Metric("bw", "bw MiB/s", "B/s", True, lambda d: d.bw_bytes_s)
+        return Metric("bw", "bw MiB/s", "B/s", True, lambda d: d.bw_or_shown,
+                      rounded=lambda d: d.bw_bytes_s is None and d.bw_bytes_s_shown is not None)
     kind, _, stat = name.partition("_")
     pct = stat[1:]
     valid_pct = stat.startswith("p") and pct.replace(".", "", 1).isdigit() and 0 < float(pct) <= 100
@@ -185,7 +189,8 @@ class MetricRow:
     """One metric of one pair. Units as ``Metric.unit``; ``change`` is ``b - a`` (means),
     ``relative_change`` ``change / a``, ``ratio`` ``b / a``; ``ratio_ci95`` and ``p_value`` only
     when tested (for ``METHOD_WELCH`` the interval is of the difference, in ``ratio_ci95`` divided
-    by the baseline mean)."""
+    by the baseline mean). ``rounded``: a side's values are fio's rounded display (``Metric.rounded``):
+    changes within that rounding (up to half a unit of the last printed digit) are not resolved."""
 
     metric: Metric
     a: stats.Summary
@@ -200,6 +205,7 @@ class MetricRow:
     method: str
     tested: bool
     verdict: str
+    rounded: bool = False
 
 
 @dataclass(frozen=True)
@@ -516,6 +522,8 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
             verdict = NOT_COMPARABLE
         if verdict != row.verdict:
             row = MetricRow(**{**row.__dict__, "verdict": verdict, "tested": False})
+        if m.rounded is not None and any(m.rounded(d) for s in (a, b) if s is not None for d in s.values):
+            row = replace(row, rounded=True)
         rows.append(row)
     return Pair(a, b, comparable, tuple(diffs), tuple(unchecked), tuple(rows))
 

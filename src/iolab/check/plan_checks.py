@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import stat
 import tempfile
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
@@ -85,18 +86,29 @@ def file_needs(job_text: str, workdir: Path) -> dict[str, int]:
 def check_room(needs: Mapping[str, int], workdir: Path, real_workdir: Path) -> None:
     """The files of a whole plan (``file_needs`` of every local job) against the free space of the file
     systems they land on, together: files in ``workdir`` land in ``real_workdir`` (iolab's work
-    directory of each job, in its spool); an existing file counts only what it must grow by. Raises
-    ``SafetyError`` (``safety.check_free_space``) naming the files' directory."""
-    per_fs: dict[str, tuple[TargetFacts, int, list[str]]] = {}
+    directory of each job, in its spool); an existing file counts only what it must grow by. Each
+    directory is inspected once (a job may name thousands of files). Raises ``SafetyError``
+    (``safety.check_free_space``) naming the files' directory."""
+    places: dict[str, TargetFacts] = {}
+    per_fs: dict[str, tuple[TargetFacts, list[int], list[str]]] = {}
     for path, size in needs.items():
         placed = str(real_workdir / os.path.relpath(path, workdir)) if path.startswith(str(workdir) + "/") else path
-        facts = targets.inspect(placed)
-        if facts.kind not in ("file", "missing") or facts.free_bytes is None:
+        try:
+            st = os.stat(placed)
+        except OSError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            continue  # a device or directory: no room to lay out
+        parent = os.path.dirname(placed)
+        if parent not in places:
+            places[parent] = targets.inspect(os.path.join(parent, ".iolab-room"))  # the file system it lands on
+        facts = places[parent]
+        if facts.free_bytes is None:
             continue
-        key = facts.mount_point or os.path.dirname(placed)
-        known, total, paths = per_fs.get(key, (facts, 0, []))
-        per_fs[key] = (known, total + max(0, size - (facts.size_bytes or 0)), [*paths, placed])
-    for facts, total, paths in per_fs.values():
+        found = per_fs.setdefault(facts.mount_point or parent, (facts, [0], []))
+        found[1][0] += max(0, size - (st.st_size if st is not None else 0))
+        found[2].append(placed)
+    for facts, (total,), paths in per_fs.values():
         where = paths[0] if len(paths) == 1 else os.path.commonpath(paths)
         safety.check_free_space(replace(facts, path=where, kind="missing", size_bytes=None), total)
 

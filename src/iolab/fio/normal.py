@@ -123,6 +123,7 @@ class _Dir:
     iops_shown: str | None = None
     io_shown: str | None = None
     runtime_ms: int | None = None
+    bw_shown: str | None = None
     stats: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
     pcts: dict[str, dict[str, float]] = field(default_factory=dict)
     bw: SampleStats | None = None
@@ -390,12 +391,13 @@ class _BlockParser:
             if prefix is not None:
                 job.kb_base = 1024 if prefix[1] else 1000
         elif m2 is not None:
-            name, io, _, iops, runt = m2.groups()
+            name, io, bw, iops, runt = m2.groups()
+            bw = bw.replace("KB/s", "KiB/s").replace("MB/s", "MiB/s")  # fio 2.x: "KB" meant KiB
         else:
             raise self._bad(s, "direction line (read/write/trim/mixed)")
         if name in job.dirs:
             raise self.error(f"job {job.name!r} prints direction {name!r} twice")
-        self.dir = job.dirs[name] = _Dir(name, iops.strip(), io.strip(), _count(runt))
+        self.dir = job.dirs[name] = _Dir(name, iops.strip(), io.strip(), _count(runt), bw.strip())
         self.pct = None
 
     def _latency(self, s: str) -> None:
@@ -698,18 +700,35 @@ def _finish_direction(
         if warning:
             warnings.append(f"job {job.name!r} {d.name}: {warning}")
     elif d.iops_shown is not None:
-        warnings.append(f"job {job.name!r} {d.name}: no 'issued' totals in the text (truncated?); the "
-                        f"printed IOPS={d.iops_shown} is rounded, so IOPS is left unknown")
+        warnings.append(f"job {job.name!r} {d.name}: no 'issued' totals in the text (truncated?); IOPS is the "
+                        f"printed IOPS={d.iops_shown}, rounded (shown with ≈)")
     short = _pick(job.short, d.name)
     nbytes, warning = _direction_bytes(group, job, d, total, short, version)
     if warning:
         warnings.append(warning)
+    bw = 1000 * nbytes / runtime if nbytes is not None and runtime else None
     return DirectionStats(
-        direction=d.name, total_ios=total, io_bytes=nbytes, runtime_ms=runtime, iops=iops,
-        bw_bytes_s=1000 * nbytes / runtime if nbytes is not None and runtime else None,
+        direction=d.name, total_ios=total, io_bytes=nbytes, runtime_ms=runtime, iops=iops, bw_bytes_s=bw,
+        bw_bytes_s_shown=_bw_shown(d.bw_shown) if bw is None else None,
+        iops_shown=_iops_shown(d.iops_shown) if iops is None else None,
         slat=_latency(d, "slat"), clat=_latency(d, "clat"), lat=_latency(d, "lat"),
         short_ios=short, drop_ios=_pick(job.dropped, d.name), bw_samples=d.bw, iops_samples=d.iops,
     )
+
+
+def _bw_shown(text: str | None) -> float | None:
+    """fio's printed bandwidth in B/s (``18.8MiB/s``, ``98.6MB/s``, ``500B/s``), rounded as printed;
+    None for bits (``unit_base=1``) or what cannot be read."""
+    if not text or not text.endswith("B/s"):
+        return None
+    found = decode(text.removesuffix("B/s"))
+    return found[0] if found else None
+
+
+def _iops_shown(text: str | None) -> float | None:
+    """fio's printed IOPS (``4801``, ``25.0k``), rounded as printed; None when it cannot be read."""
+    found = decode(text) if text else None
+    return found[0] if found else None
 
 
 def _finish_job(

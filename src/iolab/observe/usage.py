@@ -123,10 +123,11 @@ def host_usage(samples: HostSamples, facts: NodeFacts | None = None, error: str 
 
 def _interval_ms(t_ms: Sequence[int]) -> float:
     """The sampling interval: the sampler's (``sampler.INTERVAL_S``), or the median spacing of the
-    scrapes when longer (a Prometheus server's scrape interval); the extra scrapes when a job starts
-    and ends make a short job's spacing shorter than the schedule."""
+    scrapes when clearly longer (a Prometheus server's scrape interval); the extra scrapes when a job
+    starts and ends make a short job's spacing shorter than the schedule, a loaded host's a little longer."""
     steps = sorted(b - a for a, b in itertools.pairwise(t_ms))
-    return max(INTERVAL_S * 1000, float(steps[len(steps) // 2]) if steps else 0.0)
+    median = float(steps[len(steps) // 2]) if steps else 0.0
+    return median if median > 1.5 * INTERVAL_S * 1000 else INTERVAL_S * 1000
 
 
 Counters = Mapping[tuple[str, tuple[tuple[str, str], ...]], float]
