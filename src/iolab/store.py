@@ -799,7 +799,8 @@ class Store:
                 targets: Sequence[str] = (), workloads: Sequence[str] = ()) -> History:
         """Every ``ok`` result with a report, for ``analyze.history``: of the runs ``run_ids`` (default
         all), ending at or after ``since`` (a result's ``ended_at``, else its run's start), on ``targets``
-        and of ``workloads`` (names as stored; empty: any), in run and plan order, and their runs.
+        and of ``workloads`` (a stored workload name, or a fio job name its job text has a section
+        for; empty: any), in run and plan order, and their runs.
 
         Faster than ``get_run`` by an order of magnitude: reports are decoded (orjson) but neither
         validated nor turned into model objects (``HistoryResult.report``), and equal target facts are
@@ -818,8 +819,9 @@ class Store:
             query = query.where(sa.func.coalesce(results.c.ended_at, runs.c.created_at) >= since)
         if targets:
             query = query.where(results.c.target.in_(list(targets)))
-        if workloads:
-            query = query.where(results.c.workload.in_(list(workloads)))
+        if workloads:  # a stored workload name, or a fio job name inside the job text (``[name]``)
+            query = query.where(sa.or_(results.c.workload.in_(list(workloads)),
+                                       *(results.c.job_text.contains(f"[{w}]", autoescape=True) for w in workloads)))
         found: list[HistoryResult] = []
         facts: dict[str | None, TargetFacts | None] = {None: None}
         bad: dict[int, UnreadableRun] = {}

@@ -45,6 +45,8 @@ WINDOW = 50
 SCREEN, SCREEN_P = 99, 0.1
 #: The permutations are drawn from this seed: the same series gives the same p-values every time.
 SEED = 20260
+#: ``max_f`` of a split that explains every difference (no variation within the parts).
+PERFECT = 1e300
 METHOD = (f"ruptures KernelCPD (linear kernel, penalty 2 ln n, segments >= {MIN_SEGMENT} runs) on log values; "
           f"each change kept when a permutation test ({PERMUTATIONS} resamples of the max-F split statistic "
           f"between its neighbours) gives p <= {ALPHA}")
@@ -136,7 +138,8 @@ def max_f(w: Any, axis: int = -1) -> Any:
     """The largest F statistic of splitting ``w`` in two (each part at least ``MIN_SEGMENT`` long):
     ``F(s) = G(s) (m - 2) / (SS - G(s))`` with ``G(s) = s (m - s) / m · (mean₁ - mean₂)²`` the sum of
     squares the split explains and ``SS`` the total (the least-squares criterion ruptures minimises,
-    as a one-way ANOVA F). Vectorised over the other axes; ``inf`` for a split that explains all."""
+    as a one-way ANOVA F). Vectorised over the other axes; ``PERFECT`` for a split that explains all
+    (finite: scipy's permutation test subtracts a tolerance from the observed value, and inf - inf is nan)."""
     import numpy as np
 
     w = np.moveaxis(np.asarray(w, dtype=float), axis, -1)
@@ -148,5 +151,5 @@ def max_f(w: Any, axis: int = -1) -> Any:
     gain = gain[..., MIN_SEGMENT - 1:m - MIN_SEGMENT]
     total = (w**2).sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.where(total - gain > total * 1e-12, gain * (m - 2) / (total - gain), np.inf)
+        f = np.where(total - gain > total * 1e-12, gain * (m - 2) / (total - gain), PERFECT)
     return f.max(axis=-1)

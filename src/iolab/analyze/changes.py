@@ -4,8 +4,9 @@
 distribution, CPU, memory, virtualization, CPU governor), fio's version, the device (name, model,
 firmware, rotational) and its queue settings as the job ran with them (``extra["tuning"]["in_force"]``,
 else the target's facts from before the run), tuning asked for, CPUs pinned, the file system and its
-mount options, where the result came from (``run``, ``imported``, ``capture``) and iolab's suite
-text. ``between`` lists those that differ, plus the job options that differ without making the
+mount options, where the result came from (``run``, ``imported``, ``capture``), the run's tags
+(``tag KEY``: what a team records by hand, such as a firmware update iolab cannot see) and iolab's
+suite text. ``between`` lists those that differ, plus the job options that differ without making the
 results incomparable (``canonical.SOFT``: ``runtime`` …). A fact unknown on a side (an imported
 output records no host) is not a change: the origin, which differs then, says why.
 """
@@ -27,7 +28,7 @@ HOST_FACTS = (("kernel", "kernel"), ("distribution", "distribution"), ("CPU", "c
 QUEUE = (("scheduler", "scheduler"), ("write_cache", "write cache"), ("nr_requests", "nr_requests"),
          ("read_ahead_kb", "read_ahead_kb"), ("rq_affinity", "rq_affinity"), ("nomerges", "nomerges"))
 SUITE = "suite text"
-#: Facts whose absence on one side means "not set", not "unknown".
+#: Facts whose absence on one side means "not set", not "unknown" (and every ``tag KEY``).
 ABSENT_IS_VALUE = ("tuning", "pinned CPUs")
 NOT_SET = "(not set)"
 
@@ -68,6 +69,7 @@ def facts(run: RunInfo, result: HistoryResult, report: FioReport | None = None) 
     out["tuning"] = ", ".join(f"{k}={v}" for k, v in sorted(requested.items())) or None
     pin = extra.get("pin") or {}
     out["pinned CPUs"] = _text(pin.get("cpus"))
+    out.update({f"tag {k}": v for k, v in run.tags.items() if k != "host"})
     out[SUITE] = run.suite_text or None
     return out
 
@@ -90,7 +92,7 @@ def between(before: Mapping[str, str | None], after: Mapping[str, str | None],
     found = []
     for name in dict.fromkeys([*before, *after]):
         a, b = before.get(name), after.get(name)
-        if name in ABSENT_IS_VALUE:
+        if name in ABSENT_IS_VALUE or name.startswith("tag "):
             a, b = a or NOT_SET, b or NOT_SET
         if a == b or a is None or b is None:
             continue

@@ -7,8 +7,8 @@ on either side of it (``analyze.changes``).
 
 **Series.** A result's fio jobs are split as ``compare`` splits them (``fio.merge.by_job``: numjobs
 clones summed, percentiles from merged histograms; one series per direction), and a job belongs to
-the series of its target, host, workload and fio job name whose canonical options
-(``canonical``) it is comparable with: no option that blocks ``compare`` differs. A run whose
+the series of its target, host and fio job name whose canonical options (``canonical``) it is
+comparable with: no option that blocks ``compare`` differs. A run whose
 options differ starts a new series (``Series.started_by`` names the options), never a silent join;
 options that only change how long or how a job is measured (``canonical.SOFT``: ``runtime`` …) do
 not, and show as a change instead. Every origin counts (``run``, ``imported``, ``capture``); a
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -47,21 +47,22 @@ DEFAULT_METRICS = ("iops", "bw", "clat_mean", "clat_p99", "cpu_us_per_io")
 
 @dataclass(frozen=True)
 class SeriesKey:
-    """What a series is of: ``workload`` as stored (an iolab workload, an import's job name or sweep
-    label), ``job`` the fio job name inside it, ``direction`` fio's, ``host`` the host identity
-    (None: unknown), ``part`` 1 for the first comparable stretch, 2 … after options changed."""
+    """What a series is of: ``workload`` is the fio job name (as ``compare`` pairs results), ``direction``
+    fio's, ``host`` the host identity (None: unknown), ``part`` 1 for the first comparable stretch,
+    2 … after options changed; ``label`` the workload name the results were stored under when all of
+    them share one that is not the job name (a sweep's ``randread 4k QD8``, a suite's ``w1``)."""
 
     target: str
     workload: str
-    job: str
     direction: str
     host: str | None
     part: int = 1
+    label: str | None = None
 
     @property
     def name(self) -> str:
-        """``workload`` (``workload/job`` when they differ) and the direction, as tables show it."""
-        name = self.workload if self.job == self.workload else f"{self.workload}/{self.job}"
+        """``workload (direction)`` as tables show it, with the label and part when there are."""
+        name = f"{self.label}/{self.workload}" if self.label else self.workload
         return f"{name} ({self.direction})" + (f" #{self.part}" if self.part > 1 else "")
 
 
@@ -150,7 +151,7 @@ class _Observation:
 
 @dataclass
 class _Track:
-    """The observations of one comparable stretch of a target × host × workload × job × direction."""
+    """The observations of one comparable stretch of a target × host × fio job × direction."""
 
     key: SeriesKey
     options: list[canonical.Options]
@@ -182,7 +183,7 @@ def build(stored: Stored, metric_names: Sequence[str] | None = None, host: str |
 
 
 def _order(key: SeriesKey) -> tuple[Any, ...]:
-    return (key.target, key.workload, key.job, key.direction, key.host or "", key.part)
+    return (key.target, key.workload, key.direction, key.host or "", key.part)
 
 
 def _observations(results: Iterable[HistoryResult], runs: Mapping[int, RunInfo]) -> list[_Observation]:
@@ -226,10 +227,10 @@ def _job_options(job_text: str, unknown: tuple[str, ...] | None, version: str | 
 
 def _tracks(observations: Iterable[_Observation]) -> list[_Track]:
     """Observations grouped into comparable stretches (see the module docstring): each joins the
-    latest stretch of its target, host, workload, job and direction whose options it agrees with."""
+    latest stretch of its target, host, fio job and direction whose options it agrees with."""
     groups: dict[tuple[Any, ...], list[_Track]] = {}
     for o in observations:
-        group_key = (o.result.target, host_of(o.run), o.result.workload, o.job, o.stats.direction)
+        group_key = (o.result.target, host_of(o.run), o.job, o.stats.direction)
         tracks = groups.setdefault(group_key, [])
         track = next((t for t in reversed(tracks) if _comparable(t, o.options)), None)
         if track is None:
@@ -237,8 +238,8 @@ def _tracks(observations: Iterable[_Observation]) -> list[_Track]:
             if tracks:
                 diffs, _ = canonical.differences(tracks[-1].options[0], o.options)
                 blocking = tuple(d for d in diffs if d.effect == "blocking")
-            target, host, workload, job, direction = group_key
-            track = _Track(SeriesKey(target, workload, job, direction, host, len(tracks) + 1), [o.options], blocking)
+            target, host, job, direction = group_key
+            track = _Track(SeriesKey(target, job, direction, host, len(tracks) + 1), [o.options], blocking)
             tracks.append(track)
         elif o.options not in track.options:
             track.options.append(o.options)
@@ -274,7 +275,10 @@ def _series(track: _Track, m: Metric) -> Series | None:
         at.append(ChangeAt(new.run_id, old.run_id, new.time, before.summary.mean, after.summary.mean, ratio,
                            c.p_value, BETTER if (ratio > 0) == m.higher_is_better else WORSE,
                            what_changed(first[old.run_id], first[new.run_id])))
-    return Series(track.key, m, track.options[0], points, tuple(segments), tuple(at), track.started_by, first)
+    labels = {o.result.workload for o in track.observations}
+    label = labels.pop() if len(labels) == 1 else None
+    key = replace(track.key, label=label if label != track.key.workload else None)
+    return Series(key, m, track.options[0], points, tuple(segments), tuple(at), track.started_by, first)
 
 
 def changed(series: Series, before_run: int, after_run: int) -> tuple[changes.Change, ...]:
@@ -340,11 +344,10 @@ def _latency(d: Mapping[str, Any] | None, bins: bool) -> Latency | None:
                        {int(k): v for k, v in histogram.items()}))
 
 
-def select(history: History, target: str | None = None, workload: str | None = None) -> History:
-    """The series of ``history`` on ``target`` and of ``workload`` (its stored name or fio job name)."""
-    return History(tuple(s for s in history.series if (target is None or s.key.target == target)
-                         and (workload is None or workload in (s.key.workload, s.key.job))),
-                   history.metrics, history.method)
+def select(history: History, workloads: Sequence[str] = ()) -> History:
+    """The series of ``history`` of ``workloads`` (fio job names or stored workload names; empty: all)."""
+    return History(tuple(s for s in history.series if not workloads or s.key.workload in workloads
+                         or s.key.label in workloads), history.metrics, history.method)
 
 
 def points_of(history: History, run_id: int) -> Iterator[tuple[Series, int]]:

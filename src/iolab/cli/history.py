@@ -56,7 +56,7 @@ def load_history(store: Store, selectors: Sequence[str] = (), targets: Sequence[
         if on_unreadable is None:
             raise bad
         on_unreadable(bad)
-    found = history.build(stored, [m.name for m in chosen], host)
+    found = history.select(history.build(stored, [m.name for m in chosen], host), workloads)
     if not found.series:
         asked = [f"runs {' '.join(selectors)}" if selectors else "all runs"]
         asked += [f"{flag} {', '.join(v)}" for flag, v in (("target", targets), ("workload", workloads)) if v]
@@ -72,7 +72,7 @@ def history_options(command: Callable[..., object]) -> Callable[..., object]:
     for option in reversed((
         click.option("--target", "targets", multiple=True, metavar="T", help="Only this target (repeatable)."),
         click.option("--workload", "workloads", multiple=True, metavar="W",
-                     help="Only this workload, by its stored name (repeatable)."),
+                     help="Only this workload: its fio job name or the name it was stored under (repeatable)."),
         click.option("--metric", "metrics", multiple=True, metavar="M",
                      help="Metrics, repeatable or comma-separated: iops, bw, {clat,lat,slat}_{mean,max,pNN}, "
                           "cpu_us_per_io[@HOST] [default: iops,bw,clat_mean,clat_p99,cpu_us_per_io]"),
@@ -147,13 +147,14 @@ def gate(ctx: click.Context, run: str, metrics: Sequence[str], max_regression: s
         raise UsageError(f"{run!r} matches {len(ids)} runs ({ids[0]} … {ids[-1]}); the gate judges one",
                          hint=f"give one run: its id, or latest (the newest is {ids[-1]})")
     bound = parse_pct(max_regression, "--max-regression")
-    own = store.history([ids[0]])
-    if not own.results:
+    try:  # the run's own series say which targets and fio jobs to read the history of
+        own = load_history(store, (str(ids[0]),), metrics=split_metrics(metrics))
+    except UsageError:
         raise UsageError(f"run {ids[0]} has no result with a fio report to judge",
-                         hint="the gate judges a run whose jobs fio finished")
-    targets = sorted({r.target for r in own.results})
-    workloads = sorted({r.workload for r in own.results})
-    found = load_history(store, (), targets, workloads, None, None, split_metrics(metrics),
+                         hint="the gate judges a run whose jobs fio finished") from None
+    targets = sorted({s.key.target for s in own.series})
+    jobs = sorted({s.key.workload for s in own.series})
+    found = load_history(store, (), targets, jobs, None, None, split_metrics(metrics),
                          lambda exc: report_unreadable(ctx, exc))
     verdict = gate_mod.judge(found, ids[0], bound)
     emit_tables([history_report.gate_table(verdict)], fmt, history_report.gate_document(verdict))

@@ -141,7 +141,7 @@ def _change_doc(c: ChangeAt) -> dict[str, Any]:
 def series_document(s: Series) -> dict[str, Any]:
     """One series as JSON (see ``history_document``)."""
     return {
-        "target": s.key.target, "workload": s.key.workload, "job": s.key.job, "direction": s.key.direction,
+        "target": s.key.target, "workload": s.key.workload, "label": s.key.label, "direction": s.key.direction,
         "host": s.key.host, "part": s.key.part, "metric": s.metric.name, "unit": s.metric.unit,
         "higher_is_better": s.metric.higher_is_better,
         "points": [{"run": p.run_id, "time": p.time.isoformat(), "value": p.value, "repeats": list(p.repeats)}
@@ -191,7 +191,7 @@ def gate_document(gate: Gate) -> dict[str, Any]:
     """The gate as JSON (``iolab.gate/1``): per series the segment, value, change, p-values, verdict."""
     return {"schema": "iolab.gate/1", "run": gate.run_id, "max_regression_pct": gate.max_regression * 100,
             "alpha": gate.alpha, "method": gate.method, "regressions": len(gate.regressions), "rows": [{
-                "target": r.key.target, "workload": r.key.workload, "job": r.key.job, "direction": r.key.direction,
+                "target": r.key.target, "workload": r.key.workload, "label": r.key.label, "direction": r.key.direction,
                 "host": r.key.host, "metric": r.metric.name, "unit": r.metric.unit, "value": r.value,
                 "segment": None if r.segment is None else {
                     "first_run": r.segment.first_run, "last_run": r.segment.last_run, "runs": r.segment.summary.n,
