@@ -89,7 +89,8 @@ def history_table(history: History) -> Table:
 def changes_table(history: History) -> Table | None:
     """Every change point of every series, with what changed between the runs on either side."""
     columns = (Column("target", "target"), Column("workload", "workload"), Column("host", "host"),
-               Column("metric", "metric"), Column("run", "run", True), Column("previous_run", "after run", True),
+               Column("metric", "metric"), Column("run", "run", True),
+               Column("previous_run", "after run", True, csv_only=True),
                Column("time", "time"), Column("before", "before", True), Column("after", "after", True),
                Column("change_pct", "change", True, unit="%"), Column("p_value", "p", True),
                Column("verdict", "verdict"), Column("what_changed", "what changed"))
