@@ -416,6 +416,10 @@ _alembic_version = sa.Table("alembic_version", sa.MetaData(),
                             sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
 
 
+#: PostgreSQL advisory lock key held while the schema is created or upgraded ("iolab" in ASCII).
+SCHEMA_LOCK = 0x696F6C6162
+
+
 def _stored_revision(conn: Connection) -> str | None:
     """The revision in ``alembic_version``; None for a new database (no such table)."""
     if not sa.inspect(conn).has_table("alembic_version"):
@@ -495,6 +499,11 @@ class Store:
         head = head_revision()
         with self.engine.begin() as conn:
             tables = set(sa.inspect(conn).get_table_names())
+            if self.engine.dialect.name == "postgresql" and (not tables or _stored_revision(conn) != head):
+                # Machines opening a new (or older) team database at once: one creates or upgrades it while
+                # the others wait, then see its tables (concurrent CREATE TABLEs collide in pg_type).
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+                tables = set(sa.inspect(conn).get_table_names())
             if not tables:
                 # A new database: the tables as defined here, stamped with the head revision (Alembic's
                 # cookbook, "Building an Up to Date Database from Scratch"), without Alembic's import
