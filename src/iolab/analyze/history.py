@@ -177,9 +177,8 @@ def build(stored: Stored, metric_names: Sequence[str] | None = None, host: str |
     chosen = metrics_of(metric_names)
     runs = {r.id: r for r in stored.runs if host is None or host_of(r) == host}
     tracks = _tracks(_observations(stored.results, runs))
-    found = [s for track in sorted(tracks, key=lambda t: _order(t.key)) for m in chosen
-             if (s := _series(track, m)) is not None]
-    return History(tuple(found), chosen)
+    return History(tuple(s for track in sorted(tracks, key=lambda t: _order(t.key))
+                         for s in _track_series(track, chosen)), chosen)
 
 
 def _order(key: SeriesKey) -> tuple[Any, ...]:
@@ -252,21 +251,32 @@ def _comparable(track: _Track, options: canonical.Options) -> bool:
                for known in track.options)
 
 
-def _series(track: _Track, m: Metric) -> Series | None:
-    """The series of ``m`` over ``track``; None when no run measured it."""
-    by_run: dict[int, list[tuple[_Observation, float]]] = {}
-    for o in track.observations:
-        value = _value(m, o)
-        if value is not None:
-            by_run.setdefault(o.run.id, []).append((o, value))
-    if not by_run:
-        return None
-    points = tuple(sorted((Point(run_id, min(o.time for o, _ in pairs), sum(v for _, v in pairs) / len(pairs),
-                                 tuple(v for _, v in pairs)) for run_id, pairs in by_run.items()),
-                          key=lambda p: (p.time, p.run_id)))
+def _track_series(track: _Track, metrics: Sequence[Metric]) -> list[Series]:
+    """The series of each metric over ``track`` that some run of it measured."""
+    runs: dict[int, list[_Observation]] = {}
+    for o in track.observations:  # in time order: a run's first observation is its earliest
+        runs.setdefault(o.run.id, []).append(o)
+    first = {run_id: observed[0] for run_id, observed in runs.items()}
+    labels = {o.result.workload for o in track.observations}
+    label = labels.pop() if len(labels) == 1 else None
+    key = replace(track.key, label=label if label != track.key.workload else None)
+    found = []
+    for m in metrics:
+        points = []
+        for run_id, observed in runs.items():
+            values = [v for o in observed if (v := _value(m, o)) is not None]
+            if values:
+                points.append(Point(run_id, first[run_id].time, sum(values) / len(values), tuple(values)))
+        if points:
+            found.append(_series(key, m, track, tuple(points), first))
+    return found
+
+
+def _series(key: SeriesKey, m: Metric, track: _Track, points: tuple[Point, ...],
+            first: Mapping[int, _Observation]) -> Series:
+    """One metric's series over ``track``: its change points, segments and what changed at each."""
     found = changepoints.detect([p.value for p in points])
     segments = segments_of(points, [c.index for c in found])
-    first = {run_id: pairs[0][0] for run_id, pairs in by_run.items()}
     at = []
     for c, before, after in zip(found, segments, segments[1:], strict=False):
         old, new = points[c.index - 1], points[c.index]
@@ -275,9 +285,6 @@ def _series(track: _Track, m: Metric) -> Series | None:
         at.append(ChangeAt(new.run_id, old.run_id, new.time, before.summary.mean, after.summary.mean, ratio,
                            c.p_value, BETTER if (ratio > 0) == m.higher_is_better else WORSE,
                            what_changed(first[old.run_id], first[new.run_id])))
-    labels = {o.result.workload for o in track.observations}
-    label = labels.pop() if len(labels) == 1 else None
-    key = replace(track.key, label=label if label != track.key.workload else None)
     return Series(key, m, track.options[0], points, tuple(segments), tuple(at), track.started_by, first)
 
 
