@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -219,3 +220,18 @@ def test_gate_exits_2_without_history_0_for_a_usual_run_and_3_for_a_slow_one(bas
     assert "regression" in row and "tag build (not set) → 4711" in row
     several = iolab("gate", "2", db=db)
     assert several.returncode == 2 and "no history to judge run 2" in several.stderr
+
+
+def test_a_run_whose_stored_report_does_not_load_is_named_and_the_rest_shown(imported, tmp_path):
+    db, run_of = imported
+    copy = tmp_path / "damaged.db"
+    copy.write_bytes(db.read_bytes())
+    with sqlite3.connect(copy) as conn:
+        conn.execute("UPDATE results SET report = '{\"source_format\": \"json\", \"jobs\": 5}' WHERE run_id = ?",
+                     (run_of[3],))
+    done = iolab("history", "--workload", "steady", "--metric", "iops", "--format", "json", db=copy)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"Error: run {run_of[3]} cannot be read: result ")
+    assert "report: TypeError" in done.stderr
+    (series,) = json.loads(done.stdout)["series"]
+    assert [p["run"] for p in series["points"]] == [run_of[i] for i in range(40) if i != 3]

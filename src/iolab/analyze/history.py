@@ -35,7 +35,6 @@ from typing import Any
 
 from .. import canonical, stats
 from ..compare import BETTER, WORSE, Metric, metric
-from ..errors import UsageError
 from ..fio.merge import by_job
 from ..model import DirectionStats, FioReport, Histogram, JobResult, Latency, ResultRecord, RunInfo
 from ..store import History as Stored
@@ -126,11 +125,13 @@ class Series:
 
 @dataclass(frozen=True)
 class History:
-    """Every series found, in order of target, workload, direction, host, part and metric."""
+    """Every series found, in order of target, workload, direction, host, part and metric; ``unreadable``
+    the runs left out because a stored report of theirs is not in the form iolab writes (id, why)."""
 
     series: tuple[Series, ...]
     metrics: tuple[Metric, ...]
     method: str = changepoints.METHOD
+    unreadable: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass
@@ -176,29 +177,39 @@ def build(stored: Stored, metric_names: Sequence[str] | None = None, host: str |
     unknown metric."""
     chosen = metrics_of(metric_names)
     runs = {r.id: r for r in stored.runs if host is None or host_of(r) == host}
-    tracks = _tracks(_observations(stored.results, runs))
+    unreadable: dict[int, str] = {}
+    tracks = _tracks(_observations(stored.results, runs, unreadable))
     return History(tuple(s for track in sorted(tracks, key=lambda t: _order(t.key))
-                         for s in _track_series(track, chosen)), chosen)
+                         for s in _track_series(track, chosen)), chosen,
+                   unreadable=tuple(unreadable.items()))
 
 
 def _order(key: SeriesKey) -> tuple[Any, ...]:
     return (key.target, key.workload, key.direction, key.host or "", key.part)
 
 
-def _observations(results: Iterable[HistoryResult], runs: Mapping[int, RunInfo]) -> list[_Observation]:
-    """Every job × direction of the results of ``runs``, in time order."""
+def _observations(results: Iterable[HistoryResult], runs: Mapping[int, RunInfo],
+                  unreadable: dict[int, str]) -> list[_Observation]:
+    """Every job × direction of the results of ``runs``, in time order; a run with a report not in the
+    stored form goes to ``unreadable`` (id -> why) and is left out whole."""
     found = []
     for result in results:
         run = runs.get(result.run_id)
         if run is None:
             continue
-        report = light_report(result.report)
+        try:
+            report = light_report(result.report)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            unreadable.setdefault(run.id, f"result {result.id} ({result.target} / {result.workload}): report: "
+                                          f"{type(exc).__name__}: {exc}")
+            continue
         version = run.fio_version or report.fio_version
         options = _job_options(result.job_text, _unknown(result.extra), version, _size(result),
                                (result.extra or {}).get("pass"))
         for (job, _), merged in by_job(report).items():
             found.append(_Observation(run, result, job, merged, options.get(job) or canonical.Options({}, None),
                                       report))
+    found = [o for o in found if o.run.id not in unreadable]
     found.sort(key=lambda o: (o.time, o.run.id, o.result.id))
     return found
 
@@ -353,8 +364,8 @@ def _latency(d: Mapping[str, Any] | None, bins: bool) -> Latency | None:
 
 def select(history: History, workloads: Sequence[str] = ()) -> History:
     """The series of ``history`` of ``workloads`` (fio job names or stored workload names; empty: all)."""
-    return History(tuple(s for s in history.series if not workloads or s.key.workload in workloads
-                         or s.key.label in workloads), history.metrics, history.method)
+    return replace(history, series=tuple(s for s in history.series if not workloads or s.key.workload in workloads
+                                         or s.key.label in workloads))
 
 
 def points_of(history: History, run_id: int) -> Iterator[tuple[Series, int]]:
@@ -364,11 +375,3 @@ def points_of(history: History, run_id: int) -> Iterator[tuple[Series, int]]:
             if p.run_id == run_id:
                 yield s, i
                 break
-
-
-def require(history: History, what: str) -> History:
-    """``history`` when it has a series; else ``UsageError`` saying nothing matched ``what``."""
-    if not history.series:
-        raise UsageError(f"no stored results match {what}", hint="list runs with: iolab runs; a series needs "
-                         "results with a fio report (ok)")
-    return history

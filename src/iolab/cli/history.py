@@ -66,6 +66,7 @@ def load_history(store: Store, selectors: Sequence[str] = (), targets: Sequence[
     ``Store.history`` and ``analyze.history.build`` narrow it. A run that cannot be read goes to
     ``on_unreadable`` (without it, it is raised). Raises ``UsageError`` when no series is left."""
     from ..analyze import history
+    from ..store import UnreadableRun
 
     chosen = history.metrics_of(metrics)  # a misspelt metric fails before the database is read
     run_ids = sorted({i for s in selectors for i in store.resolve(s)}) if selectors else None
@@ -76,6 +77,11 @@ def load_history(store: Store, selectors: Sequence[str] = (), targets: Sequence[
                 raise bad
             on_unreadable(bad)
         found = history.select(history.build(stored, [m.name for m in chosen], host), workloads)
+    for run_id, why in found.unreadable:
+        bad = UnreadableRun(run_id, why)
+        if on_unreadable is None:
+            raise bad
+        on_unreadable(bad)
     if not found.series:
         asked = [f"runs {' '.join(selectors)}" if selectors else "all runs"]
         asked += [f"{flag} {', '.join(v)}" for flag, v in (("target", targets), ("workload", workloads)) if v]
@@ -87,7 +93,7 @@ def load_history(store: Store, selectors: Sequence[str] = (), targets: Sequence[
 
 
 def history_options(command: Callable[..., object]) -> Callable[..., object]:
-    """``--target``, ``--workload``, ``--metric``, ``--since`` and ``--host``: shared with ``report --history``."""
+    """``--target``, ``--workload``, ``--metric``, ``--since`` and ``--host``: what narrows a history."""
     for option in reversed((
         click.option("--target", "targets", multiple=True, metavar="T", help="Only this target (repeatable)."),
         click.option("--workload", "workloads", multiple=True, metavar="W",
