@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -235,3 +236,28 @@ def test_a_run_whose_stored_report_does_not_load_is_named_and_the_rest_shown(imp
     assert "report: TypeError" in done.stderr
     (series,) = json.loads(done.stdout)["series"]
     assert [p["run"] for p in series["points"]] == [run_of[i] for i in range(40) if i != 3]
+
+
+def test_a_firmware_update_is_what_changed(fake_sysfs):
+    """NVMe controllers show ``firmware_rev``, SCSI/ATA disks ``rev``; both become the device's ``firmware``,
+    and a different one between two runs is a change (``analyze.changes``)."""
+    from datetime import UTC, datetime
+
+    from iolab.analyze import changes
+    from iolab.model import RunInfo, TargetFacts
+    from iolab.store import HistoryResult
+    from iolab.targets import block_device_facts
+
+    fake_sysfs.disk("nvme0n1", devnum="259:0", device={"model": "Acme NVMe", "firmware_rev": "1.0.3"})
+    fake_sysfs.disk("sda", devnum="8:0", device={"model": "Disk", "rev": "GX02"})
+    nvme = block_device_facts("nvme0n1", sysfs=str(fake_sysfs.root))
+    assert (nvme.firmware, block_device_facts("sda", sysfs=str(fake_sysfs.root)).firmware) == ("1.0.3", "GX02")
+
+    def facts(device):  # type: ignore[no-untyped-def]
+        run = RunInfo(id=1, created_at=datetime.now(UTC), status="complete", origin="run", suite_name="s")
+        result = HistoryResult(1, 1, "nvme", "w", "[w]\n", None, {}, TargetFacts("/dev/nvme0n1", "block",
+                                                                                 device=device), {})
+        return changes.facts(run, result)
+
+    updated = replace(nvme, firmware="1.0.4")
+    assert changes.between(facts(nvme), facts(updated)) == (changes.Change("firmware", "1.0.3", "1.0.4"),)

@@ -54,6 +54,26 @@ def level(unit: str, segment: Segment) -> str:
     return f"{format_value(unit, s.mean)}{half} (n={s.n})"
 
 
+#: Segments a history row shows; longer series show the first and the last ones.
+SHOWN_SEGMENTS = 4
+
+
+def segments_text(unit: str, segments: Sequence[Segment]) -> str:
+    """Each segment's mean ± 95 % half-width and its runs, oldest first: ``29879 ± 6924 (1–8) → 401.2 ± 0.6
+    (9–14)``; beyond ``SHOWN_SEGMENTS``, the first, ``…`` and the last ones."""
+    def one(g: Segment) -> str:
+        ci = g.summary.ci95
+        half = f" ± {format_value(unit, (ci[1] - ci[0]) / 2)}" if ci is not None else ""
+        runs = f"{g.first_run}–{g.last_run}" if g.first_run != g.last_run else f"{g.first_run}"
+        return f"{format_value(unit, g.summary.mean)}{half} ({runs})"
+
+    shown = list(segments)
+    if len(shown) > SHOWN_SEGMENTS:
+        return " → ".join([one(shown[0]), f"… {len(shown) - SHOWN_SEGMENTS + 1} more",
+                           *map(one, shown[-(SHOWN_SEGMENTS - 2):])])
+    return " → ".join(map(one, shown))
+
+
 def _last_change(series: Series) -> str:
     if not series.changes:
         return "–"
@@ -62,13 +82,13 @@ def _last_change(series: Series) -> str:
 
 
 def history_table(history: History) -> Table:
-    """One row per series: its runs, trend, current level and latest change."""
+    """One row per series: its runs, trend, each segment's mean ± 95 % CI and the latest change."""
     columns = (Column("target", "target"), Column("workload", "workload"), Column("host", "host"),
                Column("metric", "metric"), Column("runs", "runs", True), Column("from", "from", csv_only=True),
                Column("to", "to", csv_only=True), Column("trend", "trend"),
-               Column("level", "level: mean ± 95 % CI"), Column("level_mean", "level mean", csv_only=True),
-               Column("since_run", "since run", True), Column("changes", "changes", True),
-               Column("last_change", "last change"))
+               Column("segments", "segments: mean ± 95 % CI (runs)"),
+               Column("level_mean", "level mean", csv_only=True), Column("since_run", "since run", True, csv_only=True),
+               Column("changes", "changes", True), Column("last_change", "last change"))
     rows = []
     for s in history.series:
         last = s.segments[-1]
@@ -77,7 +97,7 @@ def history_table(history: History) -> Table:
                      Cell(str(len(s.points)), len(s.points)), Cell(f"{s.points[0].time:%Y-%m-%d}",
                                                                    s.points[0].time.isoformat()),
                      Cell(f"{s.points[-1].time:%Y-%m-%d}", s.points[-1].time.isoformat()),
-                     Cell(sparkline([p.value for p in s.points])), Cell(level(s.metric.unit, last)),
+                     Cell(sparkline([p.value for p in s.points])), Cell(segments_text(s.metric.unit, s.segments)),
                      Cell(format_value(s.metric.unit, last.summary.mean), last.summary.mean),
                      Cell(str(last.first_run), last.first_run),
                      Cell(str(len(s.changes)), len(s.changes)), Cell(_last_change(s), style=style)))
