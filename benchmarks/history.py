@@ -40,10 +40,10 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # historydata: scaled real fio output
 
 import historydata
-from iolab import importer
 from iolab.analyze import history
 from iolab.fio import parse_output
-from iolab.store import FinishedResult, FinishedRun, ImportedFile, Store
+from iolab.store.database import FinishedResult, FinishedRun, ImportedFile, Store
+from iolab.workflows import importer
 from ratios import Ratio, add_json_option, emit, say
 
 IOLAB = [str(Path(sys.executable).parent / "iolab")]

@@ -42,12 +42,12 @@ from typing import Any
 
 import orjson
 
-from iolab import importer
-from iolab import store as store_mod
 from iolab.fio import parse_output
 from iolab.fio.num2str import num2str
 from iolab.model import FioReport, to_json_text
-from iolab.store import Store
+from iolab.store import database as store_mod
+from iolab.store.database import Store
+from iolab.workflows import importer
 from ratios import Ratio, add_json_option, emit
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "fio"

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from iolab import importer
-from iolab.store import Store
+from iolab.store.database import Store
+from iolab.workflows import importer
 from ratios import Ratio, add_json_option, emit, say
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fio" / "fio-3.33_randrw_libaio.json"

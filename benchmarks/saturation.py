@@ -43,8 +43,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from iolab import autotune, saturation, tuning
-from iolab.targets import block_device_facts
+from iolab.analyze import saturation
+from iolab.facts.targets import block_device_facts
+from iolab.run import tuning
+from iolab.workflows import autotune
 from ratios import Ratio, add_json_option, emit, say
 
 DEPTHS = (1, 2, 4, 8, 16, 32, 64, 128, 256)

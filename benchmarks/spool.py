@@ -21,8 +21,8 @@ from pathlib import Path
 
 from iolab.fio import parse_output
 from iolab.model import TimeSeries
-from iolab.spool import JobEnd, Spool
-from iolab.store import PendingResult, Store
+from iolab.run.spool import JobEnd, Spool
+from iolab.store.database import PendingResult, Store
 from ratios import Ratio, add_json_option, emit, say
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "data" / "fio" / "fio-3.33_randrw_libaio.jsonplus.json"

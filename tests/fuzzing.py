@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from iolab import importer
 from iolab.errors import IolabError
 from iolab.model import FioReport, Run
 from iolab.report import results as results_report
-from iolab.store import Store, UnreadableRun
+from iolab.store.database import Store, UnreadableRun
+from iolab.workflows import importer
 
 DATA = Path(__file__).parent / "data" / "fio"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "samples"

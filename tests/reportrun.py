@@ -12,9 +12,9 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from iolab import jobfile
+from iolab.fio import jobfile
 from iolab.runner import local
-from iolab.store import PendingResult, Store
+from iolab.store.database import PendingResult, Store
 
 EVIL_TARGET = "<img src=x onerror=alert(1)>"
 EVIL_LABEL = "base</script><script>alert(2)</script>"

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from iolab import autotune, saturation, suite
-from iolab.autotune import Axis, Descent, Measured
-from iolab.saturation import Point
-from iolab.workflow import best_suite
+from iolab.analyze import saturation
+from iolab.analyze.saturation import Point
+from iolab.describe import suite
+from iolab.workflows import autotune
+from iolab.workflows.autotune import Axis, Descent, Measured
+from iolab.workflows.prober import best_suite
 
 AXES = (Axis("ioengine", ("io_uring",)), Axis("numjobs", ("2",)), Axis("scheduler", ("mq-deadline", "bfq")),
         Axis("nomerges", ("2",)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iolab.canonical import NOT_SET, Options, canonical, default_ioengine, differences, normalise
+from iolab.describe.canonical import NOT_SET, Options, canonical, default_ioengine, differences, normalise
 
 
 @pytest.mark.parametrize(("key", "value", "expected"), [

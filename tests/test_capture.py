@@ -17,12 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from clirun import iolab
-from iolab.capture import fingerprint as fp_mod
-from iolab.capture import fit, record, tracefs
-from iolab.capture import replay as replay_mod
-from iolab.capture import trace as trace_mod
-from iolab.capture.trace import FLUSH, FUA, PREFLUSH, READ, SYNC, WRITE
-from iolab.store import Store
+from iolab.store.database import Store
+from iolab.workflows.capture import fingerprint as fp_mod
+from iolab.workflows.capture import fit, record, tracefs
+from iolab.workflows.capture import replay as replay_mod
+from iolab.workflows.capture import trace as trace_mod
+from iolab.workflows.capture.trace import FLUSH, FUA, PREFLUSH, READ, SYNC, WRITE
 from loopdev import MiB, loop_device, requires_loop
 
 LINES = """\

@@ -14,11 +14,11 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 import pg
-from iolab import execute
-from iolab import store as store_mod
-from iolab import suite as suite_mod
+from iolab.describe import suite as suite_mod
+from iolab.run import execute
 from iolab.runner import local
-from iolab.store import Store
+from iolab.store import database as store_mod
+from iolab.store.database import Store
 
 
 def _config(url: str | None = None) -> Config:
@@ -38,7 +38,7 @@ def test_an_up_to_date_database_opens_without_alembic(tmp_path):
     Store(url).create_run(suite_name="s", suite_text="")
     code = textwrap.dedent(f"""
         import sys
-        from iolab.store import Store
+        from iolab.store.database import Store
         store = Store({url!r})
         assert len(store.list_runs()) == 1
         print(sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab, popen
-from iolab import suite, tuning
-from iolab.targets import block_device_facts
+from iolab.describe import suite
+from iolab.facts.targets import block_device_facts
+from iolab.run import tuning
 from loopdev import MiB, loop_device, requires_loop
 
 pytestmark = [pytest.mark.root, requires_loop]

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from clirun import iolab
 from iolab import cli
 from iolab.cli import show as cli_show
-from iolab.store import Store, results
+from iolab.store.database import Store, results
 
 DATA = Path(__file__).parent / "data" / "fio"
 GOOD = [DATA / n for n in ("fio-3.33_randrw_libaio.json", "fio-3.33_randrw_posixaio.json",

@@ -13,7 +13,7 @@ import pytest
 
 from clirun import iolab, popen
 from iolab.report.table import read_csv
-from iolab.store import Store
+from iolab.store.database import Store
 
 SMALL = """\
 name: small

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop, tmpfs
 
 pytestmark = requires_loop

@@ -15,7 +15,7 @@ import pytest
 from iolab import cli
 
 HEAVY = ("sqlalchemy", "pydantic", "numpy", "scipy", "altair", "alembic", "jinja2", "yaml", "iolab.report",
-         "iolab.store", "iolab.model", "iolab.execute")
+         "iolab.store", "iolab.model", "iolab.run.execute")
 SAMPLE = Path(__file__).parent / "data" / "fio" / "fio-3.33_randrw_libaio.json"
 
 
@@ -50,8 +50,8 @@ def test_runs_opens_the_database_without_planning_report_or_numeric_code(tmp_pat
     cli.main(["--db", db, "import", str(SAMPLE)])
     modules = imported_by("--db", db, "runs")
     assert "iolab.store" in modules
-    assert heavy_in(modules, ("numpy", "scipy", "altair", "jinja2", "iolab.execute", "iolab.suite", "iolab.lint",
-                              "iolab.report.results", "iolab.runner", "iolab.remote")) == []
+    assert heavy_in(modules, ("numpy", "scipy", "altair", "jinja2", "iolab.run.execute", "iolab.describe.suite",
+                              "iolab.check.lint", "iolab.report.results", "iolab.runner", "iolab.remote")) == []
 
 
 def test_every_line_of_the_command_table_is_its_command():
@@ -69,9 +69,10 @@ def test_show_of_a_plain_run_imports_only_the_results_report(tmp_path):
     cli.main(["--db", db, "import", str(SAMPLE)])
     modules = imported_by("--db", db, "show", "1")
     assert "iolab.report.results" in modules
-    assert heavy_in(modules, ("numpy", "scipy", "altair", "iolab.compare", "iolab.capture", "iolab.report.capture",
+    assert heavy_in(modules, ("numpy", "scipy", "altair", "iolab.analyze.compare", "iolab.workflows.capture",
+                              "iolab.report.capture",
                               "iolab.report.saturation", "iolab.report.warmup", "iolab.report.crashtest",
-                              "iolab.execute", "iolab.runner", "iolab.remote.protocol")) == []
+                              "iolab.run.execute", "iolab.runner", "iolab.remote.protocol")) == []
 
 
 def test_planning_a_run_imports_neither_numpy_nor_the_database_code(tmp_path):
@@ -81,8 +82,8 @@ def test_planning_a_run_imports_neither_numpy_nor_the_database_code(tmp_path):
     suite = tmp_path / "s.yaml"
     suite.write_text(f"name: s\ntargets:\n  t: {{path: {tmp_path}/f, size: 1m}}\nworkloads:\n  - {{rw: read}}\n")
     modules = imported_by("--db", str(tmp_path / "t.db"), "run", str(suite), "--dry-run", "--no-observe")
-    assert "iolab.execute" in modules
-    assert heavy_in(modules, ("numpy", "sqlalchemy", "iolab.store")) == []
+    assert "iolab.run.execute" in modules
+    assert heavy_in(modules, ("numpy", "sqlalchemy", "iolab.store.database")) == []
 
 
 def test_a_command_closes_its_database_and_its_exit_skips_the_full_collection(tmp_path):

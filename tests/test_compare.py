@@ -13,14 +13,14 @@ import pytest
 from scipy import stats as sps
 
 from clirun import iolab
-from iolab import compare as cmp
-from iolab import importer
+from iolab.analyze import compare as cmp
 from iolab.cli.compare import sides_of
 from iolab.errors import UsageError
 from iolab.model import DirectionStats, FioReport, HostFacts, JobResult, Latency
 from iolab.report.comparison import comparison_document, comparison_tables, environment_table
 from iolab.report.table import read_csv, to_markdown
-from iolab.store import PendingResult, Store
+from iolab.store.database import PendingResult, Store
+from iolab.workflows import importer
 
 DATA = Path(__file__).parent / "data" / "fio"
 JOB = "[{name}]\nrw={rw}\nbs={bs}\niodepth=8\nioengine=libaio\ndirect=1\nsize=64m\ntime_based\nruntime={runtime}\n"

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from iolab import crashphase, crashtest, stats
+from iolab import stats
 from iolab.errors import UsageError
 from iolab.model import DirectionStats, FioReport, JobResult
+from iolab.run import crashphase
+from iolab.workflows import crashtest
 
 STATE = (Path(__file__).parent / "data" / "fio" / "not-output" / "local-pc-0-verify.state").read_bytes()
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab, wait_for
-from iolab import crashtest
-from iolab.store import Store
+from iolab.store.database import Store
+from iolab.workflows import crashtest
 from loopdev import MiB, loop_device, requires_loop
 from netns import Host, lab, requires_netns, requires_sshd, start_sshd
 

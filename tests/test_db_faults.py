@@ -24,9 +24,9 @@ import sqlalchemy as sa
 
 import pg
 from clirun import iolab, popen, wait_for
-from iolab import dbfaults
 from iolab.errors import StoreError
-from iolab.store import Store
+from iolab.store import faults as dbfaults
+from iolab.store.database import Store
 
 JOBS = 6
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from iolab import compare, crashtest, saturation, stats
+from iolab import stats
+from iolab.analyze import compare, saturation
 from iolab.model import HostUsage
 from iolab.observe import usage
+from iolab.workflows import crashtest
 
 P = saturation.Point
 

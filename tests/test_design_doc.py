@@ -13,7 +13,7 @@ DESIGN = ROOT / "docs" / "design.md"
 
 def _findings_in_lint() -> dict[str, set[str]]:
     """Rule id -> the sources lint.py gives it (the fifth argument of each ``Finding``)."""
-    src = (ROOT / "src" / "iolab" / "lint.py").read_text()
+    src = (ROOT / "src" / "iolab" / "check" / "lint.py").read_text()
     found: dict[str, set[str]] = {}
     for node in ast.walk(ast.parse(src)):
         if (isinstance(node, ast.Call) and len(node.args) >= 5 and isinstance(node.args[0], ast.Constant)

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 import fuzzing
-from iolab import suite
+from iolab.describe import suite
 from iolab.errors import SuiteError
-from iolab.store import Store
+from iolab.store.database import Store
 
 COUNT = int(os.environ.get("IOLAB_FUZZ_COUNT", "2500"))
 SEED = int(os.environ.get("IOLAB_FUZZ_SEED", "15"))

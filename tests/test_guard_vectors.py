@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
-from iolab import execute, suite
+from iolab.check import guard
+from iolab.check import remote as remote_checks
+from iolab.describe import suite
 from iolab.errors import SafetyError
 from iolab.remote import hosts as remote_hosts
-from iolab.remote import jobs as remote_jobs
-from iolab.runner import guard
-from iolab.store import Store
+from iolab.run import execute
+from iolab.runner import fence, marks
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
 pytestmark = requires_loop
@@ -94,6 +96,7 @@ def test_vector_leaves_the_device_unchanged(tmp_path: Path, devices: tuple[str, 
                                             args: list[str], env: dict[str, str]) -> None:
     victim, blank = devices
     (tmp_path / "f").write_bytes(b"\0" * MiB)
+    marks.mark(str(tmp_path / "f"))  # iolab's own: writable, so the device is what each vector must be refused for
     for name, text in files.items():
         (tmp_path / name).write_text(_fill(text, tmp_path, victim, blank))
     if env.pop("link", None):
@@ -157,7 +160,8 @@ def test_the_fence_alone_stops_the_write(tmp_path: Path, devices: tuple[str, str
     victim, _ = devices
     (tmp_path / "j.fio").write_text(f"[a]\nfilename={victim}\n{W}")
     (tmp_path / "k.fio").write_text(f"[k]\nfilename={tmp_path}/g\n{W}")
-    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: [target] if target else [str(tmp_path)])
+    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: guard.Checked(
+        writable={target or str(tmp_path): fence.DESTROY}, writes=True))
     loaded = suite.load(str(tmp_path / "j.fio"))
     second = suite.load(str(tmp_path / "k.fio")).workloads[0]
     loaded = dataclasses.replace(loaded, workloads=(*loaded.workloads, second))
@@ -185,9 +189,9 @@ def test_a_remote_device_is_compared_as_resolved_not_as_text(spelling: str) -> N
     target = suite.Target("t", spelling, hosts=(remote_hosts.parse("10.0.0.1"),))
     with pytest.raises(SafetyError, match="refusing to write to /dev/loop0 on the hosts of target t: iolab cannot "
                                           "check a remote device for data without ssh, and it is not named"):
-        remote_jobs.check_safety(target, {target.hosts[0]: None}, True, (), 0)
+        remote_checks.check_safety(target, {target.hosts[0]: None}, True, (), 0)
     with pytest.raises(SafetyError, match=r"without ssh$"):
-        remote_jobs.check_safety(target, {target.hosts[0]: None}, True, ("/dev/loop0",), 0)
+        remote_checks.check_safety(target, {target.hosts[0]: None}, True, ("/dev/loop0",), 0)
 
 
 def test_a_device_name_that_is_not_a_device_here_is_refused(tmp_path: Path) -> None:
@@ -206,7 +210,7 @@ def test_a_write_that_lands_in_a_regular_file_where_a_device_was_named_is_a_fail
     result."""
     name = f"/dev/iolab-absent-{os.getpid()}"
     (tmp_path / "j.fio").write_text(f"[j]\nfilename={name}\n{W}")
-    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: [])
+    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: guard.Checked())
     options = execute.RunOptions(fence=False)
     store = Store(f"sqlite:///{tmp_path}/db.sqlite")
     try:

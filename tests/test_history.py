@@ -16,7 +16,7 @@ from scipy import stats as sps
 import historydata
 from clirun import iolab
 from iolab.analyze import changepoints, gate, history
-from iolab.compare import metric
+from iolab.analyze.compare import metric
 from iolab.errors import ParseError
 from iolab.fio import parse_output
 from iolab.fio.merge import by_job
@@ -244,9 +244,9 @@ def test_a_firmware_update_is_what_changed(fake_sysfs):
     from datetime import UTC, datetime
 
     from iolab.analyze import changes
+    from iolab.facts.targets import block_device_facts
     from iolab.model import RunInfo, TargetFacts
-    from iolab.store import HistoryResult
-    from iolab.targets import block_device_facts
+    from iolab.store.database import HistoryResult
 
     fake_sysfs.disk("nvme0n1", devnum="259:0", device={"model": "Acme NVMe", "firmware_rev": "1.0.3"})
     fake_sysfs.disk("sda", devnum="8:0", device={"model": "Disk", "rev": "GX02"})

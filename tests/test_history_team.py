@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import pg
-from iolab.store import Store
+from iolab.store.database import Store
 
 ROUNDS = 3
 WORKLOADS = ("w0", "w1", "w2", "w3")

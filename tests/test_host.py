@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab.host import _combine_virt, fio_version, host_facts, virtualization
-from iolab.sysfs import format_cpu_list, parse_cpu_list
+from iolab.facts.host import _combine_virt, fio_version, host_facts, virtualization
+from iolab.facts.sysfs import format_cpu_list, parse_cpu_list
 
 NO_DETECT_VIRT = "/nonexistent/systemd-detect-virt"
 

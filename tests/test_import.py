@@ -11,9 +11,9 @@ import pytest
 
 from clirun import iolab
 from iolab.fio import parse_output
-from iolab.importer import ALL_UNKNOWN, BARE_FLAGS, plan_results, read_source
 from iolab.model import FioReport, from_jsonable, to_json_text, to_jsonable
-from iolab.store import Store
+from iolab.store.database import Store
+from iolab.workflows.importer import ALL_UNKNOWN, BARE_FLAGS, plan_results, read_source
 
 DATA = Path(__file__).parent / "data" / "fio"
 NOT_OUTPUT = DATA / "not-output"

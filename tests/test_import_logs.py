@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
-from iolab.store import Store
+from iolab.store.database import Store
 from netns import wait_listening
 
 DATA = Path(__file__).parent / "data" / "fio"

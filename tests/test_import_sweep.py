@@ -17,7 +17,7 @@ import benchfio
 import cgroup
 from clirun import iolab
 from iolab.report.table import read_csv
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import loop_device, requires_loop
 
 KINDS = ("bw", "iops", "lat", "clat", "slat")

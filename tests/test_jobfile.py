@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab import jobfile
 from iolab.errors import SuiteError
+from iolab.fio import jobfile
 
 ISSUE_JOB = """\
 [global]

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
-from iolab import execute, lint
-from iolab import suite as suite_mod
+from iolab.check import lint
+from iolab.describe import suite as suite_mod
+from iolab.describe.method import Precondition
 from iolab.errors import SafetyError
-from iolab.method import Precondition
 from iolab.model import BlockDeviceFacts, HostFacts, ResultRecord, Run, RunInfo, TargetFacts
+from iolab.run import execute
 from loopdev import MiB, loop_device, requires_loop
 
 GiB = 1024**3

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
-from iolab import jobfile, method
-from iolab.fio import parse_output
+from iolab.describe.method import Precondition, check_precondition
+from iolab.fio import jobfile, parse_output
 from iolab.fio.json import parse_json
-from iolab.method import Precondition, steady_state, window_verdict
-from iolab.store import Store
+from iolab.run import method
+from iolab.run.method import steady_state, window_verdict
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
 SAMPLES = Path(__file__).parent / "data" / "fio"
@@ -80,12 +81,12 @@ def test_fio_steadystate_block_from_a_real_report() -> None:
 
 
 def test_precondition_settings() -> None:
-    assert method.check_precondition({"fill": "2x", "bs": "128k"}) == Precondition(fill=2)
-    assert method.check_precondition({"rounds": True}).rounds == 25
+    assert check_precondition({"fill": "2x", "bs": "128k"}) == Precondition(fill=2)
+    assert check_precondition({"rounds": True}).rounds == 25
     for bad, message in (({"fill": "1.5x"}, "fill"), ({"rounds": 3}, "rounds"), ({"fill": 1, "track": "x"}, "track"),
                          ({}, "nothing to do"), ({"fill": 1, "speed": 2}, "speed: unknown")):
         with pytest.raises(ValueError, match=message):
-            method.check_precondition(bad)
+            check_precondition(bad)
 
 
 def test_fill_and_round_job_texts() -> None:

@@ -8,13 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from iolab import compare as compare_mod
+from iolab.analyze import compare as compare_mod
+from iolab.describe.observe import with_args
+from iolab.describe.suite import load_yaml
 from iolab.errors import HostError, SuiteError, UsageError
 from iolab.model import DirectionStats, FioReport, HostSamples, JobResult, ResultRecord, Series, to_jsonable
 from iolab.observe import config, exporter, usage
 from iolab.observe.sampler import Endpoint, Observation
 from iolab.observe.watch import measured_window
-from iolab.suite import load_yaml
 
 EXPOSITION = """\
 # HELP node_cpu_seconds_total Seconds the CPUs spent in each mode.
@@ -195,18 +196,18 @@ def test_observe_settings_in_a_suite_and_on_the_command_line():
             "workloads: [{rw: read}]\n")
     observe = load_yaml(text, "s.yaml").observe
     assert observe.hosts == {"nvmet": "10.0.0.5:9200", "ceph": "[fd00::5]:9100"}
-    assert observe.local_address == "self" and observe.asked  # this host read directly: no exporter needed
+    assert config.local_address(observe) == "self" and observe.asked  # this host read directly: no exporter needed
     default = load_yaml("name: s\nworkloads: [{rw: read}]\n", "s.yaml").observe
     assert default.enabled and not default.asked
     assert not load_yaml("name: s\nobserve: false\nworkloads: [{rw: read}]\n", "s.yaml").observe.enabled
     with pytest.raises(SuiteError, match=r"s.yaml:2: observe.port: expected a TCP port"):
         load_yaml("name: s\nobserve: {port: 0}\nworkloads: [{rw: read}]\n", "s.yaml")
-    moved = config.with_args(default, ["local=127.0.0.1:19100", "stor1=10.0.0.7:9100", "10.0.0.8"])
-    assert moved.local_address == "127.0.0.1:19100" and moved.asked
+    moved = with_args(default, ["local=127.0.0.1:19100", "stor1=10.0.0.7:9100", "10.0.0.8"])
+    assert config.local_address(moved) == "127.0.0.1:19100" and moved.asked
     assert moved.hosts == {"stor1": "10.0.0.7:9100", "10.0.0.8": "10.0.0.8:9100"}
-    assert not config.with_args(moved, [], off=True).enabled
+    assert not with_args(moved, [], off=True).enabled
     with pytest.raises(ValueError, match="unix socket"):
-        config.with_args(default, ["sock:/run/x"])
+        with_args(default, ["sock:/run/x"])
 
 
 def test_a_prometheus_server_that_does_not_answer_is_one_gap():

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab, popen, wait_for
-from iolab import execute
+from iolab.describe.suite import load_yaml
 from iolab.errors import HostError
 from iolab.observe import prometheus, usage
-from iolab.remote import jobs as remote_jobs
-from iolab.store import Store
-from iolab.suite import load_yaml
+from iolab.run import execute
+from iolab.run import remote as remote_run
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 from netns import lab, local_node_exporter, requires_netns, requires_node_exporter, wait_listening
 
@@ -117,7 +117,7 @@ def test_every_host_observed_an_observer_killed_mid_run_and_remote_facts(tmp_pat
         assert u.role == "server" and not u.gaps and u.window_s == pytest.approx(4.0, abs=0.3)
         assert u.nics["eth0"].rx_bytes > 0 and u.nics["eth0"].speed_bytes_s  # fio's client traffic on the veth
     uname = os.uname()
-    for h, record in zip(hosts[:2], remote_jobs.host_records(result), strict=True):
+    for h, record in zip(hosts[:2], remote_run.host_records(result), strict=True):
         facts = record.facts  # no ssh: from the server's node_exporter
         assert facts is not None and facts.hostname == f"iolab-obs-h{h.index}"
         assert facts.kernel == f"{uname.release} {uname.version}"

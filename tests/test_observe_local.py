@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
+from iolab.describe.observe import Observe, with_args
 from iolab.observe import config, exporter, local
 from iolab.observe.sampler import Endpoint
 from netns import local_node_exporter, requires_node_exporter
@@ -21,12 +22,12 @@ JOB = ("[global]\nioengine=libaio\ndirect=1\nsize=32m\ntime_based=1\nruntime=3s\
 
 
 def test_default_observers_read_this_host_directly_and_an_exporter_here_is_the_local_row():
-    plain = config.Observe()
+    plain = Observe()
     assert config.endpoints(plain, {}) == [(Endpoint("local", "local", local.SELF), None)]
-    named_here = config.with_args(plain, ["127.0.0.1:19100", "nvmet=10.0.0.5:9100"])
+    named_here = with_args(plain, ["127.0.0.1:19100", "nvmet=10.0.0.5:9100"])
     assert config.endpoints(named_here, {}) == [(Endpoint("local", "local", "127.0.0.1:19100"), None),
                                                 (Endpoint("nvmet", "observed", "10.0.0.5:9100"), None)]
-    hostname_here = config.with_args(plain, [f"{os.uname().nodename}:19100"])
+    hostname_here = with_args(plain, [f"{os.uname().nodename}:19100"])
     assert [e.role for e, _ in config.endpoints(hostname_here, {})] == ["local"]
     assert not config.is_this_host("10.0.0.5:9100") and config.is_this_host("[::1]:9100")
 

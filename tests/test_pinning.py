@@ -7,9 +7,9 @@ import os
 import pytest
 
 from iolab.errors import SuiteError
-from iolab.pinning import cpus, fio_options, numa_nodes
-from iolab.sysfs import parse_cpu_list
-from iolab.targets import block_device_facts
+from iolab.facts.pinning import cpus, fio_options, numa_nodes
+from iolab.facts.sysfs import parse_cpu_list
+from iolab.facts.targets import block_device_facts
 
 
 def test_mq_is_the_union_of_hardware_queue_cpus(fake_sysfs) -> None:

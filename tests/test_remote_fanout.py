@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab
+from iolab.remote import client, protocol
 from iolab.remote import hosts as host_specs
-from iolab.remote import protocol
-from iolab.runner import client
 from netns import lab, requires_netns, wait_listening
 
 pytestmark = [requires_netns, pytest.mark.root]
@@ -221,10 +220,10 @@ def _until_refused(address: str, port: int, timeout_s: float = 10) -> None:
 
 
 def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job(tmp_path):
-    from iolab import execute
-    from iolab import suite as suite_mod
-    from iolab.remote import jobs as remote_jobs
-    from iolab.store import Store
+    from iolab.describe import suite as suite_mod
+    from iolab.run import execute
+    from iolab.run import remote as remote_run
+    from iolab.store.database import Store
 
     with lab(2) as hosts:
         servers = [h.start_fio_server() for h in hosts]
@@ -239,7 +238,7 @@ def test_a_host_gone_after_the_plan_is_lost_and_probed_again_before_the_next_job
         store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
         run_id = execute.start(store, plan, options)
         assert execute.execute(store, run_id, options, checked=plan.remote) == "partial"
-    first, second = (remote_jobs.host_records(r) for r in store.get_run(run_id).results)
+    first, second = (remote_run.host_records(r) for r in store.get_run(run_id).results)
     gone = hosts[1].spec()
     assert [r.status for r in first] == [r.status for r in second] == ["ok", "lost"]
     assert first[1].error.startswith(f"{gone}: not reachable when the job started: nothing listens there")

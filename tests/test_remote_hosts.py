@@ -18,17 +18,18 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab, popen
-from iolab import execute
-from iolab import suite as suite_mod
+from iolab.check import remote as remote_checks
+from iolab.describe import suite as suite_mod
 from iolab.errors import HostError, SafetyError, UsageError
+from iolab.facts.host import fio_version, host_facts
 from iolab.fio.merge import summarize
-from iolab.host import fio_version, host_facts
 from iolab.remote import hosts as host_specs
-from iolab.remote import jobs as remote_jobs
 from iolab.remote import protocol, server
 from iolab.report import document
 from iolab.report.results import run_document
-from iolab.store import Store
+from iolab.run import execute
+from iolab.run import remote as remote_run
+from iolab.store.database import Store
 from netns import lab, requires_netns, requires_sshd, start_sshd
 
 pytestmark = [requires_netns, pytest.mark.root]
@@ -171,7 +172,7 @@ def test_killing_a_server_mid_run_gives_a_partial_run_and_exit_1(tmp_path):
     lost = host_specs.parse(specs[1]).label
     for result in run.results:
         assert result.status == "partial"
-        records = {r.host: r for r in remote_jobs.host_records(result)}
+        records = {r.host: r for r in remote_run.host_records(result)}
         assert records[lost].status == "lost" and lost in result.error
         survivors = [host_specs.parse(s) for s in (specs[0], specs[2])]
         assert sorted(j.hostname for j in result.report.jobs) == sorted(s.host for s in survivors)
@@ -228,7 +229,7 @@ def test_preflight_names_each_failing_host_within_the_timeout(tmp_path):
         suite.write_text(suite_text([host.spec(8765), host.spec(8766), host.spec(8768)], tmp_path / "d"))
         started = time.monotonic()
         proc = iolab("run", str(suite), db=db, cwd=tmp_path)
-        assert time.monotonic() - started < remote_jobs.PREFLIGHT_TIMEOUT_S + 5
+        assert time.monotonic() - started < remote_checks.PREFLIGHT_TIMEOUT_S + 5
     assert proc.returncode == 1
     assert "Error: target many: preflight failed for 2 of 3 host(s):" in proc.stderr
     assert f"{host.spec(8765)}: cannot connect: nothing listens there" in proc.stderr
@@ -308,7 +309,7 @@ def test_ssh_true_gathers_the_same_facts_as_for_a_local_target(tmp_path, monkeyp
         with pytest.raises(HostError, match=rf"{host.address}:8765: gathering facts over ssh failed"):
             execute.prepare(missing, execute.RunOptions())
     (result,) = Store(f"sqlite:///{db}").get_run(1).results
-    (record,) = remote_jobs.host_records(result)
+    (record,) = remote_run.host_records(result)
     local = host_facts(fio_version())
     assert record.facts is not None and record.facts.kernel == local.kernel
     assert record.facts.cpu_count == local.cpu_count and record.facts.fio_version == local.fio_version

@@ -13,9 +13,8 @@ import pytest
 
 from iolab.errors import HostError
 from iolab.fio.merge import percentiles_from_bins
-from iolab.remote import hosts, protocol
+from iolab.remote import client, hosts, protocol
 from iolab.remote.hosts import HostSpec
-from iolab.runner import client
 
 
 @pytest.mark.parametrize(("text", "kind", "host", "port", "label", "fio_arg"), [
@@ -207,8 +206,8 @@ def test_the_time_bound_stops_fio(socket_servers, tmp_path):
 
 
 def test_every_remote_job_has_a_time_bound():
-    from iolab import jobfile
-    from iolab.remote.jobs import DEFAULT_BOUND_S, time_bound_s
+    from iolab.fio import jobfile
+    from iolab.run.remote import DEFAULT_BOUND_S, time_bound_s
 
     timed = jobfile.parse("[global]\nruntime=30s\nramp_time=5\n[a]\nrw=read\n[b]\nruntime=1m\n")
     assert time_bound_s(timed, 300) == 2 * 65 + 300  # the longest job, ramp included, twice, plus slack
@@ -247,7 +246,7 @@ def test_ctrl_c_stops_the_remote_jobs_and_resume_finishes_the_run(socket_servers
     while any(_jobs(p.pid) for p in procs):  # the servers ended their jobs (fio's client said QUIT)
         assert time.monotonic() < deadline, "a remote job outlived Ctrl-C"
         time.sleep(0.1)
-    from iolab.store import Store
+    from iolab.store.database import Store
 
     assert Store(f"sqlite:///{db}").get_run(1).results[0].status == "interrupted"
     resumed = iolab("run", "--resume", "1", db=db, cwd=tmp_path)

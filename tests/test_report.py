@@ -15,11 +15,11 @@ import pytest
 import cgroup
 import reportrun
 from clirun import iolab
-from iolab.compare import Side, compare
+from iolab.analyze.compare import Side, compare
 from iolab.model import TimeSeries
 from iolab.report import chartdata, charts, document, html, images, markdown
 from iolab.report.comparison import comparison_tables
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import loop_device, loop_unavailable_reason
 from reportrun import EVIL_LABEL, EVIL_TARGET, EVIL_WORKLOAD
 

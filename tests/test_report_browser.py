@@ -16,7 +16,7 @@ import browsers
 import reportrun
 from clirun import iolab
 from iolab.report import document, html
-from iolab.store import Store
+from iolab.store.database import Store
 from reportrun import EVIL_LABEL, EVIL_TARGET
 
 pytestmark = pytest.mark.browser

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab, popen, wait_for
-from iolab.store import Store
+from iolab.store.database import Store
 from netns import lab, requires_netns, requires_sshd, start_sshd
 
 

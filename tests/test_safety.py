@@ -8,17 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from iolab.check.safety import GiB, check_block_write, check_free_space, default_margin, is_named, writes
 from iolab.errors import SafetyError
+from iolab.facts.targets import BUSY_MARK, SWAP_MARK, inspect
 from iolab.model import BlockDeviceFacts, TargetFacts
-from iolab.safety import (
-    GiB,
-    check_block_write,
-    check_free_space,
-    default_margin,
-    is_named,
-    writes,
-)
-from iolab.targets import BUSY_MARK, SWAP_MARK, inspect
 from loopdev import MiB, loop_device, requires_loop
 
 

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from iolab import saturation
+from iolab.analyze import saturation
+from iolab.analyze.saturation import Point, Search
 from iolab.errors import UsageError
-from iolab.saturation import Point, Search
 
 
 def capped(cap: float, unloaded_ms: float, per_job_cpu_cap: float = math.inf):

@@ -14,11 +14,11 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 import pg
-from iolab import store as store_mod
 from iolab.errors import StoreError, UsageError
 from iolab.fio.json import parse_json
 from iolab.model import HostFacts, TargetFacts, TimeSeries
-from iolab.store import (
+from iolab.store import database as store_mod
+from iolab.store.database import (
     DuplicateSource,
     FinishedResult,
     FinishedRun,
@@ -192,7 +192,7 @@ def _head() -> str:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
     config = Config()
-    config.set_main_option("script_location", str(Path(__file__).parents[1] / "src/iolab/migrations"))
+    config.set_main_option("script_location", str(Path(__file__).parents[1] / "src/iolab/store/migrations"))
     return ScriptDirectory.from_config(config).get_current_head()  # type: ignore[return-value]
 
 

@@ -17,7 +17,7 @@ import pg
 from iolab.fio import parse_output
 from iolab.fio.validate import Violation, check_report
 from iolab.model import DirectionStats, DiskUtil, FioReport, Histogram, JobResult, Latency, SampleStats
-from iolab.store import FinishedResult, FinishedRun, ImportedFile, Store, UnreadableRun, results, runs
+from iolab.store.database import FinishedResult, FinishedRun, ImportedFile, Store, UnreadableRun, results, runs
 
 DATA = Path(__file__).parent / "data" / "fio"
 

@@ -2,8 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab import jobfile, suite
+from iolab.describe import suite
 from iolab.errors import SuiteError
+from iolab.fio import jobfile
 
 SUITE = """\
 name: demo

@@ -8,15 +8,7 @@ from pathlib import Path
 import pytest
 
 from iolab.errors import IolabError
-from iolab.targets import (
-    SWAP_MARK,
-    Mount,
-    block_device_facts,
-    inspect,
-    mount_of,
-    probe_signatures,
-    read_mounts,
-)
+from iolab.facts.targets import SWAP_MARK, Mount, block_device_facts, inspect, mount_of, probe_signatures, read_mounts
 from loopdev import MiB, loop_device, requires_loop, tmpfs
 
 # --- mountinfo ---------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from iolab import tiers
+from iolab.analyze import tiers
+from iolab.describe.tiers import Tier, local_tiers, parse_tier
 from iolab.model import DirectionStats, FioReport, JobResult, ResultRecord
 from loopdev import MiB, loop_device, requires_loop
 
@@ -103,7 +104,7 @@ def test_hit_ratio_is_one_minus_origin_ios_over_fio_ios():
               "before": {"stat": {"loop3": "100 0 800 0 0 0 0 0 0 0 0"}, "dm_cache": {"dm-3": SMQ.replace(
                   " 200 67 ", " 100 17 ")}},
               "after": {"stat": {"loop3": "356 0 2848 0 0 0 0 0 0 0 0"}, "dm_cache": {"dm-3": SMQ}}}
-    found = tiers.accounting(_result({"tiers": stored}), [tiers.parse_tier("origin", "/dev/loop3")])
+    found = tiers.accounting(_result({"tiers": stored}), [parse_tier("origin", "/dev/loop3")])
     assert found is not None
     (origin,) = found.tiers
     assert (origin.device, origin.source, origin.reads, origin.read_bytes) == ("loop3", "sysfs", 256, 2048 * 512)
@@ -111,19 +112,19 @@ def test_hit_ratio_is_one_minus_origin_ios_over_fio_ios():
     (cache,) = found.caches
     assert cache.increases["read_hits"] == 100 and cache.increases["read_misses"] == 50
     ramped = tiers.accounting(_result({"tiers": stored}, job_text="[j]\nramp_time=2s\n"),
-                              [tiers.parse_tier("origin", "/dev/loop3")])
+                              [parse_tier("origin", "/dev/loop3")])
     assert ramped is not None and "include its ramp_time" in ramped.notes[0]
     assert ramped.hit_ratio == {"read": None} and ramped.hit_problems == {"read": tiers.RAMP}  # never 75 % or < 0
     for job_text, noted in (("[global]\nramp_time=1\n[j]\n", True), ("[j]\nramp_time=0s\n", False)):
-        again = tiers.accounting(_result({"tiers": stored}, job_text=job_text), [tiers.parse_tier("origin", "loop3")])
+        again = tiers.accounting(_result({"tiers": stored}, job_text=job_text), [parse_tier("origin", "loop3")])
         assert again is not None and bool(again.notes) == noted, job_text
-    assert tiers.accounting(_result({}), [tiers.parse_tier("origin", "sdb")]) is None
+    assert tiers.accounting(_result({}), [parse_tier("origin", "sdb")]) is None
 
 
 def test_a_hit_ratio_is_never_negative_nor_above_one():
     """Read-ahead or other I/O on the origin (2,000 reads for fio's 1,024): no ratio, and why; a tier
     that is the target itself, counting exactly fio's I/Os: 0; nothing reached the origin: 1."""
-    origin = [tiers.parse_tier("origin", "/dev/loop3")]
+    origin = [parse_tier("origin", "/dev/loop3")]
     for after, ratio, problem in (("2100 0 0 0 0 0 0 0 0 0 0", None, tiers.MORE),
                                   ("1124 0 0 0 0 0 0 0 0 0 0", 0.0, None), ("100 0 0 0 0 0 0 0 0 0 0", 1.0, None)):
         stored = {"devices": {"origin": "loop3"}, "before": {"stat": {"loop3": "100 0 0 0 0 0 0 0 0 0 0"}},
@@ -134,20 +135,20 @@ def test_a_hit_ratio_is_never_negative_nor_above_one():
 
 
 def test_tier_specs():
-    assert tiers.parse_tier("disk", "dm-3@nvmet") == tiers.Tier("disk", "dm-3", "nvmet")
-    assert tiers.parse_tier("origin", "/dev/sdb").spec() == "/dev/sdb"
+    assert parse_tier("disk", "dm-3@nvmet") == Tier("disk", "dm-3", "nvmet")
+    assert parse_tier("origin", "/dev/sdb").spec() == "/dev/sdb"
     for name, spec in (("o k", "sdb"), ("origin", ""), ("origin", "a/b"), ("origin", "sdb@")):
         with pytest.raises(ValueError):
-            tiers.parse_tier(name, spec)
-    assert tiers.local_tiers([tiers.Tier("a", "sdb"), tiers.Tier("b", "sdc", "local"), tiers.Tier("c", "sdd", "x")],
-                             remote_target=True) == [tiers.Tier("b", "sdc", "local")]
+            parse_tier(name, spec)
+    assert local_tiers([Tier("a", "sdb"), Tier("b", "sdc", "local"), Tier("c", "sdd", "x")],
+                             remote_target=True) == [Tier("b", "sdc", "local")]
 
 
 @requires_loop
 @pytest.mark.root
 def test_a_snapshot_reads_this_machines_counters(tmp_path):
     with loop_device(tmp_path, 8 * MiB) as loop:
-        tier = tiers.parse_tier("origin", loop.path)
+        tier = parse_tier("origin", loop.path)
         assert tier.kernel_name == loop.name
         with open(loop.path, "rb") as dev:
             before = tiers.snapshot([loop.name, "no-such-device"])

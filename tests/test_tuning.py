@@ -13,26 +13,27 @@ from pathlib import Path
 
 import pytest
 
-from iolab import tuning
+from iolab.describe import tune
 from iolab.errors import SuiteError
-from iolab.targets import block_device_facts
+from iolab.facts.targets import block_device_facts
+from iolab.run import tuning
 from loopdev import MiB, loop_device, requires_loop
 
 
 def test_values_are_normalised_and_checked() -> None:
-    assert tuning.check_tune({"scheduler": ["mq-deadline", "none"], "rq_affinity": 2, "write_cache": "wt"}) == {
+    assert tune.check_tune({"scheduler": ["mq-deadline", "none"], "rq_affinity": 2, "write_cache": "wt"}) == {
         "scheduler": ("mq-deadline", "none"), "rq_affinity": ("2",), "write_cache": ("write through",)}
     for key, bad in (("rq_affinity", 3), ("nr_requests", 0), ("read_ahead_kb", "-1"), ("scheduler", "a b"),
                      ("write_cache", "off"), ("elevator", "none")):
         with pytest.raises(ValueError):
-            tuning.check_tune({key: bad})
+            tune.check_tune({key: bad})
     with pytest.raises(ValueError, match="empty list"):
-        tuning.check_tune({"scheduler": []})
-    assert tuning.parse_tune_args(["scheduler=none", "scheduler=mq-deadline", "rq_affinity=2"]) == {
+        tune.check_tune({"scheduler": []})
+    assert tune.parse_tune_args(["scheduler=none", "scheduler=mq-deadline", "rq_affinity=2"]) == {
         "scheduler": ("none", "mq-deadline"), "rq_affinity": ("2",)}
     with pytest.raises(SuiteError, match="--tune 'rq_affinity': expected KEY=VALUE"):
-        tuning.parse_tune_args(["rq_affinity"])
-    assert tuning.label("scheduler", "none") == "sched_none" and tuning.label("write_cache", "write back") == "wc_wb"
+        tune.parse_tune_args(["rq_affinity"])
+    assert tune.label("scheduler", "none") == "sched_none" and tune.label("write_cache", "write back") == "wc_wb"
 
 
 def _disk(fake_sysfs, **queue: str):
@@ -102,8 +103,8 @@ def test_a_setting_held_by_a_live_run_is_refused(fake_sysfs, tmp_path: Path) -> 
 
 _KILLED = """
 import json, os, sys, time
-from iolab import tuning
-from iolab.targets import block_device_facts
+from iolab.run import tuning
+from iolab.facts.targets import block_device_facts
 dev = block_device_facts(sys.argv[1], sysfs=sys.argv[2])
 tune = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {"scheduler": "mq-deadline", "rq_affinity": "2",
                                                            "nomerges": "1"}

@@ -11,10 +11,10 @@ import pytest
 
 import cgroup
 from clirun import iolab
-from iolab import warmup
+from iolab.analyze import warmup
 from iolab.report import warmup as warmup_report
 from iolab.report.table import read_csv, to_csv
-from iolab.store import Store
+from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
 

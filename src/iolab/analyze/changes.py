@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import canonical
+from ..describe import canonical
 from ..model import FioReport, RunInfo
-from ..store import HistoryResult
+from ..store.database import HistoryResult
 
 #: Host facts by ``model.HostFacts`` field.
 HOST_FACTS = (("kernel", "kernel"), ("distribution", "distribution"), ("CPU", "cpu_model"), ("CPUs", "cpu_count"),

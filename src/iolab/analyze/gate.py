@@ -23,9 +23,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..compare import Metric
 from ..errors import RegressionFound, UsageError
 from . import changepoints, changes
+from .compare import Metric
 from .history import History, Segment, Series, SeriesKey, changed, points_of, segments_of
 
 #: Runs the last stable segment needs before a run is judged against it.

@@ -33,13 +33,14 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from .. import canonical, stats
-from ..compare import BETTER, WORSE, Metric, metric
+from .. import stats
+from ..describe import canonical
 from ..fio.merge import by_job
 from ..model import DirectionStats, FioReport, Histogram, JobResult, Latency, ResultRecord, RunInfo
-from ..store import History as Stored
-from ..store import HistoryResult
+from ..store.database import History as Stored
+from ..store.database import HistoryResult
 from . import changepoints, changes
+from .compare import BETTER, WORSE, Metric, metric
 
 DEFAULT_METRICS = ("iops", "bw", "clat_mean", "clat_p99", "cpu_us_per_io")
 

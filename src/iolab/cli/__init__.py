@@ -30,10 +30,10 @@ from ..errors import IolabError, UsageError
 from ..units import format_duration, parse_duration_us
 
 if TYPE_CHECKING:
-    from ..dbfaults import Wait
     from ..model import Run
     from ..report.table import Table
-    from ..store import Store, UnreadableRun
+    from ..store.database import Store, UnreadableRun
+    from ..store.faults import Wait
 
 out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
@@ -151,8 +151,8 @@ def store_of(ctx: click.Context) -> Store:
     """The results database for this invocation (``--db``; a command's ``--db-wait``), opened once. Only
     the commands of ``CREATES_DB`` create it; the others raise ``UsageError`` for a database that does
     not exist."""
-    from ..dbfaults import DEFAULT_WAIT_S
-    from ..store import Store, require_existing
+    from ..store.database import Store, require_existing
+    from ..store.faults import DEFAULT_WAIT_S
     if "store" not in ctx.obj:
         command = ctx.find_root().invoked_subcommand
         if command not in CREATES_DB:
@@ -167,7 +167,7 @@ def import_store_meanwhile() -> None:
     machine) in a thread, for a command that waits on other processes before it opens the database
     (a run's plan: fio's checks, the hosts' probes); ``store_of`` then finds it imported, or waits
     for the rest of the import."""
-    threading.Thread(target=importlib.import_module, args=("iolab.store",), name="iolab-import-store",
+    threading.Thread(target=importlib.import_module, args=("iolab.store.database",), name="iolab-import-store",
                      daemon=True).start()
 
 
@@ -198,7 +198,7 @@ def read_runs(store: Store, ids: Sequence[int], on_unreadable: Callable[[Unreada
               ) -> list[Run]:
     """The runs ``ids``; one that cannot be read goes to ``on_unreadable`` and is left out (without
     it, ``UnreadableRun`` is raised)."""
-    from ..store import UnreadableRun
+    from ..store.database import UnreadableRun
     loaded = []
     for run_id in ids:
         try:
@@ -252,7 +252,7 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
 
 def _restore_leftover_tuning() -> None:
     """Undo host tuning left by a killed run before doing anything else (tuning.py)."""
-    from ..tuning import restore_leftovers
+    from ..run.tuning import restore_leftovers
     left_overs = restore_leftovers()
     if not left_overs:
         return
@@ -309,7 +309,7 @@ def _main(argv: Sequence[str] | None, state: dict[str, Any]) -> None:
         if state.get("debug"):
             raise
         if _database_error(exc):  # outside the store's guard: still the user's, not a bug
-            from ..dbfaults import describe
+            from ..store.faults import describe
             click.echo(f"Error: the results database: {describe(exc)}", err=True)
             click.echo("Hint: check --db / $IOLAB_DB and that the database is reachable and writable", err=True)
             sys.exit(1)

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 import click
 
-from ..capture import record
 from ..errors import IolabError, UsageError
 from ..model import Run
 from ..report.capture import fingerprint_table
 from ..units import parse_duration_us
+from ..workflows.capture import record
 from . import FORMATS, emit_tables, err, parse_tags, store_of
 
 
@@ -110,9 +110,9 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     iolab replay oltp --target hdd=/dev/sdd --destroy /dev/sdd --as-fast-as-possible --repeat 3
     iolab compare oltp-on-ssd oltp-on-hdd
     """
-    from .. import execute
-    from ..capture import plan as plan_mod
-    from ..capture.replay import ReplaySettings
+    from ..run import execute
+    from ..workflows.capture import plan as plan_mod
+    from ..workflows.capture.replay import ReplaySettings
     from .method import print_findings
     from .run import _describe_plan, _LiveProgress, _print_run
 
@@ -169,8 +169,8 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     """
     from pathlib import Path
 
-    from ..capture import fit as fit_mod
     from ..report.capture import closeness_table, performance_table
+    from ..workflows.capture import fit as fit_mod
 
     run = _one_capture(ctx, capture_run)
     original = record.stored_fingerprint(run)
@@ -205,8 +205,8 @@ def _one_run(ctx: click.Context, selector: str) -> Run:
 def _check_fit(ctx: click.Context, job_path: str, check: str, destroy: Sequence[str], capture_id: int
                ) -> tuple[Run, Run]:
     """Run the fitted job on the --check device through execute while capturing that device."""
-    from .. import execute
-    from .. import suite as suite_mod
+    from ..describe import suite as suite_mod
+    from ..run import execute
     from .method import print_findings
     from .run import _describe_plan, _LiveProgress
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import click
 
-from .. import compare as compare_mod
+from ..analyze import compare as compare_mod
 from ..errors import UsageError
 from ..model import Run
 from ..report import comparison as comparison_report
 from ..report import warmup as warmup_report
 from ..report.saturation import comparison_table
-from ..store import Store, UnreadableRun
+from ..store.database import Store, UnreadableRun
 from . import FORMATS, emit_tables, err, read_runs, report_unreadable, store_of
 
 

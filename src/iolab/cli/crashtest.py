@@ -7,12 +7,15 @@ from typing import Any
 
 import click
 
-from .. import crashtest, suite, units, workflow
+from .. import units
+from ..describe import suite
 from ..errors import UsageError
-from ..execute import RunOptions
 from ..remote import hosts as host_specs
 from ..report import results as results_report
 from ..report.crashtest import crash_table
+from ..run.execute import RunOptions
+from ..workflows import crashtest
+from ..workflows import prober as workflow
 from . import FORMATS, emit_tables, err, parse_tags, store_of
 from .progress import job_progress
 from .saturate import fio_options

@@ -16,7 +16,7 @@ from . import FORMATS, emit_tables, err, report_unreadable, store_of
 
 if TYPE_CHECKING:
     from ..analyze.history import History
-    from ..store import Store, UnreadableRun
+    from ..store.database import Store, UnreadableRun
 
 _AGO = re.compile(r"(\d+)\s*([hdw])")
 
@@ -66,7 +66,7 @@ def load_history(store: Store, selectors: Sequence[str] = (), targets: Sequence[
     ``Store.history`` and ``analyze.history.build`` narrow it. A run that cannot be read goes to
     ``on_unreadable`` (without it, it is raised). Raises ``UsageError`` when no series is left."""
     from ..analyze import history
-    from ..store import UnreadableRun
+    from ..store.database import UnreadableRun
 
     chosen = history.metrics_of(metrics)  # a misspelt metric fails before the database is read
     run_ids = sorted({i for s in selectors for i in store.resolve(s)}) if selectors else None

@@ -9,9 +9,9 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import importer
 from ..errors import IolabError
 from ..report.table import Cell, Column, Table
+from ..workflows import importer
 from . import FORMATS, _report_error, emit_tables, err, load_runs, parse_tags, store_of
 
 

@@ -9,13 +9,17 @@ from typing import Any
 import click
 from rich.console import Console
 
-from .. import execute, lint, pinning, sysfs, targets, tuning, warmup
-from .. import host as host_mod
-from .. import suite as suite_mod
+from ..analyze import warmup
+from ..check import lint
+from ..describe import suite as suite_mod
+from ..describe.tune import parse_tune_args
 from ..errors import IolabError, UsageError
+from ..facts import host as host_mod
+from ..facts import pinning, sysfs, targets
 from ..model import to_jsonable
 from ..report.method import findings_table
 from ..report.table import Cell, Column, Table, compact_places
+from ..run import execute, tuning
 from ..runner import local
 from ..units import format_bytes
 from . import emit_tables, err, out
@@ -26,7 +30,7 @@ PIN_CHOICE = click.Choice(pinning.MODES)
 def load_planned(suite: str, targets_: Sequence[str], tune: Sequence[str], pin: str | None) -> suite_mod.Suite:
     """A suite as ``run`` and ``lint`` read it: ``--target``, ``--tune`` and ``--pin`` applied."""
     loaded = suite_mod.with_targets(suite_mod.load(suite), suite_mod.parse_target_args(targets_))
-    return suite_mod.with_method(loaded, tuning.parse_tune_args(tune), pin)
+    return suite_mod.with_method(loaded, parse_tune_args(tune), pin)
 
 
 def print_findings(findings: Sequence[lint.Finding], console: Console = err, *, full: bool = False) -> None:

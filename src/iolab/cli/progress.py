@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 
-from .. import execute
+from ..run import execute
 from ..runner.status import Status
 from ..units import format_duration, format_iops, format_rate
 from . import err

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .. import compare as compare_mod
+from ..analyze import compare as compare_mod
 from ..errors import UsageError
 from . import err, report_unreadable, store_of
 from .compare import comparison_options, metric_names, parse_threshold, sides_of

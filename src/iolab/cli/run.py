@@ -8,15 +8,15 @@ from dataclasses import replace
 import click
 from rich.markup import escape
 
-from .. import execute
+from ..check.guard import FencePlan
+from ..check.remote import RemoteTarget
+from ..describe.observe import with_args
+from ..describe.suite import with_passes
+from ..describe.tiers import Tier, parse_tier
 from ..errors import Interrupted, UsageError
-from ..observe.config import with_args
 from ..observe.local import SELF
-from ..remote.jobs import RemoteTarget
+from ..run import execute
 from ..runner.fence import RULES as FENCE_RULES
-from ..runner.guard import FencePlan
-from ..suite import with_passes
-from ..tiers import Tier, parse_tier
 from ..units import format_bytes, format_duration
 from . import DURATION, FORMATS, err, import_store_meanwhile, out, parse_tags, store_of
 from .method import describe_method, load_planned, print_findings
@@ -64,12 +64,13 @@ def _describe_plan(plan: execute.Plan) -> None:
 def describe_fence(fence: FencePlan) -> list[str]:
     """The fence every local fio runs in and where it may write, or why fio runs unfenced."""
     if fence.tool is None:
-        return [f"fence: none — {fence.reason}"]
+        return [f"fence: none — {fence.reason}",
+                *([f"  the static guard lets fio write only: {', '.join(fence.writable)}"] if fence.writable else [])]
     places = ", ".join([*fence.writable, "iolab's work directory of each job"])
     lines = [f"fence: {fence.tool} ({FENCE_RULES})", f"  fio may write only: {places}"]
     if fence.read_devices:
         lines.append(f"  and may read, not write: {', '.join(fence.read_devices)}")
-    return lines
+    return [*lines, *(f"  {note}" for note in fence.notes)]
 
 
 def _describe_observers(plan: execute.Plan) -> list[str]:

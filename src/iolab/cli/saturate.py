@@ -11,15 +11,21 @@ from typing import Any
 
 import click
 
-from .. import autotune, saturation, suite, targets, tuning, units, workflow
+from .. import units
+from ..analyze import saturation
+from ..describe import suite
 from ..errors import UsageError
-from ..execute import RunOptions
+from ..facts import targets
 from ..model import Run
 from ..report import results as results_report
 from ..report.autotune import ranking_table
 from ..report.saturation import saturation_table
 from ..report.sweeps import run_grids
 from ..report.table import Table
+from ..run import tuning
+from ..run.execute import RunOptions
+from ..workflows import autotune
+from ..workflows import prober as workflow
 from . import FORMATS, emit_tables, err, parse_tags, store_of
 from .progress import JobProgress, job_progress
 

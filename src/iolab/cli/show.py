@@ -16,7 +16,7 @@ from ..report.table import Cell, Column, Table
 from . import FORMATS, emit_tables, load_runs, report_unreadable, store_of
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store.database import Store
 
 # ``show`` imports a report module only for a run that carries its data (the markers below are
 # what each module reads first): ``runs`` needs none of them, a plain run's ``show`` few.
@@ -92,7 +92,7 @@ def print_run(store: Store, run_id: int, fmt: str) -> None:
 @click.pass_context
 def runs(ctx: click.Context, limit: int, fmt: str) -> None:
     """List stored runs, newest first."""
-    from ..store import UnreadableRun
+    from ..store.database import UnreadableRun
     listed = store_of(ctx).list_runs(limit)
     columns = tuple(Column(k, t, n) for k, t, n in (
         ("id", "id", True), ("created_at", "created (UTC)", False), ("status", "status", False),

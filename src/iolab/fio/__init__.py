@@ -1,4 +1,5 @@
-"""fio output parsers: one entry point, ``parse_output``, for every format and version.
+"""fio's own formats, read as fio reads them: job files (``jobfile``), and its output in every format
+and version (one entry point, ``parse_output``), its logs (``logs``) and verify states (``verify``).
 
 >>> report = parse_output(open("result.txt").read(), name="result.txt")   # doctest: +SKIP
 

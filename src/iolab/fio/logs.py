@@ -38,9 +38,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import jobfile
 from ..errors import ParseError
 from ..model import TimeSeries
+from . import jobfile
 
 if TYPE_CHECKING:
     import numpy as np

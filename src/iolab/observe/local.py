@@ -29,7 +29,7 @@ import os
 import re
 
 from ..errors import HostError
-from ..sysfs import read_text
+from ..facts.sysfs import read_text
 from .exporter import CPU, Key, Scrape
 
 #: The address that stands for "this host, read directly" where an exporter's ``host:port`` would be.

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..capture.fingerprint import Dist, Fingerprint
-from ..capture.record import stored_fingerprint
 from ..model import Run, to_jsonable
 from ..units import format_bytes
+from ..workflows.capture.fingerprint import Dist, Fingerprint
+from ..workflows.capture.record import stored_fingerprint
 from .table import Cell, Column, Table
 
 _COLUMNS = (Column("metric", "metric"), Column("value", "value", True), Column("detail", "detail"))

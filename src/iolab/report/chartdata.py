@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import sweep
-from ..compare import Comparison, verdict_word
+from ..analyze import sweep
+from ..analyze.compare import Comparison, verdict_word
 from ..fio.merge import by_job, merge_latency
 from ..model import DirectionStats, Latency, ResultRecord, Run, TimeSeries
 from .results import ALL_HOSTS, ResultRow, result_rows

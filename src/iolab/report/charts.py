@@ -21,8 +21,8 @@ from typing import Any
 
 import altair as alt
 
-from .. import sweep
-from ..compare import Comparison
+from ..analyze import sweep
+from ..analyze.compare import Comparison
 from ..model import Run, TimeSeries
 from . import chartdata
 from .chartdata import Row

@@ -42,8 +42,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .. import canonical, sweep
-from ..compare import (
+from ..analyze import sweep
+from ..analyze.compare import (
     BETTER,
     FAILED,
     METHOD_LOG_WELCH,
@@ -65,6 +65,7 @@ from ..compare import (
     nearest,
     verdict_word,
 )
+from ..describe import canonical
 from ..stats import Summary
 from ..units import format_ns, format_rate
 from .sweeps import comparison_grids

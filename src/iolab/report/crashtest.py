@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import crashtest
 from ..model import Run
+from ..workflows import crashtest
 from .table import Cell, Column, Table
 
 #: Bad blocks listed per cut in the table (all are in the JSON document).

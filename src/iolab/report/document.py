@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
 
-from .. import compare as compare_mod
-from ..compare import Comparison
+from ..analyze import compare as compare_mod
+from ..analyze.compare import Comparison
 from ..model import HostSamples, Run, RunInfo, TimeSeries
 from . import charts as charts_mod
 from . import costs as costs_mod

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..analyze import changes as changes_mod
+from ..analyze.compare import WORSE
 from ..analyze.gate import BETTER as GATE_BETTER
 from ..analyze.gate import MIN_RUNS, NO_HISTORY, REGRESSION, Gate
 from ..analyze.gate import WORSE as GATE_WORSE
 from ..analyze.history import ChangeAt, History, Segment, Series
-from ..compare import WORSE
 from .comparison import format_value
 from .table import Cell, Column, Table
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..method import fio_steady_state, format_tracked
 from ..model import Run
+from ..run.method import fio_steady_state, format_tracked
 from .table import Cell, Column, Table
 
 if TYPE_CHECKING:  # lint imports the planning code, which `iolab show` does not need
-    from ..lint import Finding
+    from ..check.lint import Finding
 
 
 def method_notes(run: Run) -> tuple[str, ...]:

@@ -17,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import canonical, stats, sweep
+from .. import stats
+from ..analyze import sweep
+from ..describe import canonical
 from ..fio.merge import by_job, summarize
 from ..model import DirectionStats, ResultRecord, Run, to_jsonable
 from ..remote.hosts import label_of

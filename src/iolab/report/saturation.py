@@ -12,7 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import compare, saturation, stats
+from .. import stats
+from ..analyze import compare, saturation
 from ..model import Run
 from ..units import format_iops, format_ns
 from .table import Cell, Column, Table

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .. import sweep
+from ..analyze import sweep
 from ..model import Run
 from ..units import format_iops, format_ns
 from .results import ALL_HOSTS, ResultRow, result_rows
 from .table import Cell, Column, Table
 
 if TYPE_CHECKING:  # only annotations: `show` of a sweep imports no comparison code
-    from ..compare import Comparison, SideComparison
+    from ..analyze.compare import Comparison, SideComparison
 
 #: The figures ``iolab show`` draws as grids for a sweep: (ResultRow summary, title, format, higher is better).
 SHOWN: tuple[tuple[str, str, Callable[[float], str], bool], ...] = (

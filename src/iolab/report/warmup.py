@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .. import stats, warmup
-from .. import tiers as tiers_mod
+from .. import stats
+from ..analyze import tiers as tiers_mod
+from ..analyze import warmup
+from ..describe import tiers as tier_specs
 from ..model import Run
 from ..units import format_iops, format_ns, format_share
 from .chartdata import Row, run_name
@@ -95,8 +97,8 @@ def warmup_table(run: Run) -> Table | None:
     notes.append(RULE)
     if tiered:
         notes.append("hit ratio = 1 − I/Os that reached the origin / I/Os fio issued (per direction); origin: "
-                     + ", ".join(f"{t.spec()}" for t in tiers_mod.from_options(run.info.options)
-                                 if t.name == tiers_mod.ORIGIN))
+                     + ", ".join(f"{t.spec()}" for t in tier_specs.from_options(run.info.options)
+                                 if t.name == tier_specs.ORIGIN))
     notes += sorted({n for c in found for n in c.notes})
     return Table(title=f"warm-up: {len(found[0].points)} passes", columns=tuple(columns), rows=tuple(rows),
                  notes=tuple(notes))
@@ -104,7 +106,7 @@ def warmup_table(run: Run) -> Table | None:
 
 def cache_table(run: Run) -> Table | None:
     """A cache device's own counters (dm-cache, bcache) over each pass or job; None without any."""
-    tiers = tiers_mod.from_options(run.info.options)
+    tiers = tier_specs.from_options(run.info.options)
     columns = (Column("workload", "workload"), Column("pass", "pass", True), Column("device", "device"),
                Column("kind", "kind"), Column("counters", "increases over the job"), Column("after", "after"))
     rows = []

@@ -237,7 +237,9 @@ def _stopped(outcome: Outcome, workdir: Path, fence: Fence) -> Outcome:
     outside = [p for p in dict.fromkeys(paths) if not fence.allows(p)]
     detail = _error_text(messages)
     named = list(dict.fromkeys(paths))
-    why = relayout_message(named) if not outside and named and "func=unlink" in messages else \
+    planned = [p for p in named if fence.allows(p) or fence.reads(p)]
+    # fio unlinks a planned file only to lay it out anew (filesetup.c extend_file)
+    why = relayout_message(named) if named and planned == named and "func=unlink" in messages else \
         stopped_message(outside or named, fence)
     return replace(outcome, status="failed", report=None, raw_json=None, error=f"{why}\nfio said: {detail}")
 

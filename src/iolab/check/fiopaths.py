@@ -1,0 +1,307 @@
+"""The paths fio will open for a job file, read the way fio reads it, and the commands it would run.
+
+The static guard (``safety``) checks every device found here before anything starts, and the fence
+(``runner.fence``) binds exactly what was checked. fio's rules followed (fio 3.x ``init.c``,
+``filesetup.c``, ``options.c``, HOWTO "Job file format", "Environment variables"):
+
+* every section whose name starts with ``global`` applies to the jobs after it, and any line that
+  starts with ``include`` is an include (``jobfile.parse``);
+* ``filename`` values are ``:``-separated lists (``\\:`` escapes a colon), and every
+  ``filename=`` line of a job and of the global sections before it adds files (``add_file``);
+* ``directory`` (also a ``:`` list) is put in front of every file name, absolute or not;
+* without ``filename``: a job named after an existing non-regular file (``[/dev/sda]``) uses it
+  (``exists_and_not_regfile``), otherwise fio makes ``nrfiles`` names from ``filename_format``
+  (default ``$jobname.$jobnum.$filenum``) for each of ``numjobs`` clones;
+* ``${VAR}`` is fio's environment (the same as iolab's), ``$ncpus``, ``$pagesize``,
+  ``$mb_memory`` are fio's keywords;
+* ``replay_redirect`` sends an iolog's I/O to one device; an iolog (``read_iolog``, version 2 or
+  3 text) names its files in ``FILE add|open`` lines; log, iolog and verify-state names are
+  written too (``write_*_log``, ``write_iolog``, ``verify_state_save`` by the job's name).
+
+Relative names resolve in fio's working directory, which is iolab's work directory of the job.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import SafetyError
+from ..fio import jobfile
+from ..runner import optionnames
+from . import safety
+
+#: Options that make fio run a program (or load code): refused unless the user allows it.
+EXEC_OPTIONS = ("exec_prerun", "exec_postrun")
+#: Options whose value is a file fio writes (a prefix for logs, completed by fio).
+_LOGS = ("write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log")
+_WRITTEN = ("write_iolog", *_LOGS)
+_MAX_NAMES = 4096
+
+
+#: Engines whose I/O goes to the files and devices the job names (fio's ``engines/``): the guard
+#: checks those paths and the fence confines them. Every other engine reaches storage by address
+#: (a socket, a cluster, a URL: nbd, rbd, rados, gfapi, http, net, rdma, libiscsi, nfs, xnvme …),
+#: where neither the guard nor the fence can see what is written: an allow-list, not a deny-list.
+PATH_ENGINES = frozenset({
+    "sync", "psync", "vsync", "pvsync", "pvsync2", "libaio", "io_uring", "io_uring_cmd", "posixaio", "mmap",
+    "splice", "sg", "mtd", "null", "cpuio", "falloc", "e4defrag", "ftruncate", "filecreate", "filestat",
+    "filedelete", "dircreate", "dirstat", "dirdelete", "libpmem", "dev-dax", "pmemblk", "exec", "libzbc",
+    "libcufile",
+})
+#: What names the storage an address engine reaches, for messages and for ``--destroy``: the options
+#: that identify it, joined after the engine (``rbd:pool/image``); nbd, libiscsi and nfs name it
+#: with a URI of their own. An engine not listed is named by its ``filename`` values.
+_ADDRESSES = {"rbd": ("pool", "rbdname"), "rados": ("pool",), "gfapi": ("volume", "brick"),
+              "gfapi_async": ("volume", "brick"), "net": ("hostname", "port"), "netsplice": ("hostname", "port"),
+              "rdma": ("hostname", "port"), "http": ("http_host", "filename"), "libhdfs": ("namenode", "port")}
+_URIS = {"nbd": "uri", "nfs": "nfs_url"}
+
+
+@dataclass(frozen=True)
+class SectionPaths:
+    """One job section as fio runs it (``[global]`` sections and includes applied): ``writes``
+    whether fio opens its files for writing (``safety.writes``, or a writing ``rw`` with
+    ``verify_only``, which fio still opens read-write: ``filesetup.c`` ``file_open_flags``);
+    ``files`` its data files and devices (absolute, or relative to fio's working directory);
+    ``trees`` its ``opendir`` roots (every regular file beneath is a data file: ``filesetup.c``
+    ``recurse_dir``); ``engine``; ``address`` the storage an engine outside ``PATH_ENGINES``
+    reaches (None for path engines)."""
+
+    name: str
+    writes: bool
+    files: tuple[str, ...]
+    trees: tuple[str, ...] = ()
+    engine: str = "psync"
+    address: str | None = None
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """What a job file opens: ``sections`` (one per job section), ``written`` (logs and iologs
+    fio writes), ``execs`` (``option=value`` of each way it runs a program)."""
+
+    sections: tuple[SectionPaths, ...]
+    written: tuple[str, ...]
+    execs: tuple[str, ...]
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every data file, device and ``opendir`` root of every section."""
+        return tuple(dict.fromkeys(p for s in self.sections for p in (*s.files, *s.trees)))
+
+
+def substitute(value: str, env: Mapping[str, str]) -> str:
+    """fio's substitutions in an option value: ``${VAR}`` from ``env`` (empty when unset) and the
+    keywords ``$ncpus``, ``$pagesize``, ``$mb_memory`` (``options.c`` ``fio_keyword_replace``)."""
+    value = re.sub(r"\$\{([^}]*)\}", lambda m: env.get(m.group(1), ""), value)
+    pagesize = os.sysconf("SC_PAGE_SIZE")
+    keywords = {"$ncpus": str(os.cpu_count() or 1), "$pagesize": str(pagesize),
+                "$mb_memory": str(os.sysconf("SC_PHYS_PAGES") * pagesize // 2**20)}
+    for word, text in keywords.items():
+        value = value.replace(word, text)
+    return value
+
+
+def split_list(value: str) -> list[str]:
+    """A ``filename``/``directory`` value as fio splits it: on ``:`` not escaped by ``\\``."""
+    return [p.replace("\\:", ":") for p in re.split(r"(?<!\\):", value) if p]
+
+
+def job_paths(text: str, env: Mapping[str, str] | None = None, base_dir: Path | None = None,
+              fio: str = "fio", lenient: bool = False) -> JobPaths:
+    """Every path fio opens for job-file ``text``, section by section, and every program it runs.
+
+    Option names are read as fio reads them: each must be one of ``fio``'s own names or aliases
+    (``optionnames.canonical``; aliases become the name, ``readwrite`` is ``rw``). Raises
+    ``SafetyError`` for a name fio does not know as written, or that holds a ``$`` (fio substitutes
+    ``${VAR}`` and its keywords over the whole line, so ``r${EMPTY}w=write`` is ``rw=write`` to fio);
+    ``SuiteError`` when the text cannot be read (fio would refuse it too). ``lenient`` passes a plain
+    name fio does not know through as written (fio's ``--parse-only`` then rejects it in its own
+    words, "Did you mean iodepth?"); a name with ``$`` is refused all the same."""
+    found: list[SectionPaths] = []
+    written: list[str] = []
+    execs: list[str] = []
+    for name, options in _jobs(text, env, base_dir, fio, lenient):
+        effective = dict(options)
+        engine = _engine(effective)
+        writes = safety.writes(effective) or safety.mode(effective) in safety.WRITING_RW
+        address = None if engine in PATH_ENGINES or engine == "external" else _address(engine, effective, options)
+        opendir = _last(options, "opendir")
+        found.append(SectionPaths(name, writes, tuple(dict.fromkeys(_data_files(name, options))),
+                                  (opendir,) if opendir else (), engine, address))
+        written += _written(name, options)
+        execs += _execs(options)
+    return JobPaths(tuple(found), tuple(dict.fromkeys(written)), tuple(dict.fromkeys(execs)))
+
+
+def _jobs(text: str, env: Mapping[str, str] | None, base_dir: Path | None, fio: str,
+          lenient: bool = False) -> Iterator[tuple[str, list[jobfile.Option]]]:
+    """Each job section's name and options as fio applies them: the ``[global*]`` sections before
+    it first, values substituted, names fio's own (``_named_as_fio``)."""
+    env = os.environ if env is None else env
+    defaults: list[jobfile.Option] = []
+    for section in jobfile.parse(text, base_dir=base_dir):
+        if section.is_global:
+            defaults += section.options
+            continue
+        raw = [(k, substitute(v, env) if v is not None else None) for k, v in [*defaults, *section.options]]
+        yield section.name, _named_as_fio(section.name, raw, fio, lenient)
+
+
+def _named_as_fio(section: str, options: Sequence[jobfile.Option], fio: str,
+                  lenient: bool = False) -> list[jobfile.Option]:
+    """``options`` with fio's own names (aliases resolved); raises ``SafetyError`` for a name fio
+    would not read as written (see ``job_paths``)."""
+    engine = _engine(dict(options))
+    out = []
+    for key, value in options:
+        name = None if "$" in key else optionnames.canonical(key, None if engine == "external" else engine, fio)
+        if name is None and "$" not in key and (lenient or engine == "external"):
+            name = key  # for fio to reject; or an external engine's own option (it loads only with --allow-exec)
+        if name is None:
+            why = ("fio substitutes ${VAR} and $keywords over the whole line, option names included, so iolab "
+                   "cannot tell which option this is" if "$" in key else
+                   f"it is not one of fio's option names{_nearest(key)}")
+            raise SafetyError(f"[{section}] {key}: {why}; iolab runs only job files it reads as fio does",
+                              hint="spell the option as fio names it (fio --cmdhelp=all, fio --enghelp=ENGINE)")
+        out.append((name, value))
+    return out
+
+
+def _nearest(key: str) -> str:
+    known = optionnames.known_names()
+    close = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _engine(options: Mapping[str, str | None]) -> str:
+    """The engine's name (fio's default is psync); ``external`` for code loaded from a path."""
+    value = (options.get("ioengine") or "psync").strip()
+    if value.startswith("external") or "/" in value:
+        return "external"
+    return value.split(":", 1)[0].strip()
+
+
+def _address(engine: str, options: Mapping[str, str | None], listed: Sequence[jobfile.Option]) -> str:
+    """What names the storage an address engine reaches (``rbd:pool/image``, an NBD URI)."""
+    if engine in _URIS:
+        return options.get(_URIS[engine]) or f"{engine}:"
+    keys = _ADDRESSES.get(engine)
+    if keys:
+        return f"{engine}:" + "/".join(options.get(k) or "" for k in keys)
+    return f"{engine}:" + ":".join(p for k, v in listed if k == "filename" and v for p in split_list(v))
+
+
+def _last(options: Sequence[jobfile.Option], key: str) -> str | None:
+    found = [v for k, v in options if k == key]
+    return found[-1] if found else None
+
+
+def _data_files(name: str, options: Sequence[jobfile.Option]) -> list[str]:
+    directories = split_list(_last(options, "directory") or "") or [""]
+    names = [p for k, v in options if k == "filename" and v for p in split_list(v)]
+    out: list[str] = []
+    if not names:
+        if _last(options, "read_iolog") is None and _exists_not_regular(name):
+            names = [name]
+        else:
+            names = _formatted(name, options)
+    for directory in directories:
+        # fio puts the directory and a '/' in front of every name, absolute or not (init.c set_name_idx)
+        out += [f"{directory.rstrip('/')}/{n}" if directory else n for n in names]
+    redirect = _last(options, "replay_redirect")
+    if redirect:
+        out.append(redirect)
+    iolog = _last(options, "read_iolog")
+    if iolog and not redirect:
+        out += iolog_files(iolog)
+    return out
+
+
+def _exists_not_regular(path: str) -> bool:
+    try:
+        return not os.path.isfile(path) and os.path.exists(path) and not os.path.isdir(path)
+    except (OSError, ValueError):
+        return False
+
+
+def _formatted(name: str, options: Sequence[jobfile.Option]) -> list[str]:
+    """The names fio makes from ``filename_format`` for every clone and file (``init.c``
+    ``make_filename``); at most ``_MAX_NAMES``."""
+    fmt = _last(options, "filename_format") or "$jobname.$jobnum.$filenum"
+    numjobs = _int(_last(options, "numjobs"))
+    nrfiles = _int(_last(options, "nrfiles"))
+    names = []
+    for jobnum in range(min(numjobs, _MAX_NAMES)):
+        for filenum in range(min(nrfiles, _MAX_NAMES // max(1, numjobs) + 1)):
+            names.append(fmt.replace("$jobname", name).replace("$jobnum", str(jobnum))
+                         .replace("$filenum", str(filenum)).replace("$clientuid", "0"))
+    return list(dict.fromkeys(names))
+
+
+def _int(text: str | None) -> int:
+    try:
+        return max(1, int(text or "1"))
+    except ValueError:
+        return 1
+
+
+def _written(name: str, options: Sequence[jobfile.Option], keys: Sequence[str] = _WRITTEN) -> list[str]:
+    out = [v for k, v in options if k in keys and v]
+    for key in _LOGS:
+        if key in keys and any(k == key and v is None for k, v in options):
+            out.append(name)
+    return out
+
+
+def log_names(text: str, env: Mapping[str, str] | None = None, fio: str = "fio") -> list[str]:
+    """The names of the logs a job file asks for (``write_bw_log`` … ``write_hist_log``; the job's
+    name where the option has no value): in client/server mode fio's *client* writes them, on
+    the machine that runs it, from what its servers send (``client.c``). Raises ``SuiteError``
+    when the text cannot be read, ``SafetyError`` as ``job_paths`` does."""
+    return list(dict.fromkeys(log for name, options in _jobs(text, env, None, fio)
+                              for log in _written(name, options, _LOGS)))
+
+
+def _execs(options: Sequence[jobfile.Option]) -> list[str]:
+    out = [f"{k}={v}" for k, v in options if k in EXEC_OPTIONS]
+    engine = (_last(options, "ioengine") or "").strip()
+    if engine == "exec" or engine.startswith("external") or "/" in engine:
+        out.append(f"ioengine={engine}")
+    return out
+
+
+def iolog_files(path: str) -> list[str]:
+    """The files a fio iolog (version 2 or 3 text) names in its ``FILE add`` / ``FILE open``
+    lines (``iolog.c`` ``read_iolog2``); none for a file that cannot be read here or a binary
+    blktrace (fio will say what is wrong with it)."""
+    try:
+        with open(path, encoding="utf-8", errors="strict") as f:
+            head = f.readline()
+            if "fio version" not in head:
+                return []
+            lines = f.read(16 * 2**20).splitlines()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    out = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 2 and parts[1] in ("add", "open"):  # version 2: FILE ACTION
+            out.append(parts[0])
+        elif len(parts) >= 3 and parts[2] in ("add", "open"):  # version 3: TIME FILE ACTION
+            out.append(parts[1])
+    return list(dict.fromkeys(out))
+
+
+def check_exec(paths: JobPaths, allow_exec: bool, where: str) -> None:
+    """Refuse a job that runs programs (``exec_prerun``, ``exec_postrun``, ``ioengine=exec``,
+    external engines) unless the user allowed it; they then run inside the fence."""
+    if paths.execs and not allow_exec:
+        raise SafetyError(f"{where}: the job runs a program or loads code ({', '.join(paths.execs)}); iolab runs "
+                         "commands only when you say so", hint="if this is intended, add --allow-exec (the program "
+                         "then runs inside the same fence as fio)")

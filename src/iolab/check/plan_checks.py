@@ -1,0 +1,153 @@
+"""The checks a plan passes before fio starts (``execute.prepare``): the static guard on every local
+job and the free space of its target, job sizes against what each target holds, and remote targets'
+safety and log names. Every check raises (``SafetyError``, ``SuiteError``) before anything is run."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .. import units
+from ..describe import suite as suite_mod
+from ..describe.suite import PlannedJob, Suite
+from ..errors import SuiteError
+from ..fio import jobfile
+from ..model import TargetFacts
+from ..units import format_bytes
+from . import guard, safety
+from . import remote as remote_jobs
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    """One planned fio invocation, rendered: ``expected_s`` is None when fio decides the time
+    (size-based jobs)."""
+
+    job: PlannedJob
+    kind: str | None
+    job_text: str
+    params: Mapping[str, str]
+    job_hash: str
+    expected_s: float | None
+    writes: bool
+
+
+
+def needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
+    """Space a target needs: a file target's size (the largest job's), a directory's files
+    (``size × numjobs × nrfiles`` per distinct job name, as fio lays them out as
+    ``name.jobnum.filenum``: repeats of a job reuse its files)."""
+    per_job: dict[str, int] = {}
+    for section in sections:
+        opts = dict(section.options)
+        size_text = opts.get("size") or "0"
+        if size_text.endswith("%"):
+            continue
+        size = units.parse_size(size_text)
+        if kind == "directory":
+            size *= int(opts.get("numjobs") or 1) * int(opts.get("nrfiles") or 1)
+        per_job[section.name] = max(per_job.get(section.name, 0), size)
+    if kind == "directory":
+        return sum(per_job.values())
+    return max(per_job.values(), default=0)
+
+
+
+#: Where the plan resolves a job's relative file names: fio's working directory is the job's work
+#: directory, made when it runs (``_run_fio_job``); the run checks again with the real one.
+PLANNED_WORKDIR = Path(tempfile.gettempdir(), "iolab-job-planned")
+
+
+def check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts], destroy: Collection[str],
+                  allow_exec: bool, fenced: bool = True) -> tuple[tuple[str, ...], list[guard.Checked]]:
+    """The static guard on every local job (``check.guard.check``: the target and every file the
+    job file opens, as fio reads it, section by section) and the free-space check; returns the
+    scratch files and the guard's verdict on each distinct job (paths in iolab's planned work
+    directory left out: each job's own)."""
+    scratch: list[str] = []
+    verdicts: list[guard.Checked] = []
+    for target in suite.targets:
+        if target.hosts:
+            continue  # check_remote_targets
+        mine = [i for i in items if i.job.spec.target.name == target.name]
+        known = {target.path: facts[target.name]} if target.path and target.name in facts else {}
+        for item in {i.job_text: i for i in mine}.values():
+            verdicts.append(_own_paths_left_out(guard.check(
+                item.job_text, target.path, destroy, PLANNED_WORKDIR, allow_exec=allow_exec,
+                where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})", facts=known,
+                writes=suite.method.precondition is not None, fenced=fenced)))
+        f = facts.get(target.name)
+        if f is None or f.kind == "block":
+            continue
+        sections = [s for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
+        safety.check_free_space(f, needed_bytes(sections, f.kind))
+        if f.kind == "missing" and target.path:
+            scratch.append(target.path)
+    return tuple(scratch), verdicts
+
+
+def _own_paths_left_out(checked: guard.Checked) -> guard.Checked:
+    def mine(path: str) -> bool:
+        return path.startswith(str(PLANNED_WORKDIR) + "/")
+    return replace(checked, writable={p: w for p, w in checked.writable.items() if not mine(p)},
+                   read=tuple(p for p in checked.read if not mine(p)))
+
+
+def check_sizes(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts]) -> None:
+    """A job whose ``size`` (from its ``offset``) is more than its target can ever hold is an invalid
+    value: fio silently tests only up to a block device's end, and cannot lay out a file larger than
+    the free space. Raises ``SuiteError`` naming the place (``suite_mod.option_place``). Sums over
+    several jobs, and the room iolab keeps free, are the safety guard's (``safety.check_free_space``)."""
+    for item in {i.job_text: i for i in items}.values():
+        spec, f = item.job.spec, facts.get(item.job.spec.target.name)
+        if f is None or (capacity := _capacity(f)) is None:
+            continue
+        for job, opts in jobfile.effective_jobs(jobfile.parse(item.job_text)):
+            size_text, offset_text = opts.get("size") or "0", opts.get("offset") or "0"
+            try:
+                size = units.parse_size(size_text)
+                offset = 0 if offset_text.endswith("%") else units.parse_size(offset_text)
+            except ValueError:
+                continue  # a percentage of the target always fits
+            if size + offset > capacity:
+                at = f" from offset {offset_text}" if offset else ""
+                place = suite_mod.option_place(suite, spec, job, "size")
+                raise SuiteError(f"{place}: {size_text} ({format_bytes(size)}){at} is more than target "
+                                 f"{spec.target.name} holds: {f.path} {_holding(f, capacity)}",
+                                 hint="use a smaller size, or a percentage of the target (size=100%)")
+
+
+def _holding(facts: TargetFacts, capacity: int) -> str:
+    if facts.kind == "block":
+        return f"is a {format_bytes(capacity)} block device"
+    return f"has {format_bytes(capacity)} of room" + (" (free space and the file)" if facts.kind == "file" else "")
+
+
+def _capacity(facts: TargetFacts) -> int | None:
+    """The most a job can use of a target: a block device's size, a file system's free space (plus an
+    existing file's size, which fio reuses); None when unknown."""
+    if facts.kind == "block":
+        return facts.size_bytes
+    if facts.kind in ("file", "missing", "directory") and facts.free_bytes is not None:
+        return facts.free_bytes + ((facts.size_bytes or 0) if facts.kind == "file" else 0)
+    return None
+
+
+def check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items: list[PlanItem],
+                         destroy: Collection[str]) -> None:
+    """A remote target's jobs: log names that keep fio's local client in its work directory
+    (``guard.check_client_logs``), and the write and space rules on the hosts' device when its
+    facts are known (``check.remote.check_safety``)."""
+    for name, rt in remote.items():
+        mine = [i for i in items if i.job.spec.target.name == name]
+        for item in {i.job_text: i for i in mine}.values():
+            guard.check_client_logs(item.job_text, f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})")
+        if rt.target.ssh and not rt.checked:
+            continue  # its facts come from the hosts: checked when the run contacts them
+        sections = [s for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
+        remote_jobs.check_safety(rt.target, rt.target_facts, any(i.writes for i in mine), destroy,
+                                 needed_bytes(sections, rt.kind))
+
+

@@ -1,0 +1,222 @@
+"""Remote targets before a run: the preflight of their hosts, and the safety rules on what ssh found.
+
+``preflight`` checks every host of a target before anything runs: a fio server answers within
+the timeout, and it is the local fio's version (the protocol is version-locked, FIO_NOTES §4.1).
+With ``ssh: true`` it also gathers host and target facts on every host (``remote.ssh``); they
+decide how the path is given to fio and feed the same safety rules as local targets
+(``check_safety``).
+
+Each host is probed once per run: ``preflight`` given what an earlier check of the run found
+(``known``, the plan's) returns it, and the job itself (``run.remote.run_job``) sends no probe of
+its own. A host lost in a job (``note_lost``) is probed again before its next job
+(``recheck_lost``), and left out of it (lost, with the probe's cause) when it still does not
+answer. ``unchecked`` is a target nobody contacted (``iolab run --dry-run``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import threading
+import time
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+from ..describe.suite import Target
+from ..errors import HostError, SafetyError
+from ..model import TargetFacts
+from ..remote import hosts as host_specs
+from ..remote import protocol
+from ..remote import ssh as remote_facts
+from ..remote.hosts import HostSpec
+from ..remote.protocol import ProbeReply
+from ..remote.ssh import RemoteFacts
+from ..runner import local
+from . import safety
+
+#: Seconds a host has to answer the preflight probe (connect and reply).
+PREFLIGHT_TIMEOUT_S = 5.0
+#: A probe answered later than this names its host in the plan: an answer takes milliseconds
+#: on a LAN, so this is a loaded, distant or stuck host (or a server that slept, ``protocol``).
+SLOW_PROBE_S = 0.25
+
+
+@dataclass(frozen=True)
+class RemoteHost:
+    """A host as preflight found it: its server's own description (None: not contacted, a dry
+    run), facts with ``ssh``, and ``answer_s``, how long its probe took (connect to reply)."""
+
+    spec: HostSpec
+    server: ProbeReply | None
+    facts: RemoteFacts | None = None
+    answer_s: float | None = None
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """A remote target after preflight. ``kind`` is the path's kind on the hosts (``file``,
+    ``directory``, ``block``, ``missing``, ``other``); without ssh facts it is ``directory`` for
+    a path ending in ``/`` and ``file`` otherwise (fio then gets ``filename=``, right for
+    devices too)."""
+
+    target: Target
+    hosts: tuple[RemoteHost, ...]
+    kind: str
+    checked: bool = True
+
+    @property
+    def slow(self) -> tuple[RemoteHost, ...]:
+        """Hosts whose probe took longer than ``SLOW_PROBE_S``."""
+        return tuple(h for h in self.hosts if h.answer_s is not None and h.answer_s > SLOW_PROBE_S)
+
+    @property
+    def target_facts(self) -> dict[HostSpec, TargetFacts | None]:
+        return {h.spec: h.facts.target if h.facts is not None else None for h in self.hosts}
+
+
+_lock = threading.Lock()
+#: Hosts lost in an earlier job of this process: probed again before their next job.
+_lost: set[HostSpec] = set()
+
+
+def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIMEOUT_S,
+              known: RemoteTarget | None = None, fio_version: str | None = None) -> RemoteTarget:
+    """Check every host of ``target`` (see the module docstring), all at once, each within
+    ``timeout_s``. ``known`` is what an earlier check of the same run found: it is the answer
+    when it checked the same hosts, path and ssh (what a stored run keeps of a target,
+    ``target_from_options``) and none of its hosts was lost since. ``fio_version`` is the local
+    fio's (``3.33``) when the caller knows it already (each lookup starts fio).
+
+    Raises ``HostError`` listing every host that fails, each with its cause (nothing listens,
+    no answer in time, not a fio server, another fio version, ssh failed).
+    """
+    if known is not None and known.checked and _where(known.target) == _where(target):
+        with _lock:
+            if not _lost.intersection(target.hosts):
+                return known
+    local_version = f"fio-{fio_version or _fio_version(local.find_fio(fio))}"
+    version = protocol.local_protocol_version(local.find_fio(fio))
+    answers = host_specs.on_each(target.hosts, lambda h: _timed_probe(h, version, timeout_s), timeout_s + 5,
+                                 "the probe")
+    problems = []
+    for spec, answer in answers.items():
+        if isinstance(answer, HostError):
+            problems.append(answer.message)
+        elif answer[0].fio_version != local_version:
+            problems.append(f"{spec}: its fio server is {answer[0].fio_version} ({answer[0].hostname}), local fio "
+                            f"is {local_version}; client and server must be the same fio")
+    if problems:
+        raise HostError(f"target {target.name}: preflight failed for {len(problems)} of {len(answers)} host(s):\n  "
+                        + "\n  ".join(problems),
+                        hint="start `iolab server start --bind ADDRESS` (same fio version) on each host, "
+                        "or remove the host from the target")
+    found = remote_facts.gather_all(list(target.hosts), target.path) if target.ssh else None
+    hosts = tuple(RemoteHost(spec, answers[spec][0], found[i] if found else None, answers[spec][1])  # type: ignore[index]
+                  for i, spec in enumerate(target.hosts))
+    with _lock:
+        _lost.difference_update(target.hosts)
+    return RemoteTarget(target=target, hosts=hosts, kind=_kind(target, hosts))
+
+
+@cache
+def _fio_version(fio_path: str) -> str:
+    """``runner.local.fio_version`` once per fio binary: the plan has just asked (``fio --version``)."""
+    return local.fio_version(fio_path)
+
+
+def _where(target: Target) -> tuple[tuple[HostSpec, ...], str | None, bool]:
+    return target.hosts, target.path, target.ssh
+
+
+def _timed_probe(host: HostSpec, version: int, timeout_s: float) -> tuple[ProbeReply, float]:
+    started = time.monotonic()
+    reply = protocol.probe(host, version, timeout_s)
+    return reply, time.monotonic() - started
+
+
+def unchecked(target: Target) -> RemoteTarget:
+    """``target`` as a plan shows it without contacting its hosts: no server answers, no facts,
+    the path's kind from its spelling."""
+    hosts = tuple(RemoteHost(spec, None) for spec in target.hosts)
+    return RemoteTarget(target=target, hosts=hosts, kind=_kind(target, hosts), checked=False)
+
+
+def recheck_lost(hosts: Sequence[HostSpec], fio: str) -> dict[HostSpec, str]:
+    """Probe those of ``hosts`` lost in an earlier job (``note_lost``) again, at once: those that still
+    do not answer, each with the cause (host -> why)."""
+    with _lock:
+        hosts = [h for h in hosts if h in _lost]
+    if not hosts:
+        return {}
+    version = protocol.local_protocol_version(local.find_fio(fio))
+    answers = protocol.probe_all(list(hosts), version, PREFLIGHT_TIMEOUT_S)
+    return {spec: f"lost in an earlier job, and {a.message.removeprefix(f'{spec}: ')}"
+            for spec, a in answers.items() if isinstance(a, HostError)}
+
+
+def note_lost(lost: Mapping[HostSpec, bool]) -> None:
+    """What a job found of each of its hosts: lost (True; probed again before its next job and by
+    ``preflight``) or answering (False)."""
+    with _lock:
+        for spec, gone in lost.items():
+            (_lost.add if gone else _lost.discard)(spec)
+
+
+def _kind(target: Target, hosts: Sequence[RemoteHost]) -> str:
+    kinds = {h.spec.label: h.facts.target.kind for h in hosts if h.facts is not None and h.facts.target is not None}
+    if not kinds:
+        return "directory" if (target.path or "").endswith("/") else "file"
+    if len({k == "directory" for k in kinds.values()}) > 1:
+        listing = ", ".join(f"{h}: {k}" for h, k in kinds.items())
+        raise HostError(f"target {target.name}: {target.path} is a directory on some hosts and not on others "
+                        f"({listing})")
+    return "block" if "block" in kinds.values() else next(iter(kinds.values()))
+
+
+def remote_path(path: str) -> str:
+    """A path on another host as that host's kernel resolves its spelling, without asking it:
+    repeated slashes collapsed, ``.``/``..`` resolved, and ``/proc/self/root``,
+    ``/proc/thread-self/root`` and ``/proc/PID/root`` prefixes (the root again) dropped, so
+    ``//dev/loop0`` and ``/proc/self/root/dev/loop0`` are ``/dev/loop0``."""
+    path = "/" + "/".join(p for p in path.split("/") if p)
+    path = posixpath.normpath(path)
+    while True:
+        stripped = re.sub(r"^/proc/(?:self|thread-self|\d+)/root(?=/|$)", "", path)
+        if stripped == path:
+            return path
+        path = posixpath.normpath(stripped or "/")
+
+
+def check_safety(target: Target, target_facts: Mapping[HostSpec, TargetFacts | None], writes: bool,
+                 destroy: Collection[str], needed_bytes: int) -> None:
+    """The local safety rules, host by host, on the facts ssh gathered.
+
+    A job that writes a remote block device needs ``ssh: true`` (without facts iolab cannot
+    check the device, and not knowing is not clean) and ``--destroy PATH`` naming the target's
+    path (device numbers mean nothing across hosts): paths are compared as resolved
+    (``remote_path``), and a ``--destroy`` path that is the device ssh found under the target
+    names it too. Files need room on every host. Raises ``SafetyError`` naming the host.
+    """
+    path = remote_path(target.path or "/")
+    named_paths = {remote_path(d) for d in destroy}
+    named = path in named_paths
+    without_facts = [h for h in target.hosts if target_facts.get(h) is None]
+    if writes and without_facts and path.startswith("/dev/"):
+        raise SafetyError(
+            f"refusing to write to {path} on the hosts of target {target.name}: iolab cannot check a remote "
+            "device for data without ssh" + ("" if named else ", and it is not named with --destroy"),
+            hint=f"add `ssh: true` to the target so iolab checks the device on every host, and pass --destroy {path}",
+        )
+    for spec, facts in target_facts.items():
+        if facts is None:
+            continue
+        try:
+            if writes:
+                device = facts.device.path if facts.device is not None else None
+                safety.check_block_write(facts, destroy, named=named or device in named_paths)
+            safety.check_free_space(facts, needed_bytes)
+        except SafetyError as exc:
+            raise SafetyError(f"{spec}: {exc.message}", hint=exc.hint) from None
+
+

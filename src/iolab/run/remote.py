@@ -1,0 +1,159 @@
+"""Remote targets in a run: one job on all hosts at once, each host's part as stored, the scratch
+files a run leaves on them, and a remote target as a stored run keeps it.
+
+``run_job`` runs one job on all hosts (``remote.client``) and describes each host's part for
+the store: ``extra["hosts"]`` of the result holds one ``HostRecord`` per host (``host_records``
+reads them back). Before it, a host lost in an earlier job is probed again and left out of the
+job (lost, with the probe's cause) when it still does not answer (``check.remote``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import units
+from ..check import remote as preflight
+from ..check import safety
+from ..check.remote import RemoteTarget
+from ..describe.suite import Target
+from ..errors import HostError
+from ..fio import jobfile
+from ..model import HostFacts, ResultRecord, TargetFacts, from_jsonable, to_jsonable
+from ..remote import client
+from ..remote import hosts as host_specs
+from ..remote import ssh as remote_facts
+from ..remote.hosts import HostSpec
+from ..remote.ssh import RemoteFacts
+
+#: The bound of a remote job whose duration fio decides (no ``runtime``): one hour.
+DEFAULT_BOUND_S = 3600.0
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """One host's part of a stored result (``extra["hosts"]``): ``status`` ``ok``, ``failed`` or
+    ``lost``; ``error`` names the cause; ``server`` is what the fio server said about itself;
+    ``facts``/``target_facts`` come from ssh (None without)."""
+
+    host: str
+    status: str
+    error: str | None = None
+    server: Mapping[str, Any] | None = None
+    facts: HostFacts | None = None
+    target_facts: TargetFacts | None = None
+
+
+@dataclass(frozen=True)
+class RemoteOutcome:
+    """``client`` is the fio run; ``records`` describe each host, in the target's host order."""
+
+    client: client.ClientOutcome
+    records: tuple[HostRecord, ...]
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        return {"hosts": [to_jsonable(r) for r in self.records]}
+
+
+def time_bound_s(sections: Sequence[jobfile.Section], slack_s: float) -> float:
+    """How long a remote job may take: twice its ``ramp_time + runtime`` plus ``slack_s``
+    (file layout, startup), or ``DEFAULT_BOUND_S`` when a job has no ``runtime``. A remote job
+    always has a bound: a lost host must never hang a run."""
+    longest = 0.0
+    for _, opts in jobfile.effective_jobs(sections):
+        runtime = opts.get("runtime") or opts.get("timeout")
+        if not runtime:
+            return DEFAULT_BOUND_S + slack_s
+        longest = max(longest, (units.parse_duration_us(runtime)
+                                + units.parse_duration_us(opts.get("ramp_time") or "0")) / 1e6)
+    return longest * 2 + slack_s
+
+
+def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Collection[str], timeout_s: float,
+            on_status: Callable[[client.HostStatus], None] | None = None, extra_args: Sequence[str] = (),
+            before_start: Callable[[Mapping[str, str]], None] | None = None) -> RemoteOutcome:
+    """Run one job on every host of ``target`` at once (``remote.client.run``; ``extra_args`` and
+    ``before_start`` pass through to it).
+
+    With ``ssh`` the facts are gathered again first (stored with the result) and a job that
+    writes is checked against them, as a local job is right before fio starts (raises
+    ``SafetyError``). A host whose facts cannot be gathered takes part all the same; the
+    failure is in its record.
+    """
+    found: dict[HostSpec, RemoteFacts | str] = {}
+    if target.ssh:  # on every host at once, as preflight does
+        gathered = host_specs.on_each(target.hosts, lambda spec: remote_facts.gather(spec, target.path),
+                                      remote_facts.GATHER_TIMEOUT_S + 10, "gathering facts")
+        found = {spec: f.message if isinstance(f, HostError) else f for spec, f in gathered.items()}
+    sections = jobfile.parse(job_text)
+    if target.ssh and any(safety.writes(o) for _, o in jobfile.effective_jobs(sections)):
+        fresh = {s: f.target if isinstance(f, RemoteFacts) else None for s, f in found.items()}
+        preflight.check_safety(target, fresh, True, destroy, 0)
+    outcome = client.run(job_text, list(target.hosts), workdir, on_status, fio=fio, timeout_s=timeout_s,
+                         extra_args=extra_args, before_start=before_start,
+                         unreachable=preflight.recheck_lost(target.hosts, fio))
+    preflight.note_lost({spec: host.status == "lost" for spec, host in zip(target.hosts, outcome.hosts, strict=True)})
+    records = []
+    for spec, host in zip(target.hosts, outcome.hosts, strict=True):
+        f = found.get(spec)
+        error = host.error
+        if isinstance(f, str):
+            error = f"{error}\n{f}" if error else f
+        records.append(HostRecord(
+            host=host.host, status=host.status, error=error,
+            server=to_jsonable(host.server) if host.server else None,
+            facts=f.host if isinstance(f, RemoteFacts) else None,
+            target_facts=f.target if isinstance(f, RemoteFacts) else None,
+        ))
+    return RemoteOutcome(outcome, tuple(records))
+
+
+def scratch(remote: RemoteTarget) -> dict[str, dict[str, Any]]:
+    """What a run of ``remote`` lays out on each host and must remove afterwards, by host label:
+    ``{"host": fio's host spec, "files": [path], "dirs": {path: names there before}}``. Known only
+    from ssh facts (without them iolab cannot tell a file it creates from one that was there):
+    a path that does not exist yet is a scratch file; in a directory, the files fio names
+    ``[HOST.]JOB.N.M`` that were not there before."""
+    out = {}
+    for h in remote.hosts:
+        t = h.facts.target if h.facts is not None else None
+        if t is None or remote.target.path is None:
+            continue
+        if t.kind == "missing":
+            out[h.spec.label] = {"host": h.spec.fio_arg, "files": [remote.target.path], "dirs": {}}
+        elif t.kind == "directory" and h.facts is not None and h.facts.listing is not None:
+            out[h.spec.label] = {"host": h.spec.fio_arg, "files": [],
+                                 "dirs": {remote.target.path: list(h.facts.listing)}}
+    return out
+
+
+def remove_scratch(stored: Mapping[str, Mapping[str, Any]], jobs: Collection[str]) -> list[str]:
+    """Remove what ``scratch`` listed (``remote.ssh.remove_scratch``) on every host at once;
+    returns one problem per host where that failed (the files stay there)."""
+    specs = {host_specs.parse(entry["host"]): entry for entry in stored.values()}
+    done = host_specs.on_each(list(specs), lambda spec: remote_facts.remove_scratch(
+        spec, specs[spec]["files"], specs[spec]["dirs"], jobs), remote_facts.GATHER_TIMEOUT_S + 10,
+        "removing scratch files")
+    return [r.message for r in done.values() if isinstance(r, HostError)]
+
+
+def host_records(result: ResultRecord) -> tuple[HostRecord, ...]:
+    """The per-host records of a remote result (empty for a local one)."""
+    return tuple(from_jsonable(HostRecord, r) for r in (result.extra or {}).get("hosts", ()))
+
+
+def target_from_options(name: str, path: str | None, run_options: Mapping[str, Any]) -> Target | None:
+    """The remote target ``name`` of a stored run (``run_options["remote"]``, written by
+    ``execute.start``), or None when the target is local."""
+    stored = (run_options.get("remote") or {}).get(name)
+    if stored is None:
+        return None
+    return Target(name, path, hosts=tuple(host_specs.parse(h) for h in stored["hosts"]), ssh=bool(stored["ssh"]))
+
+
+def stored_options(targets: Sequence[Target]) -> dict[str, Any]:
+    """What ``target_from_options`` needs, for the run's stored options."""
+    return {t.name: {"hosts": [h.fio_arg for h in t.hosts], "ssh": t.ssh} for t in targets if t.hosts}

@@ -1,0 +1,72 @@
+"""A replay as an ordinary suite: the capture's iologs, a fio job per lane of each class and window, on a target.
+
+``replay_suite`` writes the iologs (``replay.write_iologs``) and the job file into the capture's
+replay directory — the same path for every replay of one capture from one results database, so
+two replays' job options are equal and ``iolab compare`` pairs them — and returns the Suite that
+``execute.prepare`` checks like any job file: the destructive guard sees ``read_iolog`` as writing
+(``safety.writes``), so the target must be named with ``--destroy``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ...describe import suite as suite_mod
+from ...errors import UsageError
+from ...facts import targets
+from ...model import Run
+from ...store.database import Store
+from . import record, replay
+from .fingerprint import fingerprint
+
+
+@dataclass(frozen=True)
+class ReplayPlan:
+    """The suite to run and what the plan says about it: ``notes`` (timing, scaling) are printed."""
+
+    suite: suite_mod.Suite
+    directory: Path
+    requests: int
+    classes: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
+                 settings: replay.ReplaySettings) -> ReplayPlan:
+    """The replay of capture ``run`` on ``target_path`` (a block device). Raises UsageError when
+    ``run`` is not a capture or the target is not a block device."""
+    trace = record.load_trace(store, run)
+    facts = targets.inspect(target_path)
+    if facts.kind != "block":
+        raise UsageError(f"replay target {target_name}={target_path} is a {facts.kind}, not a block device",
+                         hint="replay onto a block device you may overwrite, named with --destroy")
+    end = fingerprint(trace).lba_end_bytes
+    scale = replay.needed_scale(end, facts.size_bytes)
+    settings = replace(settings, scale=scale)
+    directory = record.replay_dir(store, run.info.id)
+    device = str((run.info.options or {}).get("device", "capture"))
+    iologs, window_ns = replay.write_iologs(trace, directory, device, settings)
+    text = replay.job_text(iologs, settings, f"replay of capture {run.info.id}")
+    text = text.replace("[global]\n", f"[global]\nreplay_redirect={target_path}\n", 1)
+    job = directory / "replay.fio"
+    job.write_text(text)
+    loaded = suite_mod.load_jobfile(text, str(job))
+    suite = replace(suite_mod.with_targets(loaded, {target_name: target_path}),
+                    name=f"replay of capture {run.info.id}")
+    timing = ("as fast as possible (replay_no_stall=1)" if settings.as_fast_as_possible else
+              "original timing" if settings.rate_pct == 100 else
+              f"timing stretched ×{100 / settings.rate_pct:.3g} (replay_time_scale={settings.rate_pct}: "
+              f"{settings.rate_pct} % of the trace's rate)")
+    if not settings.as_fast_as_possible and settings.quantum_us > 1:
+        timing += f", issue times rounded to {settings.quantum_us / 1000:g} ms"
+    layout = ("lanes of the whole trace" if settings.as_fast_as_possible else
+              f"lanes of windows of {window_ns / 1e9:.3g} s")
+    groups = [name for name in iologs if "." not in name[3:]]
+    notes = [f"replay of capture {run.info.id}: {len(trace):,} requests in {len(groups)} class(es) "
+             f"({', '.join(groups)}) over {len(iologs)} fio job(s) at iodepth=1 ({layout}), {timing}; "
+             f"iologs in {directory}"]
+    if scale > 1:
+        notes.append(f"the trace spans {end:,} bytes but {target_name} has {facts.size_bytes:,}: offsets are "
+                     f"divided by replay_scale={scale} (replay_align=4096)")
+    return ReplayPlan(suite, directory, len(trace), tuple(iologs), tuple(notes))

@@ -1,0 +1,227 @@
+"""A capture as a stored run: origin ``capture``, one result holding the device facts, the trace
+(table ``traces``, compact: ``trace.encode``) and the fingerprint (``extra["fingerprint"]``).
+
+The result also carries a fio-shaped report of the trace (``capture_report``): per size class
+(``replay.classes``) and direction, the requests, bytes, IOPS and the device's service time as
+``clat``, so ``iolab compare CAPTURE REPLAY`` pairs a replay's classes with the original's and
+``iolab show`` lists them like any run's results. Its job text is the replay job for the traced
+device, so the capture and its replays have the same workload options.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from ...errors import UsageError
+from ...facts import host, targets
+from ...fio import jobfile
+from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetFacts, to_jsonable
+from ...store.database import Store, traces
+from . import replay, tracefs
+from .fingerprint import Fingerprint, active_ns, fingerprint
+from .trace import OP_NAMES, READ, WRITE, Trace, decode, encode
+
+ORIGIN = "capture"
+WORKLOAD = "capture"
+
+PERCENTILES = (1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0, 99.9)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """What ``iolab capture`` recorded: the trace, where, and how (``how`` says the capture path)."""
+
+    trace: Trace
+    device: TargetFacts
+    started_at: datetime
+    how: str
+    command: Sequence[str] = ()
+    returncode: int | None = None
+
+
+def _latency(ns: np.ndarray) -> Latency | None:
+    if ns.size == 0:
+        return None
+    values = np.percentile(ns, PERCENTILES)
+    return Latency(min_ns=float(ns.min()), max_ns=float(ns.max()), mean_ns=float(ns.mean()),
+                   stddev_ns=float(ns.std()), samples=int(ns.size),
+                   percentiles_ns={f"{p:g}": float(v) for p, v in zip(PERCENTILES, values, strict=True)})
+
+
+def capture_report(trace: Trace) -> FioReport:
+    """The trace as fio would report its replay: one job per size class, read/write directions with
+    requests, bytes, IOPS and bandwidth over the active span (``fingerprint.active_ns``: from the
+    first issue to the last completion, as a replay's fio runtime spans its requests) and the
+    device's service time (complete - issue) as ``clat`` and ``lat``. Pure."""
+    duration_ms = max(1, round(active_ns(trace) / 1e6))
+    jobs = []
+    for index, (name, indices) in enumerate(replay.classes(trace).items()):
+        part = trace.select(replay._mask(len(trace), indices))
+        directions = {}
+        for op in (READ, WRITE):
+            mask = part.op == op
+            if not mask.any():
+                continue
+            lat = part.latency_ns[mask]
+            latency = _latency(lat[lat >= 0].astype(np.float64))
+            ios, nbytes = int(mask.sum()), int(part.nbytes[mask].sum())
+            directions[OP_NAMES[op]] = DirectionStats(
+                direction=OP_NAMES[op], total_ios=ios, io_bytes=nbytes, runtime_ms=duration_ms,
+                iops=1000.0 * ios / duration_ms, bw_bytes_s=1000.0 * nbytes / duration_ms, clat=latency, lat=latency)
+        jobs.append(JobResult(name=name, index=index, directions=directions, job_runtime_ms=duration_ms))
+    return FioReport(source_format="capture", jobs=tuple(jobs))
+
+
+def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping[str, str] | None = None) -> int:
+    """Store ``capture`` as a complete run of origin ``capture``; returns the run id."""
+    trace, facts = capture.trace, capture.device
+    fp = fingerprint(trace)
+    machine = host.host_facts(host.fio_version())
+    warnings = ([f"the kernel dropped {trace.lost_events} trace events (ring buffer overrun): the trace is incomplete"]
+                if trace.lost_events else [])
+    options = {"device": facts.path, "how": capture.how, "command": list(capture.command),
+               "returncode": capture.returncode}
+    run_id = store.create_run(suite_name=f"capture {facts.path}", suite_text="", origin=ORIGIN, label=label,
+                              tags=tags, host=machine, fio_version=machine.fio_version, warnings=warnings,
+                              options=options, status="running")
+    text = replay_job_for(trace, capture.device.path, replay_dir(store, run_id))
+    params = jobfile.workload_params(jobfile.parse(text)) if replay.classes(trace) else {}
+    pending = replay_pending(facts, text, params)
+    (result_id,) = store.add_pending(run_id, [pending])
+    ended = capture.started_at + timedelta(microseconds=trace.duration_ns // 1000)
+    store.save_result(result_id, status="ok", command=" ".join(capture.command) or None,
+                      started_at=capture.started_at, ended_at=ended, report=capture_report(trace),
+                      target_facts=facts, extra={"fingerprint": to_jsonable(fp), "capture": options})
+    with store.engine.begin() as conn:
+        conn.execute(traces.insert().values(
+            result_id=result_id, requests=len(trace), data=encode(trace),
+            meta={"comms": {str(k): v for k, v in trace.comms.items()}, "lost_events": trace.lost_events,
+                  "duration_ns": trace.duration_ns}))
+    store.finish_run(run_id, "complete")
+    return run_id
+
+
+def replay_dir(store: Store, run_id: int) -> Path:
+    """Where a capture's replay files live: ``$XDG_CACHE_HOME/iolab/replay/<db>-capture-<id>`` (the
+    same for every replay of a capture, so their job options are equal)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    db = hashlib.sha256(store.display_url.encode()).hexdigest()[:8]
+    return cache / "iolab" / "replay" / f"{db}-capture-{run_id}"
+
+
+def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> Any:
+    from ...store.database import PendingResult
+    name = facts.device.name if facts.device else facts.path
+    return PendingResult(seq=0, target=name, target_path=facts.path, workload=WORKLOAD, repeat=0, job_text=text,
+                         job_hash=jobfile.params_hash(params), params=params)
+
+
+def replay_job_for(trace: Trace, device: str, directory: Path) -> str:
+    """The default replay job (``replay.job_text``) with the iolog paths replays use, for the
+    capture's own record: so a capture and its replays have equal job options."""
+    names = {name: directory / replay.iolog_name(name) for name in replay.replay_jobs(trace)[0]}
+    return replay.job_text(names, replay.ReplaySettings(), f"capture of {device}")
+
+
+def is_capture(run: Run) -> bool:
+    return run.info.origin == ORIGIN
+
+
+def capture_result_id(run: Run) -> int:
+    """The id of the capture's result. Raises UsageError when ``run`` is not a capture."""
+    if not is_capture(run) or not run.results:
+        raise UsageError(f"run {run.info.id} is not a capture (origin {run.info.origin})",
+                         hint="list captures with: iolab runs (origin capture)")
+    return run.results[0].id
+
+
+def load_trace(store: Store, run: Run) -> Trace:
+    """The stored trace of a capture run. Raises UsageError when ``run`` is not a capture."""
+    result_id = capture_result_id(run)
+    with store.engine.connect() as conn:
+        row = conn.execute(sa.select(traces).where(traces.c.result_id == result_id)).mappings().first()
+    if row is None:
+        raise UsageError(f"run {run.info.id} has no stored trace")
+    meta = row["meta"]
+    return decode(row["data"], {int(k): v for k, v in meta.get("comms", {}).items()}, meta.get("lost_events", 0),
+                  meta.get("duration_ns", 0))
+
+
+def stored_fingerprint(run: Run) -> Fingerprint | None:
+    """The fingerprint stored with a capture run (None for any other run)."""
+    from ...model import from_jsonable
+    if not is_capture(run) or not run.results or "fingerprint" not in (run.results[0].extra or {}):
+        return None
+    return from_jsonable(Fingerprint, run.results[0].extra["fingerprint"])
+
+
+HOW = ("tracefs block tracepoints (block:block_rq_issue, block:block_rq_complete) in a private ftrace instance, "
+       "filtered by dev_t")
+
+
+def capture(device: str, duration_s: float | None = None, command: Sequence[str] = ()) -> Capture:
+    """Record ``device``'s block I/O for ``duration_s`` seconds, or while ``command`` runs (then
+    ``returncode`` is its exit status). Only reads. Raises UsageError (not a block device, neither
+    or both of duration and command), ``tracefs.CaptureError``."""
+    if (duration_s is None) == (not command):
+        raise UsageError("capture for a --duration, or while a command runs (-- COMMAND …), not both or neither")
+    ref = tracefs.device_ref(device)
+    facts = targets.inspect(device)
+    started = datetime.now(UTC)
+    runner = tracefs.Command(tuple(command)) if command else None
+    try:
+        trace = tracefs.record(ref, runner if runner is not None else tracefs.for_duration(duration_s or 0.0))
+    finally:
+        if runner is not None:
+            runner.stop()
+    return Capture(trace=trace, device=facts, started_at=started, how=f"{HOW} ({ref.filter})",
+                   command=tuple(command), returncode=runner.returncode if runner else None)
+
+
+
+
+class Background:
+    """A capture in a background thread, for a workload the main thread runs (``execute`` installs
+    signal handlers, so it must stay in the main thread): ``with Background(device) as bg: …`` then
+    ``bg.result()``."""
+
+    def __init__(self, device: str) -> None:
+        import threading
+        self.device = device
+        self._ref = tracefs.device_ref(device)
+        self._facts = targets.inspect(device)
+        self._stop = threading.Event()
+        self._out: list[Trace] = []
+        self._error: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._started = datetime.now(UTC)
+
+    def _run(self) -> None:
+        try:
+            self._out.append(tracefs.record(self._ref, self._stop.is_set))
+        except BaseException as exc:  # handed to the main thread by result()
+            self._error.append(exc)
+
+    def __enter__(self) -> Background:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def result(self) -> Capture:
+        """The capture, once the ``with`` block ended; re-raises what the capture raised."""
+        if self._error:
+            raise self._error[0]
+        return Capture(trace=self._out[0], device=self._facts, started_at=self._started,
+                       how=f"{HOW} ({self._ref.filter})")

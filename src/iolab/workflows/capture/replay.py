@@ -1,0 +1,251 @@
+"""A capture replayed with fio: iologs (format v3) per I/O size class and lane, and the job file that runs them.
+
+Each size class (the request size rounded up to a power of two: ``bs-4k``, ``bs-64k`` …) is one
+fio reporting group replaying only its requests at their original times, all groups running at
+once; a flush is fio's ``sync`` action (on a block device, a flush) in the class of the write
+before it. So a replay's results come per class × direction (read/write), and ``iolab compare``
+pairs the classes of two replays, or of a replay and the capture itself (``record.capture_report``
+gives the capture the same shape).
+
+The trace is cut into **windows** of equal length (about 0.25 s, ``WINDOW_NS``), and within a
+window a class's requests are dealt to **lanes** (``lanes``): a request joins the lowest-numbered
+lane whose previous request had completed in the trace when it was issued, so a lane holds one
+request at a time and nearly all go to the first (as from the application's one issuing thread).
+Each lane of each window is a fio job at ``iodepth=1`` (a class's jobs are one reporting group:
+``group_reporting``, ``new_group``). Why, measured with fio 3.33 on a loop device replaying a 4k
+randrw trace at 3,000 IOPS whose own run had clat p50 3 µs, p99 108-120 µs:
+
+- not one job at the trace's depth: fio 3.33 reaps completions only when a job's queue is full,
+  and sleeps between logged I/Os without reaping (``iolog_delay`` in ``iolog.c``; fixed in 3.36),
+  so an I/O completed during a sleep counted the sleep as latency (clat p99 2.1-2.9 ms);
+- not the requests spread evenly over the lanes: consecutive requests from different threads
+  measured clat p50 38-41 µs, p99 150-180 µs; packed into the first lane, p50 1.7 µs, p99 115-120 µs;
+- not one lane for the whole trace: fio sleeps until each logged time *since its previous issue*
+  and never makes up a sleep's overshoot (``time_offset`` is only set when a sleep outlasts the
+  whole gap), so a job's lateness grows with every request: the 5.00 s trace ran 5.28-5.33 s in
+  one job (-5 % IOPS); in windows of 0.25 s, each job starting on time, 5.02 s (-0.4 %), clat
+  p99 111-127 µs;
+- not jobs that end with their window: fio's status report every second (``--status-interval``,
+  iolab's live progress) holds fio's stat lock while it waits for each running job to note its
+  CPU use, which a job sleeping until its next request does only when it wakes, and a job that
+  ended meanwhile polls for that lock every millisecond (``backend.c``): with 58 such jobs, clat
+  p50 11-13 µs instead of 2. So every job's iolog closes the file after the trace's last request.
+
+The windows are made longer when their jobs would exceed ``MAX_JOBS`` (fio starts a thread per
+job: 1,000 jobs cost 0.7 s and 270 MB).
+
+iolog v3 timestamps are µs since the job's start (measured with fio 3.33: entries 2 000 000 apart
+replay 2 s apart); they are the trace's issue times plus 1 µs, because fio does not wait before
+the first I/O after an entry at time 0 (``delay_since_ttime`` treats a last time of 0 as "none").
+fio sends every logged I/O to ``replay_redirect``. ``replay_no_stall`` drops the timing (as fast
+as the depth allows), ``replay_time_scale`` scales its rate (percent). A target smaller than the
+traced range gets ``replay_scale`` (offsets divided by it) and ``replay_align=4096``. Source: fio
+HOWTO "Trace file format v3", ``replay_*`` options; fio 3.33 ``iolog.c``, ``backend.c``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...fio import jobfile
+from .trace import FLUSH, READ, WRITE, Trace
+
+
+def size_class(nbytes: int) -> str:
+    """``bs-4k`` for 1..4096 bytes, ``bs-8k`` for 4097..8192 …, ``bs-1m``, ``bs-2m`` …"""
+    top = 1 << max(12, math.ceil(math.log2(max(nbytes, 1))))
+    return f"bs-{top >> 20}m" if top >= 1 << 20 else f"bs-{top >> 10}k"
+
+
+def classes(trace: Trace) -> dict[str, np.ndarray]:
+    """Job name -> sorted index array of its requests: data requests by size class, smallest class
+    first; each flush joins the class of the last write before it (the write it makes durable; the
+    first class when none), because fio refuses an iolog without reads or writes ("failed
+    initializing iolog"). Discards and other requests are not replayed."""
+    out: dict[str, list[int]] = {}
+    last_write: str | None = None
+    pending_flushes: list[int] = []
+    for index, (op, nbytes) in enumerate(zip(trace.op.tolist(), trace.nbytes.tolist(), strict=True)):
+        if op in (READ, WRITE):
+            label = size_class(nbytes)
+            out.setdefault(label, []).append(index)
+            last_write = label if op == WRITE else last_write
+        elif op == FLUSH:
+            if last_write is None:
+                pending_flushes.append(index)
+            else:
+                out[last_write].append(index)
+    if out and pending_flushes:
+        first = min(out, key=_class_bytes)
+        out[first] = sorted(out[first] + pending_flushes)
+    return {k: np.asarray(out[k], dtype=np.int64) for k in sorted(out, key=_class_bytes)}
+
+
+def _class_bytes(label: str) -> int:
+    number = int(label[3:-1])
+    return number << (20 if label.endswith("m") else 10)
+
+
+#: Issue times in the iologs are rounded down to this many µs (see ``iolog_text``); 1: as traced.
+QUANTUM_US = 1
+
+
+#: The windows' length (ns) when the job budget allows it, and the budget of fio jobs.
+WINDOW_NS = 250_000_000
+MAX_JOBS = 512
+
+
+def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
+    """``indices`` (issue order) dealt to lanes, each a sorted index array: a request joins the
+    lowest-numbered free lane (its last request completed in the trace at or before this issue), or
+    a new lane when none is free; a request never completed keeps its lane forever. A lane of
+    flushes only joins the first lane with data (fio refuses an iolog without reads or writes);
+    without any, the flushes are one lane. Pure."""
+    free: list[int] = []  # a heap of free lanes' numbers
+    busy: list[tuple[int, int]] = []  # a heap of (when the lane's request completed, lane)
+    out: list[list[int]] = []
+    never = np.iinfo(np.int64).max
+    for i, issued, done in zip(indices.tolist(), trace.issue_ns[indices].tolist(),
+                               trace.complete_ns[indices].tolist(), strict=True):
+        while busy and busy[0][0] <= issued:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        k = heapq.heappop(free) if free else len(out)
+        if k == len(out):
+            out.append([])
+        heapq.heappush(busy, (done if done >= 0 else never, k))
+        out[k].append(i)
+    data = [lane for lane in out if any(int(trace.op[i]) in (READ, WRITE) for i in lane)] or out[:1]
+    for lane in out:
+        if lane is not data[0] and not any(int(trace.op[i]) in (READ, WRITE) for i in lane):
+            data[0].extend(lane)
+    return [np.asarray(sorted(lane), dtype=np.int64) for lane in data]
+
+
+def window_ns(trace: Trace, per_class: Mapping[str, np.ndarray]) -> int:
+    """The windows' length in ns: ``WINDOW_NS``, or longer so that the windows times the lanes the
+    classes need over the whole trace stay within ``MAX_JOBS``."""
+    span = int(trace.issue_ns.max()) + 1 if len(trace) else 1
+    needed = sum(len(lanes(trace, indices)) for indices in per_class.values())
+    count = max(1, min(math.ceil(span / WINDOW_NS), MAX_JOBS // max(1, needed)))
+    return math.ceil(span / count)
+
+
+def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:
+    """Each request's window (issue time // length); a flush takes the window of the class's data
+    request before it (the first one's, when none is), so no window holds flushes alone."""
+    window = trace.issue_ns[indices] // length_ns
+    data = np.isin(trace.op[indices], (READ, WRITE))
+    if not data.any():
+        return window
+    before = np.maximum.accumulate(np.where(data, np.arange(indices.size), -1))
+    return window[np.where(before >= 0, before, int(np.argmax(data)))]
+
+
+def replay_jobs(trace: Trace, windowed: bool = True) -> tuple[dict[str, np.ndarray], int]:
+    """fio job name -> its requests, and the windows' length in ns: each window's (``window_ns``)
+    lanes (``lanes``) of each class (``classes``), named ``bs-4k``, ``bs-4k.2``, ``bs-4k.3`` … in
+    time order (the first names the class's reporting group). ``windowed=False``: one window, for a
+    replay without timing (``replay_no_stall``), where the windows' jobs would all run at once."""
+    per_class = classes(trace)
+    length = window_ns(trace, per_class) if windowed else int(trace.issue_ns.max(initial=0)) + 1
+    out: dict[str, np.ndarray] = {}
+    for name, indices in per_class.items():
+        window = _windows(trace, indices, length)
+        number = 0
+        for w in np.unique(window).tolist():
+            for lane in lanes(trace, indices[window == w]):
+                number += 1
+                out[name if number == 1 else f"{name}.{number}"] = lane
+    return out, length
+
+
+def iolog_text(trace: Trace, indices: np.ndarray, device: str, quantum_us: int = QUANTUM_US) -> str:
+    """An iolog v3 replaying ``indices`` of ``trace`` on ``device``: times in µs since the capture
+    began (rounded down to ``quantum_us``), plus 1 (see the module docstring). The file is closed
+    after the trace's last request, whichever job it is in, so all jobs end together (see the
+    module docstring)."""
+    actions = {READ: "read", WRITE: "write", FLUSH: "sync"}
+    lines = ["fio version 3 iolog", f"1 {device} add", f"1 {device} open"]
+    quantum = max(1, quantum_us)
+    t_us = trace.issue_ns[indices] // 1000 // quantum * quantum + 1
+    for t, op, sector, nbytes in zip(t_us.tolist(), trace.op[indices].tolist(), trace.sector[indices].tolist(),
+                                     trace.nbytes[indices].tolist(), strict=True):
+        # fio reads every I/O action with an offset and a length, a sync's being 0 0 (as write_iolog logs it)
+        lines.append(f"{t} {device} {actions[op]} " + ("0 0" if op == FLUSH else f"{sector * 512} {nbytes}"))
+    end = int(trace.issue_ns.max(initial=0)) // 1000 // quantum * quantum + 2
+    lines.append(f"{end} {device} close")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """How to replay: ``as_fast_as_possible`` is ``replay_no_stall``; ``rate_pct`` is
+    ``replay_time_scale``, the replay's I/O rate in % of the trace's (fio's HOWTO: 50 runs at half
+    the original rate; fio divides the gaps between logged I/Os by it, ``delay_since_ttime``);
+    ``scale`` is ``replay_scale``."""
+
+    as_fast_as_possible: bool = False
+    rate_pct: int = 100
+    scale: int = 1
+    ioengine: str = "libaio"
+    quantum_us: int = QUANTUM_US
+
+
+def needed_scale(lba_end_bytes: int, target_bytes: int | None) -> int:
+    """The ``replay_scale`` that fits the traced range into the target: 1 when it fits (or the size is unknown)."""
+    if not target_bytes or lba_end_bytes <= target_bytes:
+        return 1
+    return math.ceil(lba_end_bytes / target_bytes)
+
+
+def iolog_name(job: str, settings: ReplaySettings = ReplaySettings()) -> str:
+    """``bs-4k.iolog``; ``bs-4k-q10000us.iolog`` for another quantum, ``bs-4k-no-stall.iolog`` for a
+    replay as fast as possible (its jobs are not windowed): so the job options differ."""
+    if settings.as_fast_as_possible:
+        return f"{job}-no-stall.iolog"
+    return f"{job}.iolog" if settings.quantum_us == QUANTUM_US else f"{job}-q{settings.quantum_us}us.iolog"
+
+
+def write_iologs(trace: Trace, directory: Path, device: str, settings: ReplaySettings) -> tuple[dict[str, Path], int]:
+    """One iolog per fio job (``replay_jobs``) in ``directory`` (created): job name -> path, and the
+    windows' length in ns."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    jobs, length = replay_jobs(trace, windowed=not settings.as_fast_as_possible)
+    for name, indices in jobs.items():
+        path = directory / iolog_name(name, settings)
+        path.write_text(iolog_text(trace, indices, device, settings.quantum_us))
+        paths[name] = path
+    return paths, length
+
+
+def job_text(iologs: Mapping[str, Path], settings: ReplaySettings, description: str) -> str:
+    """The fio job file replaying ``iologs`` (job name -> path, as ``write_iologs`` names them): one
+    job per lane at ``iodepth=1``, all started together (no ``stonewall``), a class's jobs one
+    reporting group named after the class (``group_reporting``; ``new_group`` at each class's first lane)."""
+    common: list[tuple[str, str | None]] = [("ioengine", settings.ioengine), ("direct", "1"),
+                                            ("thread", None), ("group_reporting", None)]
+    if settings.as_fast_as_possible:
+        common.append(("replay_no_stall", "1"))
+    if settings.rate_pct != 100:
+        common.append(("replay_time_scale", str(settings.rate_pct)))
+    if settings.scale > 1:
+        common += [("replay_scale", str(settings.scale)), ("replay_align", "4096")]
+    sections = [jobfile.Section("global", tuple(common))]
+    for name, path in iologs.items():
+        first = "." not in name[3:]
+        sections.append(jobfile.Section(name, (("read_iolog", str(path)), ("iodepth", "1"),
+                                               *((("new_group", None),) if first else ()))))
+    return jobfile.render(tuple(sections), [description])
+
+
+def _mask(n: int, indices: np.ndarray) -> np.ndarray:
+    mask = np.zeros(n, dtype=bool)
+    mask[indices] = True
+    return mask

@@ -1,0 +1,244 @@
+"""Record one block device's requests from tracefs, in a private ftrace instance.
+
+Why tracefs and not blktrace: under kernel lockdown (integrity mode) blktrace's relay files are
+refused ("Operation not permitted"), while the block tracepoints in tracefs work there and on
+ordinary kernels alike. The capture:
+
+1. mounts tracefs at ``/sys/kernel/tracing`` when it is not mounted (left mounted: others may use it);
+2. creates ``instances/iolab-<pid>-<n>`` (its own ring buffer, so other tracers are undisturbed);
+3. filters ``block_rq_issue``/``block_rq_complete`` by the device's dev_t as the kernel encodes it in
+   these events (``MKDEV``: major << 20 | minor, ``include/linux/kdev_t.h``) and, for a partition,
+   by its sector range on the whole disk (the events name the disk);
+4. enables both events, lets the ring buffer fill while the workload runs (drained into memory only
+   when a CPU's buffer is half full: see ``BUFFER_TOTAL_KB``), disables them, drains the rest, reads
+   the lost-event counters, and removes the instance, whatever happened.
+
+Only reads: the capture never writes to the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import IolabError, UsageError
+from . import trace as trace_mod
+
+TRACEFS = Path("/sys/kernel/tracing")
+EVENTS = ("block_rq_issue", "block_rq_complete")
+#: Ring buffers, all CPUs together (at most 64 MiB per CPU, at least 4 MiB): at ~50 bytes an event,
+#: 64 MiB holds ~1.3 M events. Reading ``trace_pipe`` makes the kernel format every event as text in
+#: the reader's time, which competes with the workload for CPUs (a 2-CPU VM lost over half of a
+#: fio 80k IOPS job's throughput while drained every 50 ms), so the buffer is drained only when a
+#: CPU's buffer is half full, and at the end.
+BUFFER_TOTAL_KB = 131072
+POLL_S = 0.2
+_counter = itertools.count()
+
+
+class CaptureError(IolabError):
+    """The block trace could not be recorded (no tracefs, no block events, not root)."""
+
+
+@dataclass(frozen=True)
+class DeviceRef:
+    """What to filter on: the whole disk's dev_t, and for a partition its sectors [start, end)."""
+
+    path: str
+    disk_devt: int
+    first_sector: int | None = None
+    end_sector: int | None = None
+
+    @property
+    def filter(self) -> str:
+        """The tracefs event filter (``Documentation/trace/events.rst``, "Event filtering")."""
+        text = f"dev == {self.disk_devt}"
+        if self.first_sector is not None:
+            text += f" && sector >= {self.first_sector} && sector < {self.end_sector}"
+        return text
+
+
+def device_ref(path: str, sysfs: str = "/sys") -> DeviceRef:
+    """The block device ``path`` as a trace filter. Raises UsageError when it is not a block device."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise UsageError(f"cannot capture {path}: {exc.strerror}", hint="name a block device, e.g. /dev/sdb") from None
+    import stat as stat_mod
+    if not stat_mod.S_ISBLK(st.st_mode):
+        raise UsageError(f"cannot capture {path}: not a block device",
+                         hint="capture the device under the filesystem (see `findmnt -no SOURCE PATH`)")
+    major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
+    sysdir = Path(sysfs) / "dev" / "block" / f"{major}:{minor}"
+    if (sysdir / "partition").exists():
+        start = int((sysdir / "start").read_text())
+        size = int((sysdir / "size").read_text())
+        disk = (sysdir.resolve().parent / "dev").read_text().strip()
+        dmaj, dmin = (int(x) for x in disk.split(":"))
+        return DeviceRef(path, dmaj << 20 | dmin, start, start + size)
+    return DeviceRef(path, major << 20 | minor)
+
+
+def ensure_tracefs(root: Path = TRACEFS) -> Path:
+    """``root``, with tracefs mounted on it (mounted here when it is not). Raises CaptureError."""
+    if (root / "events" / "block" / "block_rq_issue").is_dir():
+        return root
+    if not (root / "instances").is_dir():
+        proc = subprocess.run(["mount", "-t", "tracefs", "nodev", str(root)], capture_output=True, text=True,
+                              check=False)
+        if proc.returncode != 0:
+            raise CaptureError(f"tracefs is not mounted at {root} and mounting it failed: {proc.stderr.strip()}",
+                               hint="run as root, or mount it: mount -t tracefs nodev /sys/kernel/tracing")
+    if not (root / "events" / "block" / "block_rq_issue").is_dir():
+        raise CaptureError(f"this kernel has no block tracepoints in {root}/events/block",
+                           hint="a kernel built with CONFIG_BLK_DEV_IO_TRACE / tracepoints is needed")
+    return root
+
+
+@contextlib.contextmanager
+def _instance(root: Path) -> Iterator[Path]:
+    """A fresh ftrace instance, removed afterwards (events disabled first, so rmdir succeeds)."""
+    inst = root / "instances" / f"iolab-{os.getpid()}-{next(_counter)}"
+    try:
+        inst.mkdir()
+    except OSError as exc:
+        raise CaptureError(f"cannot create the ftrace instance {inst}: {exc.strerror}",
+                           hint="run iolab capture as root") from None
+    try:
+        yield inst
+    finally:
+        for event in EVENTS:
+            with contextlib.suppress(OSError):
+                (inst / "events" / "block" / event / "enable").write_text("0")
+        for _ in range(50):  # rmdir is EBUSY while a reader still holds trace_pipe; it is closed by now
+            try:
+                inst.rmdir()
+                break
+            except OSError as exc:
+                if exc.errno != errno.EBUSY:
+                    break
+                time.sleep(0.05)
+
+
+def _buffer_kb() -> int:
+    return max(4096, min(65536, BUFFER_TOTAL_KB // max(1, os.cpu_count() or 1)))
+
+
+def _fullest_kb(inst: Path) -> int:
+    """The most bytes (KiB) waiting in one CPU's ring buffer (``per_cpu/cpuN/stats``: ``bytes:``)."""
+    most = 0
+    for stats in inst.glob("per_cpu/cpu*/stats"):
+        for line in stats.read_text().splitlines():
+            if line.startswith("bytes:"):
+                most = max(most, int(line.split()[1]) // 1024)
+    return most
+
+
+def _lost(inst: Path) -> int:
+    """Events the ring buffer overwrote or dropped, summed over CPUs (``per_cpu/cpuN/stats``)."""
+    total = 0
+    for stats in inst.glob("per_cpu/cpu*/stats"):
+        for line in stats.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("overrun", "dropped events"):
+                total += int(value.split()[0]) if value.split() else 0
+    return total
+
+
+class _Pipe:
+    """``trace_pipe`` read without blocking; complete lines are kept, a partial one waits."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self.lines: list[str] = []
+        self._rest = b""
+
+    def drain(self) -> None:
+        """Read everything waiting, without select(): poll on trace_pipe may wait for the buffer to
+        be ``buffer_percent`` full, and reports nothing ready before (seen on 6.18)."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            *done, self._rest = (self._rest + chunk).split(b"\n")
+            self.lines.extend(line.decode(errors="replace") for line in done)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACEFS) -> trace_mod.Trace:
+    """Trace ``device`` until ``until_done()`` returns True (polled every ``POLL_S``). Raises CaptureError."""
+    root = ensure_tracefs(root)
+    with _instance(root) as inst:
+        buffer_kb = _buffer_kb()
+        (inst / "buffer_size_kb").write_text(str(buffer_kb))
+        for event in EVENTS:
+            (inst / "events" / "block" / event / "filter").write_text(device.filter)
+        pipe = _Pipe(inst / "trace_pipe")
+        try:
+            started = time.monotonic_ns()
+            for event in EVENTS:
+                (inst / "events" / "block" / event / "enable").write_text("1")
+            while not until_done():
+                time.sleep(POLL_S)
+                if _fullest_kb(inst) > buffer_kb // 2:
+                    pipe.drain()
+            for event in EVENTS:
+                (inst / "events" / "block" / event / "enable").write_text("0")
+            elapsed = time.monotonic_ns() - started
+            pipe.drain()
+            lost = _lost(inst)
+        finally:
+            pipe.close()
+    trace = trace_mod.parse_lines(pipe.lines, lost_events=lost, duration_ns=elapsed)
+    if device.first_sector:  # the events count a partition's sectors from the disk's start
+        data = trace.op != trace_mod.FLUSH
+        trace.sector[data] -= device.first_sector
+    return trace
+
+
+def for_duration(duration_s: float) -> Callable[[], bool]:
+    """A stop condition: ``duration_s`` seconds from the first call."""
+    end: list[float] = []
+
+    def done() -> bool:
+        if not end:
+            end.append(time.monotonic() + duration_s)
+        return time.monotonic() >= end[0]
+    return done
+
+
+@dataclass
+class Command:
+    """An application run while the capture records: started on the first poll, done when it exits."""
+
+    argv: Sequence[str]
+    returncode: int | None = None
+    _proc: subprocess.Popen[bytes] | None = None
+
+    def __call__(self) -> bool:
+        if self._proc is None:
+            try:
+                self._proc = subprocess.Popen(list(self.argv))
+            except OSError as exc:
+                raise UsageError(f"cannot start {self.argv[0]}: {exc.strerror}") from None
+        self.returncode = self._proc.poll()
+        return self.returncode is not None
+
+    def stop(self) -> None:
+        """Terminate the application if it still runs (capture interrupted)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(5)

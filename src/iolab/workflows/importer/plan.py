@@ -1,0 +1,193 @@
+"""From fio output files to the results of one run: what each file's jobs were, and how the
+results of many files (a sweep's directory) are named, placed and counted as repetitions. Pure
+(reading the files is ``importer``'s job).
+
+Each file holds one result per host: client/server output (``fio --client``) gives one result per
+server (target ``host:port``); any other output one result with target ``local``. The result's
+workload identity is derived from what the file tells, since there is no iolab suite:
+
+* ``job_text`` is a job file rebuilt from the options the output reports, one section per fio job
+  name, headed by a comment saying so. JSON lists ``global options`` and each job's ``job
+  options``; normal output only shows ``rw``, ``bs``, ``ioengine``, ``iodepth`` (job header line),
+  the laid-out ``size`` and ``jobs=N`` (``JobResult.shown_options``, ``members``); terse shows none.
+* ``params``/``job_hash`` are ``jobfile.workload_params`` of that job file, as for iolab's runs.
+* ``unknown_options`` says which absent options are unknown rather than fio's default: ``["*"]``
+  (every option not in the job text) for normal and terse output and for JSON from fio before 2.3
+  (no option lists); for other JSON the options fio's JSON drops when they are given without a
+  value (``BARE_FLAGS``: ``time_based``, ``norandommap`` …, FIO_NOTES §1.2), unless the output lists
+  them.
+
+Many files make one run (``assemble``): results of the same workload (target, name and options)
+are repetitions, numbered in file order (bench-fio's ``run-1``, ``run-2`` … directories); a job
+name that several different workloads share (bench-fio names every job of a sweep alike) gets the
+sweep's label (``sweep.full_label``: ``randwrite 4k QD8 ×4``); and when the local results name
+several files or devices, each becomes a target named after it (``sdb``, ``sdc``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ...analyze import sweep
+from ...describe import canonical
+from ...fio import jobfile
+from ...fio.num2str import version_tuple
+from ...model import FioReport, JobResult
+
+#: fio options of type FIO_OPT_STR_SET (options.c@fio-3.33): the ones a job file may give without a
+#: value. fio's JSON omits options given that way (json.c drops empty values), so their absence from
+#: a JSON report does not mean fio's default.
+BARE_FLAGS = ("bs_unaligned", "exitall", "exitall_on_error", "group_reporting", "new_group", "norandommap",
+              "refill_buffers", "stonewall", "thread", "time_based", "verify_only", "zero_buffers")
+#: ``unknown_options`` value meaning: every option not written in the job text is unknown.
+ALL_UNKNOWN = "*"
+LOCAL = "local"
+
+
+@dataclass(frozen=True)
+class PlannedResult:
+    """One result an output file yields: a host's jobs with their derived workload identity."""
+
+    target: str
+    target_path: str | None
+    workload: str
+    job_text: str
+    params: Mapping[str, str]
+    unknown_options: tuple[str, ...]
+    report: FioReport
+    status: str = "ok"
+    error: str | None = None
+
+    @property
+    def job_hash(self) -> str:
+        return jobfile.params_hash(self.params)
+
+
+def plan_results(report: FioReport, name: str) -> list[PlannedResult]:
+    """The results ``report`` (read from the file called ``name``) is stored as, one per host."""
+    hosts: dict[tuple[str | None, int | None], list[JobResult]] = {}
+    for job in report.jobs:
+        hosts.setdefault((job.hostname, job.port), []).append(job)
+    planned = []
+    for (hostname, port), jobs in hosts.items():
+        part = report if len(hosts) == 1 else replace(
+            report, jobs=tuple(jobs), disk_util=tuple(d for d in report.disk_util if d.hostname == hostname))
+        planned.append(_plan_one(part, name, f"{hostname}:{port}" if hostname and port else hostname or LOCAL))
+    return planned
+
+
+def _plan_one(report: FioReport, name: str, target: str) -> PlannedResult:
+    sections = _sections(report)
+    job_text = jobfile.render(sections, header=(
+        f"iolab import of {name} ({report.source_format} output of fio {report.fio_version or '(version unknown)'})",
+        "the options this output reports, not necessarily the whole job file",
+    ))
+    names = list(dict.fromkeys(s.name for s in sections))
+    failed = [j for j in report.jobs if j.error]
+    locations = {value for s in sections for key, value in s.options if key in ("filename", "directory")}
+    return PlannedResult(
+        target=target, target_path=locations.pop() if len(locations) == 1 else None,
+        workload=names[0] if len(names) == 1 else Path(name).stem, job_text=job_text,
+        params=jobfile.workload_params(sections), unknown_options=_unknown(report, sections), report=report,
+        status="failed" if failed else "ok",
+        error="; ".join(f"fio error {j.error} in job {j.name!r}" for j in failed) or None,
+    )
+
+
+def _sections(report: FioReport) -> tuple[jobfile.Section, ...]:
+    """One job section per fio job name, with the options the report gives for it."""
+    options: dict[str, dict[str, str]] = {}
+    members: dict[str, int | None] = {}
+    for job in report.jobs:
+        mine = options.setdefault(job.name, {**report.global_options, **job.shown_options, **job.job_options})
+        mine.pop("name", None)
+        if job.members is not None:
+            count = members.get(job.name, 0)
+            members[job.name] = None if count is None else count + job.members
+        elif report.source_format == "normal":
+            members[job.name] = None
+    for job_name, count in members.items():
+        if count and "numjobs" not in options[job_name]:
+            options[job_name]["numjobs"] = str(count)  # normal output: jobs=N of the blocks with this name
+    return tuple(
+        jobfile.Section(_section_name(job_name), tuple((k, _one_line(v)) for k, v in opts.items()))
+        for job_name, opts in options.items()
+    )
+
+
+def _section_name(name: str) -> str:
+    """A job name usable as a ``[section]`` header (fio's own names always are)."""
+    cleaned = name.replace("]", ")").replace("\n", " ").strip()
+    return cleaned or "job"
+
+
+def _one_line(value: str) -> str:
+    return value.replace("\r", " ").replace("\n", " ")
+
+
+def _unknown(report: FioReport, sections: Sequence[jobfile.Section]) -> tuple[str, ...]:
+    version = version_tuple(report.fio_version)
+    if report.source_format not in ("json", "json+", "client-json") or (version is not None and version < (2, 3)):
+        return (ALL_UNKNOWN,)
+    given = {key for s in sections for key, _ in s.options}
+    return tuple(flag for flag in BARE_FLAGS if flag not in given)
+
+
+def options_of(planned: PlannedResult) -> canonical.Options:
+    """The canonical options of a result's workload: its one job's, or for several jobs the
+    ``job.option`` parameters (``jobfile.workload_params``) as they are."""
+    jobs = canonical.job_text_options(planned.job_text, planned.unknown_options, planned.report.fio_version)
+    return next(iter(jobs.values())) if len(jobs) == 1 else canonical.Options(dict(planned.params), None)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A planned result's place in its run: target, workload name and repetition number."""
+
+    target: str
+    workload: str
+    repeat: int
+
+
+def assemble(planned: Sequence[PlannedResult]) -> list[Placed]:
+    """Targets, workload names and repetition numbers for the results of one run, in order (see the
+    module docstring)."""
+    targets = _targets(planned)
+    names = _names(planned)
+    counts: dict[tuple[str, str, str], int] = {}
+    placed = []
+    for p, target, name in zip(planned, targets, names, strict=True):
+        key = (target, name, p.job_hash)
+        placed.append(Placed(target, name, counts.get(key, 0)))
+        counts[key] = counts.get(key, 0) + 1
+    return placed
+
+
+def _targets(planned: Sequence[PlannedResult]) -> list[str]:
+    """Local results keep ``local`` unless they name several files or devices: then each is named
+    after its path's last part (the whole path when two share it)."""
+    paths = list(dict.fromkeys(p.target_path for p in planned if p.target == LOCAL and p.target_path))
+    if len(paths) < 2:
+        return [p.target for p in planned]
+    short = {path: Path(path).name or path for path in paths}
+    if len(set(short.values())) < len(short):
+        short = {path: path for path in paths}
+    return [short[p.target_path] if p.target == LOCAL and p.target_path else p.target for p in planned]
+
+
+def _names(planned: Sequence[PlannedResult]) -> list[str]:
+    """Each result's workload name: its job name, unless different workloads share that name; then
+    the sweep's label of its options (axes, and the other options varying among them)."""
+    hashes: dict[str, set[str]] = {}
+    for p in planned:
+        hashes.setdefault(p.workload, set()).add(p.job_hash)
+    shared = {name for name, found in hashes.items() if len(found) > 1}
+    if not shared:
+        return [p.workload for p in planned]
+    index = [i for i, p in enumerate(planned) if p.workload in shared]
+    table = sweep.option_table([options_of(planned[i]) for i in index])
+    extra = sweep.varying(table)
+    labels = {i: sweep.full_label(row, extra) or planned[i].workload for i, row in zip(index, table, strict=True)}
+    return [labels.get(i, p.workload) for i, p in enumerate(planned)]
