@@ -350,6 +350,8 @@ class BlockDeviceFacts:
     parent: str | None = None
     holders: tuple[str, ...] = ()
     partitions: tuple[str, ...] = ()
+    #: The device's firmware revision: NVMe ``device/firmware_rev``, SCSI/ATA ``device/rev``.
+    firmware: str | None = None
 
 
 @dataclass(frozen=True)

@@ -414,6 +414,7 @@ def _facts_from_sysdir(sysdir: str) -> BlockDeviceFacts:
         parent=os.path.basename(disk) if is_partition else None,
         holders=tuple(sorted(_listdir(os.path.join(real, "holders")))),
         partitions=() if is_partition else _partitions(real),
+        firmware=_read_attr(dev, "firmware_rev") or _read_attr(dev, "rev"),
     )
 
 

@@ -252,6 +252,33 @@ class FinishedRun:
     warnings: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class HistoryResult:
+    """A stored ``ok`` result as ``Store.history`` reads it: ``ended_at`` as in ``ResultRecord`` (for an
+    import, the time fio's output gives), ``extra`` as stored, and ``report`` the stored JSON of its
+    ``FioReport`` (``model.to_jsonable``'s form: field names as keys), decoded but not validated."""
+
+    id: int
+    run_id: int
+    target: str
+    workload: str
+    job_text: str
+    ended_at: datetime | None
+    extra: Mapping[str, Any]
+    target_facts: TargetFacts | None
+    report: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class History:
+    """What ``Store.history`` found: the runs (ascending id) and their results; runs with a row that
+    does not load are left out, each an ``UnreadableRun`` in ``unreadable``."""
+
+    runs: tuple[RunInfo, ...]
+    results: tuple[HistoryResult, ...]
+    unreadable: tuple[UnreadableRun, ...] = ()
+
+
 class JSONText(str):
     """A JSON document already serialised (``model.to_json_text``): the store writes it as it is
     instead of serialising it again, which for reports with json+ histograms halves the cost."""
@@ -389,6 +416,10 @@ _alembic_version = sa.Table("alembic_version", sa.MetaData(),
                             sa.PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
 
 
+#: PostgreSQL advisory lock key held while the schema is created or upgraded ("iolab" in ASCII).
+SCHEMA_LOCK = 0x696F6C6162
+
+
 def _stored_revision(conn: Connection) -> str | None:
     """The revision in ``alembic_version``; None for a new database (no such table)."""
     if not sa.inspect(conn).has_table("alembic_version"):
@@ -468,6 +499,11 @@ class Store:
         head = head_revision()
         with self.engine.begin() as conn:
             tables = set(sa.inspect(conn).get_table_names())
+            if self.engine.dialect.name == "postgresql" and (not tables or _stored_revision(conn) != head):
+                # Machines opening a new (or older) team database at once: one creates or upgrades it while
+                # the others wait, then see its tables (concurrent CREATE TABLEs collide in pg_type).
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+                tables = set(sa.inspect(conn).get_table_names())
             if not tables:
                 # A new database: the tables as defined here, stamped with the head revision (Alembic's
                 # cookbook, "Building an Up to Date Database from Scratch"), without Alembic's import
@@ -766,6 +802,58 @@ class Store:
             raise UsageError(f"no run matches {selector!r}", hint="give a run id, 'latest', a label or key=value tag; "
                              "list runs with: iolab runs")
         return [int(f) for f in found]
+
+    @_guarded("read the history")
+    def history(self, run_ids: Sequence[int] | None = None, since: datetime | None = None,
+                targets: Sequence[str] = (), workloads: Sequence[str] = ()) -> History:
+        """Every ``ok`` result with a report, for ``analyze.history``: of the runs ``run_ids`` (default
+        all), ending at or after ``since`` (a result's ``ended_at``, else its run's start), on ``targets``
+        and of ``workloads`` (a stored workload name, or a fio job name its job text has a section
+        for; empty: any), in run and plan order, and their runs.
+
+        Faster than ``get_run`` by an order of magnitude: reports are decoded (orjson) but neither
+        validated nor turned into model objects (``HistoryResult.report``), and equal target facts are
+        read once. A row that does not load makes its run an ``UnreadableRun`` in ``History.unreadable``.
+        """
+        query = (sa.select(results.c.id, results.c.run_id, results.c.target, results.c.workload, results.c.job_text,
+                           results.c.ended_at, sa.cast(results.c.extra, sa.Text), sa.cast(results.c.target_facts,
+                                                                                         sa.Text),
+                           sa.cast(results.c.report, sa.Text))
+                 .join(runs, runs.c.id == results.c.run_id)
+                 .where(results.c.status == "ok", results.c.report.is_not(None)).order_by(results.c.run_id,
+                                                                                          results.c.seq))
+        if run_ids is not None:
+            query = query.where(results.c.run_id.in_(list(run_ids)))
+        if since is not None:
+            query = query.where(sa.func.coalesce(results.c.ended_at, runs.c.created_at) >= since)
+        if targets:
+            query = query.where(results.c.target.in_(list(targets)))
+        if workloads:  # a stored workload name, or a fio job name inside the job text (``[name]``)
+            query = query.where(sa.or_(results.c.workload.in_(list(workloads)),
+                                       *(results.c.job_text.contains(f"[{w}]", autoescape=True) for w in workloads)))
+        found: list[HistoryResult] = []
+        facts: dict[str | None, TargetFacts | None] = {None: None}
+        bad: dict[int, UnreadableRun] = {}
+        with self.engine.connect() as conn:
+            for rid, run_id, target, workload, job_text, ended_at, extra, target_facts, report in conn.execute(query):
+                try:  # a JSON column given None holds JSON's null
+                    if target_facts not in facts:
+                        data = orjson.loads(target_facts)
+                        facts[target_facts] = _column("target_facts", TargetFacts, data) if data else None
+                    decoded = orjson.loads(report)
+                    if decoded:
+                        found.append(HistoryResult(rid, run_id, target, workload, job_text, _utc(ended_at),
+                                                   orjson.loads(extra or "null") or {}, facts[target_facts],
+                                                   decoded))
+                except (*_ROW_ERRORS, orjson.JSONDecodeError) as exc:
+                    bad.setdefault(run_id, _unreadable(run_id, exc))
+            ids = sorted({r.run_id for r in found} - set(bad))
+            rows = conn.execute(sa.select(runs).where(runs.c.id.in_(ids)).order_by(runs.c.id)).mappings().all()
+            tags = self._tags(conn, ids)
+        infos = [self._loaded(r["id"], lambda r=r: self._info(r, tags.get(r["id"], {}))) for r in rows]
+        bad.update({i.run_id: i for i in infos if isinstance(i, UnreadableRun)})
+        return History(tuple(i for i in infos if not isinstance(i, UnreadableRun)),
+                       tuple(r for r in found if r.run_id not in bad), tuple(bad.values()))
 
     @_guarded("check the database")
     def integrity_problems(self) -> list[str]:
