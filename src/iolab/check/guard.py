@@ -19,6 +19,7 @@ fence (``fence.build``).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,7 +112,7 @@ def check(job_text: str, target_path: str | None, destroy: Collection[str], work
 
     def seen(path: str) -> TargetFacts:
         if path not in known:
-            known[path] = targets.inspect(path)
+            known[path] = _kind(path)
         return known[path]
 
     writable: dict[str, str] = {}
@@ -148,6 +149,24 @@ def check(job_text: str, target_path: str | None, destroy: Collection[str], work
     addresses = tuple(dict.fromkeys(s.address for s in found.sections if s.address is not None))
     return Checked(tuple(dict.fromkeys(paths)), writable, tuple(read), addresses, landlock,
                    writes or any(s.writes for s in found.sections))
+
+
+def _kind(path: str) -> TargetFacts:
+    """What ``path`` is, as far as the guard needs: devices fully inspected (``targets.inspect``:
+    mounts, signatures, holders), files, directories and missing paths by one ``stat`` (a job can
+    name thousands of files; their file systems are the free-space check's)."""
+    abspath = os.path.abspath(path)
+    try:
+        st = os.stat(abspath)
+    except FileNotFoundError:
+        return TargetFacts(path=abspath, kind="missing")
+    except OSError:
+        return targets.inspect(abspath)  # says why it cannot be examined
+    if stat.S_ISREG(st.st_mode):
+        return TargetFacts(path=abspath, kind="file", size_bytes=st.st_size)
+    if stat.S_ISDIR(st.st_mode):
+        return TargetFacts(path=abspath, kind="directory")
+    return targets.inspect(abspath)
 
 
 def _write_reason(facts: TargetFacts, destroy: Collection[str], owned: Collection[str], before: str | None) -> str:
