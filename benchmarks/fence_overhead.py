@@ -44,7 +44,7 @@ def main() -> None:
         subprocess.run(["fio", "--name=layout", f"--filename={data}", "--size=256m", "--rw=write", "--bs=1m"],
                        capture_output=True, check=True)  # lay out the file once, outside the measurements
         work = Path(tmp, "work").resolve()
-        fenced = fence.build([str(data)], work)
+        fenced = fence.build({str(data): fence.IOLAB}, work)
         ratios = []
         for i in range(args.rounds):
             if i % 2 == 0:

@@ -80,7 +80,8 @@ def test_tuning_axis_side_by_side_and_restored(tmp_path: Path) -> None:
         assert first.params == second.params and first.job_hash != second.job_hash
         assert "[randread-4k-qd1-sched_" in first.job_text
         shown = iolab("show", "1", db=db, env=_env(tmp_path)).stdout
-        rows = [line for line in shown.splitlines() if line.startswith("  dev ") and "-qd1-sched_" in line]
+        rows = [line for line in shown.splitlines()  # the results table's rows (the cost table names them too)
+                if line.startswith("  dev ") and "-qd1-sched_" in line and line.split()[2] == "read"]
         assert len(rows) == 2 and f"sched_{a}" in rows[0] and f"sched_{b}" in rows[1]
         assert (f"tuning scheduler={b}, nomerges={chosen['nomerges']}: dev/randread-4k-qd1-sched_{b}, "
                 f"dev/randread-4k-qd8-sched_{b}") in shown

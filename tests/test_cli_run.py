@@ -246,3 +246,38 @@ def test_user_strings_are_not_rich_markup(tmp_path, db):
     proc = iolab("run", str(suite), "--label", "[red]base[/]", db=db)
     assert proc.returncode == 0, proc.stderr
     assert "[red]base[/]" in proc.stdout
+
+
+@pytest.mark.root
+def test_every_plan_is_checked_for_room_and_a_directory_that_is_not_there(tmp_path, db):
+    """The field reports' plan mistakes, caught before fio: a job file's [global] size × numjobs on a
+    small directory target and in iolab's work directory (its own files); a suite's `filename:` on a
+    directory target is the clones' shared file (its room is one size, not one per clone); a target in a
+    directory that does not exist."""
+    from loopdev import tmpfs
+    with tmpfs(tmp_path / "small", "64m") as small, tmpfs(tmp_path / "state", "64m") as state:
+        job = tmp_path / "fio_test_config.fio"  # the ESXi report's job file, 32G made 24m
+        job.write_text("[global]\nioengine=libaio\ndirect=0\nthread=1\nrw=randrw\nbs=4k\nnumjobs=4\nsize=24m\n"
+                       "runtime=1\ngroup_reporting\n\n[randwrite]\n")
+        on_target = iolab("run", str(job), "--target", f"data={small}/", db=db, cwd=tmp_path)
+        assert on_target.returncode == 2
+        assert f"refusing to lay out 96.00 MiB at {small}: tmpfs at {small} has 64.00 MiB free" in on_target.stderr
+        own = iolab("run", str(job), db=db, cwd=tmp_path, env={"XDG_STATE_HOME": str(state)})
+        assert own.returncode == 2 and "refusing to lay out 96.00 MiB at " + str(state) in own.stderr
+        shared = tmp_path / "s.yaml"
+        shared.write_text(f"targets: {{d: {small}}}\nworkloads:\n  - {{rw: randwrite, bs: 64k, filename: f.bin, "
+                          "numjobs: 4, size: 40m, runtime: 1s, time_based: 1, group_reporting: 1}\n")
+        ran = iolab("run", str(shared), "--no-observe", "--keep-files", db=db, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        assert sorted(p.name for p in small.iterdir()) == ["f.bin"] and (small / "f.bin").stat().st_size == 40 * 2**20
+        apart = tmp_path / "a.yaml"
+        apart.write_text(f"targets: {{d: {small}}}\nworkloads:\n  - {{rw: randwrite, bs: 64k, numjobs: 4, "
+                         "size: 20m}\n")
+        refused = iolab("run", str(apart), db=db, cwd=tmp_path)
+        assert refused.returncode == 2 and "refusing to lay out 80.00 MiB" in refused.stderr
+    for spelling, missing in ((f"{tmp_path}/nosuch/dir/", f"{tmp_path}/nosuch/dir"),
+                              (f"{tmp_path}/nosuch/f.bin", f"{tmp_path}/nosuch")):
+        proc = iolab("run", "quick", "--target", f"x={spelling}", db=db, cwd=tmp_path)
+        assert proc.returncode == 2
+        assert f"target x: the directory {missing} does not exist" in proc.stderr
+    assert not (tmp_path / "nosuch").exists()

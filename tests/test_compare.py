@@ -177,6 +177,9 @@ def test_differing_options_are_not_comparable_unless_ignored(store):
     tables = comparison_tables(run_compare(store, "a", "b"))
     differences = next(t for t in tables if t.title == "Option differences")
     assert [c.text for c in differences.rows[0]] == ["w", "read", "bs", "4k", "8k", "not comparable"]
+    notes = " ".join(n for t in tables for n in t.notes)  # the exact command, not "--ignore OPTION"
+    assert "1 of 1 pair(s) not comparable: job options differ (see the option differences); to compare them " \
+           "anyway: iolab compare a b --ignore bs" in notes
 
 
 def test_workloads_pair_by_options_not_names_and_missing_or_failed(store):
@@ -273,6 +276,14 @@ def test_issue_done_when_seed_files(tmp_path):
     iops = next(m for m in pair["metrics"] if m["metric"] == "iops")
     assert iops["a"]["values"] == [71936 * 1000 / 60071] and iops["b"]["values"] == [288149 * 1000 / 60015]
     assert iops["ratio"] == pytest.approx(4.00937, abs=1e-5) and iops["p_value"] is None
+    # the pasted outputs lack the job header line, so no block size makes the bandwidth exact: fio's printed
+    # values (4790KiB/s, 18.8MiB/s) are compared, marked as rounded, rather than "missing"
+    bw = next(m for m in pair["metrics"] if m["metric"] == "bw")
+    assert bw["rounded"] and bw["a"]["values"] == [4790 * 1024] and bw["b"]["values"] == [18.8 * 2**20]
+    assert "| test | write | bw MiB/s | 1/1 | ≈4.68 | ≈18.80 |" in md
+    assert "≈: compared from fio's printed values, rounded to 3–4 significant figures" in md
+    shown = iolab("show", "ceph-rbd", db=db).stdout
+    assert "≈18.80" in shown and "≈: fio's printed value, rounded" in shown
 
 
 def test_fail_on_regression_exits_3(tmp_path):

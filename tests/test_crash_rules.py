@@ -3,6 +3,7 @@ ending is judged, and the loss rate's interval."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,24 @@ def test_the_wilson_interval_of_a_loss_rate():
     assert stats.wilson(0, 0) is None
     with pytest.raises(ValueError):
         stats.wilson(3, 2)
+
+
+def _offsets(options: dict[str, str], tmp_path: Path, name: str) -> list[str]:
+    """The offsets fio (real) writes with ``options``: its own iolog of the first 32 I/Os."""
+    log = tmp_path / f"{name}.iolog"
+    args = [f"--{k}={v}" for k, v in options.items() if k not in ("verify_only", "verify_state_load", "thread",
+                                                                    "continue_on_error", "verify_state_save")]
+    subprocess.run(["fio", "--name=crash", f"--filename={tmp_path / 'data'}", "--size=16m", "--number_ios=32",
+                    f"--write_iolog={log}", "--ioengine=psync", "--direct=0", "--output=/dev/null",
+                    *[a for a in args if not a.startswith(("--ioengine", "--direct", "--iodepth"))]], check=True,
+                   cwd=tmp_path)
+    return [line.split()[3] for line in log.read_text().splitlines() if " write " in line]
+
+
+def test_each_cut_writes_a_different_random_sequence_and_its_verify_the_same(tmp_path: Path):
+    """fio's default randrepeat=1 fixes the offsets whatever randseed says: cuts 1 and 2 had verified the
+    same offsets. Each cut's options draw their own sequence; the same cut draws it again."""
+    options = dict(crashtest.DEFAULT_OPTIONS)
+    first, second = (_offsets(crashtest.write_options(options, cut), tmp_path, f"w{cut}") for cut in (1, 2))
+    assert len(first) == len(second) == 32 and first != second
+    assert _offsets(crashtest.write_options(options, 1), tmp_path, "again") == first

@@ -37,8 +37,8 @@ def test_only_the_planned_device_and_paths_are_writable(tmp_path: Path) -> None:
     work.mkdir()
     target.mkdir()
     with loop_device(tmp_path, 4 * MiB, "a.img") as planned, loop_device(tmp_path, 4 * MiB, "b.img") as other:
-        f = fence.build([planned.path, str(target)], work)
-        assert f.devices == (planned.path,) and f.writable == (str(target),)
+        f = fence.build({planned.path: fence.DESTROY, str(target): fence.DESTROY}, work)
+        assert f.devices == (planned.path,) and f.write_devices == (planned.path,) and f.writable == (str(target),)
         seen = _inside(f, "ls /dev; grep CapEff /proc/self/status; ls /proc | grep -c '^[0-9]'; cat /proc/1/comm; "
                           f"pwd; "
                           f"touch {target}/ok && echo target-ok; touch {work}/ok && echo work-ok; "
@@ -76,7 +76,9 @@ def test_a_device_a_job_only_reads_cannot_be_written_inside_the_fence(tmp_path: 
         with open(loop.path, "r+b") as dev:
             dev.write(b"iolab-data" * 100)
         before = hashlib.md5(Path(loop.path).read_bytes()).hexdigest()
-        f = fence.build([loop.path], work, writes=False)
+        f = fence.build({}, work, read=[loop.path])
+        assert f.devices == (loop.path,) and f.write_devices == () and f.describe() == [f"{work} (iolab's work "
+                                                                                        "directory)"]
         seen = _inside(f, f"head -c 10 {loop.path}; echo; dd if=/dev/zero of={loop.path} bs=4k count=1 2>&1; "
                           f"touch {work}/ok && echo work-ok; echo x > /dev/null && echo null-ok")
         assert seen.stdout.startswith("iolab-data")
@@ -101,8 +103,8 @@ def test_a_blank_destroy_device_with_direct_io_on_libaio_and_io_uring(tmp_path: 
                                  "  - {rw: randread, ioengine: io_uring}\n")
         proc = iolab("run", str(suite), "--destroy", loop.path, "--no-observe", db=db, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
-        assert "fence: bubblewrap" in proc.stderr and f"fio may write only: {loop.path}, iolab's work directory" \
-            in proc.stderr
+        assert "fence: bubblewrap" in proc.stderr
+        assert f"fio may write only: {loop.path} (--destroy), iolab's work directory" in proc.stderr
         store = Store(f"sqlite:///{db}")
         results, series = store.get_run(1).results, store.time_series(1)
         assert len(results) == 3
@@ -122,8 +124,9 @@ def test_file_and_directory_targets_with_passes_and_logs(tmp_path: Path) -> None
                              "passes: 2\nworkloads:\n  - {rw: randwrite}\n")
     proc = iolab("run", str(suite), "--no-observe", db=db, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert (f"fio may write only: {tmp_path} (new files only: its existing entries are read-only), iolab's work "
-            "directory of each job") in " ".join(proc.stderr.split())
+    assert (f"fio may write only: {tmp_path}/new.bin (new), {tmp_path}/dir/randwrite-4k-qd1.0.0 (new), {tmp_path} "
+            "(new files only: its existing entries are read-only), iolab's work directory of each job"
+            ) in " ".join(proc.stderr.split())
     store = Store(f"sqlite:///{db}")
     results, series = store.get_run(1).results, store.time_series(1)
     assert [r.status for r in results] == ["ok"] * 4
@@ -145,10 +148,11 @@ def test_where_fio_creates_a_file_the_existing_entries_stay_read_only(tmp_path: 
     (home / "link").symlink_to(home / "notes.txt")
     work = tmp_path / "work"
     work.mkdir()
-    f = fence.build([str(home / "scratch.dat"), str(home / "sub" / "planned.dat")], work)
+    f = fence.build({str(home / "scratch.dat"): fence.NEW, str(home / "sub" / "planned.dat"): fence.IOLAB}, work)
     assert f.writable == (str(home),) and f.creating == (str(home),)
     assert f.protected == (str(home / "notes.txt"), str(home / "sub" / "deep.txt"))
-    assert f.places() == [f"{home} (new files only: its existing entries are read-only)"]
+    assert f.places() == [f"{home}/scratch.dat (new)", f"{home}/sub/planned.dat (iolab's)",
+                          f"{home} (new files only: its existing entries are read-only)"]
     assert not f.allows(str(home / "notes.txt")) and f.allows(str(home / "scratch.dat"))
     done = _inside(f, f"cd {home}; echo new > scratch.dat && echo created; echo p > sub/planned.dat && echo planned; "
                       "echo x > notes.txt; echo -n > sub/deep.txt; rm notes.txt; rm -r sub; mv scratch.dat notes.txt")
@@ -265,7 +269,7 @@ def test_without_a_fence_a_writing_run_refuses_unless_no_fence(tmp_path: Path) -
     env = {"PATH": str(bin_dir)}
     db = tmp_path / "db.sqlite"
     (tmp_path / "data.bin").write_bytes(os.urandom(MiB))
-    write = _suite(tmp_path, f"targets: {{f: {tmp_path}/data.bin}}\nworkloads:\n  - {{rw: write, size: 1m}}\n")
+    write = _suite(tmp_path, f"targets: {{f: {tmp_path}/new.bin}}\nworkloads:\n  - {{rw: write, size: 1m}}\n")
     refused = iolab("run", str(write), "--no-observe", db=db, cwd=tmp_path, env=env)
     assert refused.returncode == 2
     assert "Error: no fence can be set up: bubblewrap (bwrap) is not installed" in refused.stderr
@@ -296,7 +300,7 @@ def test_a_fenced_fio_server_writes_only_what_it_allows(tmp_path: Path) -> None:
                                   "start", "--bind", host.address, "--allow", str(allowed), "--pidfile", str(pidfile)],
                                  capture_output=True, text=True, timeout=60, check=False)
         assert started.returncode == 0, started.stderr
-        assert f"its jobs may write only: {allowed}, {tmp_path / 'srv.work'} (iolab's work directory)" \
+        assert f"its jobs may write only: {allowed} (--allow), {tmp_path / 'srv.work'} (iolab's work directory)" \
             in " ".join(started.stdout.split())
         try:
             for name, path in (("ok", allowed), ("no", other)):

@@ -12,7 +12,8 @@ import pytest
 from iolab.errors import ParseError
 from iolab.fio import parse_output, validate
 from iolab.fio.validate import Violation, check_report, fixed_block_size
-from iolab.model import FioReport, Histogram
+from iolab.histogram import Histogram
+from iolab.model import FioReport
 
 DATA = Path(__file__).parent / "data" / "fio"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "samples"

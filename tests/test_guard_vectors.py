@@ -24,6 +24,7 @@ from iolab.errors import SafetyError
 from iolab.remote import hosts as remote_hosts
 from iolab.run import execute
 from iolab.run.plan import RunOptions, prepare
+from iolab.runner import fence, marks
 from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
@@ -97,6 +98,7 @@ def test_vector_leaves_the_device_unchanged(tmp_path: Path, devices: tuple[str, 
                                             args: list[str], env: dict[str, str]) -> None:
     victim, blank = devices
     (tmp_path / "f").write_bytes(b"\0" * MiB)
+    marks.mark(str(tmp_path / "f"))  # iolab's own: writable, so the device is what each vector must be refused for
     for name, text in files.items():
         (tmp_path / name).write_text(_fill(text, tmp_path, victim, blank))
     if env.pop("link", None):
@@ -160,7 +162,8 @@ def test_the_fence_alone_stops_the_write(tmp_path: Path, devices: tuple[str, str
     victim, _ = devices
     (tmp_path / "j.fio").write_text(f"[a]\nfilename={victim}\n{W}")
     (tmp_path / "k.fio").write_text(f"[k]\nfilename={tmp_path}/g\n{W}")
-    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: [target] if target else [str(tmp_path)])
+    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: guard.Checked(
+        writable={target or str(tmp_path): fence.DESTROY}, writes=True))
     loaded = suite.load(str(tmp_path / "j.fio"))
     second = suite.load(str(tmp_path / "k.fio")).workloads[0]
     loaded = dataclasses.replace(loaded, workloads=(*loaded.workloads, second))
@@ -209,7 +212,7 @@ def test_a_write_that_lands_in_a_regular_file_where_a_device_was_named_is_a_fail
     result."""
     name = f"/dev/iolab-absent-{os.getpid()}"
     (tmp_path / "j.fio").write_text(f"[j]\nfilename={name}\n{W}")
-    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: [])
+    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: guard.Checked())
     options = RunOptions(fence=False)
     store = Store(f"sqlite:///{tmp_path}/db.sqlite")
     try:

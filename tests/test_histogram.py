@@ -1,4 +1,4 @@
-"""json+ histograms (model.Histogram): kept with fio's text keys, read as bucket ns -> count, stored unchanged."""
+"""json+ histograms (histogram.Histogram): kept with fio's text keys, read as bucket ns -> count, stored unchanged."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from iolab.errors import ParseError
 from iolab.fio import parse_json, parse_output
 from iolab.fio.merge import merge_latency, percentiles_from_bins
-from iolab.model import FioReport, Histogram, Latency, from_jsonable, to_json_text, to_jsonable
+from iolab.histogram import Histogram
+from iolab.model import FioReport, Latency, from_jsonable, to_json_text, to_jsonable
 from test_fio_parse_properties import mutate
 
 DATA = Path(__file__).parent / "data" / "fio"

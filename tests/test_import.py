@@ -143,13 +143,16 @@ def test_unknown_stays_unknown_in_every_format(tmp_path):
     assert iolab("import", str(seed), str(terse), db=db).returncode == 0
     table = iolab("show", "1", db=db).stdout
     row = next(line for line in table.splitlines() if " write " in line).split()
-    assert row[:5] == ["local", "test", "write", "1", "1,198"] and row[5] == "–"  # MiB/s: no block size known
+    assert row[:5] == ["local", "test", "write", "1", "1,198"]
+    assert row[5] == "≈4.68"  # MiB/s: no block size known, so fio's printed 4790KiB/s, marked as rounded
     csv = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
-    assert csv[1].split(",")[csv[0].split(",").index("bw_mib_s")] == ""  # bw_mib_s empty, not 0
+    header, values = csv[0].split(","), csv[1].split(",")
+    assert float(values[header.index("bw_mib_s")]) == 4790 / 1024 and values[header.index("rounded")] == "bw"
     doc = json.loads(iolab("show", "1", "2", "--format", "json", db=db).stdout)
     write = doc[0]["results"][0]["jobs"][0]["directions"]["write"]
     assert write["io_bytes"] is None and write["bw_bytes_s"] is None and write["clat"]["samples"] is None
-    assert doc[0]["summary"][0]["bw_bytes_s"]["mean"] is None
+    assert write["bw_bytes_s_shown"] == 4790 * 1024  # the exact field stays unknown; the display is apart
+    assert doc[0]["summary"][0]["bw_bytes_s"]["mean"] == 4790 * 1024 and doc[0]["summary"][0]["rounded"] == ["bw"]
     read = doc[1]["results"][0]["jobs"][0]["directions"]["read"]
     assert read["total_ios"] is None and read["iops"] == 75754  # terse: no I/O count
 
@@ -232,3 +235,29 @@ def test_stored_report_text_is_pydantics_json_and_reads_back(path):
     text = to_json_text(report)
     assert json.loads(text) == to_jsonable(report)
     assert from_jsonable(FioReport, json.loads(text)) == report
+
+
+FIELD = Path(__file__).parent / "data" / "field"
+
+
+def test_outputs_of_one_job_on_different_devices_are_never_repetitions(tmp_path):
+    """The ESXi field report's two fio 3.7 outputs (the same job on a passed-through NVMe disk and on a
+    virtual disk) in one directory: two targets named after their devices and a line saying why, not
+    one workload with n=2; --label-from name makes a labelled run of each file, so compare pairs them."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    for name in ("directpath-fio37.txt", "virtual-fio37.txt"):
+        (reports / name).write_text((FIELD / name).read_text())
+    db = tmp_path / "db.sqlite"
+    assert iolab("import", str(reports), db=db).returncode == 0
+    run = Store(f"sqlite:///{db}").get_run(1)
+    assert sorted((r.target, r.repeat) for r in run.results) == [("nvme0n1", 0), ("sdb", 0)]
+    assert ("the same job ran on different devices (nvme0n1; sdb in fio's disk statistics): stored as one target "
+            "each, not as repetitions of one") in run.info.warnings
+    proc = iolab("import", str(reports), "--label-from", "name", db=tmp_path / "per-file.sqlite")
+    assert proc.returncode == 0, proc.stderr
+    compared = iolab("compare", "directpath-fio37", "virtual-fio37", "--metric", "iops", "--format", "json",
+                     db=tmp_path / "per-file.sqlite")
+    rows = json.loads(compared.stdout)["comparisons"][0]["pairs"]
+    changes = {p["direction"]: p["metrics"][0]["relative_change"] for p in rows}
+    assert changes["write"] == pytest.approx(-0.216, abs=0.0005)  # the report published -18.4 % from fio's display

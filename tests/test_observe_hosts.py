@@ -193,3 +193,29 @@ def _scraped(url: str, address: str) -> bool:
         return bool(prometheus.query(url, f'up{{instance="{address}"}}[10s]', time.time()))
     except HostError:
         return False
+
+
+@requires_netns
+@requires_loop
+def test_cloned_grouped_jobs_measure_the_measured_phase_on_every_repetition_and_host(tmp_path):
+    """numjobs=4 + group_reporting + ramp_time=1 + runtime=4 (every field report's job), 3 repetitions,
+    a host only watched: each repetition's window is the 4 s measured phase on this host and on the
+    watched one (fio sums job_runtime over a group: 16 s, which had pulled the ramp into the window,
+    counted ×1.2 device I/Os per fio I/O and left all but one repetition, and the watched host, unmeasured)."""
+    with lab(1) as (watched,), loop_device(tmp_path, 64 * MiB) as loop:
+        watched.start_node_exporter(hostname="iolab-obs-w")
+        store, run_id = run_suite(
+            f"targets: {{dev: {loop.path}}}\nobserve: {{hosts: {{w: '{watched.address}:9100'}}}}\n"
+            "defaults: {ioengine: libaio, direct: 1, bs: 4k, iodepth: 4, numjobs: 4, group_reporting: 1, "
+            "ramp_time: 1s, runtime: 4s, time_based: 1}\nrepeat: 3\nworkloads:\n  - {rw: randread}\n", tmp_path)
+        results = store.get_run(run_id).results
+    assert len(results) == 3
+    for result in results:
+        found = {u.host: u for u in usage.usages(result)}
+        assert set(found) == {"local", "w"}
+        for u in found.values():
+            assert u.window_s == pytest.approx(4.0, abs=0.25), (result.repeat, u.host, u.window_s)
+        (cost,) = [c for c in usage.host_costs(result) if c.host == "local"]
+        ratio, busy = cost.disks[loop.name]
+        assert ratio == pytest.approx(1.0, abs=0.05) and 0 < busy <= 1
+        assert [c.cpu_util is not None for c in usage.host_costs(result)] == [True, True]

@@ -97,3 +97,51 @@ def test_a_proc_without_per_cpu_lines_counts_no_cpus(tmp_path: Path, text: str):
     (tmp_path / "stat").write_text(text)
     found = local.scrape(str(tmp_path), str(tmp_path / "none"))
     assert found.cpu_count is None and found.values == {}
+
+
+def test_a_job_shorter_than_the_sampling_is_not_measured(tmp_path: Path):
+    """A job of a few ms (one 4k I/O, as a crash-test cut can be): no figure from scrapes a second
+    apart (it had shown 851 % CPU busy), the reason said, and no share anywhere over 100 %."""
+    (tmp_path / "job.fio").write_text("[one]\nrw=read\nbs=4k\nsize=4k\n")
+    db = tmp_path / "db.sqlite"
+    proc = iolab("run", "job.fio", "--target", f"d={tmp_path}", db=db, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(iolab("show", "latest", "--format", "json", db=db).stdout)
+    (observed,) = document["results"][0]["extra"]["observed"]
+    assert observed["window_s"] is None and observed["error"].startswith("not measured (window ")
+    assert observed["error"].endswith(" < 1 s sampling)")
+    assert "local during d/job: not measured (window" in " ".join(proc.stdout.split())  # the workload: the file
+    (cost,) = document["results"][0]["host_costs"]
+    assert cost["cpu_busy_pct"] is None and cost["cpu_us_per_io"] is None
+
+
+@pytest.mark.root
+def test_the_targets_device_comes_first_and_names_stay_whole(tmp_path: Path):
+    """On a busy shared host, another tenant's device busier than the target's: the cost table lists the
+    target's own device first, and the target and workload names whole in a narrow terminal."""
+    import subprocess
+
+    from loopdev import MiB, loop_device, requires_loop
+    if requires_loop.args[0]:
+        pytest.skip(requires_loop.kwargs["reason"])
+    with loop_device(tmp_path, 64 * MiB, "mine.img") as mine, loop_device(tmp_path, 64 * MiB, "other.img") as other:
+        (tmp_path / "a-rather-long-workload-name-qd1.fio").write_text(
+            "[j]\nrw=randread\nbs=4k\nioengine=psync\ndirect=1\nsize=16m\ntime_based\nruntime=3\n")
+        noisy = subprocess.Popen(["fio", "--name=tenant", f"--filename={other.path}", "--rw=randread", "--bs=4k",
+                                  "--direct=1", "--iodepth=16", "--ioengine=libaio", "--time_based", "--runtime=20",
+                                  "--output=/dev/null"])
+        try:
+            proc = iolab("run", "a-rather-long-workload-name-qd1.fio", "--target", f"long-target-name={mine.path}",
+                         db=tmp_path / "db.sqlite", cwd=tmp_path, env={"COLUMNS": "100"})
+        finally:
+            noisy.kill()
+            noisy.wait()
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(iolab("show", "latest", "--format", "json", db=tmp_path / "db.sqlite").stdout)
+    (cost,) = document["results"][0]["host_costs"]
+    devices = cost["devices"]
+    assert next(iter(devices)) == mine.name  # first, though the tenant's device did far more I/O
+    assert devices[other.name]["ios_per_fio_io"] > 2 * devices[mine.name]["ios_per_fio_io"]
+    (row,) = [line for line in proc.stdout.split("every host's cost")[1].splitlines() if "local" in line]
+    assert row.split()[:2] == ["long-target-name", "a-rather-long-workload-name-qd1"]
+    assert next(t for t in row.split() if t.startswith("loop")) == mine.name  # the devices cell starts with it

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 import pg
 from iolab.fio import parse_output
 from iolab.fio.validate import Violation, check_report
-from iolab.model import DirectionStats, DiskUtil, FioReport, Histogram, JobResult, Latency, SampleStats
+from iolab.histogram import Histogram
+from iolab.model import DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats
 from iolab.store.database import Store
 from iolab.store.records import FinishedResult, FinishedRun, ImportedFile, UnreadableRun
 from iolab.store.schema import results, runs

@@ -114,7 +114,7 @@ def test_jobfile_suite_with_target(tmp_path: Path):
     text = render_job(JobSpec(s.targets[0], s.workloads[0]), "directory")
     jobs = dict(jobfile.effective_jobs(jobfile.parse(text)))
     assert jobs["randwrite"]["directory"] == "/data" and "filename" not in jobs["randwrite"]
-    assert jobs["other"]["filename"] == "/own"  # a job that names its own file keeps it
+    assert jobs["other"]["filename"] == "own"  # a job's own file, as a name in the target directory (/data/own)
     assert jobs["randwrite"]["time_based"] is None
 
 
@@ -145,3 +145,14 @@ def test_remote_target_with_hosts_file(tmp_path):
     (tmp_path / "hosts.list").write_text("10.0.0.1\n10.0.0.1,8765\n")
     with pytest.raises(SuiteError, match=r"s.yaml:2: targets.rbd.hosts_file: 10.0.0.1:8765 is listed twice"):
         suite.load(str(tmp_path / "s.yaml"))
+
+
+def test_a_workloads_filename_on_a_directory_target_is_a_file_in_it():
+    """A suite's `filename:` on a directory target had been dropped (each numjobs clone then laid out a
+    file of its own): it names the file in the directory, shared by the clones, as the workload says."""
+    s = suite.load_yaml("targets: {d: /data}\nworkloads:\n  - {rw: randread, filename: f.bin, numjobs: 4, "
+                        "size: 128m}\n  - {rw: read, filename: /elsewhere/g.bin}\n", "s.yaml")
+    texts = [render_job(JobSpec(s.targets[0], w), "directory") for w in s.workloads]
+    (first,), (second,) = (list(jobfile.effective_jobs(jobfile.parse(t))) for t in texts)
+    assert first[1]["directory"] == "/data" and first[1]["filename"] == "f.bin"
+    assert second[1]["filename"] == "g.bin"

@@ -44,7 +44,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import stats
@@ -116,7 +116,8 @@ class MetricRow:
     """One metric of one pair. Units as ``Metric.unit``; ``change`` is ``b - a`` (means),
     ``relative_change`` ``change / a``, ``ratio`` ``b / a``; ``ratio_ci95`` and ``p_value`` only
     when tested (for ``METHOD_WELCH`` the interval is of the difference, in ``ratio_ci95`` divided
-    by the baseline mean)."""
+    by the baseline mean). ``rounded``: a side's values are fio's rounded display (``Metric.rounded``):
+    changes within that rounding (up to half a unit of the last printed digit) are not resolved."""
 
     metric: Metric
     a: stats.Summary
@@ -131,6 +132,7 @@ class MetricRow:
     method: str
     tested: bool
     verdict: Verdict
+    rounded: bool = False
 
 
 @dataclass(frozen=True)
@@ -447,6 +449,8 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
             verdict = Verdict.NOT_COMPARABLE
         if verdict != row.verdict:
             row = MetricRow(**{**row.__dict__, "verdict": verdict, "tested": False})
+        if m.rounded is not None and any(m.rounded(d) for s in (a, b) if s is not None for d in s.values):
+            row = replace(row, rounded=True)
         rows.append(row)
     return Pair(a, b, comparable, tuple(diffs), tuple(unchecked), tuple(rows))
 

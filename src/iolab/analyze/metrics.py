@@ -19,6 +19,7 @@ class Metric:
 
     ``of_result``, when set, takes the figure from the whole invocation rather than one direction
     (the observers' cost metrics, ``observe.usage``): every direction of a job shows the same value.
+    ``rounded`` says of a direction whose value is fio's rounded display (``DirectionStats.iops_shown``).
     """
 
     name: str
@@ -27,6 +28,7 @@ class Metric:
     higher_is_better: bool
     value: Callable[[DirectionStats], float | None] = field(compare=False, repr=False)
     of_result: Callable[[ResultRecord], float | None] | None = field(default=None, compare=False, repr=False)
+    rounded: Callable[[DirectionStats], bool] | None = field(default=None, compare=False, repr=False)
 
 
 def _latency_value(kind: str, stat: str) -> Callable[[DirectionStats], float | None]:
@@ -51,9 +53,11 @@ def metric(name: str) -> Metric:
     if name.partition("@")[0] in COST_METRICS:
         return cost_metric(name)
     if name == "iops":
-        return Metric("iops", "IOPS", "IOPS", True, lambda d: d.iops)
+        return Metric("iops", "IOPS", "IOPS", True, lambda d: d.iops_or_shown,
+                      rounded=lambda d: d.iops is None and d.iops_shown is not None)
     if name == "bw":
-        return Metric("bw", "bw MiB/s", "B/s", True, lambda d: d.bw_bytes_s)
+        return Metric("bw", "bw MiB/s", "B/s", True, lambda d: d.bw_or_shown,
+                      rounded=lambda d: d.bw_bytes_s is None and d.bw_bytes_s_shown is not None)
     kind, _, stat = name.partition("_")
     pct = stat[1:]
     valid_pct = stat.startswith("p") and pct.replace(".", "", 1).isdigit() and 0 < float(pct) <= 100

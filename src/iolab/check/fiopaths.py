@@ -23,14 +23,17 @@ Relative names resolve in fio's working directory, which is iolab's work directo
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import SafetyError
 from ..fio import jobfile
+from ..runner import optionnames
+from . import safety
 
 #: Options that make fio run a program (or load code): refused unless the user allows it.
 EXEC_OPTIONS = ("exec_prerun", "exec_postrun")
@@ -40,15 +43,57 @@ _WRITTEN = ("write_iolog", *_LOGS)
 _MAX_NAMES = 4096
 
 
+#: Engines whose I/O goes to the files and devices the job names (fio's ``engines/``): the guard
+#: checks those paths and the fence confines them. Every other engine reaches storage by address
+#: (a socket, a cluster, a URL: nbd, rbd, rados, gfapi, http, net, rdma, libiscsi, nfs, xnvme …),
+#: where neither the guard nor the fence can see what is written: an allow-list, not a deny-list.
+PATH_ENGINES = frozenset({
+    "sync", "psync", "vsync", "pvsync", "pvsync2", "libaio", "io_uring", "io_uring_cmd", "posixaio", "mmap",
+    "splice", "sg", "mtd", "null", "cpuio", "falloc", "e4defrag", "ftruncate", "filecreate", "filestat",
+    "filedelete", "dircreate", "dirstat", "dirdelete", "libpmem", "dev-dax", "pmemblk", "exec", "libzbc",
+    "libcufile",
+})
+#: What names the storage an address engine reaches, for messages and for ``--destroy``: the options
+#: that identify it, joined after the engine (``rbd:pool/image``); nbd, libiscsi and nfs name it
+#: with a URI of their own. An engine not listed is named by its ``filename`` values.
+_ADDRESSES = {"rbd": ("pool", "rbdname"), "rados": ("pool",), "gfapi": ("volume", "brick"),
+              "gfapi_async": ("volume", "brick"), "net": ("hostname", "port"), "netsplice": ("hostname", "port"),
+              "rdma": ("hostname", "port"), "http": ("http_host", "filename"), "libhdfs": ("namenode", "port")}
+_URIS = {"nbd": "uri", "nfs": "nfs_url"}
+
+
+@dataclass(frozen=True)
+class SectionPaths:
+    """One job section as fio runs it (``[global]`` sections and includes applied): ``writes``
+    whether fio opens its files for writing (``safety.writes``, or a writing ``rw`` with
+    ``verify_only``, which fio still opens read-write: ``filesetup.c`` ``file_open_flags``);
+    ``files`` its data files and devices (absolute, or relative to fio's working directory);
+    ``trees`` its ``opendir`` roots (every regular file beneath is a data file: ``filesetup.c``
+    ``recurse_dir``); ``engine``; ``address`` the storage an engine outside ``PATH_ENGINES``
+    reaches (None for path engines); ``options`` its effective options, in fio's names."""
+
+    name: str
+    writes: bool
+    files: tuple[str, ...]
+    trees: tuple[str, ...] = ()
+    engine: str = "psync"
+    address: str | None = None
+    options: Mapping[str, str | None] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class JobPaths:
-    """What a job file opens: ``files`` (data files and devices, absolute or relative to fio's
-    working directory), ``written`` (logs and iologs fio writes), ``execs`` (``option=value``
-    of each way it runs a program)."""
+    """What a job file opens: ``sections`` (one per job section), ``written`` (logs and iologs
+    fio writes), ``execs`` (``option=value`` of each way it runs a program)."""
 
-    files: tuple[str, ...]
+    sections: tuple[SectionPaths, ...]
     written: tuple[str, ...]
     execs: tuple[str, ...]
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every data file, device and ``opendir`` root of every section."""
+        return tuple(dict.fromkeys(p for s in self.sections for p in (*s.files, *s.trees)))
 
 
 def substitute(value: str, env: Mapping[str, str]) -> str:
@@ -68,24 +113,94 @@ def split_list(value: str) -> list[str]:
     return [p.replace("\\:", ":") for p in re.split(r"(?<!\\):", value) if p]
 
 
-def job_paths(text: str, env: Mapping[str, str] | None = None, base_dir: Path | None = None) -> JobPaths:
-    """Every path fio opens for job-file ``text`` and every program it runs. Raises ``SuiteError``
-    when the text cannot be read (fio would refuse it too)."""
-    env = os.environ if env is None else env
-    sections = jobfile.parse(text, base_dir=base_dir)
-    files: list[str] = []
+def job_paths(text: str, env: Mapping[str, str] | None = None, base_dir: Path | None = None,
+              fio: str = "fio", lenient: bool = False) -> JobPaths:
+    """Every path fio opens for job-file ``text``, section by section, and every program it runs.
+
+    Option names are read as fio reads them: each must be one of ``fio``'s own names or aliases
+    (``optionnames.canonical``; aliases become the name, ``readwrite`` is ``rw``). Raises
+    ``SafetyError`` for a name fio does not know as written, or that holds a ``$`` (fio substitutes
+    ``${VAR}`` and its keywords over the whole line, so ``r${EMPTY}w=write`` is ``rw=write`` to fio);
+    ``SuiteError`` when the text cannot be read (fio would refuse it too). ``lenient`` passes a plain
+    name fio does not know through as written (fio's ``--parse-only`` then rejects it in its own
+    words, "Did you mean iodepth?"); a name with ``$`` is refused all the same."""
+    found: list[SectionPaths] = []
     written: list[str] = []
     execs: list[str] = []
+    for name, options in _jobs(text, env, base_dir, fio, lenient):
+        effective = dict(options)
+        engine = _engine(effective)
+        writes = safety.writes(effective) or safety.mode(effective) in safety.WRITING_RW
+        address = None if engine in PATH_ENGINES or engine == "external" else _address(engine, effective, options)
+        opendir = _last(options, "opendir")
+        found.append(SectionPaths(name, writes, tuple(dict.fromkeys(_data_files(name, options))),
+                                  (opendir,) if opendir else (), engine, address, effective))
+        written += _written(name, options)
+        execs += _execs(options)
+    return JobPaths(tuple(found), tuple(dict.fromkeys(written)), tuple(dict.fromkeys(execs)))
+
+
+def _jobs(text: str, env: Mapping[str, str] | None, base_dir: Path | None, fio: str,
+          lenient: bool = False) -> Iterator[tuple[str, list[jobfile.Option]]]:
+    """Each job section's name and options as fio applies them: the ``[global*]`` sections before
+    it first, values substituted, names fio's own (``_named_as_fio``)."""
+    env = os.environ if env is None else env
     defaults: list[jobfile.Option] = []
-    for section in sections:
+    loaded: list[str] = []  # fio knows an engine's options once a section has loaded it, in every later one
+    for section in jobfile.parse(text, base_dir=base_dir):
+        loaded += [_engine({"ioengine": v}) for k, v in section.options if k == "ioengine" and v]
         if section.is_global:
             defaults += section.options
             continue
-        options = [(k, substitute(v, env) if v is not None else None) for k, v in [*defaults, *section.options]]
-        files += _data_files(section.name, options)
-        written += _written(section.name, options)
-        execs += _execs(options)
-    return JobPaths(tuple(dict.fromkeys(files)), tuple(dict.fromkeys(written)), tuple(dict.fromkeys(execs)))
+        raw = [(k, substitute(v, env) if v is not None else None) for k, v in [*defaults, *section.options]]
+        yield section.name, _named_as_fio(section.name, raw, fio, lenient, loaded)
+
+
+def _named_as_fio(section: str, options: Sequence[jobfile.Option], fio: str, lenient: bool = False,
+                  loaded: Sequence[str] = ()) -> list[jobfile.Option]:
+    """``options`` with fio's own names (aliases resolved; an option of the job's engine or of any
+    engine a section before loaded counts); raises ``SafetyError`` for a name fio would not read as
+    written (see ``job_paths``)."""
+    engine = _engine(dict(options))
+    engines: list[str | None] = [e for e in dict.fromkeys([engine, *loaded]) if e != "external"] or [None]
+    out = []
+    for key, value in options:
+        name = None if "$" in key else next(
+            (n for e in engines if (n := optionnames.canonical(key, e, fio)) is not None), None)
+        if name is None and "$" not in key and (lenient or engine == "external"):
+            name = key  # for fio to reject; or an external engine's own option (it loads only with --allow-exec)
+        if name is None:
+            why = ("fio substitutes ${VAR} and $keywords over the whole line, option names included, so iolab "
+                   "cannot tell which option this is" if "$" in key else
+                   f"it is not one of fio's option names{_nearest(key)}")
+            raise SafetyError(f"[{section}] {key}: {why}; iolab runs only job files it reads as fio does",
+                              hint="spell the option as fio names it (fio --cmdhelp=all, fio --enghelp=ENGINE)")
+        out.append((name, value))
+    return out
+
+
+def _nearest(key: str) -> str:
+    known = optionnames.known_names()
+    close = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _engine(options: Mapping[str, str | None]) -> str:
+    """The engine's name (fio's default is psync); ``external`` for code loaded from a path."""
+    value = (options.get("ioengine") or "psync").strip()
+    if value.startswith("external") or "/" in value:
+        return "external"
+    return value.split(":", 1)[0].strip()
+
+
+def _address(engine: str, options: Mapping[str, str | None], listed: Sequence[jobfile.Option]) -> str:
+    """What names the storage an address engine reaches (``rbd:pool/image``, an NBD URI)."""
+    if engine in _URIS:
+        return options.get(_URIS[engine]) or f"{engine}:"
+    keys = _ADDRESSES.get(engine)
+    if keys:
+        return f"{engine}:" + "/".join(options.get(k) or "" for k in keys)
+    return f"{engine}:" + ":".join(p for k, v in listed if k == "filename" and v for p in split_list(v))
 
 
 def _last(options: Sequence[jobfile.Option], key: str) -> str | None:
@@ -111,9 +226,6 @@ def _data_files(name: str, options: Sequence[jobfile.Option]) -> list[str]:
     iolog = _last(options, "read_iolog")
     if iolog and not redirect:
         out += iolog_files(iolog)
-    opendir = _last(options, "opendir")
-    if opendir:
-        out.append(opendir)
     return out
 
 
@@ -153,21 +265,13 @@ def _written(name: str, options: Sequence[jobfile.Option], keys: Sequence[str] =
     return out
 
 
-def log_names(text: str, env: Mapping[str, str] | None = None) -> list[str]:
+def log_names(text: str, env: Mapping[str, str] | None = None, fio: str = "fio") -> list[str]:
     """The names of the logs a job file asks for (``write_bw_log`` … ``write_hist_log``; the job's
     name where the option has no value): in client/server mode fio's *client* writes them, on
     the machine that runs it, from what its servers send (``client.c``). Raises ``SuiteError``
-    when the text cannot be read."""
-    env = os.environ if env is None else env
-    out: list[str] = []
-    defaults: list[jobfile.Option] = []
-    for section in jobfile.parse(text):
-        if section.is_global:
-            defaults += section.options
-            continue
-        options = [(k, substitute(v, env) if v is not None else None) for k, v in [*defaults, *section.options]]
-        out += _written(section.name, options, _LOGS)
-    return list(dict.fromkeys(out))
+    when the text cannot be read, ``SafetyError`` as ``job_paths`` does."""
+    return list(dict.fromkeys(log for name, options in _jobs(text, env, None, fio)
+                              for log in _written(name, options, _LOGS)))
 
 
 def _execs(options: Sequence[jobfile.Option]) -> list[str]:

@@ -1,22 +1,26 @@
-"""The checks a plan passes before fio starts (``execute.prepare``): the static guard on every local
+"""The checks a plan passes before fio starts (``run.plan.prepare``): the static guard on every local
 job and the free space of its target, job sizes against what each target holds, and remote targets'
 safety and log names. Every check raises (``SafetyError``, ``SuiteError``) before anything is run."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import stat
 import tempfile
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import units
 from ..describe import suite as suite_mod
 from ..describe.spec import PlannedJob, Suite
 from ..errors import SuiteError
+from ..facts import targets
 from ..fio import jobfile
 from ..model import TargetFacts
 from ..units import format_bytes
-from . import guard, safety
+from . import fiopaths, guard, safety
 from . import remote as remote_jobs
 
 
@@ -36,57 +40,132 @@ class PlanItem:
 
 
 def needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
-    """Space a target needs: a file target's size (the largest job's), a directory's files
-    (``size × numjobs × nrfiles`` per distinct job name, as fio lays them out as
-    ``name.jobnum.filenum``: repeats of a job reuse its files)."""
+    """Space a remote target needs: a file target's size (the largest job's), a directory's files
+    (per distinct job name ``size × numjobs``, or ``size`` when its clones share a ``filename``: fio
+    splits a clone's ``size`` over its files, ``name.jobnum.filenum``; repeats of a job reuse them).
+    ``[global]`` options apply to the jobs after them (``jobfile.effective_jobs``)."""
     per_job: dict[str, int] = {}
-    for section in sections:
-        opts = dict(section.options)
+    for name, opts in jobfile.effective_jobs(sections):
         size_text = opts.get("size") or "0"
-        if size_text.endswith("%"):
-            continue
-        size = units.parse_size(size_text)
-        if kind == "directory":
-            size *= int(opts.get("numjobs") or 1) * int(opts.get("nrfiles") or 1)
-        per_job[section.name] = max(per_job.get(section.name, 0), size)
+        try:
+            size = 0 if size_text.endswith("%") else units.parse_size(size_text)
+        except ValueError:
+            continue  # ${VAR}: fio substitutes it, iolab cannot know the value
+        if kind == "directory" and not opts.get("filename"):
+            size *= int(opts.get("numjobs") or 1)
+        per_job[name] = max(per_job.get(name, 0), size)
     if kind == "directory":
         return sum(per_job.values())
     return max(per_job.values(), default=0)
 
 
+def file_needs(job_text: str, workdir: Path) -> dict[str, int]:
+    """Bytes fio lays out for each file of a job, by absolute path (relative names in ``workdir``):
+    ``filesize`` per file, else a clone's ``size`` split over its files (``nrfiles``, or the
+    ``filename`` list, which its clones share); the largest any job gives a file (repeats and jobs
+    that share a file reuse it). A size fio decides (a percentage, ``${VAR}``, a range) is not
+    counted. Source: fio HOWTO ``size``, ``filesize``, ``nrfiles``."""
+    out: dict[str, int] = {}
+    for section in guard.read_paths(job_text, lenient=True).sections:
+        opts = section.options
+        try:
+            per_file = units.parse_size(opts.get("filesize") or "0")
+            if not per_file:
+                shared = fiopaths.split_list(opts.get("filename") or "")
+                per_file = units.parse_size(opts.get("size") or "0") // max(1, len(shared) or int(
+                    opts.get("nrfiles") or 1))
+        except ValueError:
+            continue
+        for name in section.files:
+            path = guard.resolved(name, workdir)
+            if per_file and not path.startswith("/dev/"):
+                out[path] = max(out.get(path, 0), per_file)
+    return out
+
+
+def check_room(needs: Mapping[str, int], workdir: Path, real_workdir: Path) -> None:
+    """The files of a whole plan (``file_needs`` of every local job) against the free space of the file
+    systems they land on, together: files in ``workdir`` land in ``real_workdir`` (iolab's work
+    directory of each job, in its spool); an existing file counts only what it must grow by. Each
+    directory is inspected once (a job may name thousands of files). Raises ``SafetyError``
+    (``safety.check_free_space``) naming the files' directory."""
+    places: dict[str, TargetFacts] = {}
+    per_fs: dict[str, tuple[TargetFacts, list[int], list[str]]] = {}
+    for path, size in needs.items():
+        placed = str(real_workdir / os.path.relpath(path, workdir)) if path.startswith(str(workdir) + "/") else path
+        try:
+            st = os.stat(placed)
+        except OSError:
+            st = None
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            continue  # a device or directory: no room to lay out
+        parent = os.path.dirname(placed)
+        if parent not in places:
+            places[parent] = targets.inspect(os.path.join(parent, ".iolab-room"))  # the file system it lands on
+        facts = places[parent]
+        if facts.free_bytes is None:
+            continue
+        found = per_fs.setdefault(facts.mount_point or parent, (facts, [0], []))
+        found[1][0] += max(0, size - (st.st_size if st is not None else 0))
+        found[2].append(placed)
+    for facts, (total,), paths in per_fs.values():
+        where = paths[0] if len(paths) == 1 else os.path.commonpath(paths)
+        safety.check_free_space(replace(facts, path=where, kind="missing", size_bytes=None), total)
+
 
 #: Where the plan resolves a job's relative file names: fio's working directory is the job's work
-#: directory, made when it runs (``_run_fio_job``); the run checks again with the real one.
+#: directory, made when it runs (``run.runners.LocalJob``); the run checks again with the real one.
 PLANNED_WORKDIR = Path(tempfile.gettempdir(), "iolab-job-planned")
 
 
 def check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts], destroy: Collection[str],
-                  allow_exec: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The static guard on every local job (``runner.guard.check``: the target and every file the
-    job file opens, as fio reads it) and the free-space check; returns the scratch files and the
-    places fio may write (the fence's, besides the work directory)."""
-    scratch, writable = [], []
+                  allow_exec: bool, fenced: bool = True,
+                  workdir: Path = PLANNED_WORKDIR) -> tuple[tuple[str, ...], list[guard.Checked]]:
+    """The static guard on every local job (``check.guard.check``: the target and every file the
+    job file opens, as fio reads it, section by section) and the free space of every file system
+    the plan's files land on (``check_room``; ``workdir`` is where each job's own relative files
+    land: iolab's work directories); returns the scratch files and the guard's verdict on each
+    distinct job (paths in iolab's planned work directory left out: each job's own). Raises
+    ``SafetyError``."""
+    scratch: list[str] = []
+    verdicts: list[guard.Checked] = []
+    needs: dict[str, int] = {}
     for target in suite.targets:
         if target.hosts:
             continue  # check_remote_targets
         mine = [i for i in items if i.job.spec.target.name == target.name]
         known = {target.path: facts[target.name]} if target.path and target.name in facts else {}
-        writes = any(i.writes for i in mine)
         for item in {i.job_text: i for i in mine}.values():
-            checked = guard.check(item.job_text, target.path, writes, destroy, PLANNED_WORKDIR,
-                                  allow_exec=allow_exec,
-                                  where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})", facts=known)
-            writable += checked if writes else [f"{guard.READ_ONLY}{p}" for p in checked]
+            verdicts.append(_own_paths_left_out(guard.check(
+                item.job_text, target.path, destroy, PLANNED_WORKDIR, allow_exec=allow_exec,
+                where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})", facts=known,
+                writes=suite.method.precondition is not None, fenced=fenced)))
+            for path, size in file_needs(item.job_text, PLANNED_WORKDIR).items():
+                needs[path] = max(needs.get(path, 0), size)
         f = facts.get(target.name)
-        if f is None or f.kind == "block":
-            continue
-        sections = [s for i in mine for s in jobfile.parse(i.job_text) if not s.is_global]
-        safety.check_free_space(f, needed_bytes(sections, f.kind))
-        if f.kind == "missing" and target.path:
+        if f is not None and f.kind == "missing" and target.path:
             scratch.append(target.path)
-    kept = (p for p in dict.fromkeys(writable)
-            if not p.removeprefix(guard.READ_ONLY).startswith(str(PLANNED_WORKDIR) + "/"))
-    return tuple(scratch), tuple(kept)
+    check_room(needs, PLANNED_WORKDIR, workdir)
+    return tuple(scratch), verdicts
+
+
+def check_directory_exists(name: str, path: str) -> None:
+    """A new scratch file is made only in an existing directory: fio would create the directories
+    on the way (``filesetup.c``), and a path meant as a directory (``DIR/``) would become a file.
+    Raises ``SuiteError``."""
+    parent = os.path.dirname(path.rstrip("/"))
+    if path.endswith("/") or not os.path.isdir(parent):
+        missing = path.rstrip("/") if path.endswith("/") else parent
+        raise SuiteError(f"target {name}: the directory {missing} does not exist; iolab lays out scratch files only "
+                         "in an existing directory", hint=f"create it first (mkdir -p {shlex.quote(missing)}), or "
+                                                          "name an existing directory")
+
+
+def _own_paths_left_out(checked: guard.Checked) -> guard.Checked:
+    def mine(path: str) -> bool:
+        return path.startswith(str(PLANNED_WORKDIR) + "/")
+    return replace(checked, writable={p: w for p, w in checked.writable.items() if not mine(p)},
+                   read=tuple(p for p in checked.read if not mine(p)))
 
 
 def check_sizes(suite: Suite, items: list[PlanItem], facts: Mapping[str, TargetFacts]) -> None:
@@ -133,7 +212,7 @@ def check_remote_targets(remote: Mapping[str, remote_jobs.RemoteTarget], items: 
                          destroy: Collection[str]) -> None:
     """A remote target's jobs: log names that keep fio's local client in its work directory
     (``guard.check_client_logs``), and the write and space rules on the hosts' device when its
-    facts are known (``remote.jobs.check_safety``)."""
+    facts are known (``check.remote.check_safety``)."""
     for name, rt in remote.items():
         mine = [i for i in items if i.job.spec.target.name == name]
         for item in {i.job_text: i for i in mine}.values():

@@ -9,9 +9,14 @@ to it (``/dev/disk/by-id/...``) are the same device, and a different node never 
 accident of spelling. When the device could not be checked (no permission to read it,
 blkid and wipefs missing, no sysfs entry) the guard refuses: not knowing is not clean.
 
-File targets only need room: ``check_free_space``.
+A file with bytes in it is data exactly as a device with a signature is (``check_file_write``): a job
+writes an existing non-empty file only when iolab laid it out (``runner.marks``) or the user named it,
+or a directory above it, with ``--destroy``; a file that backs a loop device, carries a signature or
+is held open for writing or locked by another process is refused even then. Storage an engine reaches
+by address (nbd, rbd …) is written only when that address is named (``check_address_write``). File
+targets need room too: ``check_free_space``.
 
-All checks take ``TargetFacts`` from ``iolab.targets.inspect``; call them right before fio
+All checks take ``TargetFacts`` from ``facts.targets.inspect``; call them right before fio
 starts, on fresh facts.
 """
 
@@ -23,8 +28,11 @@ import stat
 from collections.abc import Collection, Mapping
 
 from iolab.errors import SafetyError
+from iolab.facts import files, targets
 from iolab.facts.targets import BUSY_MARK, SWAP_MARK
 from iolab.model import TargetFacts
+from iolab.runner import marks
+from iolab.runner.fence import DESTROY, EMPTY, IOLAB
 from iolab.units import format_bytes
 
 GiB = 1024**3
@@ -64,7 +72,7 @@ def check_block_write(facts: TargetFacts, destroy: Collection[str], named: bool 
     generic nodes, FIFOs) cannot be checked for data and pass only when named.
 
     ``named``, when given, replaces that match: for a device on a remote host, whose device
-    number means nothing here, the caller decides (``remote.jobs``: the exact path was named).
+    number means nothing here, the caller decides (``check.remote``: the exact path was named).
 
     Raises ``SafetyError`` whose message names the device and every reason found, and whose
     hint lists the commands that would clear them (unmount, swapoff, wipefs ...) and the
@@ -95,6 +103,65 @@ def check_block_write(facts: TargetFacts, destroy: Collection[str], named: bool 
     if not named:
         reasons.append("it is not named with --destroy")
     raise SafetyError(f"refusing to write to {label}: " + "; ".join(reasons), hint=_hint(facts, named, flag))
+
+
+def check_file_write(path: str, destroy: Collection[str], owned: Collection[str] = ()) -> str:
+    """Whether fio may write the existing regular file ``path``, and why: ``EMPTY`` (no bytes),
+    ``IOLAB`` (it carries iolab's mark, ``runner.marks``, or its real path is in ``owned``: files a
+    run laid out before it was killed, for ``--resume``), ``DESTROY`` (named with ``--destroy``, or a
+    directory above it is).
+
+    Raises ``SafetyError`` for any other file with data (the hint gives the ``--destroy`` flag), and,
+    whatever was named, for a file that backs a loop device not itself named with ``--destroy`` (a
+    named one must pass ``check_block_write``), that carries a filesystem, partition-table or other
+    signature libblkid knows (``targets.probe_signatures``, as for devices), or that another process
+    holds open for writing or locked (``facts.files.writers_of``): each would destroy data in use."""
+    flag = f"--destroy {shlex.quote(path)}"
+    reasons: list[str] = []
+    steps: list[str] = []
+    for loop in files.loop_devices_of(path):
+        if is_named(TargetFacts(path=loop, kind="block"), destroy):
+            check_block_write(targets.inspect(loop), destroy)
+        else:
+            reasons.append(f"it is the backing file of {loop}, so writing it writes that device")
+            steps.append(f"name the device too if everything on it may be destroyed (--destroy {loop}), or detach "
+                         f"it (losetup -d {loop})")
+    size = os.path.getsize(path)
+    signatures = targets.probe_signatures(path)[0] if size else ()
+    if signatures:
+        reasons.append("it carries " + _and_list([_describe(sig) for sig in signatures]))
+        steps.append(f"wipe it yourself if that is not needed (wipefs -a {shlex.quote(path)})")
+    writers = files.writers_of(path)
+    if writers:
+        reasons += list(writers)
+        steps.append(f"stop what uses it (fuser -v {shlex.quote(path)})")
+    if reasons:
+        raise SafetyError(f"refusing to write to {path}: " + "; ".join(reasons) + " (--destroy does not override this)",
+                          hint=", then ".join([*steps, "run again"]))
+    if size == 0:
+        return EMPTY
+    if marks.is_iolab(path) or os.path.realpath(path) in owned:
+        return IOLAB
+    if is_named(TargetFacts(path=path, kind="file"), destroy):
+        return DESTROY
+    raise SafetyError(f"refusing to write to {path}: it is an existing file with {format_bytes(size)} of data that "
+                      "iolab did not lay out, and it is not named with --destroy",
+                      hint=f"if its contents may be destroyed, add {flag} (or name its directory); to keep it, point "
+                           "the job at a file that does not exist yet, or at a directory as --target")
+
+
+def check_address_write(engine: str, address: str, destroy: Collection[str]) -> None:
+    """Refuse a job that writes through an engine reaching storage by address (``ioengine=nbd``,
+    ``rbd``, ``rados``, ``gfapi``, ``http``, ``net`` …: ``check.fiopaths.PATH_ENGINES`` lists the
+    others) unless ``address`` (``check.fiopaths`` spells it: an NBD URI, ``rbd:pool/image``) is
+    named with ``--destroy``: neither the guard nor the fence can see what lies there. Raises
+    ``SafetyError``."""
+    if address in destroy:
+        return
+    raise SafetyError(f"refusing to write through ioengine={engine} to {address}: the engine reaches storage by "
+                      "address, where iolab can check nothing and the fence confines nothing; it is not named with "
+                      "--destroy",
+                      hint=f"if everything there may be destroyed, add --destroy {shlex.quote(address)}")
 
 
 def check_free_space(facts: TargetFacts, needed_bytes: int, margin_bytes: int | None = None) -> None:
@@ -169,13 +236,26 @@ def writes(options: Mapping[str, str | None]) -> bool:
     return _replays_writes(options)
 
 
+def mode(options: Mapping[str, str | None]) -> str:
+    """The job's ``rw`` mode without its ``:<nr>`` suffix (fio's default ``read``; the later of
+    ``rw``/``readwrite`` when a mapping holds both spellings)."""
+    modes = [(options.get(k) or "").split(":", 1)[0].strip() for k in ("rw", "readwrite")]
+    return next((m for m in reversed(modes) if m), "read")
+
+
 def is_named(facts: TargetFacts, destroy: Collection[str]) -> bool:
-    """Whether one of the ``destroy`` paths is the target's device (by device number / inode)."""
+    """Whether one of the ``destroy`` paths is the target's device (by device number / inode) or, for
+    a file or directory, the target itself or a directory above it."""
     target_ids = {_identity(facts.path)}
-    if facts.device is not None:
+    if facts.device is not None and facts.kind in ("block", "other"):
         target_ids.add(_identity(facts.device.path))
     target_ids.discard(None)
-    return any(_identity(p) in target_ids for p in destroy)
+    if any(_identity(p) in target_ids for p in destroy):
+        return True
+    if facts.kind in ("file", "directory"):
+        real = os.path.realpath(facts.path)
+        return any(os.path.isdir(p) and real.startswith(os.path.realpath(p).rstrip("/") + "/") for p in destroy)
+    return False
 
 
 # --- helpers ----------------------------------------------------------------------------------

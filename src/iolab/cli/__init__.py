@@ -53,6 +53,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import": ("importer:import_", "Import fio output: JSON, json+, client/server JSON, normal text (any fio "
                                    "version, also pasted from a web page), terse."),
     "compare": ("compare:compare", "Compare stored runs: each of B, C, … against A (the baseline)."),
+    "history": ("history:history", "Show each workload's history across stored runs: change points, what changed "
+                                   "at each, and the level of each stretch."),
+    "gate": ("history:gate", "Judge RUN against the history before it, for CI: exit 3 on a significant regression, "
+                             "2 without history to judge it by."),
     "report": ("report:report", "Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."),
     "lint": ("method:lint_command", "Check a suite or fio job file for methodology problems (catalogue P1–P16), "
                                     "on the targets and host it would run on."),

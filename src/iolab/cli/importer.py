@@ -19,9 +19,11 @@ from .options import Naming, format_option, naming_options
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="FILE|DIR...")
 @naming_options("imported runs")
+@click.option("--label-from", type=click.Choice(importer.LABEL_FROM),
+              help="A run per file, labelled by its name without the extension (directpath.txt: directpath).")
 @format_option(help="How to print the imported results (one file) or the import's summary.")
 @click.pass_context
-def import_(ctx: click.Context, paths: Sequence[Path], named: Naming, fmt: str) -> None:
+def import_(ctx: click.Context, paths: Sequence[Path], named: Naming, label_from: str | None, fmt: str) -> None:
     """Import fio output: JSON, json+, client/server JSON, normal text (any fio version, also pasted
     from a web page), terse. A FILE becomes one run; a DIR (searched recursively: a sweep by
     bench-fio, fio-plot or your own script) becomes one run of all the jobs in it.
@@ -31,13 +33,17 @@ def import_(ctx: click.Context, paths: Sequence[Path], named: Naming, fmt: str) 
     iolab import ssd-*.txt --label ssd --tag kernel=6.1
     iolab import bench/sdb bench/sdc                 # two sweeps, a run each
     iolab compare sdb sdc
+    iolab import reports/ --label-from name          # a run per file: directpath.txt is run directpath
+
+    Outputs of one job whose disk statistics name different devices are two storage paths, never
+    repetitions: each becomes a target of its own (named after its devices), and the run says so.
 
     fio's logs (write_*_log) are attached to the results they belong to. A file already
     imported (same sha256) is skipped, naming its run. When some files fail, the others are
     still imported and the exit code is the highest of the failures'.
     """
     store = store_of(ctx)
-    sources = importer.discover(paths)
+    sources = importer.discover(paths, label_from)
     total = sum(len(s.outputs) for s in sources)
     bulk = len(sources) > 1 or any(s.directory for s in sources)
     with Progress(TextColumn("Importing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

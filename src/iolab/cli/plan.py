@@ -66,12 +66,13 @@ def describe_plan(plan: Plan) -> None:
 def describe_fence(fence: FencePlan) -> list[str]:
     """The fence every local fio runs in and where it may write, or why fio runs unfenced."""
     if fence.tool is None:
-        return [f"fence: none — {fence.reason}"]
+        return [f"fence: none — {fence.reason}",
+                *([f"  the static guard lets fio write only: {', '.join(fence.writable)}"] if fence.writable else [])]
     places = ", ".join([*fence.writable, "iolab's work directory of each job"])
     lines = [f"fence: {fence.tool} ({FENCE_RULES})", f"  fio may write only: {places}"]
     if fence.read_devices:
         lines.append(f"  and may read, not write: {', '.join(fence.read_devices)}")
-    return lines
+    return [*lines, *(f"  {note}" for note in fence.notes)]
 
 
 def _describe_observers(plan: Plan) -> list[str]:

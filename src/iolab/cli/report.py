@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -23,7 +24,7 @@ def _write(path: Path, text: str) -> None:
 
 
 @click.command()
-@click.argument("selectors", nargs=-1, required=True, metavar="RUN...")
+@click.argument("selectors", nargs=-1, metavar="RUN...")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="The HTML file to write [default: iolab-report-<run ids>.html].")
 @click.option("--png", "png_dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
@@ -35,10 +36,17 @@ def _write(path: Path, text: str) -> None:
 @click.option("--independent-y", is_flag=True, help="Give each panel of a chart its own y scale (by default the "
               "panels of one metric share one, so their heights compare).")
 @comparison_options
+@click.option("--history", "history", is_flag=True, help="Write the history page instead: a chart per series of "
+              "the runs RUN... match (all runs without RUN), as `iolab history` shows them.")
+@click.option("--target", "targets", multiple=True, metavar="T", help="With --history: only this target.")
+@click.option("--workload", "workloads", multiple=True, metavar="W", help="With --history: only this workload.")
+@click.option("--since", metavar="DATE", help="With --history: only results from DATE (or an age, 30d) on.")
+@click.option("--host", metavar="H", help="With --history: only runs on this host.")
 @click.pass_context
 def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, png_dir: Path | None,
            markdown_path: Path | None, title: str | None, independent_y: bool, metrics: str | None,
-           threshold: str, ignore: Sequence[str]) -> None:
+           threshold: str, ignore: Sequence[str], history: bool, targets: Sequence[str], workloads: Sequence[str],
+           since: str | None, host: str | None) -> None:
     """Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE.
 
     One run gives its results table. Several start with the comparison `iolab compare` prints
@@ -54,10 +62,50 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
     iolab report latest
     iolab report baseline candidate -o compare.html --png charts/ --markdown compare.md
     iolab report old new --metric iops,clat_p99 --threshold 3%
+    iolab report --history nightly --since 90d -o history.html
     """
-    from ..report import charts, document, html, images, markdown  # Altair and Jinja2: only when reporting
+    from ..report import html, images, markdown  # Altair and Jinja2: only when reporting
 
     store = store_of(ctx)
+    if history:
+        doc, default = _history_page(ctx, selectors, targets, workloads, since, host, metrics, title)
+    elif not selectors:
+        raise UsageError("report needs a RUN (an id, latest, a label or a tag KEY=VALUE), or --history")
+    elif targets or workloads or since or host:
+        raise UsageError("--target, --workload, --since and --host go with --history")
+    else:
+        doc, default = _runs_report(ctx, store, selectors, title, independent_y, metrics, threshold, ignore)
+    output = output or default
+    _write(output, html.render(doc))
+    click.echo(f"{output}  (HTML, {len(doc.charts)} charts)")
+    if png_dir is None and markdown_path is not None:
+        png_dir = markdown_path.parent / f"{markdown_path.stem}_files"
+    if png_dir is not None:
+        written = images.write_images(doc.charts, png_dir)
+        click.echo(f"{png_dir}/  ({len(written)} charts as PNG and SVG)")
+        if markdown_path is not None:
+            pngs = {name: png for name, (png, _svg) in written.items()}
+            _write(markdown_path, markdown.render(doc, pngs, markdown_path.parent))
+            click.echo(f"{markdown_path}  (Markdown)")
+
+
+def _history_page(ctx: click.Context, selectors: Sequence[str], targets: Sequence[str], workloads: Sequence[str],
+                  since: str | None, host: str | None, metrics: str | None, title: str | None) -> tuple[Any, Path]:
+    """The history page (``report.historypage``) and its default file name."""
+    from ..report.historypage import history_page
+    from .history import load_history, parse_since, split_metrics
+
+    found = load_history(store_of(ctx), selectors, targets, workloads, parse_since(since) if since else None, host,
+                         split_metrics([metrics] if metrics else []), lambda exc: report_unreadable(ctx, exc))
+    err.print(f"Building the history page of {len(found.series)} series…")
+    return history_page(found, title), Path("iolab-history.html")
+
+
+def _runs_report(ctx: click.Context, store: Any, selectors: Sequence[str], title: str | None, independent_y: bool,
+                 metrics: str | None, threshold: str, ignore: Sequence[str]) -> tuple[Any, Path]:
+    """The report of the runs ``selectors`` match and its default file name."""
+    from ..report import charts, document
+
     sides = sides_of(store, selectors, 1, lambda exc: report_unreadable(ctx, exc))
     runs = list({r.info.id: r for _, side_runs in sides for r in side_runs}.values())
     ids = [r.info.id for r in runs]
@@ -75,15 +123,4 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
     err.print(f"Building the report of run{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}…")
     with charts.y_scales(independent_y):
         doc = document.build(runs, series, title, comparison, samples)
-    output = output or Path(f"iolab-report-{'-'.join(map(str, ids))}.html")
-    _write(output, html.render(doc))
-    click.echo(f"{output}  (HTML, {len(doc.charts)} charts)")
-    if png_dir is None and markdown_path is not None:
-        png_dir = markdown_path.parent / f"{markdown_path.stem}_files"
-    if png_dir is not None:
-        written = images.write_images(doc.charts, png_dir)
-        click.echo(f"{png_dir}/  ({len(written)} charts as PNG and SVG)")
-        if markdown_path is not None:
-            pngs = {name: png for name, (png, _svg) in written.items()}
-            _write(markdown_path, markdown.render(doc, pngs, markdown_path.parent))
-            click.echo(f"{markdown_path}  (Markdown)")
+    return doc, Path(f"iolab-report-{'-'.join(map(str, ids))}.html")

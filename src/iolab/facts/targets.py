@@ -130,7 +130,8 @@ def inspect(
 
     ``path`` in the result is the absolute form of the argument, not resolved: a symlink such
     as ``/dev/disk/by-id/...`` stays as given; ``device.path`` is the kernel's node name.
-    ``free_bytes`` is what an unprivileged user may still write (``f_bavail * f_frsize``).
+    ``free_bytes`` is what an unprivileged user may still write (``f_bavail * f_frsize``; None on a
+    file system without blocks, such as proc).
     ``mount_options`` joins the per-mount and the superblock options, without repeats.
 
     Block devices get ``mounted_at`` (mount points, ``SWAP_MARK``, or ``BUSY_MARK`` when the
@@ -232,7 +233,8 @@ def _fs_facts(
     mount = mount_of(existing, read_mounts(mountinfo))
     try:
         vfs = os.statvfs(existing)
-        free: int | None = vfs.f_bavail * vfs.f_frsize
+        # a file system without blocks (proc, sysfs) has no capacity to speak of: unknown, not 0 B free
+        free: int | None = vfs.f_bavail * vfs.f_frsize if vfs.f_blocks else None
     except OSError:
         free = None
     return TargetFacts(
@@ -414,6 +416,7 @@ def _facts_from_sysdir(sysdir: str) -> BlockDeviceFacts:
         parent=os.path.basename(disk) if is_partition else None,
         holders=tuple(sorted(_listdir(os.path.join(real, "holders")))),
         partitions=() if is_partition else _partitions(real),
+        firmware=_read_attr(dev, "firmware_rev") or _read_attr(dev, "rev"),
     )
 
 

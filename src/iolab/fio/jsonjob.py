@@ -10,12 +10,11 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
+from ..histogram import MAX_COUNT, Histogram
 from ..model import (
     DIRECTIONS,
-    MAX_COUNT,
     DirectionStats,
     DiskUtil,
-    Histogram,
     JobResult,
     Latency,
     SampleStats,

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from ..model import DIRECTIONS, DirectionStats, FioReport, Histogram, JobResult, Latency, pct_key
+from ..histogram import Histogram
+from ..model import DIRECTIONS, DirectionStats, FioReport, JobResult, Latency, pct_key
 
 
 def percentiles_from_bins(bins: Mapping[int, int], percentiles: Iterable[str | float]) -> dict[str, float]:
@@ -83,8 +84,8 @@ def merge_latency(parts: Sequence[Latency | None]) -> Latency | None:
 def merge_directions(parts: Sequence[DirectionStats]) -> DirectionStats:
     """Sum one direction over jobs or hosts that ran at the same time.
 
-    ``runtime_ms`` is the longest part's. Raises ``ValueError`` when ``parts`` is empty or mixes
-    directions.
+    ``runtime_ms`` is the longest part's; fio's rounded displays add up where no part is exact.
+    Raises ``ValueError`` when ``parts`` is empty or mixes directions.
     """
     if not parts:
         raise ValueError("nothing to merge")
@@ -104,6 +105,9 @@ def merge_directions(parts: Sequence[DirectionStats]) -> DirectionStats:
         lat=merge_latency([p.lat for p in parts]),
         short_ios=_sum([p.short_ios for p in parts]),
         drop_ios=_sum([p.drop_ios for p in parts]),
+        iops_shown=None if any(p.iops is not None for p in parts) else _sum([p.iops_or_shown for p in parts]),
+        bw_bytes_s_shown=None if any(p.bw_bytes_s is not None for p in parts) else _sum(
+            [p.bw_or_shown for p in parts]),
     )
 
 

@@ -66,7 +66,7 @@ from .normalscan import (
     printed_version,
     unprefixed,
 )
-from .num2str import bs_candidates, io_size_fits, io_size_match, iops_display_warning
+from .num2str import bs_candidates, decode, io_size_fits, io_size_match, iops_display_warning
 from .validate import Violation
 
 # ---------------------------------------------------------------------------------------------
@@ -204,18 +204,35 @@ def _finish_direction(
         if warning:
             warnings.append(f"job {job.name!r} {d.name}: {warning}")
     elif d.iops_shown is not None:
-        warnings.append(f"job {job.name!r} {d.name}: no 'issued' totals in the text (truncated?); the "
-                        f"printed IOPS={d.iops_shown} is rounded, so IOPS is left unknown")
+        warnings.append(f"job {job.name!r} {d.name}: no 'issued' totals in the text (truncated?); IOPS is the "
+                        f"printed IOPS={d.iops_shown}, rounded (shown with ≈)")
     short = _pick(job.short, d.name)
     nbytes, warning = _direction_bytes(group, job, d, total, short, version)
     if warning:
         warnings.append(warning)
+    bw = 1000 * nbytes / runtime if nbytes is not None and runtime else None
     return DirectionStats(
-        direction=d.name, total_ios=total, io_bytes=nbytes, runtime_ms=runtime, iops=iops,
-        bw_bytes_s=1000 * nbytes / runtime if nbytes is not None and runtime else None,
+        direction=d.name, total_ios=total, io_bytes=nbytes, runtime_ms=runtime, iops=iops, bw_bytes_s=bw,
+        bw_bytes_s_shown=_bw_shown(d.bw_shown) if bw is None else None,
+        iops_shown=_iops_shown(d.iops_shown) if iops is None else None,
         slat=_latency(d, "slat"), clat=_latency(d, "clat"), lat=_latency(d, "lat"),
         short_ios=short, drop_ios=_pick(job.dropped, d.name), bw_samples=d.bw, iops_samples=d.iops,
     )
+
+
+def _bw_shown(text: str | None) -> float | None:
+    """fio's printed bandwidth in B/s (``18.8MiB/s``, ``98.6MB/s``, ``500B/s``), rounded as printed;
+    None for bits (``unit_base=1``) or what cannot be read."""
+    if not text or not text.endswith("B/s"):
+        return None
+    found = decode(text.removesuffix("B/s"))
+    return found[0] if found else None
+
+
+def _iops_shown(text: str | None) -> float | None:
+    """fio's printed IOPS (``4801``, ``25.0k``), rounded as printed; None when it cannot be read."""
+    found = decode(text) if text else None
+    return found[0] if found else None
 
 
 def _finish_job(

@@ -98,6 +98,7 @@ class DirBlock:
     iops_shown: str | None = None
     io_shown: str | None = None
     runtime_ms: int | None = None
+    bw_shown: str | None = None
     stats: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
     pcts: dict[str, dict[str, float]] = field(default_factory=dict)
     bw: SampleStats | None = None
@@ -361,12 +362,13 @@ class BlockParser:
             if prefix is not None:
                 job.kb_base = 1024 if prefix[1] else 1000
         elif m2 is not None:
-            name, io, _, iops, runt = m2.groups()
+            name, io, bw, iops, runt = m2.groups()
+            bw = bw.replace("KB/s", "KiB/s").replace("MB/s", "MiB/s")  # fio 2.x: "KB" meant KiB
         else:
             raise self._bad(s, "direction line (read/write/trim/mixed)")
         if name in job.dirs:
             raise self.error(f"job {job.name!r} prints direction {name!r} twice")
-        self.dir = job.dirs[name] = DirBlock(name, iops.strip(), io.strip(), _count(runt))
+        self.dir = job.dirs[name] = DirBlock(name, iops.strip(), io.strip(), _count(runt), bw.strip())
         self.pct = None
 
     def _latency(self, s: str) -> None:

@@ -32,7 +32,7 @@ The rules, in model terms (``model.py``; fio's own formulas from ``stat.c@fio-3.
   runtime: a group's sums its members', whose block sizes may differ) and names one ``bs`` for every
   direction, with an engine whose I/O size is its block size.
 * **Histograms** (json+ ``bins``) hold bucket values below 10^19 ns and counts > 0, at most 2^64-1
-  in all (``model.Histogram`` refuses anything else when it is built).
+  in all (``histogram.Histogram`` refuses anything else when it is built).
 * **Text** holds no NUL character and no lone surrogate (neither can be stored in PostgreSQL, nor
   the latter written as UTF-8).
 * ``steadystate`` holds JSON values only (objects, arrays, text, finite numbers, booleans, null),
@@ -52,7 +52,8 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import ParseError
-from ..model import MAX_COUNT, DirectionStats, DiskUtil, FioReport, Histogram, JobResult, Latency, SampleStats
+from ..histogram import MAX_COUNT, Histogram
+from ..model import DirectionStats, DiskUtil, FioReport, JobResult, Latency, SampleStats
 from ..units import parse_size
 
 #: ``timestamp_ms`` of 9999-12-31T23:59:59.999Z.

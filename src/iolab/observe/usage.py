@@ -17,6 +17,10 @@ Formulas (node_exporter metric names; seconds and bytes as node_exporter reports
   ``idle``, ``iowait`` and ``steal`` modes (iowait is idle time with I/O outstanding; steal is time
   the hypervisor gave to others) — i.e. user + nice + system + irq + softirq.
 * **CPU utilisation** = busy CPU seconds / (window seconds × CPUs).
+* A window shorter than the sampling interval (a crash-test cut of a few ms) is **not measured**: its
+  edges would stand on scrapes a second apart, and a 4 ms job would show 850 % CPU. Shares are at
+  most 100 %: above, the edge scrapes a window longer than one interval stands on count a little of
+  what came just before and after it.
 * **CPU µs per I/O** = busy CPU seconds × 10⁶ / I/Os fio completed in the measured phase (Σ of
   ``total_ios`` of the read, write and trim directions of every fio job, all hosts of a remote
   target). Per host with that host's CPU; for the whole run with the CPU of every observed host.
@@ -32,11 +36,13 @@ Formulas (node_exporter metric names; seconds and bytes as node_exporter reports
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..model import DiskUsage, FioReport, HostFacts, HostSamples, HostUsage, NicUsage, ResultRecord, from_jsonable
 from .exporter import NodeFacts
+from .sampler import INTERVAL_S
 
 #: Modes that are not work done by the host (see the module docstring).
 NOT_BUSY = ("idle", "iowait", "steal")
@@ -93,6 +99,10 @@ def host_usage(samples: HostSamples, facts: NodeFacts | None = None, error: str 
     if samples.window_ms is None:
         return base
     start, end = samples.window_ms
+    interval = _interval_ms(samples.t_ms)
+    if end - start < interval:
+        shown = f"{end - start:.0f} ms" if end - start < 1000 else f"{(end - start) / 1000:.1f} s"
+        return replace(base, error=f"not measured (window {shown} < {interval / 1000:g} s sampling)")
     deltas: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     gauges: dict[tuple[str, tuple[tuple[str, str], ...]], float | None] = {}
     for s in samples.series:
@@ -109,6 +119,15 @@ def host_usage(samples: HostSamples, facts: NodeFacts | None = None, error: str 
         return base
     return replace(base, window_s=(end - start) / 1000, cpu_seconds=cpu, nics=_nics(deltas, gauges),
                    disks=_disks(deltas), bcache=_bcache(deltas))
+
+
+def _interval_ms(t_ms: Sequence[int]) -> float:
+    """The sampling interval: the sampler's (``sampler.INTERVAL_S``), or the median spacing of the
+    scrapes when clearly longer (a Prometheus server's scrape interval); the extra scrapes when a job
+    starts and ends make a short job's spacing shorter than the schedule, a loaded host's a little longer."""
+    steps = sorted(b - a for a, b in itertools.pairwise(t_ms))
+    median = float(steps[len(steps) // 2]) if steps else 0.0
+    return median if median > 1.5 * INTERVAL_S * 1000 else INTERVAL_S * 1000
 
 
 Counters = Mapping[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -172,11 +191,16 @@ def busy_seconds(u: HostUsage) -> float | None:
 
 
 def cpu_util(u: HostUsage) -> float | None:
-    """Busy share of all the host's CPUs during the window, 0..1."""
+    """Busy share of all the host's CPUs during the window, 0..1 (see the module docstring)."""
     busy = busy_seconds(u)
     if busy is None or not u.window_s or not u.cpu_count:
         return None
-    return busy / (u.window_s * u.cpu_count)
+    return _share(busy / (u.window_s * u.cpu_count))
+
+
+def _share(fraction: float) -> float:
+    """A share of a whole, at most 1 (see the module docstring)."""
+    return min(fraction, 1.0)
 
 
 def cpu_us_per_io(usages: Iterable[HostUsage], ios: int | None) -> float | None:
@@ -191,7 +215,7 @@ def nic_use(n: NicUsage, window_s: float) -> float | None:
     """Share of the link's speed used in its busier direction, 0..1 (None without a speed)."""
     if n.speed_bytes_s is None or window_s <= 0:
         return None
-    return max(n.rx_bytes, n.tx_bytes) / window_s / n.speed_bytes_s
+    return _share(max(n.rx_bytes, n.tx_bytes) / window_s / n.speed_bytes_s)
 
 
 def device_ios(d: DiskUsage) -> float:
@@ -229,9 +253,9 @@ def host_costs(result: ResultRecord) -> tuple[HostCost, ...]:
     for u in usages(result):
         w = u.window_s
         nics = {name: ((n.rx_bytes + n.tx_bytes) / w, nic_use(n, w)) for name, n in u.nics.items()} if w else {}
-        disks = {name: (device_ios(d) / ios if ios else None, d.busy_s / w) for name, d in u.disks.items()
+        disks = {name: (device_ios(d) / ios if ios else None, _share(d.busy_s / w)) for name, d in u.disks.items()
                  if device_ios(d) > 0} if w else {}
-        modes = {m: u.cpu_seconds[m] / (w * u.cpu_count) for m in MODES if m in u.cpu_seconds} \
+        modes = {m: _share(u.cpu_seconds[m] / (w * u.cpu_count)) for m in MODES if m in u.cpu_seconds} \
             if w and u.cpu_count else {}
         out.append(HostCost(u.host, u.role, w, cpu_util(u), cpu_us_per_io([u], ios), modes, nics, disks,
                             sum(g.attempts for g in u.gaps), u.error))

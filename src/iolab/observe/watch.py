@@ -52,15 +52,16 @@ class Observers:
 
 def measured_window(report: FioReport | None, started_at: datetime, ended_at: datetime,
                     measured_start_ms: int | None = None) -> tuple[datetime, datetime] | None:
-    """When fio measured (after ``ramp_time``), lasting the longest ``job_runtime`` of the
-    report's jobs: from ``measured_start_ms`` when the runner knows it (``runner.local.
-    measured_start_ms``, exact), else ending when fio wrote the report (``timestamp_ms``, up to
-    ~0.1 s late; the process's end when the report gives whole seconds only, as client/server
-    output does). Within the process's lifetime; None without a report or runtimes. fio does not
-    report per-job end times, so with ``stonewall`` groups this is the last group's span."""
+    """When fio measured (after ``ramp_time``), lasting the longest measured phase of the report's
+    jobs (``JobResult.measured_ms``: not ``job_runtime``, which a reporting group sums): from
+    ``measured_start_ms`` when the runner knows it (``runner.local.measured_start_ms``, exact), else
+    ending when fio wrote the report (``timestamp_ms``, up to ~0.1 s late; the process's end when
+    the report gives whole seconds only, as client/server output does). Within the process's
+    lifetime; None without a report or runtimes. fio does not report per-job end times, so with
+    ``stonewall`` groups this is the last group's span."""
     if report is None:
         return None
-    runtimes = [j.job_runtime_ms for j in report.jobs if j.job_runtime_ms]
+    runtimes = [j.measured_ms for j in report.jobs if j.measured_ms]
     if not runtimes:
         return None
     if measured_start_ms is not None:

@@ -94,7 +94,8 @@ def server_fence(pidfile: Path, allow: Sequence[str], fenced: bool = True) -> fe
             raise UsageError(f"--allow {path}: expected an existing absolute path (a device, file or directory)")
     workdir = pidfile.with_suffix(".work")
     workdir.mkdir(parents=True, exist_ok=True)
-    return replace(fence_mod.build(allow, workdir.resolve()), die_with_parent=False)
+    return replace(fence_mod.build(dict.fromkeys(allow, fence_mod.ALLOW), workdir.resolve(), network=True),
+                   die_with_parent=False)
 
 
 def start(bind: HostSpec, pidfile: Path | None = None, fio: str = "fio", all_interfaces: bool = False,

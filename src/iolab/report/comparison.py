@@ -39,6 +39,7 @@ CSV (``table.to_csv``): the metric table's values are in the metric's unit, name
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +63,7 @@ from ..analyze.metrics import Metric
 from ..describe import canonical
 from ..stats import Summary
 from ..units import format_ns, format_rate
+from .results import ROUNDED
 from .sweeps import comparison_grids
 from .table import Cell, Column, Table
 
@@ -92,9 +94,10 @@ def _change(unit: str, change: float | None, relative: float | None) -> str:
     return text + (f" ({relative * 100:+.1f}%)" if relative is not None else "")
 
 
-def _side_cell(unit: str, s: Summary) -> Cell:
-    """A side's mean ``±`` the half-width of its 95 % t-interval, in % of the mean."""
-    text = format_value(unit, s.mean)
+def _side_cell(unit: str, s: Summary, rounded: bool = False) -> Cell:
+    """A side's mean ``±`` the half-width of its 95 % t-interval, in % of the mean; ``≈`` before a
+    value from fio's rounded display."""
+    text = (ROUNDED if rounded and s.mean is not None else "") + format_value(unit, s.mean)
     if s.ci95 is not None and s.mean:
         text += f" ±{(s.ci95[1] - s.ci95[0]) / 2 / abs(s.mean) * 100:.1f}%"
     return Cell(text, s.mean)
@@ -175,7 +178,8 @@ def metric_table(c: SideComparison, threshold: float) -> Table:
             rows.append((
                 *((Cell(pair.target),) if several_targets else ()), *names,
                 Cell(pair.direction), Cell(r.metric.title, r.metric.name), Cell(unit),
-                Cell(f"{r.a.n}/{r.b.n}"), _side_cell(unit, r.a), _half(r.a), _side_cell(unit, r.b), _half(r.b),
+                Cell(f"{r.a.n}/{r.b.n}"), _side_cell(unit, r.a, r.rounded), _half(r.a),
+                _side_cell(unit, r.b, r.rounded), _half(r.b),
                 Cell(_change(unit, r.change, r.relative_change), r.change),
                 Cell(_ratio(r.ratio, r.ratio_ci95), r.ratio),
                 *(Cell("–", r.ratio_ci95[i] if r.ratio_ci95 else None) for i in (0, 1)),
@@ -204,6 +208,10 @@ def _notes(c: SideComparison, threshold: float) -> tuple[str, ...]:
         notes.append("with repeats on both sides: Welch's t-test on log values, 95% interval of the ratio of "
                      "geometric means; 'inconclusive' = beyond the threshold, but the interval is wider than the "
                      "change and includes ×1 (p >= 0.05)")
+    if any(r.rounded for r in rows):
+        notes.append(f"{ROUNDED}: compared from fio's printed values, rounded to 3–4 significant figures (a side's "
+                     "output lacks the issued totals or one block size that make them exact): a change within that "
+                     "rounding is not resolved")
     if any(r.a.ci95 or r.b.ci95 for r in rows):
         notes.append("±CI95: the half-width of a side's 95% t-interval of the mean over its repeats, in % of the "
                      "mean (n = A/B)")
@@ -222,8 +230,11 @@ def _pairing_notes(c: SideComparison) -> list[str]:
     other = sorted({f"{d.option} ({'does not change the I/O' if d.effect == 'soft' else 'ignored'})"
                     for p in c.pairs for d in p.differences if d.effect != "blocking"})
     if blocked:
+        flags = " ".join(f"--ignore {o}" for o in sorted({d.option for p in blocked for d in p.differences
+                                                          if d.effect == "blocking"}))
         notes.append(f"{len(blocked)} of {paired} pair(s) not comparable: job options differ (see the option "
-                     f"differences; --ignore OPTION compares them anyway)")
+                     f"differences); to compare them anyway: iolab compare {shlex.quote(c.baseline.selector)} "
+                     f"{shlex.quote(c.other.selector)} {flags}")
     elif paired and other:
         notes.append(f"job options: all {paired} pair(s) comparable; options that differ without blocking (see the "
                      f"option differences): {', '.join(other)}")
@@ -363,6 +374,7 @@ def _row(r: MetricRow) -> dict[str, Any]:
             "a": _summary(r.a, r.a_values), "b": _summary(r.b, r.b_values), "change": r.change,
             "relative_change": r.relative_change, "ratio": r.ratio,
             "ratio_ci95": list(r.ratio_ci95) if r.ratio_ci95 else None, "p_value": r.p_value, "method": r.method,
+            **({"rounded": True} if r.rounded else {}),
             "tested": r.tested, "verdict": verdict_word(r)}
 
 

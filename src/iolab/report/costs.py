@@ -43,28 +43,36 @@ def _nics(costs: Sequence[usage.HostCost]) -> dict[str, dict[str, float | None]]
     return dict(sorted(found.items(), key=lambda kv: -(kv[1]["bytes_s"] or 0.0)))
 
 
-def _disks(costs: Sequence[usage.HostCost]) -> dict[str, dict[str, float | None]]:
-    """Every device that completed I/Os: mean device I/Os per fio I/O and busy share (%), busiest first."""
+def _disks(costs: Sequence[usage.HostCost], own: Sequence[str] = ()) -> dict[str, dict[str, float | None]]:
+    """Every device that completed I/Os: mean device I/Os per fio I/O and busy share (%); the target's
+    own devices (``own``) first, then the busiest: on a shared host other tenants' devices come after."""
     found: dict[str, list[tuple[float | None, float]]] = {}
     for c in costs:
         for name, figures in c.disks.items():
             found.setdefault(name, []).append(figures)
     out = {name: {"ios_per_fio_io": _mean([r for r, _ in disk]), "busy_pct": _pct(_mean([b for _, b in disk]) or 0.0)}
            for name, disk in found.items()}
-    return dict(sorted(out.items(), key=lambda kv: -(kv[1]["busy_pct"] or 0.0)))
+    return dict(sorted(out.items(), key=lambda kv: (kv[0] not in own, -(kv[1]["busy_pct"] or 0.0))))
 
 
-def host_cost_json(costs: Sequence[usage.HostCost]) -> dict[str, Any]:
+def own_devices(result: ResultRecord) -> tuple[str, ...]:
+    """The devices under a local result's target (``target_facts``): its device, and the disk of a partition."""
+    device = result.target_facts.device if result.target_facts is not None else None
+    return tuple(n for n in (device.name, device.parent) if n) if device is not None else ()
+
+
+def host_cost_json(costs: Sequence[usage.HostCost], own: Sequence[str] = ()) -> dict[str, Any]:
     """The figures of one host over repetitions (means), units in the keys: ``cpu_us_per_io``,
     ``cpu_busy_pct`` and ``cpu_pct_by_mode`` (% of all the host's CPUs), ``nics`` (``bytes_s``,
-    ``link_pct``), ``devices`` (``ios_per_fio_io``, ``busy_pct``), ``gaps`` (failed scrapes)."""
+    ``link_pct``), ``devices`` (``ios_per_fio_io``, ``busy_pct``; ``own``, the target's devices,
+    first), ``gaps`` (failed scrapes)."""
     modes = {m: _pct(_mean([c.cpu_by_mode.get(m) for c in costs])) for m in usage.MODES}
     return {"host": costs[0].host, "role": costs[0].role, "repeats": len(costs),
             "window_s": _mean([c.window_s for c in costs]),
             "cpu_us_per_io": _mean([c.cpu_us_per_io for c in costs]),
             "cpu_busy_pct": _pct(_mean([c.cpu_util for c in costs])),
             "cpu_pct_by_mode": {m: v for m, v in modes.items() if v is not None},
-            "nics": _nics(costs), "devices": _disks(costs), "gaps": sum(c.gaps for c in costs),
+            "nics": _nics(costs), "devices": _disks(costs, own), "gaps": sum(c.gaps for c in costs),
             "errors": sorted({c.error for c in costs if c.error})}
 
 
@@ -72,7 +80,7 @@ def result_costs(result: ResultRecord) -> list[dict[str, Any]]:
     """A result's ``host_costs`` in its JSON document: ``host_cost_json`` of each observed host,
     then, with more than one, ``{"host": "all observed", "cpu_us_per_io": …}``."""
     found = usage.host_costs(result)
-    out = [host_cost_json([c]) for c in found]
+    out = [host_cost_json([c], own_devices(result) if c.role == "local" else ()) for c in found]
     if len(found) > 1:
         out.append({"host": ALL_OBSERVED, "cpu_us_per_io": usage.cpu_us_per_io(usage.usages(result),
                                                                                 usage.job_ios(result.report))})
@@ -84,12 +92,14 @@ def cost_document(run: Run) -> list[dict[str, Any]]:
     per target × workload × host ``host_cost_json`` with ``target`` and ``workload``; the whole
     run's row is ``{"host": "all observed", "repeats", "cpu_us_per_io", "cpu_us_per_io_values"}``."""
     out: list[dict[str, Any]] = []
+    own = {r.target: own_devices(r) for r in run.results if r.target_facts is not None}
     for target, workload, host, costs, whole in cost_rows(run):
         if host == ALL_OBSERVED:
             out.append({"target": target, "workload": workload, "host": host, "repeats": len(whole),
                         "cpu_us_per_io": _mean(whole), "cpu_us_per_io_values": whole})
         else:
-            out.append({"target": target, "workload": workload, **host_cost_json(costs)})
+            mine = own.get(target, ()) if costs[0].role == "local" else ()
+            out.append({"target": target, "workload": workload, **host_cost_json(costs, mine)})
     return out
 
 
@@ -151,7 +161,8 @@ def cost_table(run: Run) -> Table | None:
     used = [r for r in rows if r["host"] != ALL_OBSERVED]
     modes = [(m, short) for m, short in _SHOWN_MODES  # irq and steal are often zero throughout
              if m not in ("irq", "steal") or any(r["cpu_pct_by_mode"].get(m) for r in used)]
-    columns = (Column("target", "target"), Column("workload", "workload"), Column("host", "host"),
+    columns = (Column("target", "target", whole=True), Column("workload", "workload", whole=True),
+               Column("host", "host", whole=True),
                Column("repeats", "n", True), Column("cpu_us_per_io", "CPU µs/IO", True),
                Column("cpu_busy_pct", "CPU busy", True),
                *(Column(f"cpu_{mode}_pct", short, True) for mode, short in modes),
@@ -199,7 +210,8 @@ def _gap_notes(run: Run) -> list[str]:
                            f"{g.attempts} scrape(s) failed from {g.start_ms / 1000:.1f} s to {g.end_ms / 1000:.1f} s: "
                            f"{g.error}")
             if u.window_s is None and u.error:
-                out.append(f"not observed: {u.host} during {result.target}/{result.workload}: {u.error}")
+                head = "" if u.error.startswith("not measured") else "not observed: "
+                out.append(f"{head}{u.host} during {result.target}/{result.workload}: {u.error}")
     return out
 
 

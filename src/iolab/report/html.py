@@ -35,7 +35,7 @@ from .table import Table, shown
 #: Chart group (``Chart.group``) -> the id of its report section and navigation anchor; a group not
 #: here would share the fallback id ``charts`` with every other such group (duplicate ids, one anchor).
 GROUP_IDS = {"Throughput": "throughput", "Latency": "latency", "Sweep": "sweep", "Time series": "timeseries",
-             "Host cost": "hostcost", "Warm-up": "warmup", "Captured workload": "capture"}
+             "Host cost": "hostcost", "Warm-up": "warmup", "Captured workload": "capture", "History": "history"}
 
 
 def vega_lite_version() -> str:

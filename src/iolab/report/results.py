@@ -41,7 +41,8 @@ class ResultRow:
     ``ALL_HOSTS``; ``partial`` counts repetitions in which some host was lost. ``options`` are the
     job's canonical fio options as ``analyze.sweep.option_table`` gives them (the naming axes always, then
     every option any row of the run sets; None where unknown). ``pass_index`` is the warm-up pass
-    (0 without passes): each pass is a row of its own, its repetitions pooled.
+    (0 without passes): each pass is a row of its own, its repetitions pooled. ``rounded`` names
+    the figures (``iops``, ``bw``) that are fio's rounded display: the output could not make them exact.
     """
 
     target: str
@@ -57,6 +58,7 @@ class ResultRow:
     partial: int = 0
     options: Mapping[str, str | None] = field(default_factory=dict)
     pass_index: int = 0
+    rounded: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -128,9 +130,12 @@ def result_rows(run: Run) -> list[ResultRow]:
             groups.index(kv[0][:5]), kv[0][5] == ALL_HOSTS, order.get(kv[0][5] or "", len(order)), kv[0][5] or "")):
         lat = [_clat(d) for d in ds]
         key = (target, workload, pass_index)
+        rounded = frozenset(name for name, exact, shown in (("iops", "iops", "iops_shown"),
+                                                           ("bw", "bw_bytes_s", "bw_bytes_s_shown"))
+                            if any(getattr(d, exact) is None and getattr(d, shown) is not None for d in ds))
         rows.append(ResultRow(
-            target=target, workload=workload, job=job, direction=direction,
-            iops_values=tuple(d.iops for d in ds), bw_values=tuple(d.bw_bytes_s for d in ds),
+            target=target, workload=workload, job=job, direction=direction, rounded=rounded,
+            iops_values=tuple(d.iops_or_shown for d in ds), bw_values=tuple(d.bw_or_shown for d in ds),
             clat_mean_values=tuple(lt.mean_ns if lt else None for lt in lat),
             clat_p99_values=tuple(lt.percentile(99) if lt else None for lt in lat),
             failed=failed.get(key, 0), host=host, partial=partial.get(key, 0), pass_index=pass_index,
@@ -216,6 +221,9 @@ def results_table(run: Run) -> Table:
         columns.append(Column("failed", "failed", True))
     if show_partial:
         columns.append(Column("partial", "partial", True))
+    show_rounded = any(r.rounded for r in rows)
+    if show_rounded:  # which raw values are fio's rounded display (shown with ≈)
+        columns.append(Column("rounded", "", csv_only=True))
     table_rows = []
     for r in rows:
         cells = [Cell(r.target)]
@@ -228,8 +236,9 @@ def results_table(run: Run) -> Table:
         cells += [Cell(r.job)] if show_job else []
         cells += [
             Cell(r.direction), Cell(str(len(r.iops_values)), len(r.iops_values)),
-            Cell(_spread(r.iops, format_iops), r.iops.mean), _cv(r.iops),
-            Cell(_spread(r.bw, format_rate), None if r.bw.mean is None else r.bw.mean / 1048576), _cv(r.bw),
+            Cell(_shown("iops", r, _spread(r.iops, format_iops)), r.iops.mean), _cv(r.iops),
+            Cell(_shown("bw", r, _spread(r.bw, format_rate)), None if r.bw.mean is None else r.bw.mean / 1048576),
+            _cv(r.bw),
             Cell(_spread(r.clat_mean, format_ns), r.clat_mean.mean), _cv(r.clat_mean),
             Cell(_spread(r.clat_p99, format_ns), r.clat_p99.mean), _cv(r.clat_p99),
         ]
@@ -237,10 +246,22 @@ def results_table(run: Run) -> Table:
             cells.append(Cell(str(r.failed) if r.failed else "", r.failed, "red" if r.failed else None))
         if show_partial:
             cells.append(Cell(str(r.partial) if r.partial else "", r.partial, "yellow" if r.partial else None))
+        if show_rounded:
+            cells.append(Cell(" ".join(sorted(r.rounded)), " ".join(sorted(r.rounded))))
         table_rows.append(tuple(cells))
     info = run.info
     title = f"run {info.id}: {info.suite_name}" + (f" [{info.label}]" if info.label else "") + f" ({info.status})"
     return Table(title=title, columns=tuple(columns), rows=tuple(table_rows), notes=_notes(run, rows, naming))
+
+
+#: What a figure from fio's rounded display is marked with, wherever it is shown.
+ROUNDED = "≈"
+ROUNDED_NOTE = (f"{ROUNDED}: fio's printed value, rounded to 3–4 significant figures: the output lacks what makes "
+                "it exact (the issued totals, one block size)")
+
+
+def _shown(figure: str, row: ResultRow, text: str) -> str:
+    return ROUNDED + text if figure in row.rounded and text != "–" else text
 
 
 def _compact(warning: str) -> str:
@@ -269,6 +290,8 @@ def _notes(run: Run, rows: Sequence[ResultRow], naming: sweep.Naming) -> tuple[s
         notes += (str(naming.note()),)
     if any(len(r.iops_values) > 1 for r in rows):
         notes += ("±CV: the repeats' sample standard deviation relative to the mean (coefficient of variation)",)
+    if any(r.rounded for r in rows):
+        notes += (ROUNDED_NOTE,)
     notes += tuple(f"failed: {r.target}/{r.workload} repeat {r.repeat + 1}: {(r.error or '').splitlines()[0]}"
                    for r in run.results if r.status == "failed")
     if any(r.partial for r in rows):
@@ -322,6 +345,7 @@ def run_document(run: Run) -> dict[str, Any]:
         "repeats": len(row.iops_values), "failed": row.failed, "partial": row.partial,
         "iops": _summary_json(row.iops, row.iops_values),
         "bw_bytes_s": _summary_json(row.bw, row.bw_values),
+        **({"rounded": sorted(row.rounded)} if row.rounded else {}),
         "clat_mean_ns": _summary_json(row.clat_mean, row.clat_mean_values),
         "clat_p99_ns": _summary_json(row.clat_p99, row.clat_p99_values),
     } for row in result_rows(run)]

@@ -21,13 +21,15 @@ class Column:
     """``key`` names the raw value in CSV; ``numeric`` columns are right-aligned; ``unit`` is the
     unit of the raw values (``IOPS``, ``B/s``, ``ns``, ``%``, ``s`` …), named in the CSV header
     (``csv_header``); ``csv_only`` columns carry raw values the display shows inside another cell
-    (a spread, a unit) and appear in CSV only."""
+    (a spread, a unit) and appear in CSV only; ``whole`` columns (the names a row is read by: target,
+    workload, host) are never cut or wrapped in the terminal: other columns wrap first."""
 
     key: str
     title: str
     numeric: bool = False
     unit: str | None = None
     csv_only: bool = False
+    whole: bool = False
 
     @property
     def csv_header(self) -> str:
@@ -72,8 +74,10 @@ def to_rich(table: Table) -> RichTable:
     """A rich Table for the terminal."""
     table = shown(table)
     out = RichTable(title=_escape(table.title), box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
-    for col in table.columns:
-        out.add_column(_escape(col.title), justify="right" if col.numeric else "left", no_wrap=col.numeric)
+    for i, col in enumerate(table.columns):
+        widest = max((len(row[i].text) for row in table.rows), default=0) if col.whole else None
+        out.add_column(_escape(col.title), justify="right" if col.numeric else "left",
+                       no_wrap=col.numeric or col.whole, min_width=widest)
     for row in table.rows:
         out.add_row(*(f"[{c.style}]{_escape(c.text)}[/]" if c.style else _escape(c.text) for c in row))
     return out

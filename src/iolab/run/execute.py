@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import interrupts
@@ -52,6 +53,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
         host=plan_.host, fio_version=plan_.host.fio_version, warnings=warnings,
         options={"keep_files": options.keep_files, "scratch": list(plan_.scratch), "source": plan_.suite.source,
+                 "created": list(plan_.created),
                  "method": method_options(plan_),
                  "targets": {t.name: t.path for t in plan_.suite.targets},
                  "remote": remote_run.stored_options(plan_.suite.targets),
@@ -140,6 +142,8 @@ def execute(store: Store, run_id: int, options: RunOptions,
         raise HostError(exc.message, hint=f"{hint}finish the run with: iolab run --resume {run_id}") from None
     # who runs it now: a reader sees it `interrupted` once this process is gone (owner.py)
     store.update_run(run_id, status="running", finished_at=None, options={**run.info.options, "owner": owner_record()})
+    # the files this run created are its own, marked or not: a job killed before its files were marked
+    options = replace(options, owned=(*options.owned, *run.info.options.get("created", ())))
     method = JobMethod(store, run_id, run.info.options, options, spool)
     observers = Observers.from_options(run.info.options)
     keep_files = options.keep_files or run.info.options.get("keep_files", False)  # as asked at the start too

@@ -34,6 +34,7 @@ from ..observe.watch import Observers
 from ..runner import fence as fence_mod
 from ..runner import local
 from . import method as method_mod
+from . import spool as spool_mod
 from . import tuning
 
 
@@ -43,7 +44,9 @@ class Plan:
 
     ``host`` are this machine's facts, gathered once for the run (lint reads them, the run
     stores them). ``probed`` are the observers' exporters as the probe found them (all of them,
-    to be shown), ``observers`` those the run observes (``observe.config.chosen``).
+    to be shown), ``observers`` those the run observes (``observe.config.chosen``). ``created`` are
+    the files and directories fio creates new (real paths): stored with the run, they are iolab's
+    own to a ``--resume`` of it, marked or not (``runner.marks``).
     """
 
     suite: Suite
@@ -57,6 +60,7 @@ class Plan:
     probed: tuple[Probed, ...] = ()
     observers: Observers = field(default_factory=Observers)
     fence: guard.FencePlan = field(default_factory=lambda: guard.FencePlan(None, "not planned", ()))
+    created: tuple[str, ...] = ()
 
     @property
     def errors(self) -> tuple[lint.Finding, ...]:
@@ -79,13 +83,15 @@ class Plan:
 class RunOptions:
     """How to run: ``destroy`` names block devices the user allows iolab to overwrite; ``fence``
     runs every local fio inside the fence (``runner.fence``; False only with ``--no-fence``);
-    ``allow_exec`` lets jobs run programs (``exec_prerun`` ...), inside the fence."""
+    ``allow_exec`` lets jobs run programs (``exec_prerun`` ...), inside the fence; ``owned`` are real
+    paths of files the run created (``Plan.created``, set by ``execute`` from the stored run)."""
 
     destroy: Collection[str] = ()
     keep_files: bool = False
     fio: str = "fio"
     fence: bool = True
     allow_exec: bool = False
+    owned: Collection[str] = ()
 
 
 def expected_seconds(options: Mapping[str, str | None]) -> float | None:
@@ -137,6 +143,10 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     findings (``FIO``, ``P16``) instead. Lint findings are in ``Plan.findings`` either way; the
     caller decides whether errors stop it.
     """
+    for t in suite.targets:
+        if t.path and not t.hosts and not os.path.lexists(os.path.expanduser(t.path)):
+            plan_checks.check_directory_exists(t.name, os.path.abspath(os.path.expanduser(t.path)) +
+                                               ("/" if t.path.endswith("/") else ""))
     suite = _resolve(suite)
     machine = host.host_facts(local.fio_version(options.fio))
     facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
@@ -177,22 +187,24 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
             ))
         refused += _fio_checks(judged, Path(tmp).resolve(), options.fio, strict, fenced)
     plan_checks.check_sizes(suite, items, facts)
-    writable: tuple[str, ...] = ()
+    verdicts: list[guard.Checked] = []
     try:
-        scratch, writable = plan_checks.check_targets(suite, items, facts, options.destroy, options.allow_exec)
+        scratch, verdicts = plan_checks.check_targets(suite, items, facts, options.destroy, options.allow_exec,
+                                                      options.fence, spool_mod.spool_root())
         plan_checks.check_remote_targets(remote, items, options.destroy)
-        local_items = [i for i in items if not i.job.spec.target.hosts]
-        fence_plan = guard.plan_fence([i.writes for i in local_items], writable, options.fence)
+        fence_plan = guard.plan_fence(verdicts, options.fence)
     except SafetyError as exc:
         if strict:
             raise
-        scratch, fence_plan = (), guard.FencePlan(None, exc.message, writable)
+        scratch, fence_plan = (), guard.FencePlan(None, exc.message, ())
         refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
                                     "iolab safety rules (docs/design.md, section 3)"))
     findings = lint.merge([*refused, *lint.lint_plan(items, facts, suite.method.precondition, machine)])
+    created = tuple(dict.fromkeys(os.path.realpath(p) for v in verdicts for p, why in v.writable.items()
+                                  if why == fence_mod.NEW))
     return Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch, findings=tuple(findings),
                 pins={name: format_cpus(cpus) for name, cpus in pins.items()}, remote=remote, host=machine,
-                probed=tuple(probed), observers=observers, fence=fence_plan)
+                probed=tuple(probed), observers=observers, fence=fence_plan, created=created)
 
 #: fio's verdict on each job text it checked in this process, by (fio, job text).
 _verdicts: dict[tuple[str, str], str | None] = {}

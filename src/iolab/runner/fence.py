@@ -1,6 +1,6 @@
 """The fence: every fio iolab starts on this machine runs where only the checked plan can be written.
 
-The static guard (``safety``, ``runner.fiopaths``) reads job files the way fio does, but fio's own
+The static guard (``check.safety``, ``check.fiopaths``) reads job files the way fio does, but fio's own
 reading is richer than any resolver, and what matters is what happens at run time. So fio runs in
 a sandbox the kernel enforces, set up by Debian's bubblewrap (``bwrap``), each flag closing a hole
 seen open without it:
@@ -40,7 +40,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,15 +57,23 @@ _NEVER_CREATE = ("/dev", "/proc", "/sys", "/run")
 
 @dataclass(frozen=True)
 class Status:
-    """Whether a fence can be set up here: ``tool`` (``bubblewrap 0.8.0``) or ``reason`` why not."""
+    """Whether a fence can be set up here: ``tool`` (``bubblewrap 0.8.0``) or ``reason`` why not;
+    ``landlock`` the kernel's Landlock ABI (0: none); ``own_network`` whether bwrap can give fio a
+    network namespace of its own (``--unshare-net``)."""
 
     tool: str | None
     reason: str | None = None
     landlock: int = 0
+    own_network: bool = False
 
     @property
     def ok(self) -> bool:
         return self.tool is not None
+
+
+#: Why fio may write a path (``check.guard``): a path it creates, a file iolab laid out before
+#: (``runner.marks``), one named with ``--destroy``, an empty file, or ``--allow`` of a fio server.
+NEW, IOLAB, DESTROY, EMPTY, ALLOW = "new", "iolab's", "--destroy", "empty", "--allow"
 
 
 @dataclass(frozen=True)
@@ -74,14 +82,16 @@ class Fence:
 
     ``workdir`` is iolab's work directory of the job, given by whoever starts fio (writable; fio's
     working directory). ``devices`` are the device nodes fio may open, each bound at the path the
-    job names and at its canonical node; ``writable`` the files and directories fio may write.
-    All paths absolute. ``bwrap`` is the bubblewrap executable. ``die_with_parent`` is False only
-    for a fio server, which outlives the ``iolab server start`` that started it. ``write_devices``
-    is False for a job that only reads: its devices are there to be read, and Landlock (where the
-    kernel has it) refuses opening them for writing. ``landlock`` False leaves it out (fio's
-    ``--parse-only``, which writes nothing, need not pay for the helper's start). ``creating``
-    are the writable directories fio may create files in, ``protected`` their existing entries,
-    bound read-only over themselves.
+    job names and at its canonical node; ``write_devices`` those it may also write (the others
+    only read: Landlock, where the kernel has it, refuses opening them for writing). ``writable``
+    the files and directories fio may write; ``reasons`` why, for people (path, ``NEW`` …).
+    ``creating`` are the writable directories fio may only create files in, ``protected`` their
+    existing entries, bound read-only over themselves. ``network`` False runs fio in a network
+    namespace of its own (no interface but loopback) and, where Landlock has network rules, with
+    TCP refused. ``bwrap`` is the bubblewrap executable. ``die_with_parent`` is False only for a
+    fio server, which outlives the ``iolab server start`` that started it. ``landlock`` False
+    leaves Landlock out (fio's ``--parse-only``, which writes nothing, need not pay for it).
+    ``read_files`` are the planned files a job only reads (read-only, as everything else).
     """
 
     workdir: Path
@@ -89,10 +99,13 @@ class Fence:
     writable: tuple[str, ...] = ()
     bwrap: str = "bwrap"
     die_with_parent: bool = True
-    write_devices: bool = True
+    write_devices: tuple[str, ...] = ()
     landlock: bool = True
     creating: tuple[str, ...] = ()
     protected: tuple[str, ...] = ()
+    reasons: tuple[tuple[str, str], ...] = ()
+    network: bool = False
+    read_files: tuple[str, ...] = ()
 
     def argv(self, command: Sequence[str]) -> tuple[str, ...]:
         """``command`` wrapped in bubblewrap with this fence."""
@@ -106,38 +119,50 @@ class Fence:
         for path in self.protected:
             args += ["--ro-bind", path, path]
         workdir = str(self.workdir)
+        found = status(self.bwrap)
+        isolated = not self.network and found.own_network
         args += ["--bind", workdir, workdir, "--chdir", workdir, "--unshare-pid", "--cap-drop", "ALL",
-                 *(["--die-with-parent"] if self.die_with_parent else []), "--"]
-        if self.landlock and status(self.bwrap).landlock:
-            devices = [p for d in self.devices for p in (d, os.path.realpath(d))] if self.write_devices else []
-            args += [sys.executable, "-I", "-S", landlock.__file__, *devices, *self.writable, workdir, "--"]
+                 *(["--unshare-net"] if isolated else []), *(["--die-with-parent"] if self.die_with_parent else []),
+                 "--"]
+        if self.landlock and found.landlock:
+            devices = [p for d in self.write_devices for p in (d, os.path.realpath(d))]
+            args += [sys.executable, "-I", "-S", landlock.__file__, *(["--no-network"] if not self.network else []),
+                     *devices, *self.writable, workdir, "--"]
         return (*args, *command)
 
     def record(self) -> dict[str, Any]:
-        """What is stored with the result (``extra["fence"]``): the devices and paths fio could write
-        (devices it only reads: ``read_devices``), and how many existing entries beside files it
-        created were read-only."""
-        key = "devices" if self.write_devices else "read_devices"
-        return {key: list(self.devices), "writable": list(self.writable),
-                **({"read_only_entries": len(self.protected)} if self.protected else {})}
+        """What is stored with the result (``extra["fence"]``): the devices fio could write and those it
+        only read (``read_devices``), the paths it could write, how many existing entries beside files
+        it created were read-only, and whether it had the network."""
+        read = [d for d in self.devices if d not in self.write_devices]
+        return {**({"devices": list(self.write_devices)} if self.write_devices or not read else {}),
+                **({"read_devices": read} if read else {}), "writable": list(self.writable),
+                **({"read_only_entries": len(self.protected)} if self.protected else {}),
+                **({"network": True} if self.network else {})}
 
     def places(self) -> list[str]:
-        """The writable files and directories, for people: a directory fio may only create files in
-        says so."""
-        return [f"{path} (new files only: its existing entries are read-only)" if path in self.creating else path
-                for path in self.writable]
+        """Where fio may write, for people, each with why: the devices and planned paths
+        (``(new)``, ``(iolab's)``, ``(--destroy)``, ``(empty)``), then each directory it may only
+        create files in."""
+        return [*(f"{path} ({why})" for path, why in self.reasons),
+                *(f"{path} (new files only: its existing entries are read-only)" for path in self.creating),
+                *(p for p in self.writable if p not in dict(self.reasons) and p not in self.creating)]
 
     def describe(self) -> list[str]:
         """The writable places, for messages: devices, then files and directories, then the work
-        directory."""
-        return [*self.devices, *self.places(), f"{self.workdir} (iolab's work directory)"]
+        directory (devices a job only reads are not among them)."""
+        return [*self.places(), f"{self.workdir} (iolab's work directory)"]
+
+    def reads(self, path: str) -> bool:
+        """Whether ``path`` is a planned file the job only reads."""
+        return path in self.read_files or os.path.realpath(path) in self.read_files
 
     def allows(self, path: str) -> bool:
         """Whether fio may write ``path`` (or its real path) in this fence."""
         def beneath(p: str, places: Iterable[str]) -> bool:
             return any(p in (a, os.path.realpath(a)) or p.startswith(a.rstrip("/") + "/") for a in places)
         candidates = (path, os.path.realpath(path))
-        return any(beneath(p, [*self.devices, *self.writable, str(self.workdir)]) and
+        return any(beneath(p, [*self.write_devices, *self.writable, str(self.workdir)]) and
                    not beneath(p, self.protected) for p in candidates)
 
 
@@ -161,7 +186,12 @@ def status(bwrap: str = "bwrap") -> Status:
         return Status(None, f"bwrap cannot set up the fence here: {(out.stderr or out.stdout).strip()}")
     found = landlock.abi()
     tool = version.stdout.strip() or "bubblewrap"
-    return Status(f"{tool} + Landlock ABI {found}" if found else tool, landlock=found)
+    try:  # a container may forbid network namespaces: then fio keeps the host's network (and Landlock's rules)
+        own_network = subprocess.run([*probe[:-1], "--unshare-net", "true"], capture_output=True, timeout=20,
+                                     check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        own_network = False
+    return Status(f"{tool} + Landlock ABI {found}" if found else tool, landlock=found, own_network=own_network)
 
 
 def require(bwrap: str = "bwrap") -> Status:
@@ -183,38 +213,62 @@ def require(bwrap: str = "bwrap") -> Status:
 MAX_PROTECTED = 256
 
 
-def build(paths: Iterable[str], workdir: Path, bwrap: str = "bwrap", writes: bool = True) -> Fence:
-    """The fence for a job whose checked paths are ``paths`` (targets and the job's own files, as
-    ``runner.fiopaths`` resolves them): block and character devices are bound as devices, existing
-    files and directories as writable; for a file that does not exist yet, its nearest existing
-    directory (fio creates the file, and lays out a file too small for the job by unlinking and
-    writing it anew, ``filesetup.c`` ``extend_file``: neither works on a bound file), with that
-    directory's existing entries read-only (``protected``). Nothing under ``/dev``, ``/proc``,
-    ``/sys`` or ``/run`` is ever made writable but the devices. Paths under another writable
-    directory are left to it. Raises ``SafetyError`` when a directory to create files in holds more
-    than ``MAX_PROTECTED`` entries."""
+def build(writable: Mapping[str, str], workdir: Path, bwrap: str = "bwrap", *, read: Iterable[str] = (),
+          network: bool = False) -> Fence:
+    """The fence for a job whose checked paths are ``writable`` (path -> why: ``NEW``, ``IOLAB``,
+    ``DESTROY``, ``EMPTY``, ``ALLOW``; ``check.guard`` decides) and ``read`` (devices and files its
+    jobs only read), all absolute or relative to the current directory.
+
+    Devices (block and character) are bound as devices, writable only when in ``writable``. An
+    existing file in ``writable`` is bound writable itself. For a file that does not exist yet, its
+    nearest existing directory is writable (fio creates the file, and lays out a file too small for
+    the job by unlinking and writing it anew, ``filesetup.c`` ``extend_file``: neither works on a
+    bound file), with that directory's existing entries read-only (``protected``) but for the
+    planned writable paths; an existing directory in ``writable`` is the same (fio creates its files
+    there) unless named with ``--destroy`` or ``--allow``, which make it writable throughout. Nothing
+    under ``/dev``, ``/proc``, ``/sys`` or ``/run`` is ever made writable but the devices. Paths
+    under another writable directory are left to it. Raises ``SafetyError`` when a directory to
+    create files in holds more than ``MAX_PROTECTED`` entries."""
     devices: list[str] = []
-    writable: list[str] = []
+    write_devices: list[str] = []
+    places: list[str] = []
     creating: list[str] = []
-    planned = [os.path.abspath(p) for p in paths]
-    for path in dict.fromkeys(planned):
-        try:
-            mode = os.stat(path).st_mode
-        except OSError:
-            mode = 0
-        if stat.S_ISBLK(mode) or stat.S_ISCHR(mode):
+    reasons: dict[str, str] = {}
+    planned = {os.path.abspath(p): why for p, why in writable.items()}
+    for path in dict.fromkeys([*(os.path.abspath(p) for p in read), *planned]):
+        if _is_device(path):
             devices.append(path)
+            if path in planned:
+                write_devices.append(path)
+                reasons[path] = planned[path]
             continue
-        new = not os.path.lexists(path)
-        while not os.path.lexists(path) and path != "/":
-            path = os.path.dirname(path)
-        if path != "/" and not any(path == d or path.startswith(d + "/") for d in _NEVER_CREATE):
-            writable.append(path)
-            creating += [path] if new else []
-    kept = [p for p in writable if not any(p != d and p.startswith(d.rstrip("/") + "/") for d in writable)]
-    protected = _entries(dict.fromkeys(creating), [*planned, str(workdir)])
-    return Fence(workdir, tuple(devices), tuple(kept), bwrap, write_devices=writes,
-                 creating=tuple(p for p in dict.fromkeys(creating) if p in kept), protected=protected)
+        if path not in planned:
+            continue  # read-only already (the root is), or protected below when inside a writable place
+        existing = path
+        while not os.path.lexists(existing) and existing != "/":
+            existing = os.path.dirname(existing)
+        if existing == "/" or any(existing == d or existing.startswith(d + "/") for d in _NEVER_CREATE):
+            continue
+        places.append(existing)
+        if existing != path or (os.path.isdir(path) and planned[path] not in (DESTROY, ALLOW)):
+            creating.append(existing)
+        if existing != path or not os.path.isdir(path) or planned[path] in (DESTROY, ALLOW):
+            reasons[path] = planned[path]
+    kept = [p for p in dict.fromkeys(places) if not any(p != d and p.startswith(d.rstrip("/") + "/") for d in places)]
+    creating = [p for p in dict.fromkeys(creating) if p in kept]
+    whole = [p for p, why in planned.items() if why in (DESTROY, ALLOW) or not os.path.isdir(p)]
+    protected = _entries(creating, [*whole, str(workdir)])
+    return Fence(workdir, tuple(devices), tuple(kept), bwrap, write_devices=tuple(write_devices),
+                 creating=tuple(creating), protected=protected, reasons=tuple(reasons.items()), network=network,
+                 read_files=tuple(p for p in (os.path.abspath(r) for r in read) if p not in devices))
+
+
+def _is_device(path: str) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
 
 
 def _entries(directories: Iterable[str], planned: Sequence[str]) -> tuple[str, ...]:
@@ -265,8 +319,9 @@ def stopped_message(paths: Sequence[str], fence: Fence) -> str:
 def relayout_message(paths: Sequence[str]) -> str:
     """The failure of a job on an existing file smaller than the job needs: fio lays such a file out
     anew, unlinking it first (``filesetup.c`` ``extend_file``, for reads and writes alike unless
-    ``file_append``), and the fence lets fio write the file the plan names, not its directory."""
+    ``file_append``), and the fence keeps an existing file in place (the plan names that file, to
+    read or write, not its directory)."""
     return (f"fio tried to lay out {', '.join(paths)} anew (a file smaller than the job's size is unlinked and "
-            "written again), which the fence does not allow: it lets fio write that file, not create files "
-            "beside it; nothing was written there. Give the job a size the file already has (or size=100%), "
-            "or let fio create a new file: name a file that does not exist yet, or the directory as --target")
+            "written again), which the fence does not allow: an existing file stays in place; nothing was written "
+            "there. Give the job a size the file already has (or size=100%), or let fio create a new file: name a "
+            "file that does not exist yet, or the directory as --target")

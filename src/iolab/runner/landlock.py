@@ -7,7 +7,11 @@ this helper runs inside the fence, restricts itself so that writing, truncating,
 are allowed only beneath the paths given, and execs the command (fio), which inherits the restriction
 and passes it to anything it starts. Reading and executing are not restricted.
 
-Run as ``python -I -S landlock.py PATH... -- COMMAND...``: standard library only, so it starts fast
+Without the network (``--no-network``), TCP bind and connect are refused too (ABI 4), and connecting
+to abstract Unix sockets outside (ABI 6): fio's own network namespace (``--unshare-net``) already
+leaves it only loopback.
+
+Run as ``python -I -S landlock.py [--no-network] PATH... -- COMMAND...``: standard library only, so it starts fast
 without ``site``. When the kernel has no Landlock the command runs without it (``fence.status`` says
 whether it is used). Source: ``linux/landlock.h``; landlock(7).
 """
@@ -27,6 +31,8 @@ _PR_SET_NO_NEW_PRIVS = 38
 _WRITE_FILE = 1 << 1
 _DIR_ONLY = (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12)
 _REFER, _TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
+#: LANDLOCK_ACCESS_NET_BIND_TCP | CONNECT_TCP (ABI 4); LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (ABI 6).
+_NET_TCP, _SCOPE_ABSTRACT_UNIX = (1 << 0) | (1 << 1), 1 << 0
 #: Harmless nodes every program may write (shell redirections, fio's own use).
 _ALWAYS = ("/dev/null", "/dev/zero", "/dev/full")
 
@@ -38,8 +44,9 @@ def abi() -> int:
     return max(0, int(version))
 
 
-def restrict(writable: list[str]) -> bool:
-    """Restrict this process: writes only beneath ``writable`` (and ``_ALWAYS``). False when the kernel
+def restrict(writable: list[str], network: bool = True) -> bool:
+    """Restrict this process: writes only beneath ``writable`` (and ``_ALWAYS``); without ``network``,
+    no TCP bind or connect (ABI 4) and no abstract Unix socket outside (ABI 6). False when the kernel
     has no Landlock; raises ``OSError`` when a rule cannot be added."""
     version = abi()
     if version < 1:
@@ -47,8 +54,11 @@ def restrict(writable: list[str]) -> bool:
     libc = ctypes.CDLL(None, use_errno=True)
     file_rights = _WRITE_FILE | (_TRUNCATE if version >= 3 else 0)
     handled = file_rights | _DIR_ONLY | (_REFER if version >= 2 else 0)
-    attr = ctypes.create_string_buffer(struct.pack("<Q", handled))
-    ruleset = libc.syscall(_CREATE_RULESET, attr, ctypes.c_size_t(8), ctypes.c_uint32(0))
+    net = _NET_TCP if not network and version >= 4 else 0
+    scoped = _SCOPE_ABSTRACT_UNIX if not network and version >= 6 else 0
+    attr = ctypes.create_string_buffer(struct.pack("<QQQ", handled, net, scoped))
+    size = 24 if scoped else 16 if net else 8
+    ruleset = libc.syscall(_CREATE_RULESET, attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
@@ -73,10 +83,11 @@ def restrict(writable: list[str]) -> bool:
 
 
 def main(argv: list[str]) -> None:
-    """``PATH... -- COMMAND...``: restrict, then exec the command."""
+    """``[--no-network] PATH... -- COMMAND...``: restrict, then exec the command."""
     split = argv.index("--")
     writable, command = argv[:split], argv[split + 1:]
-    restrict(writable)
+    network = "--no-network" not in writable[:1]
+    restrict(writable[0 if network else 1:], network)
     os.execvp(command[0], command)
 
 

@@ -40,12 +40,14 @@ LOG_PREFIX = "iolab"
 def measured_start_ms(text: str) -> int | None:
     """When fio's measured phase began (ms since the epoch, after ``ramp_time``): the last
     ``--status-interval`` report before the final one whose jobs have measured, its
-    ``timestamp_ms`` less its longest ``job_runtime`` (both written at the same instant, so
-    exact to the ms). None when fio wrote no such report (a job shorter than a second). The final
-    report cannot tell: fio writes it only after reaping its jobs, up to ~0.1 s after they end."""
+    ``timestamp_ms`` less its longest direction ``runtime`` (both written at the same instant, so
+    exact to the ms; not ``job_runtime``, which a reporting group sums over its members). None when
+    fio wrote no such report (a job shorter than a second). The final report cannot tell: fio
+    writes it only after reaping its jobs, up to ~0.1 s after they end."""
     for report in reversed(text.split("\n{\n")[:-1]):
         stamp = re.search(r'"timestamp_ms" : (\d+)', report)
-        runtimes = [int(r) for r in re.findall(r'"job_runtime" : (\d+)', report)]
+        runtimes = [int(r) for r in re.findall(r'"runtime" : (\d+)', report) if int(r)] or \
+            [int(r) for r in re.findall(r'"job_runtime" : (\d+)', report)]  # a job without I/O
         if stamp and runtimes and max(runtimes) > 0:
             return int(stamp.group(1)) - max(runtimes)
     return None
@@ -216,7 +218,9 @@ def _stopped(outcome: Outcome, workdir: Path, fence: Fence) -> Outcome:
     outside = [p for p in dict.fromkeys(paths) if not fence.allows(p)]
     detail = error_text(messages)
     named = list(dict.fromkeys(paths))
-    why = relayout_message(named) if not outside and named and "func=unlink" in messages else \
+    planned = [p for p in named if fence.allows(p) or fence.reads(p)]
+    # fio unlinks a planned file only to lay it out anew (filesetup.c extend_file)
+    why = relayout_message(named) if named and planned == named and "func=unlink" in messages else \
         stopped_message(outside or named, fence)
     return replace(outcome, status="failed", report=None, raw_json=None, error=f"{why}\nfio said: {detail}")
 

@@ -10,7 +10,7 @@ destructive-write guard and run through ``run.execute``; ``run.crashphase`` does
    ``verify.c``), so stale data verifies. Zeros cannot: a lost write reads back with magic 0.
    ``--no-wipe`` skips it for regions too large to rewrite each cut, and the report says so.
 2. **write** (``crash-write``): the workload with ``verify=crc32c`` (or the user's stronger checksum),
-   ``do_verify=0`` and ``verify_state_save=1``, a different ``randseed`` each cut, and fio's trigger
+   ``do_verify=0`` and ``verify_state_save=1``, a different random sequence each cut (``seed``), and fio's trigger
    options: at ``--trigger-timeout`` (whole seconds since fio started) or when ``--trigger-file``
    appears, fio saves its verify state, stops the jobs and runs ``--trigger`` here and, through a fio
    server, ``--trigger-remote`` on each host (FIO_NOTES §5.3). The commands are the user's: a PDU,
@@ -136,16 +136,20 @@ def check(settings: Settings, options: Mapping[str, str], remote: bool) -> None:
         raise UsageError("norandommap with iodepth > 1 gives false verify failures (fio HOWTO verify; lint P14)")
 
 
-def seed(options: Mapping[str, str], cut: int) -> str:
-    return str(int(options.get("randseed") or DEFAULT_SEED) + cut - 1)
+def seed(options: Mapping[str, str], cut: int) -> dict[str, str]:
+    """Cut ``cut``'s random sequence: its own ``randseed``, and ``randrepeat=0`` — with fio's default
+    ``randrepeat=1`` fio 3.33 draws the block offsets from a fixed seed whatever ``randseed`` says
+    (``init.c`` ``td_fill_rand_seeds_internal``; seen: cuts 1 and 2 wrote the same offsets), and the
+    loss rate's interval assumes independent cuts. The verify phase draws the same sequence again."""
+    return {"randseed": str(int(options.get("randseed") or DEFAULT_SEED) + cut - 1), "randrepeat": "0"}
 
 
 def write_options(options: Mapping[str, str], cut: int) -> dict[str, str]:
-    return {**options, "randseed": seed(options, cut), "do_verify": "0", "verify_state_save": "1"}
+    return {**options, **seed(options, cut), "do_verify": "0", "verify_state_save": "1"}
 
 
 def verify_options(options: Mapping[str, str], cut: int) -> dict[str, str]:
-    return {**options, "randseed": seed(options, cut), "verify_only": "1", "verify_state_load": "1",
+    return {**options, **seed(options, cut), "verify_only": "1", "verify_state_load": "1",
             "verify_state_save": "0", "continue_on_error": "verify", "thread": "1"}
 
 

@@ -69,22 +69,29 @@ BATCH_BYTES = 32 << 20
 class Source:
     """What one command-line argument names: a file, or a directory and the candidate fio outputs
     below it (sorted), the number of fio log files in it, and of files passed over (job files,
-    images, fio's histogram logs …)."""
+    images, fio's histogram logs …). ``label`` is the run's own label, over the import's."""
 
     path: Path
     directory: bool
     outputs: tuple[Path, ...]
     logs: int = 0
     passed_over: int = 0
+    label: str | None = None
 
 
-def discover(paths: Sequence[Path]) -> list[Source]:
+#: How ``discover`` labels a run per file: by its name without the extension.
+LABEL_FROM = ("name",)
+
+
+def discover(paths: Sequence[Path], label_from: str | None = None) -> list[Source]:
     """The sources the paths name. A directory is walked recursively (hidden entries are passed
-    over); a path that is not a directory is taken as a file (reading it may fail later)."""
+    over); a path that is not a directory is taken as a file (reading it may fail later). With
+    ``label_from`` (``LABEL_FROM``), every file is a source of its own, labelled by its name without
+    the extension (``directpath.txt`` is run ``directpath``); fio's logs then stay unattached."""
     sources = []
     for path in paths:
         if not path.is_dir():
-            sources.append(Source(path, False, (path,)))
+            sources.append(Source(path, False, (path,), label=path.stem if label_from else None))
             continue
         outputs, logs, passed = [], 0, 0
         for root, dirs, files in os.walk(path):
@@ -97,7 +104,10 @@ def discover(paths: Sequence[Path]) -> list[Source]:
                     passed += 1
                 else:
                     outputs.append(candidate)
-        sources.append(Source(path, True, tuple(outputs), logs, passed))
+        if label_from:
+            sources += [Source(p, False, (p,), label=p.stem) for p in outputs]
+        else:
+            sources.append(Source(path, True, tuple(outputs), logs, passed))
     return sources
 
 
@@ -315,7 +325,7 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
          tags: dict[str, str]) -> tuple[FinishedRun, Outcome]:
     """The run a source's new files make, and what to say about it."""
     planned = [(f, p) for f in files for p in f.planned]
-    placed = assemble([p for _, p in planned])
+    placed, placing = assemble([p for _, p in planned])
     requests = [attribution.request(_name(f, p, place.workload), f.path, p.report, p.job_text, _shared_hosts(f))
                 for (f, p), place in zip(planned, placed, strict=True)]
     logs = attribution.attach(requests)
@@ -335,8 +345,8 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
             ended_at=datetime.fromtimestamp(p.report.timestamp_ms / 1000, UTC) if p.report.timestamp_ms else None,
             extra=extra, series=tuple(EncodedSeries.of(s) for s in logs.series[seq])))
         seen.add(f.path)
-    warnings = tuple(f"{f.path.relative_to(source.path)}: {w}" if source.directory else w
-                     for f in files for w in f.report.warnings)
+    warnings = (*placing, *(f"{f.path.relative_to(source.path)}: {w}" if source.directory else w
+                            for f in files for w in f.report.warnings))
     versions = tuple(dict.fromkeys(f.report.fio_version for f in files if f.report.fio_version))
     formats = tuple(dict.fromkeys(f.report.source_format for f in files))
     where = Path(os.path.abspath(source.path))  # not resolve(): a system call per path component, per file
@@ -346,7 +356,8 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
         suite_name=where.name or str(where), origin="imported",
         source={"path": str(where), "name": where.name, **described, "size_bytes": str(sum(f.size for f in files))},
         files=tuple(ImportedFile(f.sha256, os.path.abspath(f.path), f.report.source_format, f.size) for f in files),
-        results=tuple(results), label=label, tags=tags, fio_version=", ".join(versions) or None, warnings=warnings)
+        results=tuple(results), label=source.label or label, tags=tags, fio_version=", ".join(versions) or None,
+        warnings=warnings)
     outcome = Outcome(
         str(source.path), source.directory, files=len(files), results=len(results), formats=formats,
         fio_versions=versions, series=sum(len(s) for s in logs.series), logs_attached=logs.attached,

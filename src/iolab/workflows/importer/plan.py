@@ -20,8 +20,10 @@ workload identity is derived from what the file tells, since there is no iolab s
 Many files make one run (``assemble``): results of the same workload (target, name and options)
 are repetitions, numbered in file order (bench-fio's ``run-1``, ``run-2`` … directories); a job
 name that several different workloads share (bench-fio names every job of a sweep alike) gets the
-sweep's label (``analyze.sweep.full_label``: ``randwrite 4k QD8 ×4``); and when the local results name
-several files or devices, each becomes a target named after it (``sdb``, ``sdc``).
+sweep's label (``analyze.sweep.full_label``: ``randwrite 4k QD8 ×4``); when the local results name
+several files or devices, each becomes a target named after it (``sdb``, ``sdc``); and results of one
+workload whose disk statistics name different devices are never repetitions of each other: each
+device path is a target (``_by_device``).
 """
 
 from __future__ import annotations
@@ -151,10 +153,10 @@ class Placed:
     repeat: int
 
 
-def assemble(planned: Sequence[PlannedResult]) -> list[Placed]:
+def assemble(planned: Sequence[PlannedResult]) -> tuple[list[Placed], list[str]]:
     """Targets, workload names and repetition numbers for the results of one run, in order (see the
-    module docstring)."""
-    targets = _targets(planned)
+    module docstring), and a line for each thing people should know of how they were placed."""
+    targets, notes = _by_device(planned, _targets(planned))
     names = _names(planned)
     counts: dict[tuple[str, str, str], int] = {}
     placed = []
@@ -162,7 +164,7 @@ def assemble(planned: Sequence[PlannedResult]) -> list[Placed]:
         key = (target, name, p.job_hash)
         placed.append(Placed(target, name, counts.get(key, 0)))
         counts[key] = counts.get(key, 0) + 1
-    return placed
+    return placed, notes
 
 
 def _targets(planned: Sequence[PlannedResult]) -> list[str]:
@@ -175,6 +177,32 @@ def _targets(planned: Sequence[PlannedResult]) -> list[str]:
     if len(set(short.values())) < len(short):
         short = {path: path for path in paths}
     return [short[p.target_path] if p.target == LOCAL and p.target_path else p.target for p in planned]
+
+
+def _devices(p: PlannedResult) -> frozenset[str]:
+    """The block devices fio's disk statistics name for a result (empty without them)."""
+    return frozenset(d.name for d in p.report.disk_util)
+
+
+def _by_device(planned: Sequence[PlannedResult], targets: list[str]) -> tuple[list[str], list[str]]:
+    """``targets`` with local results on different devices apart: when results of one workload
+    (target, job name, options) name different devices in fio's disk statistics (a disk passed
+    through, ``nvme0n1``, and a virtual disk, ``sdb``), they are two storage paths, not repetitions,
+    and every local result's target is named after the devices that tell its path from the others
+    (``nvme0n1``; ``no disk stats`` when it names none). Returns the targets and why, one line."""
+    groups: dict[tuple[str, str, str], set[frozenset[str]]] = {}
+    for p, target in zip(planned, targets, strict=True):
+        if target == LOCAL:
+            groups.setdefault((target, p.workload, p.job_hash), set()).add(_devices(p))
+    if all(len(found) < 2 for found in groups.values()):
+        return targets, []
+    every = {_devices(p) for p, t in zip(planned, targets, strict=True) if t == LOCAL}
+    common = frozenset.intersection(*every)
+    named = {found: "+".join(sorted(found - common)) or "no disk stats" for found in every}
+    out = [named[_devices(p)] if t == LOCAL else t for p, t in zip(planned, targets, strict=True)]
+    why = (f"the same job ran on different devices ({'; '.join(sorted(named.values()))} in fio's disk statistics): "
+           "stored as one target each, not as repetitions of one")
+    return out, [why]
 
 
 def _names(planned: Sequence[PlannedResult]) -> list[str]:

@@ -1,0 +1,84 @@
+"""History and gate over real runs of a real loop device, before and after a change made to it: its I/O
+scheduler switched (a fact iolab records) and its reads capped by a blkio throttle (recorded by the
+team as a tag, as one records what iolab cannot see)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import cgroup
+from clirun import iolab
+from loopdev import MiB, loop_device, loop_unavailable_reason
+
+BEFORE = AFTER = 8
+CAP_IOPS = 300
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Path:
+    """``BEFORE`` runs of a 4k random-read suite on a loop device (scheduler none), then ``AFTER`` with
+    the scheduler mq-deadline and the device throttled; the database."""
+    reason = cgroup.unavailable_reason() or loop_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    tmp = tmp_path_factory.mktemp("loop-history")
+    suite = tmp / "nightly.yaml"
+    suite.write_text("name: nightly\ndefaults: {ioengine: libaio, direct: 1, size: 16m, time_based: 1, runtime: 1s}\n"
+                     "workloads:\n  - {name: randread-4k, rw: randread, bs: 4k, iodepth: 4}\n")
+    db = tmp / "iolab.db"
+    with loop_device(tmp, size_bytes=32 * MiB) as loop:
+        scheduler = Path(f"/sys/block/{loop.name}/queue/scheduler")
+        scheduler.write_text("none")
+        for _ in range(BEFORE):
+            done = iolab("run", str(suite), "--target", f"loop={loop.path}", "--label", "nightly", db=db, cwd=tmp)
+            assert done.returncode == 0, done.stderr
+        scheduler.write_text("mq-deadline")
+        with cgroup.throttled(loop.path, iops=CAP_IOPS) as group:
+            for _ in range(AFTER):
+                done = iolab("run", str(suite), "--target", f"loop={loop.path}", "--label", "nightly",
+                             "--tag", f"blkio=read_iops {CAP_IOPS}", db=db, cwd=tmp, wrapper=group.wrapper())
+                assert done.returncode == 0, done.stderr
+    return db
+
+
+def test_history_finds_the_change_and_what_changed(runs):
+    done = iolab("history", "nightly", "--metric", "iops,clat_p99", "--format", "json", db=runs)
+    assert done.returncode == 0, done.stderr
+    series = {s["metric"]: s for s in json.loads(done.stdout)["series"]}
+    assert set(series) == {"iops", "clat_p99"}
+    for name, s in series.items():
+        assert (s["target"], s["workload"], s["direction"]) == ("loop", "randread-4k", "read")
+        assert [p["run"] for p in s["points"]] == list(range(1, BEFORE + AFTER + 1))
+        (change,) = s["change_points"]
+        assert (change["run"], change["previous_run"]) == (BEFORE + 1, BEFORE), name
+        assert change["p_value"] <= 0.005
+        assert change["verdict"] == "worse"
+        what = {w["what"]: (w["before"], w["after"]) for w in change["what_changed"]}
+        assert what["scheduler"] == ("none", "mq-deadline")
+        assert what["tag blkio"] == ("(not set)", f"read_iops {CAP_IOPS}")
+    iops = series["iops"]["change_points"][0]
+    assert iops["after"] < CAP_IOPS * 1.05 and iops["before"] > 3 * CAP_IOPS
+    table = iolab("history", "nightly", "--metric", "iops", db=runs)
+    assert "run 9: -" in table.stdout and "scheduler none →" in table.stdout and "mq-deadline;" in table.stdout
+
+
+def test_gate_passes_a_usual_run_fails_the_first_throttled_one_and_wants_history(runs):
+    # the machine is shared while the tests run: a usual run may be a little slower, and its p99 a lot
+    # (a scheduling hiccup is a tail event); the throttle is 10x on every metric
+    usual = iolab("gate", str(BEFORE), "--max-regression", "30%", "--metric", "iops", "--metric", "bw", db=runs)
+    assert usual.returncode == 0, usual.stdout + usual.stderr
+    assert f"run {BEFORE}: no regression in" in usual.stderr
+    throttled = iolab("gate", str(BEFORE + 1), "--max-regression", "30%", db=runs)
+    assert throttled.returncode == 3, throttled.stdout + throttled.stderr
+    assert throttled.stderr.startswith(f"Error: run {BEFORE + 1} is worse than its history in ")
+    rows = [line for line in throttled.stdout.splitlines() if "randread-4k" in line]
+    assert len(rows) == 5 and all("regression" in line and "scheduler none →" in line for line in rows)
+    assert throttled.stdout.count("mq-deadline; nr_requests") == 5  # the table wraps what changed
+    early = iolab("gate", "3", db=runs)
+    assert early.returncode == 2
+    assert "Error: no history to judge run 3 against: its series have at most 2 comparable run(s)" in early.stderr
+    several = iolab("gate", "nightly", db=runs)
+    assert several.returncode == 2 and f"matches {BEFORE + AFTER} runs" in several.stderr
