@@ -85,6 +85,12 @@ def test_tuning_axis_side_by_side_and_restored(tmp_path: Path) -> None:
         assert len(rows) == 2 and f"sched_{a}" in rows[0] and f"sched_{b}" in rows[1]
         assert (f"tuning scheduler={b}, nomerges={chosen['nomerges']}: dev/randread-4k-qd1-sched_{b}, "
                 f"dev/randread-4k-qd8-sched_{b}") in shown
+        # compare inside the run: a side per tuning value, each queue depth paired with its own
+        by_value = iolab("compare", "1", "--by", "tune.scheduler", "--metric", "iops", "--format", "json", db=db)
+        doc = json.loads(by_value.stdout)
+        assert [s["selector"] for s in doc["sides"]] == [f"tune.scheduler={a}", f"tune.scheduler={b}"]
+        assert [(p["label"], p["comparable"]) for p in doc["comparisons"][0]["pairs"]] == [
+            (f"randread-4k-{qd}-sched_{a} / randread-4k-{qd}-sched_{b}", True) for qd in ("qd1", "qd8")]
 
 
 @contextlib.contextmanager

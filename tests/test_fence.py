@@ -167,6 +167,30 @@ def test_where_fio_creates_a_file_the_existing_entries_stay_read_only(tmp_path: 
     assert (home / "scratch.dat").read_text() == "new\n" and (home / "link").is_symlink()
 
 
+def test_a_ram_disk_place_in_dev_shm_is_bound_into_the_fresh_dev(tmp_path: Path) -> None:
+    """A scratch file in /dev/shm (a RAM-disk target) is created in the fence's own /dev, where the
+    directory's other entries stay read-only and nothing else of /dev is writable; a file the job only
+    reads there is visible, read-only."""
+    shm = Path("/dev/shm", f"iolab-fence-{os.getpid()}")
+    shm.mkdir()
+    try:
+        (shm / "other.dat").write_text("theirs\n")
+        (shm / "read.dat").write_text("data\n")
+        work = tmp_path / "work"
+        work.mkdir()
+        f = fence.build({str(shm / "new.dat"): fence.NEW}, work, read=[str(shm / "read.dat")])
+        done = _inside(f, f"echo new > {shm}/new.dat && echo created; cat {shm}/read.dat; echo x > {shm}/other.dat; "
+                          f"echo x > {shm}/read.dat; echo x > /dev/shm/elsewhere")
+        seen = done.stdout + done.stderr
+        assert "created" in seen and "data" in seen
+        assert f"{shm}/other.dat: Read-only file system" in seen and f"{shm}/read.dat: Read-only file system" in seen
+        assert "/dev/shm/elsewhere: Read-only file system" in seen
+        assert (shm / "other.dat").read_text() == "theirs\n" and (shm / "new.dat").read_text() == "new\n"
+        assert not Path("/dev/shm/elsewhere").exists()
+    finally:
+        shutil.rmtree(shm)
+
+
 def test_a_job_that_writes_beside_its_new_file_changes_nothing_there(tmp_path: Path) -> None:
     """``iolab run`` of a job creating its file in a directory that holds the user's files: a
     program the job runs (``exec_prerun``, allowed) overwriting one of them is stopped; a plain job

@@ -78,7 +78,7 @@ def file_needs(job_text: str, workdir: Path) -> dict[str, int]:
             continue
         for name in section.files:
             path = guard.resolved(name, workdir)
-            if per_file and not path.startswith("/dev/"):
+            if per_file and (not path.startswith("/dev/") or path.startswith("/dev/shm/")):  # a RAM disk has room
                 out[path] = max(out.get(path, 0), per_file)
     return out
 

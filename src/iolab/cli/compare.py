@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from ..analyze import axes
 from ..analyze import compare as compare_mod
 from ..analyze.metrics import DEFAULT_METRICS
 from ..errors import RegressionFound, UsageError
@@ -32,7 +33,8 @@ def parse_threshold(text: str) -> float:
 
 
 def comparison_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``--metric``, ``--threshold`` and ``--ignore``, shared by ``compare`` and ``report``."""
+    """``--metric``, ``--threshold``, ``--ignore``, ``--by`` and ``--baseline``, shared by ``compare`` and
+    ``report``."""
     for option in reversed((
         click.option("--metric", "metrics", metavar="LIST",
                      help="Comma-separated metrics: iops, bw, {clat,lat,slat}_{mean,max,pNN}, and the observers' "
@@ -42,6 +44,11 @@ def comparison_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Smaller relative changes are 'unchanged'."),
         click.option("--ignore", "ignore", multiple=True, metavar="OPTION",
                      help="Compare results even though this fio option differs (repeatable)."),
+        click.option("--by", metavar="AXIS",
+                     help="Compare inside one selection: a side per value of AXIS (target, pin, tune.KNOB or a fio "
+                          "option such as numjobs, iodepth, bs); a fio option axis is ignored in pairing."),
+        click.option("--baseline", metavar="VALUE",
+                     help="With --by: the value the others are compared with [default: the first run]."),
     )):
         command = option(command)
     return command
@@ -52,16 +59,37 @@ def metric_names(metrics: str | None) -> list[str] | None:
     return [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
 
 
+def resolve(store: Store, selector: str) -> tuple[list[int], str | None]:
+    """The run ids ``selector`` matches (``Store.resolve``) and, for ``RUN:TARGET`` (a selector that does
+    not match as a whole), the target named after the last ``:``. Raises ``UsageError``."""
+    try:
+        return store.resolve(selector), None
+    except UsageError:
+        run, colon, target = selector.rpartition(":")
+        if not (colon and run and target):
+            raise
+    try:
+        return store.resolve(run), target
+    except UsageError:
+        raise UsageError(f"no run matches {selector!r} (nor {run!r} of RUN:TARGET)",
+                         hint="give a run id, 'latest', a label or key=value tag, optionally :TARGET; list runs "
+                              "with: iolab runs") from None
+
+
 def sides_of(store: Store, selectors: Sequence[str], least: int = 1,
              on_unreadable: Callable[[UnreadableRun], None] | None = None
              ) -> list[tuple[compare_mod.Side, list[Run]]]:
-    """One side per selector, with every run it matches (pooled as repetitions). A run that cannot be
-    read goes to ``on_unreadable`` and is left out (without it, ``UnreadableRun`` is raised), and so
-    is a side left without runs. Raises ``UsageError`` for a selector that matches nothing, or when
-    fewer than ``least`` sides remain."""
+    """One side per selector (``RUN`` or ``RUN:TARGET``, ``resolve``), with every run it matches (pooled
+    as repetitions; narrowed to TARGET's results). A run that cannot be read goes to ``on_unreadable``
+    and is left out (without it, ``UnreadableRun`` is raised), and so is a side left without runs.
+    Raises ``UsageError`` for a selector that matches nothing, or when fewer than ``least`` sides
+    remain."""
     sides = []
     for selector in selectors:
-        runs = read_runs(store, store.resolve(selector), on_unreadable)
+        ids, target = resolve(store, selector)
+        runs = read_runs(store, ids, on_unreadable)
+        if target is not None and runs:
+            runs = axes.on_target(runs, target, selector)
         if not runs:
             err.print(f"{selector!r} is left out: none of its runs can be read", style="red", markup=False)
             continue
@@ -73,32 +101,62 @@ def sides_of(store: Store, selectors: Sequence[str], least: int = 1,
     return sides
 
 
+def split_by(sides: Sequence[tuple[compare_mod.Side, list[Run]]], by: str | None, baseline: str | None
+             ) -> tuple[list[tuple[compare_mod.Side, list[Run]]], tuple[str, ...]]:
+    """With ``--by AXIS``: the one selection's results as a side per value of the axis (``analyze.axes``),
+    named ``SELECTOR:TARGET`` (``--by target``, a selector that names each side again) or
+    ``AXIS=VALUE``, and the options pairing ignores for it. Without: ``sides`` as they are. Raises
+    ``UsageError`` for ``--by`` with more than one selector and for ``--baseline`` without ``--by``."""
+    if by is None:
+        if baseline is not None:
+            raise UsageError("--baseline goes with --by: it names the value of the axis the others are compared with")
+        return list(sides), ()
+    if len(sides) != 1:
+        raise UsageError(f"--by {by} splits one selection: give one RUN",
+                         hint="a selector matching several runs pools them as repetitions of every side")
+    ((side, runs),) = sides
+    found = axes.split(runs, by, baseline)
+    if found.without:
+        err.print(f"{found.without} result(s) set no {by}: left out", markup=False, highlight=False)
+    return [(compare_mod.Side(f"{side.selector}:{value}" if by == "target" else f"{by}={value}",
+                              tuple(r.info.id for r in split_runs), side.labels), list(split_runs))
+            for value, split_runs in found.sides], found.ignore
+
+
 @click.command()
-@click.argument("selectors", nargs=-1, required=True, metavar="A B [C ...]")
+@click.argument("selectors", nargs=-1, required=True, metavar="A [B C ...]")
 @comparison_options
 @format_option()
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit with code 3 when a metric is significantly worse by more than the threshold.")
 @click.pass_context
 def compare(ctx: click.Context, selectors: Sequence[str], metrics: str | None, threshold: str,
-            ignore: Sequence[str], fmt: str, fail_on_regression: bool) -> None:
-    """Compare stored runs: each of B, C, … against A (the baseline).
+            ignore: Sequence[str], by: str | None, baseline: str | None, fmt: str, fail_on_regression: bool) -> None:
+    """Compare stored runs: each of B, C, … against A (the baseline); or, with --by, the targets (tuning
+    values, pin modes, numjobs …) of one run against each other.
 
-    A, B, … are run ids, `latest`, labels or tags KEY=VALUE; a selector matching several runs
-    pools them as repetitions of one side. Results pair by workload (canonical fio options and
-    direction); per metric: both means, change, ratio, Welch's t-test when both sides have
-    repeats, and a verdict.
+    A, B, … are run ids, `latest`, labels or tags KEY=VALUE, each optionally narrowed to one target
+    (RUN:TARGET); a selector matching several runs pools them as repetitions of one side. Results
+    pair by workload (canonical fio options and direction); per metric: both means, change, ratio,
+    Welch's t-test when both sides have repeats, and a verdict.
 
     \b
     iolab compare baseline candidate
     iolab compare 12 15 --metric iops,clat_p99 --threshold 3%
     iolab compare path=virtio path=vhost --format markdown
+    iolab compare esxi --by target                  # the targets of one run (or of every run labelled esxi)
+    iolab compare esxi:virtual esxi:directpath      # the same, one side per RUN:TARGET
+    iolab compare tuned --by tune.scheduler --baseline none
     iolab compare old new --fail-on-regression      # exit 3 on a significant regression
     """
-    if len(selectors) < 2:
-        raise UsageError("compare needs at least two selectors: A B [C ...]")
-    sides = sides_of(store_of(ctx), selectors, 2, lambda exc: report_unreadable(ctx, exc))
-    result = compare_mod.compare(sides, metric_names(metrics), parse_threshold(threshold), tuple(ignore))
+    if len(selectors) < 2 and by is None:
+        raise UsageError("compare needs at least two selectors: A B [C ...]",
+                         hint=f"or compare inside one run: iolab compare {selectors[0]} --by target (or --by pin, "
+                              "tune.KNOB, numjobs, iodepth …)")
+    sides = sides_of(store_of(ctx), selectors, 1 if by else 2, lambda exc: report_unreadable(ctx, exc))
+    sides, axis_ignored = split_by(sides, by, baseline)
+    result = compare_mod.compare(sides, metric_names(metrics), parse_threshold(threshold),
+                                 (*ignore, *axis_ignored))
     tables = comparison_report.comparison_tables(result)
     if all(len(runs) == 1 for _, runs in sides):  # iolab saturate runs: the answer in one line
         saturated = comparison_table([(side.selector, runs[0]) for side, runs in sides])

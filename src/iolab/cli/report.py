@@ -12,7 +12,7 @@ from ..analyze import compare as compare_mod
 from ..analyze.metrics import metric as known_metric
 from ..errors import UsageError
 from . import err, report_unreadable, store_of
-from .compare import comparison_options, metric_names, parse_threshold, sides_of
+from .compare import comparison_options, metric_names, parse_threshold, sides_of, split_by
 
 
 def _write(path: Path, text: str) -> None:
@@ -45,14 +45,15 @@ def _write(path: Path, text: str) -> None:
 @click.pass_context
 def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, png_dir: Path | None,
            markdown_path: Path | None, title: str | None, independent_y: bool, metrics: str | None,
-           threshold: str, ignore: Sequence[str], history: bool, targets: Sequence[str], workloads: Sequence[str],
-           since: str | None, host: str | None) -> None:
+           threshold: str, ignore: Sequence[str], by: str | None, baseline: str | None, history: bool,
+           targets: Sequence[str], workloads: Sequence[str], since: str | None, host: str | None) -> None:
     """Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE.
 
     One run gives its results table. Several start with the comparison `iolab compare` prints
     for the same selectors (the first is the baseline; a selector matching several runs pools
     them as repetitions; a single selector matching several runs compares each with the
-    first), with --metric, --threshold and --ignore as there. Then the charts: IOPS and
+    first; with --by AXIS, the targets, tuning values, pin modes … of one selection), with --metric,
+    --threshold, --ignore, --by and --baseline as there. Then the charts: IOPS and
     bandwidth per workload, latency percentiles, scaling with iodepth/numjobs when the suite
     varies them, per-second time series (per host for multi-host targets), findings, host and
     device facts, the job files. The HTML file is self-contained: it opens from disk with no
@@ -60,6 +61,7 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
 
     \b
     iolab report latest
+    iolab report esxi --by target -o esxi.html
     iolab report baseline candidate -o compare.html --png charts/ --markdown compare.md
     iolab report old new --metric iops,clat_p99 --threshold 3%
     iolab report --history nightly --since 90d -o history.html
@@ -74,7 +76,8 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
     elif targets or workloads or since or host:
         raise UsageError("--target, --workload, --since and --host go with --history")
     else:
-        doc, default = _runs_report(ctx, store, selectors, title, independent_y, metrics, threshold, ignore)
+        doc, default = _runs_report(ctx, store, selectors, title, independent_y, metrics, threshold,
+                                    (by, baseline), ignore)
     output = output or default
     _write(output, html.render(doc))
     click.echo(f"{output}  (HTML, {len(doc.charts)} charts)")
@@ -102,17 +105,20 @@ def _history_page(ctx: click.Context, selectors: Sequence[str], targets: Sequenc
 
 
 def _runs_report(ctx: click.Context, store: Any, selectors: Sequence[str], title: str | None, independent_y: bool,
-                 metrics: str | None, threshold: str, ignore: Sequence[str]) -> tuple[Any, Path]:
-    """The report of the runs ``selectors`` match and its default file name."""
+                 metrics: str | None, threshold: str, by: tuple[str | None, str | None],
+                 ignore: Sequence[str]) -> tuple[Any, Path]:
+    """The report of the runs ``selectors`` match (compared ``--by`` an axis: ``by`` is the axis and the
+    baseline value) and its default file name."""
     from ..report import charts, document
 
     sides = sides_of(store, selectors, 1, lambda exc: report_unreadable(ctx, exc))
     runs = list({r.info.id: r for _, side_runs in sides for r in side_runs}.values())
+    sides, axis_ignored = split_by(sides, *by)
     ids = [r.info.id for r in runs]
     names, fraction = metric_names(metrics), parse_threshold(threshold)
     comparison = None
     if len(sides) > 1:
-        comparison = compare_mod.compare(sides, names, fraction, tuple(ignore))
+        comparison = compare_mod.compare(sides, names, fraction, (*ignore, *axis_ignored))
     elif len(runs) > 1:
         comparison = document.compare_runs(runs, names, fraction, tuple(ignore))
     else:

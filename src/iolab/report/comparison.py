@@ -144,11 +144,20 @@ def run_ranges(ids: Sequence[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}–{b}" for a, b in spans)
 
 
+def _target_column(c: SideComparison) -> bool:
+    """Whether the rows must name their targets: the pairs span several, and the sides' names do not say
+    them (``RUN:TARGET``, as ``compare --by target`` names its sides, does for a side of one target)."""
+    sides = ((c.baseline.selector, {p.a.target for p in c.pairs if p.a is not None}),
+             (c.other.selector, {p.b.target for p in c.pairs if p.b is not None}))
+    named = all(len(targets) == 1 and selector.endswith(f":{next(iter(targets))}") for selector, targets in sides)
+    return not named and len(set().union(*(targets for _, targets in sides))) > 1
+
+
 def metric_table(c: SideComparison, threshold: float) -> Table:
     """One row per pair × metric: both sides, change, ratio, its interval, p, verdict. Workloads are
     named as ``analyze.sweep.naming`` says: by name, or for sweeps by a column per varying option, pairs in
     option order."""
-    several_targets = len({s.target for p in c.pairs for s in (p.a, p.b) if s is not None}) > 1
+    several_targets = _target_column(c)
     pairs = list(c.pairs)
     options = sweep.option_table([_options(p) for p in pairs])
     naming = sweep.naming([p.label for p in pairs], options)

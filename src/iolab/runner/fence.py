@@ -9,7 +9,8 @@ seen open without it:
 * ``--dev /dev`` then ``--remount-ro /dev``: a fresh ``/dev`` holding only null, zero, full,
   random, urandom, tty and the planned device nodes (``--dev-bind``); read-only, so a write to a
   device that is not there fails (EROFS) instead of landing in a regular file of the sandbox's
-  own ``/dev`` and reporting success;
+  own ``/dev`` and reporting success; a planned place in the shared-memory tmpfs ``/dev/shm`` (a
+  RAM-disk target) is bound into it before it is made read-only;
 * ``--bind`` for each file and directory target, and for iolab's work directory of the job
   (fio's output, logs, verify state), which is also fio's working directory (``--chdir``);
 * for a file fio is to create, its directory is bound writable (fio creates the file there, and
@@ -53,6 +54,8 @@ RULES = ("read-only root, fresh read-only /dev with only the planned devices, ow
          "no capabilities, dies with iolab")
 #: Directories whose missing entries iolab never creates to bind them (kernel and device trees).
 _NEVER_CREATE = ("/dev", "/proc", "/sys", "/run")
+#: A tmpfs under /dev where users put RAM-disk targets: its planned places are bound into the fresh /dev.
+SHARED_MEMORY = "/dev/shm"
 
 
 @dataclass(frozen=True)
@@ -113,11 +116,13 @@ class Fence:
         for device in self.devices:
             for path in dict.fromkeys((device, os.path.realpath(device))):
                 args += ["--dev-bind", path, path]
+        binds = [*(("--bind", p) for p in self.writable), *(("--ro-bind", p) for p in self.protected),
+                 *(("--ro-bind", p) for p in self.read_files if _under(p, SHARED_MEMORY) and os.path.exists(p))]
+        for kind, path in binds:  # into the fresh /dev before it is made read-only (binds keep their flags)
+            args += [kind, path, path] if _under(path, SHARED_MEMORY) else []
         args += ["--remount-ro", "/dev", "--proc", "/proc"]
-        for path in self.writable:
-            args += ["--bind", path, path]
-        for path in self.protected:
-            args += ["--ro-bind", path, path]
+        for kind, path in binds:
+            args += [] if _under(path, SHARED_MEMORY) else [kind, path, path]
         workdir = str(self.workdir)
         found = status(self.bwrap)
         isolated = not self.network and found.own_network
@@ -247,7 +252,7 @@ def build(writable: Mapping[str, str], workdir: Path, bwrap: str = "bwrap", *, r
         existing = path
         while not os.path.lexists(existing) and existing != "/":
             existing = os.path.dirname(existing)
-        if existing == "/" or any(existing == d or existing.startswith(d + "/") for d in _NEVER_CREATE):
+        if existing == "/" or (not _under(existing, SHARED_MEMORY) and any(_under(existing, d) for d in _NEVER_CREATE)):
             continue
         places.append(existing)
         if existing != path or (os.path.isdir(path) and planned[path] not in (DESTROY, ALLOW)):
@@ -261,6 +266,10 @@ def build(writable: Mapping[str, str], workdir: Path, bwrap: str = "bwrap", *, r
     return Fence(workdir, tuple(devices), tuple(kept), bwrap, write_devices=tuple(write_devices),
                  creating=tuple(creating), protected=protected, reasons=tuple(reasons.items()), network=network,
                  read_files=tuple(p for p in (os.path.abspath(r) for r in read) if p not in devices))
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory + "/")
 
 
 def _is_device(path: str) -> bool:
