@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import click
 
@@ -12,7 +13,7 @@ from ..report.capture import fingerprint_table
 from ..units import parse_duration_us
 from ..workflows.capture import record
 from . import emit_tables, err, store_of
-from .options import Naming, destroy_option, format_option, naming_options
+from .options import Naming, destroy_option, fio_command_options, format_option, naming_options
 from .show import print_run, run_document
 
 
@@ -88,11 +89,11 @@ def _one_capture(ctx: click.Context, selector: str) -> Run:
               help="Round the recorded issue times down to this (1us: as traced; larger quanta make fio sleep "
                    "less often but issue in bursts).")
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Replays in a row.")
-@naming_options("replay")
+@fio_command_options("replay")
 @format_option()
 @click.pass_context
 def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[str], fast: bool, time_scale: float,
-           quantum: str, repeat: int, named: Naming, fmt: str) -> None:
+           quantum: str, repeat: int, named: Naming, quiet: bool, no_observe: bool, fmt: str) -> None:
     """Replay a capture on other storage with fio; the result is a run like any other.
 
     CAPTURE is a capture's id, label or tag. The capture's requests are replayed at their
@@ -109,12 +110,13 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     iolab replay oltp --target hdd=/dev/sdd --destroy /dev/sdd --as-fast-as-possible --repeat 3
     iolab compare oltp-on-ssd oltp-on-hdd
     """
+    from ..describe.observe import with_args
     from ..run import pipeline  # here: capture itself runs no fio
     from ..run.plan import RunOptions
     from ..workflows.capture import plan as plan_mod
     from ..workflows.capture.replay import ReplaySettings
     from .plan import Shown
-    from .progress import LiveProgress
+    from .progress import job_progress
 
     name, sep, path = target.partition("=")
     if not sep or not name or not path:
@@ -124,9 +126,11 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     settings = ReplaySettings(as_fast_as_possible=fast, rate_pct=max(1, round(100 / time_scale)),
                               quantum_us=max(1, _duration_us("--timing-quantum", quantum, "ms")))
     planned = plan_mod.replay_suite(store, run, name, path, settings)
-    done = pipeline.run(store, planned.suite, RunOptions(destroy=tuple(destroy)), repeat=repeat, label=named.label,
+    suite = replace(planned.suite, observe=with_args(planned.suite.observe, (), off=True)) if no_observe \
+        else planned.suite
+    done = pipeline.run(store, suite, RunOptions(destroy=tuple(destroy)), repeat=repeat, label=named.label,
                         tags={"capture": str(run.info.id), **named.tags},
-                        watch=Shown(LiveProgress(), stored_as="Replay", notes=planned.notes))
+                        watch=Shown(job_progress(quiet), quiet=quiet, stored_as="Replay", notes=planned.notes))
     print_run(done, fmt)
     if done.info.status != "complete":
         err.print(f"[red]The replay failed[/]; fio's messages are stored (iolab show {done.info.id}).")
@@ -145,10 +149,11 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
 @destroy_option("Allow writes to this block device (for --check).")
 @click.option("--replay", "replay_run", metavar="RUN", help="A replay of the capture to set the fitted run's IOPS "
               "and latency beside (default: the capture's own figures).")
+@fio_command_options("--check run")
 @format_option()
 @click.pass_context
 def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, check: str | None,
-        destroy: Sequence[str], replay_run: str | None, fmt: str) -> None:
+        destroy: Sequence[str], replay_run: str | None, named: Naming, quiet: bool, no_observe: bool, fmt: str) -> None:
     """Write a fio job file that reproduces a capture's fingerprint; with --check, show how close it is.
 
     The job has bssplit, rwmixread, percentage_random, random_distribution for the skew, and
@@ -165,7 +170,7 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     from ..workflows.capture import fit as fit_mod
     from ..workflows.capture.check import check_fit
     from .plan import Shown
-    from .progress import LiveProgress
+    from .progress import job_progress
 
     run = _one_capture(ctx, capture_run)
     original = record.stored_fingerprint(run)
@@ -185,7 +190,8 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     if not sep or not name or not device:
         raise UsageError(f"--check {check!r}: expected NAME=DEVICE")
     fitted_run, fitted_capture = check_fit(store_of(ctx), output, name, device, destroy, run.info.id,
-                                           watch=Shown(LiveProgress(), stored_as=None))
+                                           watch=Shown(job_progress(quiet), quiet=quiet, stored_as=None),
+                                           label=named.label, tags=named.tags, observe=not no_observe)
     err.print(f"Fitted job: run {fitted_run.info.id}; its capture: run {fitted_capture.info.id}")
     fitted = record.stored_fingerprint(fitted_capture)
     assert fitted is not None

@@ -19,7 +19,7 @@ from ..workflows import crashtest
 from ..workflows.crashtest import CutVerdict
 from ..workflows.prober import DEFAULT_SIZE, Prober, describe
 from . import emit_tables, err, store_of
-from .options import Naming, format_option, naming_options, run_options
+from .options import Naming, fio_command_options, format_option, run_options
 from .progress import job_progress
 from .saturate import fio_options
 from .show import run_document
@@ -67,13 +67,13 @@ def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str,
               help="How long the hosts (or a local device) may take to come back.")
 @click.option("--no-wipe", is_flag=True, help="Do not zero the region before each cut (see --help).")
 @run_options()
-@naming_options("run")
+@fio_command_options("run")
 @click.option("--fail-on-loss", is_flag=True, help="Exit with code 3 when a cut lost an acknowledged write.")
 @format_option()
 @click.pass_context
 def crash_test(ctx: click.Context, fio_args: Sequence[str], target_arg: str, hosts: Sequence[str], ssh: bool,
                cuts: int, settle: str, wait_timeout: str, no_wipe: bool, options: RunOptions, named: Naming,
-               fail_on_loss: bool, fmt: str, **trigger: Any) -> None:
+               quiet: bool, no_observe: bool, fail_on_loss: bool, fmt: str, **trigger: Any) -> None:
     """Write with fio's verification, cut at a trigger, wait for the host, verify what was acknowledged.
 
     Each cut: zero the region (a block left by an earlier write would verify in fio's verify-only
@@ -101,9 +101,9 @@ def crash_test(ctx: click.Context, fio_args: Sequence[str], target_arg: str, hos
     crashtest.check(settings, base, bool(target.hosts))
     described = {"target": target_arg, "hosts": list(hosts), "fio_options": base, **crashtest.record(
         [], settings, base)["crash_test"]["settings"]}
-    with job_progress() as progress:
+    with job_progress(quiet) as progress:
         prober = Prober(store_of(ctx), target, options, "crash-test", describe("iolab crash-test", described),
-                        named.label, named.tags, progress)
+                        named.label, named.tags, progress, observe=not no_observe)
         with prober:
             done = crashtest.run_cuts(prober, base, settings,
                                       note=progress.note)

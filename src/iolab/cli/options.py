@@ -90,6 +90,30 @@ db_wait_option = click.option(
     "before the run stops; finished results wait in the spool for --resume.")
 
 
+no_observe_option = click.option("--no-observe", is_flag=True, help="Observe no host (no node_exporter sampling).")
+
+
+def _keep_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        ctx.ensure_object(dict)
+        ctx.obj["db"] = value  # as `iolab --db`, read when the command opens the database (``cli.store_of``)
+    return value
+
+
+db_option = click.option("--db", metavar="URL", expose_value=False, callback=_keep_db,
+                         help="Results database, as `iolab --db URL` (given here, it wins).")
+
+
+def fio_command_options(what: str = "run") -> Callable[[F], F]:
+    """What every command that runs fio takes, declared once: ``--label`` and ``--tag`` (``named``),
+    ``-q``/``--quiet`` (``quiet``), ``--no-observe`` (``no_observe``), ``--db`` and ``--db-wait``."""
+    def decorate(command: F) -> F:
+        for option in reversed((naming_options(what), quiet_option, no_observe_option, db_option, db_wait_option)):
+            command = option(command)
+        return command
+    return decorate
+
+
 def run_options(*, fence_help: str = "Run fio without the fence (see `iolab run --help`).",
                 exec_help: str = "Let the job run programs (exec_prerun ...), fenced.",
                 keep_help: str = "Keep the scratch file fio created.",
@@ -118,7 +142,7 @@ class SuiteArgs:
     tune: Sequence[str] = ()
     pin: str | None = None
     observe: Sequence[str] = ()
-    no_observe: bool = False
+    no_observe: bool = False  # ``--no-observe`` of ``fio_command_options``, given by the command
     prometheus: str | None = None
     passes: int | None = None
     tiers: Sequence[str] = ()
@@ -165,8 +189,8 @@ _LINT_PIN = "Pinning as `run --pin` would apply it."
 
 
 def suite_options(*, lint: bool = False) -> Callable[[F], F]:
-    """``--target``, ``--repeat``, ``--tune``, ``--pin``, ``--observe``, ``--no-observe``, ``--prometheus``,
-    ``--passes``, ``--tier`` (``run``), or for ``lint`` ``--target``, ``--tune`` and ``--pin`` alone, handed
+    """``--target``, ``--repeat``, ``--tune``, ``--pin``, ``--observe``, ``--prometheus``, ``--passes``,
+    ``--tier`` (``run``), or for ``lint`` ``--target``, ``--tune`` and ``--pin`` alone, handed
     to the command as ``asked: SuiteArgs``."""
     target = "Lint for" if lint else "Run on"
     options = [
@@ -183,7 +207,6 @@ def suite_options(*, lint: bool = False) -> Callable[[F], F]:
             click.option("--observe", "observe", multiple=True, metavar="[NAME=]HOST:PORT",
                          help="Also watch this host's node_exporter (repeatable); local=HOST:PORT moves this host's "
                               "exporter."),
-            click.option("--no-observe", is_flag=True, help="Observe no host (no node_exporter sampling)."),
             click.option("--prometheus", metavar="URL",
                          help="Read the observers' series from this Prometheus server after each job instead of "
                               "scraping."),

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from ..errors import Interrupted, RunFailed, UsageError
 from ..run import pipeline
 from ..run.plan import RunOptions
 from . import err, import_store_meanwhile, store_of
-from .options import (
-    Naming,
-    SuiteArgs,
-    db_wait_option,
-    format_option,
-    naming_options,
-    quiet_option,
-    run_options,
-    suite_options,
-)
+from .options import Naming, SuiteArgs, fio_command_options, format_option, run_options, suite_options
 from .plan import Shown, print_jobs
 from .progress import job_progress
 from .show import print_run
@@ -26,7 +19,7 @@ from .show import print_run
 @click.command()
 @click.argument("suite", required=False)
 @suite_options()
-@naming_options("run")
+@fio_command_options("run")
 @run_options(destroy_help="Allow writes to this block device, destroying its contents (repeatable).",
              keep_help="Keep the scratch files fio created.",
              fence_help="Run fio without the fence (bubblewrap) that lets it write only the checked targets; only the "
@@ -36,12 +29,10 @@ from .show import print_run
 @click.option("--dry-run", is_flag=True, help="Print the plan and the job files, run nothing; contact no host.")
 @click.option("--probe", is_flag=True, help="With --dry-run: check the remote hosts and exporters as a run would.")
 @click.option("--resume", "resume", type=int, metavar="RUN", help="Finish an interrupted run.")
-@db_wait_option
 @format_option(help="How to print the results at the end.")
-@quiet_option
 @click.pass_context
-def run(ctx: click.Context, suite: str | None, asked: SuiteArgs, named: Naming, options: RunOptions, dry_run: bool,
-        probe: bool, resume: int | None, fmt: str, quiet: bool) -> None:
+def run(ctx: click.Context, suite: str | None, asked: SuiteArgs, named: Naming, quiet: bool, no_observe: bool,
+        options: RunOptions, dry_run: bool, probe: bool, resume: int | None, fmt: str) -> None:
     """Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file).
 
     \b
@@ -57,6 +48,7 @@ def run(ctx: click.Context, suite: str | None, asked: SuiteArgs, named: Naming, 
     """
     if probe and not dry_run:
         raise UsageError("--probe goes with --dry-run (a run always checks its hosts first)")
+    asked = replace(asked, no_observe=no_observe)
     watch = Shown(job_progress(quiet), quiet=quiet)
     try:
         if resume is not None:

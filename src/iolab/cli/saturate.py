@@ -29,7 +29,7 @@ from ..workflows.prober import DEFAULT_OPTIONS, DEFAULT_SIZE, Prober, describe
 from ..workflows.saturate import fio_latency_target
 from ..workflows.saturate import saturate as saturate_search
 from . import emit_tables, err, store_of
-from .options import Naming, format_option, naming_options, run_options
+from .options import Naming, fio_command_options, format_option, run_options
 from .progress import JobProgress, job_progress
 
 #: Options the search itself sets.
@@ -69,7 +69,7 @@ def search_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      "is measured once queues and caches have settled (0 for none; the fio option ramp_time=… "
                      f"says the same).  [default: {DEFAULT_OPTIONS['ramp_time']}]"),
         click.option("--repeat", type=int, default=3, show_default=True, help="Full-length repetitions."),
-        naming_options("run"),
+        fio_command_options("run"),
         run_options(),
         format_option(),
     )):
@@ -113,7 +113,7 @@ def _prober(ctx: click.Context, setup: _Setup, args: Mapping[str, Any], command:
             progress: JobProgress) -> Prober:
     named: Naming = args["named"]
     return Prober(store_of(ctx), setup.target, args["options"], command.split()[-1],
-                  describe(command, setup.settings), named.label, named.tags, progress)
+                  describe(command, setup.settings), named.label, named.tags, progress, observe=not args["no_observe"])
 
 
 def _show(ctx: click.Context, run_id: int | None, fmt: str, summary: Callable[[Run], Table | None]) -> Run:
@@ -149,7 +149,7 @@ def saturate(ctx: click.Context, fio_target: bool, **args: Any) -> None:
     setup = _setup(args)
     if fio_target and (setup.slo is None or "_p" not in setup.slo.metric.name):
         raise UsageError("--fio-latency-target needs a percentile --slo such as p99<=2ms: fio's search judges one")
-    with job_progress() as progress, _prober(ctx, setup, args, "iolab saturate", progress) as prober:
+    with job_progress(args["quiet"]) as progress, _prober(ctx, setup, args, "iolab saturate", progress) as prober:
         found = saturate_search(prober, setup.base, setup.search, args["probe_runtime"], args["runtime"],
                                   args["repeat"], stage=lambda text: setattr(progress, "stage", text))
         if fio_target and setup.slo is not None:
@@ -190,7 +190,7 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
     except ValueError as exc:
         raise UsageError(f"autotune: {exc}") from None
     setup.settings.update(budget=budget, axes=[a.name for a in chosen_axes], top=top)
-    with job_progress() as progress, _prober(ctx, setup, args, "iolab autotune", progress) as prober:
+    with job_progress(args["quiet"]) as progress, _prober(ctx, setup, args, "iolab autotune", progress) as prober:
         found = autotune.autotune_run(prober, setup.base, setup.search, chosen_axes, budget_s, args["probe_runtime"],
                                       args["runtime"], args["repeat"], top)
         prober.finish(found.record(setup.slo, setup.settings))

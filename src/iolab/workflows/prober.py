@@ -19,6 +19,7 @@ import yaml
 
 from ..check import lint
 from ..describe.method import Method
+from ..describe.observe import Observe
 from ..describe.spec import Suite, Target, Workload
 from ..fio.jobfile import Section
 from ..model import ResultRecord
@@ -41,13 +42,14 @@ class Prober:
 
     ``options`` are the run's (``keep_files`` is forced on until ``finish``); ``name`` is the run's
     suite name, ``description`` its suite text (what the workflow was asked); ``on_event`` is told
-    every job's progress.
+    every job's progress; ``observe`` False observes no host (``--no-observe``).
     """
 
     def __init__(self, store: Store, target: Target, options: RunOptions, name: str, description: str,
                  label: str | None = None, tags: Mapping[str, str] | None = None,
-                 on_event: Callable[[JobEvent], None] | None = None) -> None:
+                 on_event: Callable[[JobEvent], None] | None = None, observe: bool = True) -> None:
         self.store, self.target, self.options, self.name, self.description = store, target, options, name, description
+        self.observe = Observe() if observe else Observe(enabled=False, asked=True)
         self.findings: list[lint.Finding] = []
         self.session = Session(store, replace(options, keep_files=True), label=label, tags=dict(tags or {}),
                                watch=Watch(on_event))
@@ -71,7 +73,7 @@ class Prober:
         section = Section(job or workload, tuple((k, v) for k, v in fio_options.items()))
         suite = Suite(name=self.name, source=f"<{self.name}>", text=self.description, targets=(self.target,),
                       workloads=(Workload(workload, (section,), workload),), repeat=repeat,
-                      tune={k: (v,) for k, v in (tune or {}).items()}, method=Method(pin=pin))
+                      tune={k: (v,) for k, v in (tune or {}).items()}, method=Method(pin=pin), observe=self.observe)
         plan, results = self.session.run(suite, planned=planned, first_repeat=first_repeat)
         self.findings += [f for f in plan.findings if not (f.severity == "warning" and f.id in waived)]
         return results

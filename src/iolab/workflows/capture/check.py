@@ -4,10 +4,12 @@ captured, so that the fitted workload's fingerprint can be set beside the origin
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 
 from ...describe import suite as suite_mod
+from ...describe.observe import with_args
 from ...errors import IolabError
 from ...model import Run
 from ...run import pipeline
@@ -18,12 +20,16 @@ from . import record
 
 
 def check_fit(store: Store, job_path: str, name: str, device: str, destroy: Collection[str], capture_id: int,
-              watch: Watch | None = None) -> tuple[Run, Run]:
+              watch: Watch | None = None, label: str | None = None, tags: Mapping[str, str] | None = None,
+              observe: bool = True) -> tuple[Run, Run]:
     """Run the fitted job file ``job_path`` on ``device`` (target ``name``; writing it needs it in
-    ``destroy``) as a run labelled ``fit-of-CAPTURE``, capturing the device meanwhile; returns the run and
-    its capture (stored as a run too). Raises what the pipeline raises (``run.pipeline.run``), and
+    ``destroy``) as a run labelled ``label`` (default ``fit-of-CAPTURE``) with ``tags``, observed unless
+    ``observe`` is False, capturing the device meanwhile; returns the run and its capture (stored as a
+    run too, labelled ``LABEL-capture``). Raises what the pipeline raises (``run.pipeline.run``), and
     ``IolabError`` when the fitted job failed (nothing to compare)."""
     suite = suite_mod.with_targets(suite_mod.load(job_path), {name: device})
+    suite = suite if observe else replace(suite, observe=with_args(suite.observe, (), off=True))
+    label, tags = label or f"fit-of-{capture_id}", {"fit_of": str(capture_id), **(tags or {})}
     captured: list[record.Background] = []
 
     @contextmanager
@@ -32,11 +38,10 @@ def check_fit(store: Store, job_path: str, name: str, device: str, destroy: Coll
             captured.append(background)
             yield
 
-    run = pipeline.run(store, suite, RunOptions(destroy=tuple(destroy)), label=f"fit-of-{capture_id}",
-                       tags={"fit_of": str(capture_id)}, watch=watch, during=capturing())
+    run = pipeline.run(store, suite, RunOptions(destroy=tuple(destroy)), label=label, tags=tags, watch=watch,
+                       during=capturing())
     if run.info.status != "complete":
         raise IolabError(f"the fitted job failed on {device} (run {run.info.id}): nothing to compare",
                          hint=f"see fio's message: iolab show {run.info.id}")
-    fitted_capture = record.save(store, captured[0].result(), label=f"fit-of-{capture_id}-capture",
-                                 tags={"fit_of": str(capture_id)})
+    fitted_capture = record.save(store, captured[0].result(), label=f"{label}-capture", tags=tags)
     return run, store.get_run(fitted_capture)
