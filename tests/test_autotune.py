@@ -83,3 +83,22 @@ def test_the_best_configuration_is_a_suite_iolab_runs_again(tmp_path):
         "io_uring", "2", "8", "30s")  # 16 outstanding I/Os over 2 jobs
     assert loaded.tune == {"scheduler": ("none",)} and loaded.method.pin == "mq"
     assert [t.path for t in loaded.targets] == ["/dev/loop9"]
+
+
+def test_a_best_whose_interval_overlaps_as_it_is_is_not_distinguishable_and_the_rounds_would_separate():
+    """The field report's autotune: pin=mq 133,961 IOPS against as it is 108,115, three noisy repetitions
+    each: overlapping intervals; the repetitions it names separate intervals as wide as these."""
+    pinned = (("pin", "mq"),)
+    values = {pinned: [100_000, 134_000, 168_000], (): [60_000, 108_000, 156_000]}
+    judged = autotune.against_as_is(autotune.rank({c: [Point(16, 1, v) for v in vs] for c, vs in values.items()},
+                                                  None))
+    assert judged is not None and judged.best.config == pinned and not judged.distinguishable
+    assert judged.rounds is not None and 3 < judged.rounds <= autotune.MAX_ROUNDS
+    more = {c: [Point(16, 1, v) for v in (vs * judged.rounds)[:judged.rounds]] for c, vs in values.items()}
+    again = autotune.against_as_is(autotune.rank(more, None))
+    assert again is not None and again.distinguishable
+    apart = autotune.against_as_is(autotune.rank({pinned: [Point(16, 1, v) for v in (200, 205, 210)],
+                                                  (): [Point(16, 1, v) for v in (100, 104, 98)]}, None))
+    assert apart is not None and apart.distinguishable and apart.rounds is None
+    assert autotune.against_as_is(autotune.rank({(): [Point(16, 1, v) for v in (200, 205, 210)],
+                                                 pinned: [Point(16, 1, v) for v in (100, 104, 98)]}, None)) is None

@@ -39,7 +39,15 @@ def test_configurations_are_probed_ranked_and_the_best_runs_again(tmp_path):
         found = doc["run"]["options"]["autotune"]
         other = [s for s in schedulers if s != original["scheduler"]]
         assert len(found["probes"]) == 1 + len(other) + 1  # as it is, each other scheduler, nomerges=2 (or 0)
-        assert not found["cut_by_budget"] and len(found["ranking"]) == 2
+        configs = [r["config"] for r in found["ranking"]]  # the best two, and as it is to judge the best against
+        assert not found["cut_by_budget"] and {} in configs and len(configs) == (2 if {} in configs[:2] else 3)
+        if configs[0]:
+            judged = found["against_as_is"]
+            said = "is better than as it is" if judged["distinguishable"] else "is not distinguishable from as it is"
+            assert f"the best ({', '.join(f'{k}={v}' for k, v in configs[0].items())}) {said}" in \
+                " ".join(proc.stdout.split())
+        else:
+            assert found["against_as_is"] is None
         for rank in found["ranking"]:
             assert rank["n"] == 2 and rank["ci95"][0] <= rank["iops"] <= rank["ci95"][1] and rank["feasible"]
         # each probe ran under the settings it names, as the stored tuning in force says

@@ -294,10 +294,10 @@ class ResultRecord:
 
     ``status``: ``pending`` (not run yet), ``ok``, ``failed`` (fio error; ``error`` says which),
     ``interrupted``, ``partial`` (a remote target's job where some hosts were lost).
-    ``params`` are the fio options that define the workload (no file names),
-    ``job_hash`` their digest: equal hashes mean the same I/O pattern. ``extra`` holds what later
-    features attach (tuning values in force, time series ...; a remote target's per-host
-    records under ``hosts``, see ``run.remote.HostRecord``).
+    ``params`` are the fio options that define the workload (no file names) and the settings iolab
+    applied around it (``tune.KNOB``, ``pin``), ``job_hash`` their digest: equal hashes mean the same
+    I/O pattern. ``extra`` holds what later features attach (tuning values in force, time series ...;
+    a remote target's per-host records under ``hosts``, see ``run.remote.HostRecord``).
     """
 
     id: int

@@ -30,15 +30,21 @@ _IGNORED = (canonical.SOFT - {"runtime"}) | {"size"}
 Options = Mapping[str, str | None]
 
 
+def host_setting(key: str) -> bool:
+    """Whether ``key`` names a setting iolab applies around fio, not a fio option: a host tuning value
+    (``tune.scheduler``) or the CPU pinning mode (``pin``), as a result's ``params`` hold them."""
+    return key.startswith("tune.") or key == "pin"
+
+
 def option_table(workloads: Sequence[canonical.Options]) -> list[dict[str, str | None]]:
     """Each workload's value of the naming axes and of every option any of them sets: its own, fio's
     default (``describe.canonical.Options.get``), or None when unknown (an imported normal report) or not
     applicable (``rwmixread`` of a workload that does not mix reads and writes; a host setting,
-    ``tune.*``, the workload did not change)."""
+    ``host_setting``, the workload did not change)."""
     keys = [*AXES, *sorted({k for w in workloads for k in w.values} - set(AXES))]
     table = []
     for w in workloads:
-        row = {k: w.values.get(k) if k.startswith("tune.") else w.get(k) for k in keys}
+        row = {k: w.values.get(k) if host_setting(k) else w.get(k) for k in keys}
         if row.get("rw") not in ("rw", "randrw"):
             row["rwmixread"] = None
         table.append(row)
@@ -101,10 +107,12 @@ def is_sweep(workloads: Iterable[Options]) -> bool:
 class Naming:
     """How rows of results name their workloads: by name (``keys`` empty), or by the options that
     vary among them (``keys``, in column order); ``same`` are the naming axes every row shares
-    (``{"rw": "randread", "bs": "4k"}``), said once in a note."""
+    (``{"rw": "randread", "bs": "4k"}``), said once in a note; ``names``: the rows need their names
+    too, beside the options (names tell apart rows whose options agree)."""
 
     keys: tuple[str, ...] = ()
     same: Mapping[str, str] = field(default_factory=dict)
+    names: bool = False
 
     @property
     def by_options(self) -> bool:
@@ -126,18 +134,21 @@ class Naming:
 
 def naming(names: Sequence[str], workloads: Sequence[Options]) -> Naming:
     """By name, unless the rows form a sweep (``is_sweep``) or a name stands for several workloads
-    (a sweep's files often all run a job of one name); then by the options that vary among them."""
+    (a sweep's files often all run a job of one name); then by the options that vary among them, and
+    by name as well when names tell apart rows whose options agree (an autotune's probe and its
+    full-length repetitions of one configuration)."""
     by_name: dict[str, set[tuple[tuple[str, str | None], ...]]] = {}
     for name, w in zip(names, workloads, strict=True):
         by_name.setdefault(name, set()).add(tuple(sorted(w.items())))
-    if not is_sweep(workloads) and all(len(v) == 1 for v in by_name.values()):
+    one_each = all(len(v) == 1 for v in by_name.values())
+    if one_each and not is_sweep(workloads):
         return Naming()
     keys = varying(workloads)
     if not keys:
         return Naming()
     same = {k: v for k in AXES if k not in keys and (v := workloads[0].get(k)) is not None
             and all(w.get(k) == v for w in workloads)}
-    return Naming(tuple(keys), same)
+    return Naming(tuple(keys), same, one_each and len({o for v in by_name.values() for o in v}) < len(by_name))
 
 
 @dataclass(frozen=True)

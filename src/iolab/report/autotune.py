@@ -35,12 +35,27 @@ def ranking_table(run: Run) -> Table | None:
     if slo and rows and not any(r["feasible"] for r in found.get("ranking", ())):
         notes.append(f"none met {slo['text']} over its full-length repetitions, though their probes did: the point "
                      "is at the SLO's edge; a lower iodepth (iolab saturate) or a looser SLO gives room")
+    notes += _against_as_is(found)
     if found.get("cut_by_budget"):
         notes.append(f"the time budget ({found['settings'].get('budget')}) ended the search before every axis "
                      "was tried")
     notes.append("95% CI: t interval of the mean of log IOPS over the repetitions")
     return Table(title=f"autotune: {slo['text'] if slo else 'most IOPS'}", columns=columns, rows=tuple(rows),
                  notes=tuple(notes))
+
+
+def _against_as_is(found: Mapping[str, Any]) -> list[str]:
+    """What the ranking says of the best against the host as it is (``workflows.autotune.against_as_is``)."""
+    judged, ranking = found.get("against_as_is"), found.get("ranking") or ()
+    if not judged or not ranking:
+        return []
+    best = _config(ranking[0]["config"])
+    if judged["distinguishable"]:
+        return [f"the best ({best}) is better than as it is: their 95% CIs do not overlap, or only it meets the SLO"]
+    rounds = judged.get("rounds")
+    more = (f"about {rounds} repetitions each (--repeat {rounds}) would separate them if the difference holds"
+            if rounds else "no number of repetitions up to 100 would separate them: the difference is within the noise")
+    return [f"the best ({best}) is not distinguishable from as it is: their 95% CIs overlap; {more}"]
 
 
 def _config(config: Mapping[str, Any]) -> str:

@@ -158,7 +158,7 @@ def _with_options(run: Run, rows: list[ResultRow]) -> list[ResultRow]:
         key = (result.target, result.workload, int((result.extra or {}).get("pass") or 0))
         if key not in known:
             version = run.info.fio_version or (result.report.fio_version if result.report else None)
-            tuned = {k: v for k, v in result.params.items() if k.startswith("tune.")}  # host tuning axes
+            tuned = {k: v for k, v in result.params.items() if sweep.host_setting(k)}  # tuning and pinning axes
             known[key] = {job: canonical.Options({**o.values, **tuned}, o.unknown)
                           for job, o in canonical.job_options(result, version).items()}
     empty = canonical.Options({}, None)
@@ -205,10 +205,10 @@ def results_table(run: Run) -> Table:
     show_host = any(r.host for r in rows)
     show_partial = any(r.partial for r in rows)
     columns = [Column("target", "target")] + ([Column("host", "host")] if show_host else [])
+    if not naming.by_options or naming.names:
+        columns.append(Column("workload", "workload"))
     if naming.by_options:
         columns += [Column(key, key.removeprefix("tune."), key in sweep.GRID) for key in naming.keys]
-    else:
-        columns.append(Column("workload", "workload"))
     if show_job:
         columns.append(Column("job", "fio job"))
     cv = " ±CV" if any(len(r.iops_values) > 1 for r in rows) else ""  # which spread the ± shows
@@ -229,10 +229,10 @@ def results_table(run: Run) -> Table:
         cells = [Cell(r.target)]
         if show_host:
             cells.append(Cell(r.host or "", style="bold" if r.host == ALL_HOSTS else None))
+        if not naming.by_options or naming.names:
+            cells.append(Cell(r.workload))
         if naming.by_options:
             cells += [Cell(r.options.get(k) or "–", r.options.get(k)) for k in naming.keys]
-        else:
-            cells.append(Cell(r.workload))
         cells += [Cell(r.job)] if show_job else []
         cells += [
             Cell(r.direction), Cell(str(len(r.iops_values)), len(r.iops_values)),

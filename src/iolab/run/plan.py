@@ -178,7 +178,8 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                         raise
                     refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
                                                 "iolab safety guard (docs/design.md)", (spec.workload.name,)))
-            params = {**jobfile.workload_params(spec.sections), **{f"tune.{k}": v for k, v in spec.tune.items()}}
+            params = {**jobfile.workload_params(spec.sections), **{f"tune.{k}": v for k, v in spec.tune.items()},
+                      **({"pin": suite.method.pin} if suite.method.pin and spec.target.name in pins else {})}
             effective = [opts for _, opts in jobfile.effective_jobs(spec.sections)]
             items.append(PlanItem(
                 job=job, kind=kind, job_text=text, params=params, job_hash=jobfile.params_hash(params),

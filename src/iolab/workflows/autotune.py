@@ -11,9 +11,10 @@ tries its other values with the rest at the best so far, and keeps the best (the
 configurations that meet the SLO; without an SLO, the most IOPS). One pass of short probes costs
 ``1 + sum(len(values))`` runs where the full grid costs their product; interactions between axes are
 what it can miss, which the benchmark (benchmarks/saturation.py) measures against the grid. Then the
-best few are repeated at full length, interleaved so that drift spreads over all, and ranked with
-95 % intervals (``rank``). ``autotune_run`` runs it with real fio, through a ``workflows.prober.Prober``;
-the rest is pure.
+best few and the configuration as it is are repeated at full length, interleaved so that drift spreads
+over all, and ranked with 95 % intervals (``rank``); the best is judged against as it is
+(``against_as_is``): when their intervals overlap, it is not distinguishable from leaving the host
+alone. ``autotune_run`` runs it with real fio, through a ``workflows.prober.Prober``; the rest is pure.
 """
 
 from __future__ import annotations
@@ -153,6 +154,51 @@ def rank(repetitions: Mapping[Config, Sequence[Point]], slo: Slo | None) -> list
     return sorted(out, key=lambda r: (r.feasible, r.iops.mean or 0.0), reverse=True)
 
 
+@dataclass(frozen=True)
+class AgainstAsIs:
+    """The best configuration against the configuration as it is, both ranked over their repetitions:
+    ``distinguishable`` when their IOPS intervals do not overlap (or one meets the SLO and the other does
+    not); otherwise ``rounds`` is how many repetitions each would need for intervals as wide as these
+    to separate, if the difference holds (None: not within ``MAX_ROUNDS``, or no difference at all)."""
+
+    best: Ranked
+    as_is: Ranked
+    distinguishable: bool
+    rounds: int | None = None
+
+
+#: The most repetitions ``AgainstAsIs.rounds`` offers.
+MAX_ROUNDS = 100
+
+
+def against_as_is(ranking: Sequence[Ranked]) -> AgainstAsIs | None:
+    """The best of ``ranking`` judged against the configuration as it is (``()``); None when the best
+    is as it is, or as it is was not ranked. The rounds needed come from each interval's own spread
+    (the log-scale sample deviation its t interval implies) and Student's t at the new count."""
+    as_is = next((r for r in ranking if not r.config), None)
+    if not ranking or as_is is None or ranking[0] is as_is:
+        return None
+    best = ranking[0]
+    if best.feasible != as_is.feasible:
+        return AgainstAsIs(best, as_is, True)
+    if best.interval is None or as_is.interval is None:
+        return AgainstAsIs(best, as_is, False)
+    if best.interval[0] > as_is.interval[1] or as_is.interval[0] > best.interval[1]:
+        return AgainstAsIs(best, as_is, True)
+    spreads = [_log_sd(r) for r in (best, as_is)]
+    gap = abs(math.log(best.interval[0] * best.interval[1]) - math.log(as_is.interval[0] * as_is.interval[1])) / 2
+    rounds = next((n for n in range(max(best.iops.n, as_is.iops.n) + 1, MAX_ROUNDS + 1)
+                   if stats.t_quantile(0.975, n - 1) * sum(spreads) / math.sqrt(n) < gap), None) if gap else None
+    return AgainstAsIs(best, as_is, False, rounds)
+
+
+def _log_sd(r: Ranked) -> float:
+    """The sample deviation of log IOPS that ``r``'s 95 % interval (a t interval of n values) implies."""
+    assert r.interval is not None
+    half = (math.log(r.interval[1]) - math.log(r.interval[0])) / 2
+    return half * math.sqrt(r.iops.n) / stats.t_quantile(0.975, r.iops.n - 1)
+
+
 def describe(config: Config) -> str:
     """``ioengine=io_uring, scheduler=none`` or ``as it is``."""
     return ", ".join(f"{k}={v}" for k, v in config) or "as it is"
@@ -161,7 +207,8 @@ def describe(config: Config) -> str:
 @dataclass(frozen=True)
 class Tuned:
     """What ``autotune`` found: the operating point's search, every configuration probed (in order),
-    the best few ranked over their full-length repetitions, and whether the budget cut the descent."""
+    the best few and as it is ranked over their full-length repetitions, and whether the budget cut the
+    descent."""
 
     operating: Saturation
     measured: tuple[Measured, ...]
@@ -174,6 +221,7 @@ class Tuned:
             return dict(c)
 
         point = self.operating.chosen
+        judged = against_as_is(self.ranking)
         return {"autotune": {
             "slo": None if slo is None else {"metric": slo.metric.name, "limit_ns": slo.limit_ns, "text": str(slo)},
             "settings": dict(settings), "cut_by_budget": self.cut_by_budget,
@@ -181,7 +229,9 @@ class Tuned:
             "probes": [{"config": config(m.config), "iops": m.point.iops, "slo_ns": m.point.slo_ns}
                        for m in self.measured],
             "ranking": [{"config": config(r.config), "iops": r.iops.mean, "ci95": r.interval, "n": r.iops.n,
-                         "slo_ns": r.slo_ns, "feasible": r.feasible} for r in self.ranking]}}
+                         "slo_ns": r.slo_ns, "feasible": r.feasible} for r in self.ranking],
+            "against_as_is": None if judged is None else {"distinguishable": judged.distinguishable,
+                                                          "rounds": judged.rounds}}}
 
 
 def configured(base: Mapping[str, str], config: Config, point: Point
@@ -215,7 +265,7 @@ def autotune_run(prober: Prober, base: Mapping[str, str], search: Search, axes: 
     """Auto-tuning with real fio runs (``autotune``): the operating point by the saturation search
     (probes only), the coordinate descent of configurations at that point while the budget lasts
     (a probe's measured duration and the repetitions still to come are its estimate), then the best
-    ``top`` configurations ``repeat`` times each at ``runtime``, in rounds."""
+    ``top`` configurations and as it is ``repeat`` times each at ``runtime``, in rounds."""
     start = clock()
     operating = saturate(prober, base, search, probe_runtime, runtime, repeat=0)
     point = operating.chosen
@@ -230,7 +280,7 @@ def autotune_run(prober: Prober, base: Mapping[str, str], search: Search, axes: 
     cut = False
     while (config := descent.next(measured)) is not None:
         probe_s = statistics.median(spent) if spent else 0.0
-        if clock() - start + probe_s + top * repeat * (probe_s + extra_s) > budget_s:
+        if clock() - start + probe_s + (top + 1) * repeat * (probe_s + extra_s) > budget_s:
             cut = True
             break
         options, host, pin = configured(base, config, point)
@@ -241,6 +291,8 @@ def autotune_run(prober: Prober, base: Mapping[str, str], search: Search, axes: 
         found = point_of(result, int(options["iodepth"]), int(options["numjobs"]), search.slo)
         measured.append(Measured(config, found or Point(point.iodepth, point.numjobs, 0.0)))
     finalists = descent.best(measured, top)
+    if finalists and () not in finalists:
+        finalists.append(())  # the best is judged against the host as it is
     points: dict[Config, list[Point]] = {c: [] for c in finalists}
     for round_ in range(repeat):  # rounds: every finalist once, then again, so drift spreads over all
         for config in finalists:
