@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,7 @@ SHARED = ("-q, --quiet", "--no-observe", "--db URL", "--db-wait DURATION", "--la
 @pytest.mark.parametrize("command", FIO_COMMANDS)
 def test_every_fio_command_lists_the_shared_options(command, tmp_path):
     shown = iolab(command, "--help", db=tmp_path / "db").stdout
-    options = {" ".join(line.split()[:3]).split("  ")[0] for line in shown.splitlines() if line.lstrip().startswith("-")}
+    options = [" ".join(line.split()[:3]) for line in shown.splitlines() if line.lstrip().startswith("-")]
     missing = [o for o in SHARED if not any(re.match(re.escape(o) + r"\b", text) for text in options)]
     assert not missing, f"iolab {command} lacks {missing}"
 

@@ -157,9 +157,17 @@ class Pair:
 
     @property
     def label(self) -> str:
-        """The fio job name, or ``a-name / b-name`` when the paired jobs are named differently."""
+        """The fio job name, or ``a-name / b-name`` when the paired jobs are named differently; a common
+        start up to a ``-`` or ``_`` is said once (``randread-qd1 / …qd8``)."""
         names = [s.job for s in (self.a, self.b) if s is not None]
-        return names[0] if len(set(names)) == 1 else " / ".join(names)
+        if len(set(names)) == 1:
+            return names[0]
+        if len(names) == 2:
+            same = next((i for i, (x, y) in enumerate(zip(*names, strict=False)) if x != y), min(map(len, names)))
+            cut = max(names[0].rfind("-", 0, same), names[0].rfind("_", 0, same)) + 1
+            if cut >= 4:
+                return f"{names[0]} / …{names[1][cut:]}"
+        return " / ".join(names)
 
     @property
     def target(self) -> str:

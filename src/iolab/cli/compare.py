@@ -105,8 +105,9 @@ def split_by(sides: Sequence[tuple[compare_mod.Side, list[Run]]], by: str | None
              ) -> tuple[list[tuple[compare_mod.Side, list[Run]]], tuple[str, ...]]:
     """With ``--by AXIS``: the one selection's results as a side per value of the axis (``analyze.axes``),
     named ``SELECTOR:TARGET`` (``--by target``, a selector that names each side again) or
-    ``AXIS=VALUE``, and the options pairing ignores for it. Without: ``sides`` as they are. Raises
-    ``UsageError`` for ``--by`` with more than one selector and for ``--baseline`` without ``--by``."""
+    ``AXIS=VALUE`` (``scheduler=none`` for ``tune.scheduler``), and the options pairing ignores for it.
+    Without: ``sides`` as they are. Raises ``UsageError`` for ``--by`` with more than one selector and for
+    ``--baseline`` without ``--by``."""
     if by is None:
         if baseline is not None:
             raise UsageError("--baseline goes with --by: it names the value of the axis the others are compared with")
@@ -118,7 +119,8 @@ def split_by(sides: Sequence[tuple[compare_mod.Side, list[Run]]], by: str | None
     found = axes.split(runs, by, baseline)
     if found.without:
         err.print(f"{found.without} result(s) set no {by}: left out", markup=False, highlight=False)
-    return [(compare_mod.Side(f"{side.selector}:{value}" if by == "target" else f"{by}={value}",
+    name = by.removeprefix("tune.")
+    return [(compare_mod.Side(f"{side.selector}:{value}" if by == "target" else f"{name}={value}",
                               tuple(r.info.id for r in split_runs), side.labels), list(split_runs))
             for value, split_runs in found.sides], found.ignore
 

@@ -209,6 +209,6 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
             raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
         edge = "" if best.feasible else f" (it did not meet {setup.slo} over its repetitions)"
         judged = autotune.against_as_is(found.ranking)
-        edge += " — not distinguishable from as it is (see the table)" if judged and not judged.distinguishable else ""
+        edge += " (not distinguishable from as it is: see the table)" if judged and not judged.distinguishable else ""
         err.print(f"Best configuration ({autotune.describe(best.config)}){edge} written to {path}; run it again "
                   f"with: iolab run {path}")
