@@ -19,6 +19,7 @@ segment**, the runs since the last change point, when it holds at least ``MIN_RU
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +33,18 @@ from .metrics import Metric
 MIN_RUNS = 5
 ALPHA = 0.05
 DEFAULT_MAX_REGRESSION = 0.05
-REGRESSION, WORSE, BETTER, OK, NO_HISTORY = "regression", "worse", "better", "ok", "no history"
+
+
+class GateVerdict(enum.StrEnum):
+    """What the gate says of one series: worse beyond the bound and significantly (``REGRESSION``), worse
+    beyond it but not significantly (``WORSE``), better beyond it, within it (``OK``), or too few runs."""
+
+    REGRESSION = "regression"
+    WORSE = "worse"
+    BETTER = "better"
+    OK = "ok"
+    NO_HISTORY = "no history"
+
 METHOD = ("one-sided t-test of the run's value against the last stable segment's values (prediction interval of "
           "one more run, on logs), p-values Holm-adjusted over the series judged")
 
@@ -51,7 +63,7 @@ class GateRow:
     change: float | None
     p_value: float | None
     adjusted_p: float | None
-    verdict: str
+    verdict: GateVerdict
     what_changed: tuple[changes.Change, ...]
 
 
@@ -67,11 +79,11 @@ class Gate:
 
     @property
     def regressions(self) -> tuple[GateRow, ...]:
-        return tuple(r for r in self.rows if r.verdict == REGRESSION)
+        return tuple(r for r in self.rows if r.verdict == GateVerdict.REGRESSION)
 
     @property
     def judged(self) -> int:
-        return sum(r.verdict != NO_HISTORY for r in self.rows)
+        return sum(r.verdict != GateVerdict.NO_HISTORY for r in self.rows)
 
     @property
     def longest_history(self) -> int:
@@ -99,11 +111,11 @@ def _row(series: Series, index: int, max_regression: float) -> GateRow:
     last = segments[-1] if segments else None
     values = [p.value for p in before[last.start:last.end]] if last is not None else []
     if last is None or len(values) < MIN_RUNS:
-        return GateRow(series.key, series.metric, point.value, last, None, None, None, NO_HISTORY, ())
+        return GateRow(series.key, series.metric, point.value, last, None, None, None, GateVerdict.NO_HISTORY, ())
     assert last.summary.mean is not None
     change = point.value / last.summary.mean - 1 if last.summary.mean else None
     p = prediction_p(values, point.value, series.metric.higher_is_better)
-    return GateRow(series.key, series.metric, point.value, last, change, p, None, "",
+    return GateRow(series.key, series.metric, point.value, last, change, p, None, GateVerdict.OK,  # _verdict decides
                    changed(series, before[-1].run_id, point.run_id))
 
 
@@ -140,16 +152,16 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
 
 
 def _verdict(row: GateRow, adjusted: float | None, max_regression: float, alpha: float) -> GateRow:
-    if row.verdict == NO_HISTORY or row.change is None:
+    if row.verdict == GateVerdict.NO_HISTORY or row.change is None:
         return row
     worse = row.change < 0 if row.metric.higher_is_better else row.change > 0
     beyond = abs(row.change) > max_regression
     if worse and beyond:
-        verdict = REGRESSION if adjusted is not None and adjusted < alpha else WORSE
+        verdict = GateVerdict.REGRESSION if adjusted is not None and adjusted < alpha else GateVerdict.WORSE
     elif not worse and beyond:
-        verdict = BETTER
+        verdict = GateVerdict.BETTER
     else:
-        verdict = OK
+        verdict = GateVerdict.OK
     return GateRow(row.key, row.metric, row.value, row.segment, row.change, row.p_value, adjusted, verdict,
                    row.what_changed)
 

@@ -14,9 +14,7 @@ from typing import Any
 
 from ..analyze import changes as changes_mod
 from ..analyze.compare import Verdict
-from ..analyze.gate import BETTER as GATE_BETTER
-from ..analyze.gate import MIN_RUNS, NO_HISTORY, REGRESSION, Gate
-from ..analyze.gate import WORSE as GATE_WORSE
+from ..analyze.gate import MIN_RUNS, Gate, GateVerdict
 from ..analyze.history import ChangeAt, History, Segment, Series
 from .comparison import format_value
 from .table import Cell, Column, Table
@@ -195,9 +193,10 @@ def gate_table(gate: Gate) -> Table:
         unit = r.metric.unit
         segment = (f"runs {r.segment.first_run}–{r.segment.last_run}: {level(unit, r.segment)}" if r.segment is not None
                    else "– (no earlier run)")
-        if r.verdict == NO_HISTORY and r.segment is not None:
+        if r.verdict == GateVerdict.NO_HISTORY and r.segment is not None:
             segment += f", {r.segment.end - r.segment.start} of the {MIN_RUNS} needed"
-        style = {REGRESSION: "red", GATE_WORSE: "yellow", GATE_BETTER: "green", NO_HISTORY: "yellow"}.get(r.verdict)
+        style = {GateVerdict.REGRESSION: "red", GateVerdict.WORSE: "yellow", GateVerdict.BETTER: "green",
+                 GateVerdict.NO_HISTORY: "yellow"}.get(r.verdict)
         rows.append((Cell(r.key.target), Cell(r.key.name), Cell(r.metric.name), Cell(segment),
                      Cell(format_value(unit, r.value), r.value),
                      Cell(_pct(r.change), None if r.change is None else round(r.change * 100, 3)),
