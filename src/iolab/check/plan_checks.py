@@ -59,14 +59,23 @@ def needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
     return max(per_job.values(), default=0)
 
 
+#: Engines that write no data into the job's files (fio's ``engines/``: no I/O at all, a program, or files
+#: created, stat'ed or removed empty): their ``size`` needs no room.
+NO_LAYOUT = frozenset({"null", "cpuio", "exec", "filecreate", "filestat", "filedelete", "dircreate", "dirstat",
+                       "dirdelete"})
+
+
 def file_needs(job_text: str, workdir: Path) -> dict[str, int]:
     """Bytes fio lays out for each file of a job, by absolute path (relative names in ``workdir``):
     ``filesize`` per file, else a clone's ``size`` split over its files (``nrfiles``, or the
     ``filename`` list, which its clones share); the largest any job gives a file (repeats and jobs
     that share a file reuse it). A size fio decides (a percentage, ``${VAR}``, a range) is not
-    counted. Source: fio HOWTO ``size``, ``filesize``, ``nrfiles``."""
+    counted, nor the files of an engine that lays out none (``NO_LAYOUT``, or one reaching storage by
+    address). Source: fio HOWTO ``size``, ``filesize``, ``nrfiles``; fio's ``engines/``."""
     out: dict[str, int] = {}
     for section in guard.read_paths(job_text, lenient=True).sections:
+        if section.engine not in fiopaths.PATH_ENGINES or section.engine in NO_LAYOUT:
+            continue
         opts = section.options
         try:
             per_file = units.parse_size(opts.get("filesize") or "0")
