@@ -276,7 +276,7 @@ def test_every_plan_is_checked_for_room_and_a_directory_that_is_not_there(tmp_pa
         refused = iolab("run", str(apart), db=db, cwd=tmp_path)
         assert refused.returncode == 2 and "refusing to lay out 80.00 MiB" in refused.stderr
         null = tmp_path / "null.fio"  # fio's examples/null.fio: an engine that lays out nothing needs no room
-        null.write_text("[null]\nioengine=null\nsize=100g\nrw=randread\nbs=4k\nnorandommap\n")
+        null.write_text("[null]\nioengine=null\nsize=100g\nrw=randread\nbs=4k\nnorandommap\nruntime=1\n")
         nothing = iolab("run", str(null), "--no-observe", db=db, cwd=tmp_path, env={"XDG_STATE_HOME": str(state)})
         assert nothing.returncode == 0, nothing.stderr
     for spelling, missing in ((f"{tmp_path}/nosuch/dir/", f"{tmp_path}/nosuch/dir"),
