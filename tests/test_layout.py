@@ -19,7 +19,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "iolab"
 #: The layers, bottom to top: a package imports only packages of lower layers (peers in one layer do not
 #: import each other).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "units", "model", "stats", "interrupts"),
+    ("errors", "units", "histogram", "stats", "interrupts"),
+    ("model",),
     ("fio",),
     ("facts", "runner"),
     ("remote", "store"),
@@ -59,6 +60,8 @@ def _imported(path: Path) -> set[str]:
 
 
 def test_every_package_imports_only_the_layers_below_it():
+    unplaced = sorted({package for package in _modules().values()} - set(LEVEL))
+    assert unplaced == [], "a package or top-level module in no layer: place it in LAYERS"
     wrong = []
     for path, package in _modules().items():
         for name in _imported(path) - {package}:
@@ -123,3 +126,24 @@ def test_the_pipeline_plans_tells_stores_runs_and_returns_the_stored_run(tmp_pat
     assert watch.told == ["planned 1", f"stored {run.info.id}", "running", "start", "end", "ran"]
     assert opened == [True] and run.info.label == "shape" and run.info.status == "complete"
     assert [r.status for r in run.results] == ["ok"]
+
+
+def test_the_modules_shipped_to_a_host_over_ssh_import_only_each_other():
+    """``remote.ssh`` runs ``facts/`` on other hosts from source it sends: an import it does not send fails
+    there (``ModuleNotFoundError``), never here."""
+    from iolab.remote import ssh
+
+    shipped = set(ssh._MODULES)
+    missing = []
+    for name in shipped:
+        parts = name.split(".")[1:]
+        path = SRC.joinpath(*parts, "__init__.py") if name in ssh._PACKAGES else SRC.joinpath(*parts[:-1],
+                                                                                             parts[-1] + ".py")
+        package = parts if name in ssh._PACKAGES else parts[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+                names = [".".join(["iolab", *base])] if node.module else [".".join(["iolab", *base, a.name])
+                                                                        for a in node.names]
+                missing += [f"{name} imports {n}" for n in names if n not in shipped]
+    assert missing == []

@@ -31,8 +31,8 @@ from .hosts import HostSpec, on_each
 
 #: Seconds gathering one host's facts over ssh may take (connect, run, answer).
 GATHER_TIMEOUT_S = 60.0
-_MODULES = ("iolab", "iolab.errors", "iolab.model", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.host",
-            "iolab.facts.targets")
+_MODULES = ("iolab", "iolab.errors", "iolab.histogram", "iolab.model", "iolab.facts", "iolab.facts.sysfs",
+            "iolab.facts.host", "iolab.facts.targets")
 #: Those of ``_MODULES`` that are packages (their source is their ``__init__.py``).
 _PACKAGES = ("iolab", "iolab.facts")
 
