@@ -126,7 +126,7 @@ def test_the_targets_device_comes_first_and_names_stay_whole(tmp_path: Path):
         pytest.skip(requires_loop.kwargs["reason"])
     with loop_device(tmp_path, 64 * MiB, "mine.img") as mine, loop_device(tmp_path, 64 * MiB, "other.img") as other:
         (tmp_path / "a-rather-long-workload-name-qd1.fio").write_text(
-            "[j]\nrw=randread\nbs=4k\nioengine=psync\ndirect=1\nsize=16m\ntime_based\nruntime=3\n")
+            "[j]\nrw=randread\nbs=4k\nioengine=psync\ndirect=1\nsize=16m\ntime_based\nruntime=3\nrate_iops=200\n")
         noisy = subprocess.Popen(["fio", "--name=tenant", f"--filename={other.path}", "--rw=randread", "--bs=4k",
                                   "--direct=1", "--iodepth=16", "--ioengine=libaio", "--time_based", "--runtime=20",
                                   "--output=/dev/null"])
@@ -140,7 +140,7 @@ def test_the_targets_device_comes_first_and_names_stay_whole(tmp_path: Path):
     document = json.loads(iolab("show", "latest", "--format", "json", db=tmp_path / "db.sqlite").stdout)
     (cost,) = document["results"][0]["host_costs"]
     devices = cost["devices"]
-    assert next(iter(devices)) == mine.name  # first, though the tenant's device did far more I/O
+    assert next(iter(devices)) == mine.name  # first, though the tenant's device did far more I/O (ours: 200 IOPS)
     assert devices[other.name]["ios_per_fio_io"] > 2 * devices[mine.name]["ios_per_fio_io"]
     (row,) = [line for line in proc.stdout.split("every host's cost")[1].splitlines() if "local" in line]
     assert row.split()[:2] == ["long-target-name", "a-rather-long-workload-name-qd1"]

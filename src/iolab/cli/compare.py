@@ -134,7 +134,7 @@ def split_by(sides: Sequence[tuple[compare_mod.Side, list[Run]]], by: str | None
 @click.pass_context
 def compare(ctx: click.Context, selectors: Sequence[str], metrics: str | None, threshold: str,
             ignore: Sequence[str], by: str | None, baseline: str | None, fmt: str, fail_on_regression: bool) -> None:
-    """Compare stored runs: each of B, C, … against A (the baseline); or, with --by, the targets (tuning
+    """Compare stored runs: each of B, C, … against A (the baseline). With --by, the targets (tuning
     values, pin modes, numjobs …) of one run against each other.
 
     A, B, … are run ids, `latest`, labels or tags KEY=VALUE, each optionally narrowed to one target
