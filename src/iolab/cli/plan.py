@@ -103,6 +103,7 @@ def _describe_observers(plan: Plan) -> list[str]:
     for p in plan.probed:
         e = p.endpoint
         what = f"{e.host} ({e.role}) from /proc and /sys" if e.address == SELF else \
+            f"{e.host} ({e.role}) from /proc and /sys over ssh" if e.address.startswith("ssh://") else \
             f"{e.host} ({e.role}) at {e.address}, node_exporter"
         if p.facts is not None:
             f = p.facts.host

@@ -45,7 +45,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -278,6 +278,12 @@ class Connection:
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._lock = threading.Lock()
         self._closed = False
+        self._on_close: list[Callable[[], None]] = []
+
+    def on_close(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` first when closing: other sessions on this connection end before it does (an ssh
+        master waits for them)."""
+        self._on_close.append(fn)
 
     def ssh_args(self) -> list[str]:
         """ssh's options and destination for a command over this connection (``ssh … CMD``)."""
@@ -365,6 +371,10 @@ class Connection:
         with self._lock:
             self._closed = True
             proc, self._proc = self._proc, None
+            hooks, self._on_close = self._on_close, []
+        for fn in hooks:
+            with contextlib.suppress(Exception):  # closing must go on: the servers end with the run
+                fn()
         if proc is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # type: ignore[union-attr]
