@@ -37,7 +37,9 @@ DEFAULT_BOUND_S = 3600.0
 class HostRecord:
     """One host's part of a stored result (``extra["hosts"]``): ``status`` ``ok``, ``failed`` or
     ``lost``; ``error`` names the cause; ``server`` is what the fio server said about itself;
-    ``facts``/``target_facts`` come from ssh (None without)."""
+    ``facts``/``target_facts`` come from ssh (None without); ``fence`` where an ``ssh://`` host's
+    fence let fio write (its places, then fio's work directory there; None: unfenced or not an
+    ``ssh://`` host)."""
 
     host: str
     status: str
@@ -45,6 +47,7 @@ class HostRecord:
     server: Mapping[str, Any] | None = None
     facts: HostFacts | None = None
     target_facts: TargetFacts | None = None
+    fence: list[str] | None = None
 
 
 def time_bound_s(sections: Sequence[jobfile.Section], slack_s: float) -> float:
@@ -89,6 +92,12 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
     outcome = client.run(job_text, list(target.hosts), workdir, on_status, fio=fio, timeout_s=timeout_s,
                          extra_args=extra_args, before_start=before_start, unreachable=unreachable)
     preflight.note_lost({spec: host.status == "lost" for spec, host in zip(target.hosts, outcome.hosts, strict=True)})
+    fences = {spec: _fence_of(spec) for spec in target.hosts if spec.kind == "ssh" and spec not in unreachable}
+    notes = [f"{host.host}: a write the fence stops fails the job; there fio may write only: "
+             f"{', '.join(fences[spec] or ())}" for spec, host in zip(target.hosts, outcome.hosts, strict=True)
+             if host.status == "failed" and fences.get(spec)]
+    if notes:
+        outcome = replace(outcome, error="\n".join([*([outcome.error] if outcome.error else []), *notes]))
     records = []
     for spec, host in zip(target.hosts, outcome.hosts, strict=True):
         f = found.get(spec)
@@ -100,8 +109,18 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
             server=dict(host.server) if host.server else None,
             facts=f.host if isinstance(f, RemoteFacts) else None,
             target_facts=f.target if isinstance(f, RemoteFacts) else None,
+            fence=fences.get(spec),
         ))
     return replace(outcome, extra={**outcome.extra, "hosts": [to_jsonable(r) for r in records]})
+
+
+def _fence_of(spec: HostSpec) -> list[str] | None:
+    """Where the fence of ``spec``'s fio server lets fio write (None: unfenced, or no server)."""
+    conn = sshhost.connection(spec)
+    serving = conn.serving if conn is not None else None
+    if serving is None or serving.places is None:
+        return None
+    return [*serving.places, f"{serving.work} (iolab's work directory)"]
 
 
 def _serve_ssh(target: Target, found: Mapping[HostSpec, RemoteFacts | str], writes: bool,
