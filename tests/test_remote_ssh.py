@@ -15,6 +15,7 @@ import pytest
 from clirun import iolab, popen, wait_for
 from iolab.remote import hosts as host_specs
 from iolab.store.database import Store
+from loopdev import MiB, loop_device, requires_loop
 from netns import Host, lab, listening_tcp, requires_netns, requires_sshd, start_sshds
 from test_remote_hosts import check_aggregates
 
@@ -233,3 +234,52 @@ def _is_ssh_master_to(pid: int, address: str) -> bool:
     except OSError:
         return False
     return b"ControlMaster=yes" in argv and f"root@{address}".encode() in argv
+
+
+def test_killing_iolab_ends_every_hosts_server(tmp_path):
+    before = remote_dirs()
+    with lab(2) as hosts:
+        env = start_sshds(hosts, tmp_path)
+        suite = tmp_path / "s.yaml"
+        suite.write_text(ssh_suite(hosts, tmp_path / "f.bin", runtime="30s"))
+        proc = popen("run", str(suite), "--no-observe", db=tmp_path / "r.db", env=env)
+        assert proc.stderr is not None
+        while "started" not in (line := proc.stderr.readline()):
+            assert line, "iolab ended before the job started"
+        assert all(any("--server=sock:" in c for c in namespace_commands(h)) for h in hosts)
+        assert remote_dirs() - before
+        proc.kill()  # SIGKILL: iolab cleans nothing up itself
+        proc.wait()
+        wait_for(lambda: all(not any("fio" in c for c in namespace_commands(h)) for h in hosts), 20)
+        wait_for(lambda: remote_dirs() == before, 20)
+
+
+@requires_loop
+def test_devices_and_files_on_an_ssh_host_are_checked_there_and_fenced(tmp_path):
+    with lab(1) as hosts, loop_device(tmp_path, size_bytes=16 * MiB) as loop:
+        env = start_sshds(hosts, tmp_path)
+        spec = f"ssh://root@{hosts[0].address}"
+        write = "  - {rw: randwrite, bs: 4k}\n"
+        suite = tmp_path / "dev.yaml"
+        suite.write_text(ssh_suite(hosts, loop.path, runtime="1s", workloads=write))
+        loop.make_ext4()
+        done = iolab("run", str(suite), "--no-observe", "--destroy", loop.path, db=tmp_path / "r.db", env=env)
+        assert done.returncode == 2, done.stderr
+        assert f"Error: {spec}: refusing to write to {loop.path}" in done.stderr and "ext4" in done.stderr
+        subprocess.run(["wipefs", "-a", "-q", loop.path], check=True)
+        done = iolab("run", str(suite), "--no-observe", db=tmp_path / "r.db", env=env)
+        assert done.returncode == 2 and "not named with --destroy" in done.stderr, done.stderr
+        done = iolab("run", str(suite), "--no-observe", "--destroy", loop.path, db=tmp_path / "r.db", env=env)
+        assert done.returncode == 0, done.stderr
+        assert f"{spec}: fio may write only: {loop.path} (--destroy), its work directory" in done.stderr
+        # an existing file with data is a device's equal: --destroy or nothing
+        old = tmp_path / "old.bin"
+        old.write_bytes(os.urandom(8 * MiB))  # the job's size: fio writes it in place
+        suite.write_text(ssh_suite(hosts, old, runtime="1s", workloads=write))
+        done = iolab("run", str(suite), "--no-observe", db=tmp_path / "r.db", env=env)
+        assert done.returncode == 2, done.stderr
+        assert f"Error: {spec}: refusing to write to {old}: it is an existing file with 8.00 MiB of data" \
+               in done.stderr
+        done = iolab("run", str(suite), "--no-observe", "--destroy", str(old), db=tmp_path / "r.db", env=env)
+        assert done.returncode == 0, done.stderr
+        assert f"{spec}: fio may write only: {old} (--destroy)" in done.stderr

@@ -40,6 +40,7 @@ from ..remote.protocol import ProbeReply
 from ..remote.ssh import RemoteFacts
 from ..runner import fence as fence_mod
 from ..runner import local
+from ..units import format_bytes
 from . import safety
 
 #: Seconds a host has to answer the preflight probe (connect and reply).
@@ -318,8 +319,8 @@ def check_safety(target: Target, target_facts: Mapping[HostSpec, TargetFacts | N
         try:
             if writes and files and facts.kind == "file" and (facts.size_bytes or 0) > 0 and not named:
                 raise SafetyError(
-                    f"refusing to write to {path}: it is an existing file with {facts.size_bytes} bytes of data, "
-                    "and it is not named with --destroy",
+                    f"refusing to write to {path}: it is an existing file with {format_bytes(facts.size_bytes or 0)} "
+                    "of data, and it is not named with --destroy",
                     hint=f"if its contents may be destroyed, add --destroy {path}; to keep it, point the target at "
                          "a file that does not exist yet, or at a directory")
             if writes:
