@@ -187,14 +187,13 @@ def test_a_dropped_ssh_connection_makes_the_run_partial(tmp_path):
     with lab(2) as hosts:
         env = start_sshds(hosts, tmp_path)
         suite = tmp_path / "s.yaml"
-        suite.write_text(ssh_suite(hosts, tmp_path / "f.bin", runtime="8s"))
+        data = tmp_path / "data"
+        data.mkdir()
+        suite.write_text(ssh_suite(hosts, f"{data}/", runtime="8s"))
         db = tmp_path / "r.db"
         proc = popen("run", str(suite), "--no-observe", db=db, env=env)
         victim = hosts[1]
-        assert proc.stderr is not None
-        while "started" not in (line := proc.stderr.readline()):  # the job starts (no terminal: one line)
-            assert line, "iolab ended before the job started"
-        time.sleep(3)  # the job is running
+        running(data)
         masters = [pid for pid in _descendants(proc.pid) if _is_ssh_master_to(pid, victim.address)]
         assert len(masters) == 1
         os.kill(masters[0], 9)  # the connection drops (as when the network or the client dies)
@@ -212,6 +211,16 @@ def test_a_dropped_ssh_connection_makes_the_run_partial(tmp_path):
         records = {r["host"]: r for r in result.extra["hosts"]}
         assert records[f"ssh://root@{hosts[0].address}"]["status"] == "ok"
         assert records[f"ssh://root@{victim.address}"]["status"] == "lost"
+
+
+def running(directory: Path) -> None:
+    """Return once fio has laid out its file in ``directory`` and is doing I/O: the job's ssh
+    sessions (facts, checks) are over, so killing now interrupts no shell on the hosts (a login
+    shell killed mid-startup can leave its rc files' locks behind, e.g. pyenv's rehash). The hosts
+    share this machine's file system, and a fio server behind a Unix socket prefixes every host's
+    file name alike, so they share one file here."""
+    wait_for(lambda: any(p.stat().st_size >= 8 * MiB for p in directory.iterdir()), 60)
+    time.sleep(1)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -241,11 +250,11 @@ def test_killing_iolab_ends_every_hosts_server(tmp_path):
     with lab(2) as hosts:
         env = start_sshds(hosts, tmp_path)
         suite = tmp_path / "s.yaml"
-        suite.write_text(ssh_suite(hosts, tmp_path / "f.bin", runtime="30s"))
+        data = tmp_path / "data"
+        data.mkdir()
+        suite.write_text(ssh_suite(hosts, f"{data}/", runtime="30s"))
         proc = popen("run", str(suite), "--no-observe", db=tmp_path / "r.db", env=env)
-        assert proc.stderr is not None
-        while "started" not in (line := proc.stderr.readline()):
-            assert line, "iolab ended before the job started"
+        running(data)
         assert all(any("--server=sock:" in c for c in namespace_commands(h)) for h in hosts)
         assert remote_dirs() - before
         proc.kill()  # SIGKILL: iolab cleans nothing up itself
