@@ -33,8 +33,7 @@ from .hosts import HostSpec, on_each
 
 #: Seconds gathering one host's facts over ssh may take (connect, run, answer).
 GATHER_TIMEOUT_S = 60.0
-_MODULES = ("iolab", "iolab.errors", "iolab.histogram", "iolab.model", "iolab.facts", "iolab.facts.sysfs",
-            "iolab.facts.host", "iolab.facts.targets")
+_MODULES = ("iolab", "iolab.errors", *sshhost.FACTS_MODULES)
 #: Those of ``_MODULES`` that are packages (their source is their ``__init__.py``).
 _PACKAGES = ("iolab", "iolab.facts")
 
@@ -140,7 +139,11 @@ def gather(host: HostSpec, path: str | None, timeout_s: float = GATHER_TIMEOUT_S
         facts = host_mod.host_facts(host_mod.fio_version())
         listing = tuple(sorted(os.listdir(path))) if path and os.path.isdir(path) else None
         return RemoteFacts(facts, targets.inspect(path) if path else None, listing)
-    data = _over_ssh(host, program(path), "IOLAB-FACTS ", "gathering facts", timeout_s)
+    connection = sshhost.connection(host) if host.kind == "ssh" else None
+    if connection is not None and connection.alive:  # iolab's program there answers: no new session
+        data = connection.facts(path, timeout_s)
+    else:
+        data = _over_ssh(host, program(path), "IOLAB-FACTS ", "gathering facts", timeout_s)
     target = from_jsonable(TargetFacts, data["target"]) if data["target"] else None
     listing = tuple(data["listing"]) if data.get("listing") is not None else None
     return RemoteFacts(from_jsonable(HostFacts, data["host"]), target, listing)

@@ -22,7 +22,14 @@ ssh's stdin: iolab need not be installed on the host, only ``python3``, ``fio`` 
    drops (sshd closes the session). ``SIGTERM``/``SIGHUP`` and the death of its parent do the same.
    When iolab is killed, the kernel closes its end of ssh's stdin: ssh passes the EOF on.
 
-The fio server's socket is forwarded to ``local_dir/fio.sock`` (``ssh -O forward -L``, OpenSSH ≥ 6.7);
+The agent also relays connections to the server through ``DIR/relay.sock``: it connects to fio's
+socket only once a connection's first bytes are there and hands them over together, because a fio
+server looks at a new connection once and then sleeps up to 1 s (``remote.protocol``; through ssh's
+forwarding the bytes arrive a round trip after the connect, and a probe came back 1.0 s late). It
+also answers ``facts`` requests (``remote.ssh.gather``: the facts modules travel with it), so the
+checks before each job need no new ssh session.
+
+The relay's socket is forwarded to ``local_dir/fio.sock`` (``ssh -O forward -L``, OpenSSH ≥ 6.7);
 ``protocol.connect`` reaches an ``ssh`` host there, so fio's client, the relays and the probe work as
 for a TCP server. fio creates its socket mode 0777 (FIO_NOTES §10): the 0700 directories on both ends
 are what keep other users out.
@@ -58,14 +65,17 @@ from .hosts import HostSpec, on_each
 CONNECT_TIMEOUT_S = 15.0
 #: Seconds the agent has to start a fio server (in its fence) that accepts connections.
 SERVE_TIMEOUT_S = 15.0
-_MODULES = ("iolab", "iolab.errors", "iolab.runner", "iolab.runner.landlock", "iolab.runner.fence")
-_PACKAGES = ("iolab", "iolab.runner")
+#: The modules that describe a host and a target (``remote.ssh`` sends them too).
+FACTS_MODULES = ("iolab.histogram", "iolab.model", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.host",
+                 "iolab.facts.targets")
+_MODULES = ("iolab", "iolab.errors", "iolab.runner", "iolab.runner.landlock", "iolab.runner.fence", *FACTS_MODULES)
+_PACKAGES = ("iolab", "iolab.runner", "iolab.facts")
 #: What the remote shell runs: read one JSON line (the program) from stdin and run it.
 _BOOT = "import sys,json;exec(json.loads(sys.stdin.readline()))"
 
 _AGENT = r'''
-import ctypes, dataclasses, importlib.abc, importlib.util, json, os, platform, shutil, signal, socket
-import subprocess, sys, tempfile, time
+import ctypes, dataclasses, importlib.abc, importlib.util, json, os, platform, selectors, shutil, signal, socket
+import subprocess, sys, tempfile, threading, time, types
 
 
 class _Sources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -125,6 +135,10 @@ try:  # the session's process gone: leave too
     ctypes.CDLL(None).prctl(1, signal.SIGTERM)
 except Exception:
     pass
+# only iolab's (de)serialisers use these, and the host need not have them
+sys.modules["pydantic"] = types.SimpleNamespace(TypeAdapter=None)
+sys.modules["pydantic_core"] = types.SimpleNamespace(core_schema=None)
+sys.modules["orjson"] = types.SimpleNamespace()
 try:
     sys.meta_path.insert(0, _Sources())
     with open(os.path.join(lib, "landlock.py"), "w") as f:
@@ -134,16 +148,81 @@ try:
     from iolab.runner import fence
     from iolab.errors import SafetyError
     fio = shutil.which("fio")
-    version = None
-    if fio:
-        version = subprocess.run([fio, "--version"], capture_output=True, text=True).stdout.strip() or None
-    found = fence.status()
+    asked = subprocess.Popen([fio, "--version"], stdout=subprocess.PIPE, text=True) if fio else None
+    found = fence.status()  # meanwhile
+    version = (asked.communicate()[0].strip() or None) if asked else None
     say("IOLAB-HELLO", {"fio": version, "fio_path": fio, "fence": found.tool, "fence_reason": found.reason,
                         "hostname": socket.gethostname(), "directory": directory, "user": os.getuid(),
                         "arch": platform.machine(), "cpus": os.cpu_count(), "os": platform.system()})
 except Exception as exc:
     say("IOLAB-BROKEN", {"error": "%s: %s" % (type(exc).__name__, exc)})
     leave()
+
+
+RELAY = os.path.join(directory, "relay.sock")
+
+
+def relay_one(conn):
+    # fio's server looks at a new connection once, then sleeps up to 1 s: connect to it only when the
+    # client's first messages are here, and hand them over at once (as remote.relay does over TCP)
+    with conn:
+        ready = selectors.DefaultSelector()
+        ready.register(conn, selectors.EVENT_READ)
+        first = b""
+        while ready.select(2.0 if not first else 0.005):
+            data = conn.recv(65536)
+            if not data:
+                break
+            first += data
+        ready.close()
+        if not first:
+            return
+        up = socket.socket(socket.AF_UNIX)
+        try:
+            up.connect(os.path.join(work, "fio.sock"))
+            up.sendall(first)
+        except OSError:
+            up.close()
+            return
+        with up, selectors.DefaultSelector() as sel:
+            sel.register(conn, selectors.EVENT_READ, up)
+            sel.register(up, selectors.EVENT_READ, conn)
+            while True:
+                for key, _ in sel.select():
+                    try:
+                        data = key.fileobj.recv(65536)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        return
+                    try:
+                        key.data.sendall(data)
+                    except OSError:
+                        return
+
+
+def relay_loop():
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(RELAY)
+    listener.listen(64)
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=relay_one, args=(conn,), daemon=True).start()
+
+
+threading.Thread(target=relay_loop, daemon=True).start()
+
+
+def facts(request):
+    from iolab.facts import host, targets
+
+    def plain(obj):
+        return None if obj is None else dataclasses.asdict(obj)
+
+    path = request["path"]
+    say("IOLAB-FACTS", {"host": plain(host.host_facts(host.fio_version())),
+                        "target": plain(targets.inspect(path)) if path else None,
+                        "listing": sorted(os.listdir(path)) if path and os.path.isdir(path) else None})
 
 
 def unfenced():
@@ -186,7 +265,7 @@ def serve(request):
                 say("IOLAB-FAILED", {"error": "the fio server did not listen within %s s" % request["timeout_s"]})
                 return
             time.sleep(0.02)
-    say("IOLAB-SERVING", {"socket": sock, "argv": argv, "places": places, "work": work})
+    say("IOLAB-SERVING", {"socket": RELAY, "argv": argv, "places": places, "work": work})
 
 
 while True:
@@ -194,8 +273,13 @@ while True:
     if not line:
         leave()  # iolab closed the session, died, or the connection dropped
     request = json.loads(line)
-    if request.get("op") == "serve":
-        serve(request)
+    try:
+        if request.get("op") == "serve":
+            serve(request)
+        elif request.get("op") == "facts":
+            facts(request)
+    except Exception as exc:
+        say("IOLAB-FAILED", {"error": "%s: %s" % (type(exc).__name__, exc)})
 '''
 
 
@@ -219,9 +303,9 @@ class Hello:
 
 @dataclass(frozen=True)
 class Serving:
-    """A fio server started on the host: its remote socket, the command run there (bwrap's, or fio's
-    alone without the fence), the places its jobs may write (``runner.fence.Fence.places``; None:
-    unfenced) and fio's work directory there."""
+    """A fio server started on the host: the remote socket that reaches it (the agent's relay, see
+    ``_AGENT``), the command run there (bwrap's, or fio's alone without the fence), the places its
+    jobs may write (``runner.fence.Fence.places``; None: unfenced) and fio's work directory there."""
 
     socket: str
     argv: tuple[str, ...]
@@ -279,6 +363,10 @@ class Connection:
         self._lock = threading.Lock()
         self._closed = False
         self._on_close: list[Callable[[], None]] = []
+        #: Set once ``open`` has ended, well or not (``error``, ``failed_at`` then say how).
+        self.ready = threading.Event()
+        self.error: HostError | None = None
+        self.failed_at = 0.0
 
     def on_close(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` first when closing: other sessions on this connection end before it does (an ssh
@@ -355,6 +443,18 @@ class Connection:
                 self._forward(self.serving.socket)
             self._request = request
             return self.serving
+
+    def facts(self, path: str | None, timeout_s: float) -> dict[str, Any]:
+        """What ``remote.ssh.gather`` gathers (host facts, the target's, a directory's listing) as JSON,
+        asked of the agent: no new ssh session. Raises ``HostError``."""
+        with self._lock:
+            if not self.alive:
+                raise HostError(f"{self.spec}: no ssh connection" + (f" ({self.lost})" if self.lost else ""))
+            self._send(json.dumps({"op": "facts", "path": path}))
+            kind, data = self._answer(timeout_s, "gathering facts")
+        if kind != "IOLAB-FACTS":
+            raise HostError(f"{self.spec}: gathering facts failed: {data.get('error')}")
+        return data
 
     def _forward(self, remote: str) -> None:
         argv = [*ssh_command(), "-o", f"ControlPath={self.control}", "-O", "forward",
@@ -443,24 +543,57 @@ def connection(spec: HostSpec) -> Connection | None:
         return _connections.get(spec)
 
 
+#: Seconds a failed connection's error stands for: asked again within them (the plan's preflight
+#: right after ``connect_soon``), the host is not tried a second time.
+_FAILED_FOR_S = 30.0
+
+
 def connect(spec: HostSpec, timeout_s: float = CONNECT_TIMEOUT_S) -> Connection:
-    """The connection to ``spec``, opened once per process (again when it was lost). Raises
-    ``HostError`` as ``Connection.open``."""
+    """The connection to ``spec``, opened once per process (again when it was lost); one being
+    opened by another thread (``connect_soon``) is waited for. Raises ``HostError`` as
+    ``Connection.open``."""
     with _lock:
         found = _connections.get(spec)
-        if found is not None and found.alive:
-            return found
-        if found is not None:
-            found.close()
-        made = _connections[spec] = Connection(spec)
+        opener = found is None or (found.ready.is_set() and not found.alive and
+                                   (found.error is None or time.monotonic() - found.failed_at > _FAILED_FOR_S))
+        if opener:
+            stale, found = found, Connection(spec)
+            _connections[spec] = found
+    assert found is not None
+    if not opener:
+        found.ready.wait(timeout_s + 10)
+        if found.error is not None:
+            raise HostError(found.error.message, hint=found.error.hint)
+        if not found.ready.is_set():
+            raise HostError(f"{spec}: connecting over ssh did not end within {timeout_s + 10:g} s", hint=HINT)
+        return found
+    if stale is not None:
+        stale.close()
     try:
-        made.open(timeout_s)
+        found.open(timeout_s)
+    except HostError as exc:
+        found.error, found.failed_at = exc, time.monotonic()
+        found.close()
+        raise
     except BaseException:
         with _lock:
             _connections.pop(spec, None)
-        made.close()
+        found.close()
         raise
-    return made
+    finally:
+        found.ready.set()
+    return found
+
+
+def connect_soon(specs: Sequence[HostSpec]) -> None:
+    """Start connecting to ``specs`` in the background (ssh's login overlaps the plan's local work);
+    ``connect`` returns or raises what came of it."""
+    def one(spec: HostSpec) -> None:
+        with contextlib.suppress(HostError):
+            connect(spec)
+
+    for spec in dict.fromkeys(specs):
+        threading.Thread(target=one, args=(spec,), daemon=True, name=f"iolab-ssh-connect-{spec}").start()
 
 
 def connect_all(specs: Sequence[HostSpec], timeout_s: float = CONNECT_TIMEOUT_S

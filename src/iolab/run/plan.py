@@ -31,6 +31,7 @@ from ..model import BlockDeviceFacts, HostFacts, TargetFacts, to_jsonable
 from ..observe import config as observe_config
 from ..observe.config import Probed
 from ..observe.watch import Observers
+from ..remote import sshhost
 from ..runner import fence as fence_mod
 from ..runner import local
 from . import method as method_mod
@@ -150,6 +151,9 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
             plan_checks.check_directory_exists(t.name, os.path.abspath(os.path.expanduser(t.path)) +
                                                ("/" if t.path.endswith("/") else ""))
     suite = _resolve(suite)
+    if contact:  # ssh's logins overlap the local work below; preflight waits for them
+        sshhost.connect_soon([h for t in suite.targets if t.name not in (checked or {}) for h in t.hosts
+                              if h.kind == "ssh"])
     machine = host.host_facts(local.fio_version(options.fio))
     facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
     remote = {t.name: preflight(t, options.fio, known=(checked or {}).get(t.name),
