@@ -48,6 +48,7 @@ import os
 import queue
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -92,8 +93,11 @@ class _Sources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def say(marker, obj):
-    sys.stdout.write(marker + " " + json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(marker + " " + json.dumps(obj) + "\n")
+        sys.stdout.flush()
+    except OSError:  # iolab is gone (it gave up waiting, or died): nothing to answer, leave
+        leave()
 
 
 directory = tempfile.mkdtemp(prefix="iolab-ssh-")  # mode 0700: only this user enters it
@@ -328,6 +332,26 @@ def base_dir() -> Path:
     return root / "ssh"
 
 
+#: A directory of a connection older than this whose control socket answers no one is left from an
+#: iolab that was killed (it could not remove it): removed.
+_STALE_S = 600.0
+
+
+def _sweep(base: Path) -> None:
+    now = time.time()
+    for entry in base.glob("c*"):
+        with contextlib.suppress(OSError):
+            if now - entry.stat().st_mtime < _STALE_S:
+                continue
+            with socket.socket(socket.AF_UNIX) as probe:
+                try:
+                    probe.connect(str(entry / "ctl"))
+                    continue  # a live master
+                except OSError:
+                    pass
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def _program() -> str:
     root = Path(fence_mod.__file__).parents[1]  # the iolab package
     sources = {}
@@ -351,6 +375,7 @@ class Connection:
         self.spec = spec
         base = base_dir()
         base.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _sweep(base)
         self.local_dir = Path(tempfile.mkdtemp(prefix="c", dir=base))  # mode 0700
         self.control = self.local_dir / "ctl"
         self.local_socket = self.local_dir / "fio.sock"
