@@ -28,12 +28,12 @@ from ..errors import HostError
 from ..facts import host as host_mod
 from ..facts import targets
 from ..model import HostFacts, TargetFacts, from_jsonable
-from . import sshhost
+from . import sshagent, sshhost
 from .hosts import HostSpec, on_each
 
 #: Seconds gathering one host's facts over ssh may take (connect, run, answer).
 GATHER_TIMEOUT_S = 60.0
-_MODULES = ("iolab", "iolab.errors", *sshhost.FACTS_MODULES)
+_MODULES = ("iolab", "iolab.errors", *sshagent.FACTS_MODULES)
 #: Those of ``_MODULES`` that are packages (their source is their ``__init__.py``).
 _PACKAGES = ("iolab", "iolab.facts")
 

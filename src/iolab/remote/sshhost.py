@@ -6,7 +6,7 @@ Per host, once per process (a run), iolab starts the system OpenSSH client (the 
 prompt; ``$IOLAB_SSH`` replaces the ``ssh`` command, e.g. ``ssh -F lab_config``) as the *master* of a
 ``ControlMaster`` socket in iolab's own directory (``Connection.local_dir``, mode 0700), so that
 every later step (facts, device checks, sampling, the forwarded socket) rides on that one
-authenticated connection. The master's session runs a small Python program (``_AGENT``, sent on
+authenticated connection. The master's session runs a small Python program (``sshagent``, sent on
 ssh's stdin: iolab need not be installed on the host, only ``python3``, ``fio`` and bubblewrap) that
 
 1. creates a fresh directory only the ssh user can enter (``mkdtemp``: mode 0700) and says what the
@@ -59,234 +59,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..errors import HostError, SafetyError
-from ..runner import fence as fence_mod
+from . import sshagent
 from .hosts import HostSpec, on_each
 
 #: Seconds to connect, log in and hear from the agent.
 CONNECT_TIMEOUT_S = 15.0
 #: Seconds the agent has to start a fio server (in its fence) that accepts connections.
 SERVE_TIMEOUT_S = 15.0
-#: The modules that describe a host and a target (``remote.ssh`` sends them too).
-FACTS_MODULES = ("iolab.histogram", "iolab.model", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.host",
-                 "iolab.facts.targets")
-_MODULES = ("iolab", "iolab.errors", "iolab.runner", "iolab.runner.landlock", "iolab.runner.fence", *FACTS_MODULES)
-_PACKAGES = ("iolab", "iolab.runner", "iolab.facts")
-#: What the remote shell runs: read one JSON line (the program) from stdin and run it.
-_BOOT = "import sys,json;exec(json.loads(sys.stdin.readline()))"
-
-_AGENT = r'''
-import ctypes, dataclasses, importlib.abc, importlib.util, json, os, platform, selectors, shutil, signal, socket
-import subprocess, sys, tempfile, threading, time, types
-
-
-class _Sources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path=None, target=None):
-        if name in SOURCES:
-            return importlib.util.spec_from_loader(name, self, is_package=name in PACKAGES)
-        return None
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        exec(compile(SOURCES[module.__name__], "<iolab:%s>" % module.__name__, "exec"), module.__dict__)
-
-
-def say(marker, obj):
-    try:
-        sys.stdout.write(marker + " " + json.dumps(obj) + "\n")
-        sys.stdout.flush()
-    except OSError:  # iolab is gone (it gave up waiting, or died): nothing to answer, leave
-        leave()
-
-
-directory = tempfile.mkdtemp(prefix="iolab-ssh-")  # mode 0700: only this user enters it
-lib, work = os.path.join(directory, "lib"), os.path.join(directory, "work")
-os.mkdir(lib, 0o700)
-os.mkdir(work, 0o700)
-server = None
-
-
-def stop_server():
-    global server
-    if server is not None:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(server.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                break
-            try:
-                server.wait(timeout=3)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-        server = None
-    try:
-        os.unlink(os.path.join(work, "fio.sock"))
-    except OSError:
-        pass
-
-
-def leave(*_args):
-    stop_server()
-    shutil.rmtree(directory, ignore_errors=True)
-    os._exit(0)
-
-
-for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-    signal.signal(sig, leave)
-try:  # the session's process gone: leave too
-    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
-except Exception:
-    pass
-# only iolab's (de)serialisers use these, and the host need not have them
-sys.modules["pydantic"] = types.SimpleNamespace(TypeAdapter=None)
-sys.modules["pydantic_core"] = types.SimpleNamespace(core_schema=None)
-sys.modules["orjson"] = types.SimpleNamespace()
-try:
-    sys.meta_path.insert(0, _Sources())
-    with open(os.path.join(lib, "landlock.py"), "w") as f:
-        f.write(SOURCES["iolab.runner.landlock"])
-    import iolab.runner.landlock
-    iolab.runner.landlock.__file__ = os.path.join(lib, "landlock.py")  # the fence execs it as a file
-    from iolab.runner import fence
-    from iolab.errors import SafetyError
-    fio = shutil.which("fio")
-    asked = subprocess.Popen([fio, "--version"], stdout=subprocess.PIPE, text=True) if fio else None
-    found = fence.status()  # meanwhile
-    version = (asked.communicate()[0].strip() or None) if asked else None
-    say("IOLAB-HELLO", {"fio": version, "fio_path": fio, "fence": found.tool, "fence_reason": found.reason,
-                        "hostname": socket.gethostname(), "directory": directory, "user": os.getuid(),
-                        "arch": platform.machine(), "cpus": os.cpu_count(), "os": platform.system()})
-except Exception as exc:
-    say("IOLAB-BROKEN", {"error": "%s: %s" % (type(exc).__name__, exc)})
-    leave()
-
-
-RELAY = os.path.join(directory, "relay.sock")
-
-
-def relay_one(conn):
-    # fio's server looks at a new connection once, then sleeps up to 1 s: connect to it only when the
-    # client's first messages are here, and hand them over at once (as remote.relay does over TCP)
-    with conn:
-        ready = selectors.DefaultSelector()
-        ready.register(conn, selectors.EVENT_READ)
-        first = b""
-        while ready.select(2.0 if not first else 0.005):
-            data = conn.recv(65536)
-            if not data:
-                break
-            first += data
-        ready.close()
-        if not first:
-            return
-        up = socket.socket(socket.AF_UNIX)
-        try:
-            up.connect(os.path.join(work, "fio.sock"))
-            up.sendall(first)
-        except OSError:
-            up.close()
-            return
-        with up, selectors.DefaultSelector() as sel:
-            sel.register(conn, selectors.EVENT_READ, up)
-            sel.register(up, selectors.EVENT_READ, conn)
-            while True:
-                for key, _ in sel.select():
-                    try:
-                        data = key.fileobj.recv(65536)
-                    except OSError:
-                        data = b""
-                    if not data:
-                        return
-                    try:
-                        key.data.sendall(data)
-                    except OSError:
-                        return
-
-
-def relay_loop():
-    listener = socket.socket(socket.AF_UNIX)
-    listener.bind(RELAY)
-    listener.listen(64)
-    while True:
-        conn, _ = listener.accept()
-        threading.Thread(target=relay_one, args=(conn,), daemon=True).start()
-
-
-threading.Thread(target=relay_loop, daemon=True).start()
-
-
-def facts(request):
-    from iolab.facts import host, targets
-
-    def plain(obj):
-        return None if obj is None else dataclasses.asdict(obj)
-
-    path = request["path"]
-    say("IOLAB-FACTS", {"host": plain(host.host_facts(host.fio_version())),
-                        "target": plain(targets.inspect(path)) if path else None,
-                        "listing": sorted(os.listdir(path)) if path and os.path.isdir(path) else None})
-
-
-def unfenced():
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # dies with this agent
-
-
-def serve(request):
-    global server
-    stop_server()
-    sock = os.path.join(work, "fio.sock")
-    command = [fio, "--server=sock:" + sock]
-    places = None
-    if request["fenced"]:
-        try:
-            built = fence.build(request["writable"], fence.Path(work), read=request["read"])
-        except SafetyError as exc:
-            say("IOLAB-REFUSED", {"error": exc.message, "hint": exc.hint})
-            return
-        argv, places = built.argv(command), built.places()
-    else:
-        argv = command
-    log = open(os.path.join(directory, "server.log"), "wb")
-    server = subprocess.Popen(argv, cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True, preexec_fn=None if request["fenced"] else unfenced)
-    deadline = time.monotonic() + request["timeout_s"]
-    while True:
-        if server.poll() is not None:
-            with open(os.path.join(directory, "server.log"), errors="replace") as f:
-                said = [x for x in f.read().splitlines() if x.strip()][-5:]
-            say("IOLAB-FAILED", {"error": "the fio server exited %s: %s" % (server.returncode, " / ".join(said))})
-            server = None
-            return
-        try:
-            with socket.socket(socket.AF_UNIX) as s:
-                s.connect(sock)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                stop_server()
-                say("IOLAB-FAILED", {"error": "the fio server did not listen within %s s" % request["timeout_s"]})
-                return
-            time.sleep(0.02)
-    say("IOLAB-SERVING", {"socket": RELAY, "argv": argv, "places": places, "work": work})
-
-
-while True:
-    line = sys.stdin.readline()
-    if not line:
-        leave()  # iolab closed the session, died, or the connection dropped
-    request = json.loads(line)
-    try:
-        if request.get("op") == "serve":
-            serve(request)
-        elif request.get("op") == "facts":
-            facts(request)
-    except Exception as exc:
-        say("IOLAB-FAILED", {"error": "%s: %s" % (type(exc).__name__, exc)})
-'''
-
-
 @dataclass(frozen=True)
 class Hello:
     """What the agent found on the host: ``fio_version`` (``fio-3.33``; None: no fio), ``fence`` the
@@ -308,7 +87,7 @@ class Hello:
 @dataclass(frozen=True)
 class Serving:
     """A fio server started on the host: the remote socket that reaches it (the agent's relay, see
-    ``_AGENT``), the command run there (bwrap's, or fio's alone without the fence), the places its
+    ``sshagent``), the command run there (bwrap's, or fio's alone without the fence), the places its
     jobs may write (``runner.fence.Fence.places``; None: unfenced) and fio's work directory there."""
 
     socket: str
@@ -350,16 +129,6 @@ def _sweep(base: Path) -> None:
                 except OSError:
                     pass
             shutil.rmtree(entry, ignore_errors=True)
-
-
-def _program() -> str:
-    root = Path(fence_mod.__file__).parents[1]  # the iolab package
-    sources = {}
-    for name in _MODULES:
-        parts = name.split(".")[1:]
-        rel = Path(*parts, "__init__.py") if name in _PACKAGES else Path(*parts[:-1], parts[-1] + ".py")
-        sources[name] = (root / rel).read_text()
-    return f"SOURCES = {json.dumps(sources)}\nPACKAGES = {json.dumps(list(_PACKAGES))}\n{_AGENT}"
 
 
 class Connection:
@@ -420,7 +189,7 @@ class Connection:
         argv = [*ssh_command(), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout_s / 2))}",
                 "-o", "ControlMaster=yes", "-o", f"ControlPath={self.control}", "-o", "ControlPersist=no",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-o", "ExitOnForwardFailure=yes",
-                "-T", *self.spec.ssh_destination, f"python3 -u -c {shlex.quote(_BOOT)}"]
+                "-T", *self.spec.ssh_destination, f"python3 -u -c {shlex.quote(sshagent.BOOT)}"]
         stderr = open(self.local_dir / "ssh.stderr", "wb")  # noqa: SIM115 (ssh keeps it)
         try:
             # No PR_SET_PDEATHSIG: it fires when the *thread* that started ssh ends (connect_all's). When
@@ -433,7 +202,7 @@ class Connection:
             stderr.close()
         threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True,
                          name=f"iolab-ssh-{self.spec}").start()
-        self._send(json.dumps(_program()))
+        self._send(json.dumps(sshagent.program()))
         kind, data = self._answer(timeout_s, "connecting and logging in")
         if kind != "IOLAB-HELLO":
             raise HostError(f"{self.spec}: iolab's program on the host failed: {data.get('error')}")
