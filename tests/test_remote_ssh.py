@@ -292,3 +292,31 @@ def test_devices_and_files_on_an_ssh_host_are_checked_there_and_fenced(tmp_path)
         done = iolab("run", str(suite), "--no-observe", "--destroy", str(old), db=tmp_path / "r.db", env=env)
         assert done.returncode == 0, done.stderr
         assert f"{spec}: fio may write only: {old} (--destroy)" in done.stderr
+
+
+def test_a_killed_run_resumes_on_ssh_hosts(tmp_path):
+    with lab(2) as hosts:
+        env = start_sshds(hosts, tmp_path)
+        data = tmp_path / "data"
+        data.mkdir()
+        suite = tmp_path / "s.yaml"
+        suite.write_text(ssh_suite(hosts, f"{data}/", runtime="20s", workloads=(
+            "  - {rw: randread, bs: 4k, runtime: 1s}\n  - {rw: randwrite, bs: 4k}\n")))
+        db = tmp_path / "r.db"
+        proc = popen("run", str(suite), "--no-observe", db=db, env=env)
+        wait_for(lambda: any("randwrite" in p.name and p.stat().st_size >= 8 * MiB for p in data.iterdir()), 90)
+        time.sleep(1)  # fio writes: the job's ssh sessions are over
+        proc.kill()
+        proc.wait()
+        run_id = str(Store(f"sqlite:///{db}").list_runs()[0].id)
+        # the killed job's file is in the directory now: not new, so read-only in the fence without --destroy
+        again = iolab("run", "--resume", run_id, db=db, env=env)
+        assert again.returncode == 1, again.stderr
+        store = Store(f"sqlite:///{db}")
+        failed = [r for r in store.get_run(int(run_id)).results if r.status == "failed"]
+        assert failed and "left by an earlier or killed run, are read-only" in (failed[0].error or "")
+        assert f"--destroy {data}" in (failed[0].error or "")
+        # a new run of the same suite, the directory named: every host writes it
+        done = iolab("run", str(suite), "--no-observe", "--destroy", str(data), db=db, env=env)
+        assert done.returncode == 0, done.stderr
+        assert f"fio may write only: {data} (--destroy)" in done.stderr

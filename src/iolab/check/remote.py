@@ -174,18 +174,21 @@ def host_fence(target: Target, facts: TargetFacts | None, writes: bool, destroy:
     that host: ``(writable: path -> why, read: paths)`` for ``remote.sshhost.Connection.serve``.
 
     fio lays out files even to read them, so a new file or a directory is writable for any job (a
-    directory's existing entries stay read-only, ``runner.fence.build``); a device or an existing
+    directory's existing entries stay read-only, ``runner.fence.build``, unless the directory or one
+    above it is named with ``--destroy``: then everything in it is writable); a device or an existing
     file is writable only for a job that writes it (the safety rules passed: named with
     ``--destroy``, or laid out by this run), and bound to be read otherwise."""
     if target.path is None:
         return {}, []
     path = remote_path(target.path)
+    named = any(path == d or path.startswith(d.rstrip("/") + "/") for d in (remote_path(x) for x in destroy))
     kind = facts.kind if facts is not None else ("directory" if target.path.endswith("/") else "missing")
+    if kind == "directory" and named:
+        return {path: fence_mod.DESTROY}, []
     if kind in ("missing", "directory"):
         return {path: fence_mod.NEW}, []
     if not writes:
         return {}, [path]
-    named = path in {remote_path(d) for d in destroy}
     if kind == "file" and not named:
         return {path: fence_mod.EMPTY if facts is not None and facts.size_bytes == 0 else fence_mod.IOLAB}, []
     return {path: fence_mod.DESTROY}, []
@@ -317,12 +320,13 @@ def check_safety(target: Target, target_facts: Mapping[HostSpec, TargetFacts | N
         if facts is None:
             continue
         try:
-            if writes and files and facts.kind == "file" and (facts.size_bytes or 0) > 0 and not named:
+            above = any(path.startswith(d.rstrip("/") + "/") for d in named_paths)  # a directory named
+            if writes and files and facts.kind == "file" and (facts.size_bytes or 0) > 0 and not (named or above):
                 raise SafetyError(
                     f"refusing to write to {path}: it is an existing file with {format_bytes(facts.size_bytes or 0)} "
                     "of data, and it is not named with --destroy",
-                    hint=f"if its contents may be destroyed, add --destroy {path}; to keep it, point the target at "
-                         "a file that does not exist yet, or at a directory")
+                    hint=f"if its contents may be destroyed, add --destroy {path} (or name its directory); to keep "
+                         "it, point the target at a file that does not exist yet, or at a directory")
             if writes:
                 device = facts.device.path if facts.device is not None else None
                 safety.check_block_write(facts, destroy, named=named or device in named_paths)

@@ -94,7 +94,8 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
     preflight.note_lost({spec: host.status == "lost" for spec, host in zip(target.hosts, outcome.hosts, strict=True)})
     fences = {spec: _fence_of(spec) for spec in target.hosts if spec.kind == "ssh" and spec not in unreachable}
     notes = [f"{host.host}: a write the fence stops fails the job; there fio may write only: "
-             f"{', '.join(fences[spec] or ())}" for spec, host in zip(target.hosts, outcome.hosts, strict=True)
+             f"{', '.join(fences[spec] or ())}" + _fence_hint(fences[spec] or ())
+             for spec, host in zip(target.hosts, outcome.hosts, strict=True)
              if host.status == "failed" and fences.get(spec)]
     if notes:
         outcome = replace(outcome, error="\n".join([*([outcome.error] if outcome.error else []), *notes]))
@@ -112,6 +113,14 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
             fence=fences.get(spec),
         ))
     return replace(outcome, extra={**outcome.extra, "hosts": [to_jsonable(r) for r in records]})
+
+
+def _fence_hint(places: Sequence[str]) -> str:
+    """What to do when a directory's existing files were read-only (fio writes in place the files an
+    earlier or killed run left there, which are not new)."""
+    kept = [p.split(" (new files only")[0] for p in places if "(new files only" in p]
+    return (f" (files already in {', '.join(kept)}, e.g. left by an earlier or killed run, are read-only: remove "
+            f"them, or name the directory with --destroy {kept[0]})") if kept else ""
 
 
 def _fence_of(spec: HostSpec) -> list[str] | None:
