@@ -166,6 +166,9 @@ def relay_loop():
 threading.Thread(target=relay_loop, daemon=True).start()
 
 
+HOST_FACTS = []
+
+
 def facts(request):
     from iolab.facts import host, targets
 
@@ -173,7 +176,9 @@ def facts(request):
         return None if obj is None else dataclasses.asdict(obj)
 
     path = request["path"]
-    say("IOLAB-FACTS", {"host": plain(host.host_facts(host.fio_version())),
+    if not HOST_FACTS:  # the machine does not change within a run; the target is looked at every time
+        HOST_FACTS.append(plain(host.host_facts(host.fio_version())))
+    say("IOLAB-FACTS", {"host": HOST_FACTS[0],
                         "target": plain(targets.inspect(path)) if path else None,
                         "listing": sorted(os.listdir(path)) if path and os.path.isdir(path) else None})
 
