@@ -261,3 +261,48 @@ def start_sshd(host: Host, tmp_path: Path) -> dict[str, str]:
 #: Marks a test as needing sshd and ssh (Debian openssh-server, openssh-client).
 requires_sshd = pytest.mark.skipif(not Path(SSHD).exists() or shutil.which("ssh") is None,
                                    reason="openssh-server/client missing")
+
+
+def start_sshds(hosts: list[Host], tmp_path: Path, *, strict: bool = False,
+                hide: dict[int, str] | None = None) -> dict[str, str]:
+    """sshd (port 2222) in each host's namespace, one host key each, one client key for all; returns
+    the env for iolab's ssh (``IOLAB_SSH``: one ``ssh -F CONFIG`` naming every host by address).
+
+    ``strict`` makes the client refuse unknown host keys (``StrictHostKeyChecking yes`` with an
+    empty known_hosts) instead of accepting new ones. ``hide`` (host index -> program path) runs
+    that host's sshd in a mount namespace of its own where the program is an empty, non-executable
+    file: on that host the program is not installed (e.g. ``/usr/bin/bwrap``)."""
+    key = tmp_path / "client_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    (tmp_path / "authorized_keys").write_text((tmp_path / "client_key.pub").read_text())
+    (tmp_path / "known_hosts").write_text("")
+    (tmp_path / "absent").write_text("")
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+    config = []
+    for host in hosts:
+        d = tmp_path / f"h{host.index}"
+        d.mkdir()
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "host_key")], check=True)
+        (d / "sshd_config").write_text(
+            f"ListenAddress {host.address}:2222\nHostKey {d / 'host_key'}\n"
+            f"AuthorizedKeysFile {tmp_path / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "UsePAM no\nStrictModes no\n")
+        argv = [SSHD, "-D", "-e", "-f", str(d / "sshd_config")]
+        hidden = (hide or {}).get(host.index)
+        if hidden:
+            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                    f'mount --bind {tmp_path / "absent"} {hidden} && exec "$@"', "sh", *argv]
+        wait_listening(host.address, 2222, host.popen(*argv, log=d / "sshd.log"))
+        config.append(f"Host {host.address}\n  Port 2222\n  User root\n  IdentityFile {key}\n  IdentitiesOnly yes\n"
+                      f"  UserKnownHostsFile {tmp_path / 'known_hosts'}\n"
+                      f"  StrictHostKeyChecking {'yes' if strict else 'accept-new'}\n  LogLevel ERROR\n")
+    (tmp_path / "ssh_config").write_text("".join(config))
+    return {"IOLAB_SSH": f"ssh -F {tmp_path / 'ssh_config'}"}
+
+
+def listening_tcp(host: Host) -> list[str]:
+    """``ss -ltnH`` in the host's namespace: one line per listening TCP socket (local address:port)."""
+    out = subprocess.run(["ip", "netns", "exec", host.namespace, "ss", "-ltnH"], capture_output=True, text=True,
+                         check=True).stdout
+    return sorted(line.split()[3] for line in out.splitlines() if line.strip())

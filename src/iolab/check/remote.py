@@ -11,6 +11,12 @@ Each host is probed once per run: ``preflight`` given what an earlier check of t
 its own. A host lost in a job (``note_lost``) is probed again before its next job
 (``recheck_lost``), and left out of it (lost, with the probe's cause) when it still does not
 answer. ``unchecked`` is a target nobody contacted (``iolab run --dry-run``).
+
+An ``ssh://`` host is connected first (``remote.sshhost``: one ssh connection per host and run),
+must have the local fio's version and, unless ``--no-fence``, a working bubblewrap (fail closed);
+its fio server is then started on a Unix socket in a fence where nothing is writable yet but fio's
+work directory, and probed through ssh's forwarded socket like any server. Each job restarts it
+in the fence of that job's paths when they differ (``host_fence``).
 """
 
 from __future__ import annotations
@@ -27,12 +33,14 @@ from ..describe.spec import Target
 from ..errors import HostError, SafetyError
 from ..model import TargetFacts
 from ..remote import hosts as host_specs
-from ..remote import protocol
+from ..remote import protocol, sshhost
 from ..remote import ssh as remote_facts
 from ..remote.hosts import HostSpec
 from ..remote.protocol import ProbeReply
 from ..remote.ssh import RemoteFacts
+from ..runner import fence as fence_mod
 from ..runner import local
+from ..units import format_bytes
 from . import safety
 
 #: Seconds a host has to answer the preflight probe (connect and reply).
@@ -45,12 +53,15 @@ SLOW_PROBE_S = 0.25
 @dataclass(frozen=True)
 class RemoteHost:
     """A host as preflight found it: its server's own description (None: not contacted, a dry
-    run), facts with ``ssh``, and ``answer_s``, how long its probe took (connect to reply)."""
+    run), facts with ``ssh``, and ``answer_s``, how long its probe took (connect to reply);
+    for an ``ssh://`` host what iolab's program found there (``hello``: fio, the fence tool, its
+    directory, how long ssh took to connect and log in)."""
 
     spec: HostSpec
     server: ProbeReply | None
     facts: RemoteFacts | None = None
     answer_s: float | None = None
+    hello: sshhost.Hello | None = None
 
 
 @dataclass(frozen=True)
@@ -81,15 +92,17 @@ _lost: set[HostSpec] = set()
 
 
 def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIMEOUT_S,
-              known: RemoteTarget | None = None, fio_version: str | None = None) -> RemoteTarget:
+              known: RemoteTarget | None = None, fio_version: str | None = None, fenced: bool = True) -> RemoteTarget:
     """Check every host of ``target`` (see the module docstring), all at once, each within
-    ``timeout_s``. ``known`` is what an earlier check of the same run found: it is the answer
+    ``timeout_s``. ``fenced`` (not ``--no-fence``) requires bubblewrap on ``ssh://`` hosts.
+    ``known`` is what an earlier check of the same run found: it is the answer
     when it checked the same hosts, path and ssh (what a stored run keeps of a target,
     ``target_from_options``) and none of its hosts was lost since. ``fio_version`` is the local
     fio's (``3.33``) when the caller knows it already (each lookup starts fio).
 
     Raises ``HostError`` listing every host that fails, each with its cause (nothing listens,
-    no answer in time, not a fio server, another fio version, ssh failed).
+    no answer in time, not a fio server, another fio version, ssh failed with ssh's own reason,
+    no bubblewrap on an ``ssh://`` host); ``SafetyError`` when a host's fence refuses.
     """
     if known is not None and known.checked and _where(known.target) == _where(target):
         with _lock:
@@ -97,9 +110,10 @@ def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIM
                 return known
     local_version = f"fio-{fio_version or _fio_version(local.find_fio(fio))}"
     version = protocol.local_protocol_version(local.find_fio(fio))
-    answers = host_specs.on_each(target.hosts, lambda h: _timed_probe(h, version, timeout_s), timeout_s + 5,
+    hellos, problems = _connect_ssh(target, local_version, fenced)
+    probed = [h for h in target.hosts if h.kind != "ssh" or h in hellos]
+    answers = host_specs.on_each(probed, lambda h: _timed_probe(h, version, timeout_s), timeout_s + 5,
                                  "the probe")
-    problems = []
     for spec, answer in answers.items():
         if isinstance(answer, HostError):
             problems.append(answer.message)
@@ -107,16 +121,107 @@ def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIM
             problems.append(f"{spec}: its fio server is {answer[0].fio_version} ({answer[0].hostname}), local fio "
                             f"is {local_version}; client and server must be the same fio")
     if problems:
-        raise HostError(f"target {target.name}: preflight failed for {len(problems)} of {len(answers)} host(s):\n  "
-                        + "\n  ".join(problems),
-                        hint="start `iolab server start --bind ADDRESS` (same fio version) on each host, "
-                        "or remove the host from the target")
+        ssh_only = all(h.kind == "ssh" for h in target.hosts)
+        raise HostError(f"target {target.name}: preflight failed for {len(problems)} of {len(target.hosts)} "
+                        "host(s):\n  " + "\n  ".join(problems),
+                        hint=sshhost.HINT if ssh_only else "start `iolab server start --bind ADDRESS` (same fio "
+                        "version) on each host, or remove the host from the target")
     found = remote_facts.gather_all(list(target.hosts), target.path) if target.ssh else None
-    hosts = tuple(RemoteHost(spec, answers[spec][0], found[i] if found else None, answers[spec][1])  # type: ignore[index]
-                  for i, spec in enumerate(target.hosts))
+    hosts = tuple(RemoteHost(spec, answers[spec][0], found[i] if found else None, answers[spec][1],  # type: ignore[index]
+                             hellos.get(spec)) for i, spec in enumerate(target.hosts))
     with _lock:
         _lost.difference_update(target.hosts)
     return RemoteTarget(target=target, hosts=hosts, kind=_kind(target, hosts))
+
+
+def _connect_ssh(target: Target, local_version: str, fenced: bool
+                 ) -> tuple[dict[HostSpec, sshhost.Hello], list[str]]:
+    """The ``ssh://`` hosts of ``target`` connected, checked and serving (see the module docstring):
+    what each said, and one problem per host that failed."""
+    specs = [h for h in target.hosts if h.kind == "ssh"]
+    if not specs:
+        return {}, []
+    problems: list[str] = []
+    hellos: dict[HostSpec, sshhost.Hello] = {}
+    for spec, conn in sshhost.connect_all(specs).items():
+        if isinstance(conn, HostError):
+            problems.append(conn.message)
+            continue
+        hello = conn.hello
+        assert hello is not None
+        if hello.fio_version is None:
+            problems.append(f"{spec}: fio is not installed there (apt-get install fio; local fio is {local_version})")
+        elif hello.fio_version != local_version:
+            problems.append(f"{spec}: its fio is {hello.fio_version} ({hello.hostname}), local fio is "
+                            f"{local_version}; client and server must be the same fio")
+        elif fenced and hello.fence is None:
+            problems.append(f"{spec}: no fence can be set up there: {hello.fence_reason}; iolab runs fio on every "
+                            "host where only the checked plan can be written (install bubblewrap there: apt-get "
+                            "install bubblewrap, or pass --no-fence to run fio there unfenced)")
+        else:
+            hellos[spec] = hello
+    read = [remote_path(target.path)] if target.path else []
+    for spec, served in sshhost.serve_all({s: ({}, read) for s in hellos}, fenced).items():
+        if isinstance(served, HostError):
+            problems.append(served.message)
+            hellos.pop(spec)
+    return hellos, problems
+
+
+def host_fence(target: Target, facts: TargetFacts | None, writes: bool, destroy: Collection[str]
+               ) -> tuple[dict[str, str], list[str]]:
+    """What an ``ssh://`` host's fence lets fio do with ``target``'s path, from the path's facts on
+    that host: ``(writable: path -> why, read: paths)`` for ``remote.sshhost.Connection.serve``.
+
+    fio lays out files even to read them, so a new file or a directory is writable for any job (a
+    directory's existing entries stay read-only, ``runner.fence.build``, unless the directory or one
+    above it is named with ``--destroy``: then everything in it is writable); a device or an existing
+    file is writable only for a job that writes it (the safety rules passed: named with
+    ``--destroy``, or laid out by this run), and bound to be read otherwise."""
+    if target.path is None:
+        return {}, []
+    path = remote_path(target.path)
+    named = any(path == d or path.startswith(d.rstrip("/") + "/") for d in (remote_path(x) for x in destroy))
+    kind = facts.kind if facts is not None else ("directory" if target.path.endswith("/") else "missing")
+    if kind == "directory" and named:
+        return {path: fence_mod.DESTROY}, []
+    if kind in ("missing", "directory"):
+        return {path: fence_mod.NEW}, []
+    if not writes:
+        return {}, [path]
+    if kind == "file" and not named:
+        return {path: fence_mod.EMPTY if facts is not None and facts.size_bytes == 0 else fence_mod.IOLAB}, []
+    return {path: fence_mod.DESTROY}, []
+
+
+@dataclass(frozen=True)
+class HostFence:
+    """An ``ssh://`` host's fence as the plan shows it: ``tool`` (None: ``--no-fence``), the places
+    fio may write there with why (``path (why)``), the paths it may only read, and fio's work
+    directory there (writable, removed when the run ends)."""
+
+    host: str
+    tool: str | None
+    writable: tuple[str, ...]
+    read: tuple[str, ...]
+    work: str
+
+
+def plan_fences(remote: RemoteTarget, writes: bool, destroy: Collection[str], fenced: bool) -> tuple[HostFence, ...]:
+    """The fence of each checked ``ssh://`` host of ``remote`` for a plan whose jobs on it write or
+    not (``host_fence`` on the facts preflight gathered)."""
+    out = []
+    for h in remote.hosts:
+        if h.hello is None:
+            continue
+        t = h.facts.target if h.facts is not None else None
+        writable, read = host_fence(remote.target, t, writes, destroy)
+        directory = t.kind == "directory" if t is not None else (remote.target.path or "").endswith("/")
+        places = tuple(f"{p} (new files only: its existing entries are read-only)" if directory and why == fence_mod.NEW
+                       else f"{p} ({why})" for p, why in writable.items())
+        out.append(HostFence(h.spec.label, h.hello.fence if fenced else None, places, tuple(read),
+                             f"{h.hello.directory}/work"))
+    return tuple(out)
 
 
 @cache
@@ -189,14 +294,17 @@ def remote_path(path: str) -> str:
 
 
 def check_safety(target: Target, target_facts: Mapping[HostSpec, TargetFacts | None], writes: bool,
-                 destroy: Collection[str], needed_bytes: int) -> None:
+                 destroy: Collection[str], needed_bytes: int, files: bool = True) -> None:
     """The local safety rules, host by host, on the facts ssh gathered.
 
     A job that writes a remote block device needs ``ssh: true`` (without facts iolab cannot
     check the device, and not knowing is not clean) and ``--destroy PATH`` naming the target's
     path (device numbers mean nothing across hosts): paths are compared as resolved
     (``remote_path``), and a ``--destroy`` path that is the device ssh found under the target
-    names it too. Files need room on every host. Raises ``SafetyError`` naming the host.
+    names it too. Files need room on every host. With ``files`` (the plan's check, not the one
+    right before each job, which would find the files the run's earlier jobs laid out), an existing
+    file with data is written only when named with ``--destroy``: a remote host has no marks of
+    iolab's (``runner.marks``). Raises ``SafetyError`` naming the host.
     """
     path = remote_path(target.path or "/")
     named_paths = {remote_path(d) for d in destroy}
@@ -212,6 +320,13 @@ def check_safety(target: Target, target_facts: Mapping[HostSpec, TargetFacts | N
         if facts is None:
             continue
         try:
+            above = any(path.startswith(d.rstrip("/") + "/") for d in named_paths)  # a directory named
+            if writes and files and facts.kind == "file" and (facts.size_bytes or 0) > 0 and not (named or above):
+                raise SafetyError(
+                    f"refusing to write to {path}: it is an existing file with {format_bytes(facts.size_bytes or 0)} "
+                    "of data, and it is not named with --destroy",
+                    hint=f"if its contents may be destroyed, add --destroy {path} (or name its directory); to keep "
+                         "it, point the target at a file that does not exist yet, or at a directory")
             if writes:
                 device = facts.device.path if facts.device is not None else None
                 safety.check_block_write(facts, destroy, named=named or device in named_paths)

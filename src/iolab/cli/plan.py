@@ -15,7 +15,7 @@ from rich.markup import escape
 from ..analyze import warmup
 from ..check import lint
 from ..check.guard import FencePlan
-from ..check.remote import RemoteTarget
+from ..check.remote import HostFence, RemoteTarget
 from ..observe.local import SELF
 from ..report.table import compact_places
 from ..run.job import JobEvent
@@ -37,6 +37,8 @@ def describe_plan(plan: Plan) -> None:
     for target in plan.suite.targets:
         if target.name in plan.remote:
             _describe_remote(plan.remote[target.name])
+            for line in describe_host_fences(plan.host_fences.get(target.name, ())):
+                err.print(f"    {line}", markup=False, highlight=False)
             continue
         facts = plan.facts.get(target.name)
         if facts is None:
@@ -75,6 +77,22 @@ def describe_fence(fence: FencePlan) -> list[str]:
     return [*lines, *(f"  {note}" for note in fence.notes)]
 
 
+def describe_host_fences(fences: Sequence[HostFence]) -> list[str]:
+    """The fence of each ``ssh://`` host (``check.remote.plan_fences``): the tool once when every
+    host has the same, then where fio may write on each."""
+    if not fences:
+        return []
+    tools = {f.tool for f in fences}
+    lines = [f"fence on each ssh host: {next(iter(tools))} ({FENCE_RULES}, no network)" if tools != {None}
+             else "fence on the ssh hosts: none — --no-fence: fio runs unfenced there"] if len(tools) == 1 else []
+    for f in fences:
+        tool = "" if len(tools) == 1 else (f"{f.tool}; " if f.tool else "unfenced; ")
+        places = ", ".join([*f.writable, f"its work directory {f.work}"])
+        lines.append(f"  {f.host}: {tool}fio may write only: {places}"
+                     + (f"; and may read, not write: {', '.join(f.read)}" if f.read else ""))
+    return lines
+
+
 def _describe_observers(plan: Plan) -> list[str]:
     """One line per observer probed: observed or not, and what it said."""
     if not plan.probed:
@@ -85,6 +103,7 @@ def _describe_observers(plan: Plan) -> list[str]:
     for p in plan.probed:
         e = p.endpoint
         what = f"{e.host} ({e.role}) from /proc and /sys" if e.address == SELF else \
+            f"{e.host} ({e.role}) from /proc and /sys over ssh" if e.address.startswith("ssh://") else \
             f"{e.host} ({e.role}) at {e.address}, node_exporter"
         if p.facts is not None:
             f = p.facts.host
@@ -113,6 +132,8 @@ def _describe_remote(remote: RemoteTarget) -> None:
         if h.server is None:
             continue
         detail = f"{h.server.hostname}, {h.server.fio_version}, {h.server.os} {h.server.arch}, {h.server.cpus} CPUs"
+        if h.hello is not None:
+            detail += f", ssh connected in {h.hello.connect_s * 1000:.0f} ms"
         if h.answer_s is not None:
             detail += f", answered in {h.answer_s * 1000:.0f} ms"
         t = h.facts.target if h.facts is not None else None

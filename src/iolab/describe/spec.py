@@ -26,7 +26,8 @@ class Target:
     With ``hosts`` the target is remote: every workload runs on all hosts at once through fio's
     client/server mode, ``path`` being the file, directory or device on each host (absolute;
     a path ending in ``/`` is a directory). ``ssh`` asks iolab to gather host and target facts
-    on every host with the system ssh client (``remote.ssh``).
+    on every host with the system ssh client (``remote.ssh``); an ``ssh://`` host implies it
+    (its facts ride on the connection that carries its fio server, ``remote.sshhost``).
     """
 
     name: str
@@ -34,6 +35,10 @@ class Target:
     size: str | None = None
     hosts: tuple[HostSpec, ...] = ()
     ssh: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.ssh and any(h.kind == "ssh" for h in self.hosts):
+            object.__setattr__(self, "ssh", True)
 
 
 @dataclass(frozen=True)

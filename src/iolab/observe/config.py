@@ -3,8 +3,9 @@ its fio servers, and the probe before a run.
 
 Without the key, iolab observes the local host (from /proc and /sys, ``observe.local``: no
 exporter needed) and every fio server whose exporter answers before the run (``probe``), and says
-which do not. With the key (or ``--observe``) every endpoint is observed even when it does not
-answer yet, so a missing observer is a recorded gap. A watched host whose address is this machine
+which do not; an ``ssh://`` host is read over its ssh connection (``sshsample``: no exporter
+either). With the key (or ``--observe``) every endpoint is observed even when it does not answer
+yet, so a missing observer is a recorded gap. A watched host whose address is this machine
 (``is_this_host``) is this host: its exporter becomes the local row's source, not a second row.
 """
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from ..describe.observe import Observe
 from ..errors import HostError
 from ..remote.hosts import HostSpec
-from . import exporter
+from . import exporter, sshsample
 from . import local as local_reader
 from .exporter import NodeFacts
 from .sampler import Endpoint
@@ -35,7 +36,10 @@ def local_address(observe: Observe) -> str:
 
 def server_address(spec: HostSpec, port: int) -> str | None:
     """The exporter of a fio server's host: its address with the exporter's port; None for a
-    ``sock:`` server, which is this host."""
+    ``sock:`` server, which is this host; an ``ssh://`` host is its own address (sampled over its
+    connection, ``sshsample``: no exporter needed)."""
+    if spec.kind == "ssh":
+        return spec.label
     return None if spec.kind == "sock" else HostSpec(spec.kind, spec.host, port).label
 
 
@@ -98,6 +102,8 @@ def probe(found: Sequence[tuple[Endpoint, str | None]], timeout_s: float = PROBE
             from ..facts.host import host_facts
             return Probed(endpoint, target, facts=NodeFacts(host_facts()))
         try:
+            if sshsample.is_ssh(endpoint.address):
+                return Probed(endpoint, target, facts=sshsample.facts(endpoint.address, max(timeout_s, 5.0)))
             return Probed(endpoint, target, facts=exporter.facts(endpoint.address, timeout_s))
         except HostError as exc:
             return Probed(endpoint, target, error=exc.message)

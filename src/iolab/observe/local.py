@@ -74,7 +74,7 @@ def _disks(text: str) -> dict[Key, float]:
     return values
 
 
-def _nics(text: str, sys_class_net: str) -> dict[Key, float]:
+def _nics(text: str, speeds: dict[str, str | None]) -> dict[Key, float]:
     values: dict[Key, float] = {}
     for line in text.splitlines()[2:]:
         name, sep, rest = line.partition(":")
@@ -86,10 +86,25 @@ def _nics(text: str, sys_class_net: str) -> dict[Key, float]:
         labels = (("device", name.strip()),)
         values[("node_network_receive_bytes_total", labels)] = float(f[0])
         values[("node_network_transmit_bytes_total", labels)] = float(f[8])
-        speed = read_text(os.path.join(sys_class_net, name.strip(), "speed"))
+        speed = speeds.get(name.strip())
         if speed is not None and speed.strip().lstrip("-").isdigit() and int(speed) >= 0:
             values[("node_network_speed_bytes", labels)] = int(speed) * 125_000.0
     return values
+
+
+def interfaces(netdev: str) -> list[str]:
+    """The interface names of a ``/proc/net/dev`` text (whose ``speed`` files are read)."""
+    return [line.partition(":")[0].strip() for line in netdev.splitlines()[2:] if ":" in line]
+
+
+def reduce(stat: str, diskstats: str, netdev: str, speeds: dict[str, str | None], ticks_per_s: float) -> Scrape:
+    """The counters of a host's ``/proc/stat``, ``/proc/diskstats`` and ``/proc/net/dev`` texts and its
+    interfaces' ``speed`` files (name -> text, None where unreadable), as ``scrape`` returns them
+    (see the module docstring). ``ticks_per_s`` is that host's ``sysconf(SC_CLK_TCK)``. Pure: the
+    texts may come from another host (``observe.sshsample``)."""
+    cpu, count = _cpu(stat, ticks_per_s)
+    values = {**cpu, **_disks(diskstats), **_nics(netdev, speeds)}
+    return Scrape(values, count or None)
 
 
 def scrape(proc: str = "/proc", sys_class_net: str = "/sys/class/net") -> Scrape:
@@ -98,6 +113,5 @@ def scrape(proc: str = "/proc", sys_class_net: str = "/sys/class/net") -> Scrape
     stat, diskstats, netdev = (read_text(os.path.join(proc, name)) for name in ("stat", "diskstats", "net/dev"))
     if stat is None:
         raise HostError(f"cannot read {proc}/stat")
-    cpu, count = _cpu(stat, float(os.sysconf("SC_CLK_TCK")))
-    values = {**cpu, **_disks(diskstats or ""), **_nics(netdev or "", sys_class_net)}
-    return Scrape(values, count or None)
+    speeds = {name: read_text(os.path.join(sys_class_net, name, "speed")) for name in interfaces(netdev or "")}
+    return reduce(stat, diskstats or "", netdev or "", speeds, float(os.sysconf("SC_CLK_TCK")))

@@ -23,7 +23,7 @@ from types import TracebackType
 
 from ..errors import HostError
 from ..model import Gap, HostSamples, Series
-from . import exporter, local
+from . import exporter, local, sshsample
 from .exporter import Key, Scrape
 
 #: Seconds between scrapes, and the most one scrape may take (less than the interval, so that a
@@ -47,14 +47,19 @@ Scraper = Callable[[str, float], Scrape]
 
 
 def scrape(address: str, timeout_s: float) -> Scrape:
-    """One reduced sample of ``address``: this host's /proc and /sys for ``local.SELF``, else the
-    node_exporter there (``exporter.scrape``). Raises ``HostError``."""
-    return local.scrape() if address == local.SELF else exporter.scrape(address, timeout_s)
+    """One reduced sample of ``address``: this host's /proc and /sys for ``local.SELF``, an
+    ``ssh://`` host's over its connection (``sshsample``), else the node_exporter there
+    (``exporter.scrape``). Raises ``HostError``."""
+    if address == local.SELF:
+        return local.scrape()
+    return sshsample.scrape(address, timeout_s) if sshsample.is_ssh(address) else exporter.scrape(address, timeout_s)
 
 
 def source_of(address: str) -> str:
     """Where an endpoint's samples come from, as stored in ``HostSamples.source``."""
-    return local.SOURCE if address == local.SELF else exporter.metrics_url(address)
+    if address == local.SELF:
+        return local.SOURCE
+    return f"{address} {sshsample.SOURCE}" if sshsample.is_ssh(address) else exporter.metrics_url(address)
 
 
 class _Observer(threading.Thread):

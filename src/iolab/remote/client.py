@@ -228,20 +228,27 @@ def _relabel(report: FioReport, relays: list[Relay]) -> FioReport:
     for job in report.jobs:
         relay = by_port.get((job.hostname or "", job.port or 0))
         if relay is not None:
-            jobs.append(replace(job, hostname=relay.host.host, port=relay.host.port))
+            hostname, port = _json_name(relay.host)
+            jobs.append(replace(job, hostname=hostname, port=port))
     disks: list[DiskUtil] = []
     for disk in report.disk_util:
         relay = by_address.get(disk.hostname or "")
         if relay is not None:
-            disks.append(replace(disk, hostname=relay.host.host))
+            disks.append(replace(disk, hostname=_json_name(relay.host)[0]))
     return replace(report, jobs=tuple(jobs), disk_util=tuple(disks))
+
+
+def _json_name(host: HostSpec) -> tuple[str, int | None]:
+    """How a host is named in the stored report (``hostname``, ``port``, as fio names hosts): an
+    ssh host by its label (``hosts.label_of`` reads it back), others by address and port."""
+    return (host.label, None) if host.kind == "ssh" else (host.host, host.port)
 
 
 def _host_outcome(relay: Relay, report: FioReport | None, messages: str, timed_out: bool) -> HostOutcome:
     label = relay.host.label
     if relay.error is not None:
         return HostOutcome(label, "lost", f"{label}: not reachable when the job started: {relay.error}")
-    jobs = [j for j in report.jobs if (j.hostname, j.port) == (relay.host.host, relay.host.port)] if report else []
+    jobs = [j for j in report.jobs if (j.hostname, j.port) == _json_name(relay.host)] if report else []
     said = _fio_lines(messages, relay)
     if timed_out:
         return HostOutcome(label, "lost", f"{label}: did not finish within the job's time bound; fio was stopped"

@@ -5,6 +5,10 @@ accepted as they are: ``ip:HOST[,PORT]``, ``ip4:…``, ``ip6:HOST[,PORT]``, ``HO
 ``sock:/path``. iolab also reads the spellings people type, which fio itself would reject:
 ``HOST:PORT`` and ``[IPV6]:PORT``, and a bare IPv6 address. The default port is fio's, 8765.
 
+``ssh://[USER@]HOST[:PORT]`` is iolab's own: a host reached with the system ssh client, where iolab
+starts a fio server on a Unix socket for the run (``remote.sshhost``); no port of fio's is opened.
+Its port is ssh's (None: whatever the ssh configuration says, 22 by default).
+
 A hosts file (fio's ``--client=FILE``) holds specs separated by white space; iolab also allows
 ``#`` comments.
 """
@@ -30,26 +34,42 @@ _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])
 
 @dataclass(frozen=True)
 class HostSpec:
-    """A fio server address: ``kind`` is ``ip`` (IPv4 or a host name), ``ip6`` or ``sock``.
+    """A fio server address: ``kind`` is ``ip`` (IPv4 or a host name), ``ip6``, ``sock`` or ``ssh``.
 
     ``host`` is the address, name or (for ``sock``) the socket path; ``port`` is None for a
-    socket. ``label`` is how iolab names the host everywhere (``10.0.0.11:8765``,
-    ``[fd00::13]:8765``, ``sock:/run/fio.sock``); ``fio_arg`` is fio's own spelling.
+    socket, and for an ``ssh`` host is ssh's port (None: the ssh configuration's); ``user`` is the
+    ssh user (``ssh`` only; None: the configuration's). ``label`` is how iolab names the host
+    everywhere (``10.0.0.11:8765``, ``[fd00::13]:8765``, ``sock:/run/fio.sock``,
+    ``ssh://lab@10.0.0.11``); ``fio_arg`` is fio's own spelling, and for an ``ssh`` host its label
+    (fio never sees it: its client reaches the host through ssh's forwarded socket).
     """
 
     kind: str
     host: str
     port: int | None = DEFAULT_PORT
+    user: str | None = None
 
     @property
     def label(self) -> str:
         if self.kind == "sock":
             return f"sock:{self.host}"
+        if self.kind == "ssh":
+            host = f"[{self.host}]" if ":" in self.host else self.host
+            return f"ssh://{self.user + '@' if self.user else ''}{host}{f':{self.port}' if self.port else ''}"
         return f"[{self.host}]:{self.port}" if self.kind == "ip6" else f"{self.host}:{self.port}"
 
     @property
     def fio_arg(self) -> str:
-        return f"sock:{self.host}" if self.kind == "sock" else f"{self.kind}:{self.host},{self.port}"
+        if self.kind in ("sock", "ssh"):
+            return self.label
+        return f"{self.kind}:{self.host},{self.port}"
+
+    @property
+    def ssh_destination(self) -> list[str]:
+        """ssh's arguments naming this host (``[-p PORT] [USER@]HOST``); for a TCP host its address."""
+        if self.kind != "ssh":
+            return [self.host]
+        return [*(["-p", str(self.port)] if self.port else []), f"{self.user + '@' if self.user else ''}{self.host}"]
 
     def __str__(self) -> str:
         return self.label
@@ -60,6 +80,8 @@ def parse(text: str) -> HostSpec:
     spec = text.strip()
     if not spec or any(c.isspace() for c in spec):
         raise ValueError(f"expected a host such as 10.0.0.11, 10.0.0.12:8765 or ip6:fd00::13,8765, got {text!r}")
+    if spec.startswith("ssh://"):
+        return _parse_ssh(spec, text)
     if spec.startswith("sock:"):
         path = spec[5:]
         if not path.startswith("/"):
@@ -75,6 +97,36 @@ def parse(text: str) -> HostSpec:
         kind = "ip6" if ":" in host else "ip"
     _check_host(host, kind, text)
     return HostSpec(kind, host, port)
+
+
+_SSH_USER = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,31}")
+
+
+def _parse_ssh(spec: str, text: str) -> HostSpec:
+    """``ssh://[USER@]HOST[:PORT]``, HOST a name, an IPv4 address or ``[IPv6]``."""
+    rest = spec[len("ssh://"):].rstrip("/")
+    user = None
+    if "@" in rest:
+        user, rest = rest.rsplit("@", 1)
+        if not _SSH_USER.fullmatch(user):
+            raise ValueError(f"{text!r}: {user!r} is not a user name")
+    port = None
+    if rest.startswith("["):
+        host, _, after = rest[1:].partition("]")
+        if after and not after.startswith(":"):
+            raise ValueError(f"{text!r}: expected ssh://[USER@]HOST[:PORT]")
+        port_text = after[1:] if after else None
+    else:
+        host, _, port_text = rest.partition(":")
+        port_text = port_text or None
+    if port_text is not None:
+        if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+            raise ValueError(f"{text!r}: the ssh port must be a number 1..65535, got {port_text!r}")
+        port = int(port_text)
+    if not host:
+        raise ValueError(f"{text!r}: no host; expected ssh://[USER@]HOST[:PORT]")
+    _check_host(host, "ip6" if ":" in host else "ip", text)
+    return HostSpec("ssh", host, port, user)
 
 
 def _split_port(spec: str, text: str) -> tuple[str, int]:
@@ -135,7 +187,9 @@ def check_unique(hosts: list[HostSpec]) -> None:
 def label_of(hostname: str, port: int | None) -> str:
     """The label of the host a client-JSON entry names (``hostname``/``port`` as fio prints
     them): a socket is a path (fio prints its default port with it), an address with ``:`` is
-    IPv6."""
+    IPv6, an ssh host is named by its label (``remote.client`` writes it so)."""
+    if hostname.startswith("ssh://"):
+        return hostname
     if port is None or hostname.startswith("/"):
         return f"sock:{hostname}"
     return HostSpec("ip6" if ":" in hostname else "ip", hostname, port).label

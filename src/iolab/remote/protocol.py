@@ -40,6 +40,7 @@ from functools import cache
 from typing import Any
 
 from ..errors import HostError
+from . import sshhost
 from .hosts import HostSpec, on_each
 
 HEADER = struct.Struct("<HHIQIHH")
@@ -230,11 +231,12 @@ def connect(host: HostSpec, timeout_s: float, first: bytes = b"") -> socket.sock
 
     Send the first message here, not afterwards: over TCP the handshake's last packet waits for
     it (see the module docstring), so a fio server finds it at once instead of up to 1 s later.
-    A unix socket has no handshake to hold back; ``first`` goes out right after the connect.
+    A unix socket has no handshake to hold back; ``first`` goes out right after the connect. An
+    ``ssh`` host is reached through the socket its ssh connection forwards (``sshhost.local_socket``).
     """
-    if host.kind == "sock":
+    if host.kind in ("sock", "ssh"):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        address: Any = host.host
+        address: Any = host.host if host.kind == "sock" else sshhost.local_socket(host)
     else:
         family = socket.AF_INET6 if host.kind == "ip6" else socket.AF_INET
         address = socket.getaddrinfo(host.host, host.port, family, socket.SOCK_STREAM)[0][4]
@@ -266,7 +268,7 @@ def probe(host: HostSpec, version: int, timeout_s: float = 5.0) -> ProbeReply:
     answering, which is what a fio server of another protocol version does.
     """
     deadline = time.monotonic() + timeout_s
-    name = host.host if host.kind != "sock" else "localhost"
+    name = host.host if host.kind not in ("sock", "ssh") else "localhost"
     try:
         sock = connect(host, timeout_s, probe_message(version, name))
     except TimeoutError:

@@ -9,7 +9,8 @@ host needs ``python3`` (3.9+) and, for device facts, the same tools as a local h
 
 ssh runs with ``BatchMode=yes`` (never a password prompt) and a connect timeout. ``$IOLAB_SSH``
 replaces the ``ssh`` command (e.g. ``ssh -F ~/.ssh/lab_config``); users, keys and jump hosts
-belong in the ssh configuration. A ``sock:`` host is this machine, so its facts are local.
+belong in the ssh configuration. A ``sock:`` host is this machine, so its facts are local. An
+``ssh://`` host's facts ride on its run's ssh connection (``remote.sshhost``) when it is open.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ from ..errors import HostError
 from ..facts import host as host_mod
 from ..facts import targets
 from ..model import HostFacts, TargetFacts, from_jsonable
+from . import sshagent, sshhost
 from .hosts import HostSpec, on_each
 
 #: Seconds gathering one host's facts over ssh may take (connect, run, answer).
 GATHER_TIMEOUT_S = 60.0
-_MODULES = ("iolab", "iolab.errors", "iolab.histogram", "iolab.model", "iolab.facts", "iolab.facts.sysfs",
-            "iolab.facts.host", "iolab.facts.targets")
+_MODULES = ("iolab", "iolab.errors", *sshagent.FACTS_MODULES)
 #: Those of ``_MODULES`` that are packages (their source is their ``__init__.py``).
 _PACKAGES = ("iolab", "iolab.facts")
 
@@ -55,7 +56,10 @@ class _Sources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _Sources())
-sys.modules["pydantic"] = types.SimpleNamespace(TypeAdapter=None)  # only iolab's (de)serialisers use it
+# only iolab's (de)serialisers use these, and the host need not have them
+sys.modules["pydantic"] = types.SimpleNamespace(TypeAdapter=None)
+sys.modules["pydantic_core"] = types.SimpleNamespace(core_schema=None)
+sys.modules["orjson"] = types.SimpleNamespace()
 from iolab.facts import host, targets  # noqa: E402
 
 
@@ -135,7 +139,11 @@ def gather(host: HostSpec, path: str | None, timeout_s: float = GATHER_TIMEOUT_S
         facts = host_mod.host_facts(host_mod.fio_version())
         listing = tuple(sorted(os.listdir(path))) if path and os.path.isdir(path) else None
         return RemoteFacts(facts, targets.inspect(path) if path else None, listing)
-    data = _over_ssh(host, program(path), "IOLAB-FACTS ", "gathering facts", timeout_s)
+    connection = sshhost.connection(host) if host.kind == "ssh" else None
+    if connection is not None and connection.alive:  # iolab's program there answers: no new session
+        data = connection.facts(path, timeout_s)
+    else:
+        data = _over_ssh(host, program(path), "IOLAB-FACTS ", "gathering facts", timeout_s)
     target = from_jsonable(TargetFacts, data["target"]) if data["target"] else None
     listing = tuple(data["listing"]) if data.get("listing") is not None else None
     return RemoteFacts(from_jsonable(HostFacts, data["host"]), target, listing)
@@ -144,8 +152,12 @@ def gather(host: HostSpec, path: str | None, timeout_s: float = GATHER_TIMEOUT_S
 def _over_ssh(host: HostSpec, code: str, marker: str, what: str, timeout_s: float) -> Any:
     """Run ``code`` with the host's ``python3 -`` over ssh; the JSON on its ``marker`` line.
     Raises ``HostError`` naming the host and why (ssh failed, no python3, no answer in time)."""
-    argv = [*ssh_command(), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout_s / 4))}",
-            host.host, "python3 -"]
+    connection = sshhost.connection(host) if host.kind == "ssh" else None
+    if connection is not None and connection.alive:  # rides on the run's connection: no new login
+        argv = [*connection.ssh_args(), "python3 -"]
+    else:
+        argv = [*ssh_command(), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout_s / 4))}",
+                *host.ssh_destination, "python3 -"]
     hint = ("ssh: true needs ssh without a password prompt (keys, BatchMode) and python3 on the host; "
             "set $IOLAB_SSH for ssh options")
     try:

@@ -220,7 +220,7 @@ def _remote_targets(run_options: Mapping[str, Any], todo: list[Any], options: Ru
     for result in todo:
         target = remote_run.target_from_options(result.target, result.target_path, run_options)
         if target is not None and target.name not in out:
-            preflight(target, options.fio, known=checked.get(target.name))
+            preflight(target, options.fio, known=checked.get(target.name), fenced=options.fence)
             out[target.name] = target
     return out
 

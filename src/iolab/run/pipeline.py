@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..describe.spec import Suite
 from ..model import ResultRecord, Run
+from ..remote import sshhost
 from .execute import execute, extend, start
 from .job import JobEvent
 from .plan import Plan, RunOptions, prepare
@@ -112,7 +113,10 @@ def run(store: Store | Callable[[], Store], suite: Suite, options: RunOptions, *
     progress; returns the stored run (``Run.info.status``: ``complete``, ``partial`` or ``failed``).
     Raises as ``Session.run`` says."""
     session = Session(store, options, label=label, tags=tags, watch=watch)
-    session.run(suite, repeat=repeat, during=during)
+    try:
+        session.run(suite, repeat=repeat, during=during)
+    finally:
+        sshhost.close_all()  # the ssh hosts' servers end with the run
     assert session.run_id is not None
     return session.store.get_run(session.run_id)
 
@@ -121,6 +125,9 @@ def resume(store: Store, run_id: int, options: RunOptions, *, watch: Watch | Non
     """Finish the stored run ``run_id`` (``--resume``): what has not ended runs, its remote hosts
     probed again first; returns the run. Raises as ``run.execute.execute`` says."""
     watch = watch or Watch()
-    with watch.running():
-        execute(store, run_id, options, on_event=watch.event)
+    try:
+        with watch.running():
+            execute(store, run_id, options, on_event=watch.event)
+    finally:
+        sshhost.close_all()
     return store.get_run(run_id)

@@ -19,7 +19,7 @@ from typing import Any
 from .. import units
 from ..check import guard, lint, plan_checks, safety
 from ..check.plan_checks import PlanItem
-from ..check.remote import RemoteTarget, preflight, unchecked
+from ..check.remote import HostFence, RemoteTarget, plan_fences, preflight, unchecked
 from ..describe.matrix import plan
 from ..describe.render import render_job
 from ..describe.spec import JobSpec, Suite
@@ -31,6 +31,7 @@ from ..model import BlockDeviceFacts, HostFacts, TargetFacts, to_jsonable
 from ..observe import config as observe_config
 from ..observe.config import Probed
 from ..observe.watch import Observers
+from ..remote import sshhost
 from ..runner import fence as fence_mod
 from ..runner import local
 from . import method as method_mod
@@ -46,7 +47,8 @@ class Plan:
     stores them). ``probed`` are the observers' exporters as the probe found them (all of them,
     to be shown), ``observers`` those the run observes (``observe.config.chosen``). ``created`` are
     the files and directories fio creates new (real paths): stored with the run, they are iolab's
-    own to a ``--resume`` of it, marked or not (``runner.marks``).
+    own to a ``--resume`` of it, marked or not (``runner.marks``). ``host_fences`` are the fences of
+    each remote target's ``ssh://`` hosts (``check.remote.plan_fences``), by target name.
     """
 
     suite: Suite
@@ -61,6 +63,7 @@ class Plan:
     observers: Observers = field(default_factory=Observers)
     fence: guard.FencePlan = field(default_factory=lambda: guard.FencePlan(None, "not planned", ()))
     created: tuple[str, ...] = ()
+    host_fences: Mapping[str, tuple[HostFence, ...]] = field(default_factory=dict)
 
     @property
     def errors(self) -> tuple[lint.Finding, ...]:
@@ -148,10 +151,13 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
             plan_checks.check_directory_exists(t.name, os.path.abspath(os.path.expanduser(t.path)) +
                                                ("/" if t.path.endswith("/") else ""))
     suite = _resolve(suite)
+    if contact:  # ssh's logins overlap the local work below; preflight waits for them
+        sshhost.connect_soon([h for t in suite.targets if t.name not in (checked or {}) for h in t.hosts
+                              if h.kind == "ssh"])
     machine = host.host_facts(local.fio_version(options.fio))
     facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
     remote = {t.name: preflight(t, options.fio, known=(checked or {}).get(t.name),
-                                            fio_version=machine.fio_version) if contact
+                                fio_version=machine.fio_version, fenced=options.fence) if contact
               else unchecked(t) for t in suite.targets if t.hosts}
     servers = {name: rt.target.hosts for name, rt in remote.items()}
     probed = observe_config.probe(observe_config.endpoints(suite.observe, servers)) if contact else []
@@ -203,9 +209,12 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     findings = lint.merge([*refused, *lint.lint_plan(items, facts, suite.method.precondition, machine)])
     created = tuple(dict.fromkeys(os.path.realpath(p) for v in verdicts for p, why in v.writable.items()
                                   if why == fence_mod.NEW))
+    host_fences = {name: plan_fences(rt, any(i.writes for i in items if i.job.spec.target.name == name),
+                                      options.destroy, options.fence) for name, rt in remote.items()}
     return Plan(suite=suite, items=tuple(items), facts=facts, scratch=scratch, findings=tuple(findings),
                 pins={name: format_cpus(cpus) for name, cpus in pins.items()}, remote=remote, host=machine,
-                probed=tuple(probed), observers=observers, fence=fence_plan, created=created)
+                probed=tuple(probed), observers=observers, fence=fence_plan, created=created,
+                host_fences=host_fences)
 
 #: fio's verdict on each job text it checked in this process, by (fio, job text).
 _verdicts: dict[tuple[str, str], str | None] = {}

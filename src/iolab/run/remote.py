@@ -22,7 +22,7 @@ from ..describe.spec import Target
 from ..errors import HostError
 from ..fio import jobfile
 from ..model import HostFacts, ResultRecord, TargetFacts, from_jsonable, to_jsonable
-from ..remote import client
+from ..remote import client, sshhost
 from ..remote import hosts as host_specs
 from ..remote import ssh as remote_facts
 from ..remote.hosts import HostSpec
@@ -37,7 +37,9 @@ DEFAULT_BOUND_S = 3600.0
 class HostRecord:
     """One host's part of a stored result (``extra["hosts"]``): ``status`` ``ok``, ``failed`` or
     ``lost``; ``error`` names the cause; ``server`` is what the fio server said about itself;
-    ``facts``/``target_facts`` come from ssh (None without)."""
+    ``facts``/``target_facts`` come from ssh (None without); ``fence`` where an ``ssh://`` host's
+    fence let fio write (its places, then fio's work directory there; None: unfenced or not an
+    ``ssh://`` host)."""
 
     host: str
     status: str
@@ -45,6 +47,7 @@ class HostRecord:
     server: Mapping[str, Any] | None = None
     facts: HostFacts | None = None
     target_facts: TargetFacts | None = None
+    fence: list[str] | None = None
 
 
 def time_bound_s(sections: Sequence[jobfile.Section], slack_s: float) -> float:
@@ -63,14 +66,16 @@ def time_bound_s(sections: Sequence[jobfile.Section], slack_s: float) -> float:
 
 def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Collection[str], timeout_s: float,
             on_status: Callable[[client.HostStatus], None] | None = None, extra_args: Sequence[str] = (),
-            before_start: Callable[[Mapping[str, str]], None] | None = None) -> Outcome:
+            before_start: Callable[[Mapping[str, str]], None] | None = None, fenced: bool = True) -> Outcome:
     """Run one job on every host of ``target`` at once (``remote.client.run``; ``extra_args`` and
     ``before_start`` pass through to it); each host's ``HostRecord`` goes into ``Outcome.extra["hosts"]``.
 
     With ``ssh`` the facts are gathered again first (stored with the result) and a job that
     writes is checked against them, as a local job is right before fio starts (raises
     ``SafetyError``). A host whose facts cannot be gathered takes part all the same; the
-    failure is in its record.
+    failure is in its record. An ``ssh://`` host's fio server is (re)started in the fence of this
+    job's paths (``check.remote.host_fence``; unfenced when not ``fenced``), its connection opened
+    again when it was lost; a host where that fails is left out of the job, lost with the cause.
     """
     found: dict[HostSpec, RemoteFacts | str] = {}
     if target.ssh:  # on every host at once, as preflight does
@@ -78,13 +83,22 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
                                       remote_facts.GATHER_TIMEOUT_S + 10, "gathering facts")
         found = {spec: f.message if isinstance(f, HostError) else f for spec, f in gathered.items()}
     sections = jobfile.parse(job_text)
-    if target.ssh and any(safety.writes(o) for _, o in jobfile.effective_jobs(sections)):
+    writes = any(safety.writes(o) for _, o in jobfile.effective_jobs(sections))
+    if target.ssh and writes:
         fresh = {s: f.target if isinstance(f, RemoteFacts) else None for s, f in found.items()}
-        preflight.check_safety(target, fresh, True, destroy, 0)
+        preflight.check_safety(target, fresh, True, destroy, 0, files=False)
+    unreachable = preflight.recheck_lost([h for h in target.hosts if h.kind != "ssh"], fio)
+    unreachable.update(_serve_ssh(target, found, writes, destroy, fenced))
     outcome = client.run(job_text, list(target.hosts), workdir, on_status, fio=fio, timeout_s=timeout_s,
-                         extra_args=extra_args, before_start=before_start,
-                         unreachable=preflight.recheck_lost(target.hosts, fio))
+                         extra_args=extra_args, before_start=before_start, unreachable=unreachable)
     preflight.note_lost({spec: host.status == "lost" for spec, host in zip(target.hosts, outcome.hosts, strict=True)})
+    fences = {spec: _fence_of(spec) for spec in target.hosts if spec.kind == "ssh" and spec not in unreachable}
+    notes = [f"{host.host}: a write the fence stops fails the job; there fio may write only: "
+             f"{', '.join(fences[spec] or ())}" + _fence_hint(fences[spec] or ())
+             for spec, host in zip(target.hosts, outcome.hosts, strict=True)
+             if host.status == "failed" and fences.get(spec)]
+    if notes:
+        outcome = replace(outcome, error="\n".join([*([outcome.error] if outcome.error else []), *notes]))
     records = []
     for spec, host in zip(target.hosts, outcome.hosts, strict=True):
         f = found.get(spec)
@@ -96,8 +110,49 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
             server=dict(host.server) if host.server else None,
             facts=f.host if isinstance(f, RemoteFacts) else None,
             target_facts=f.target if isinstance(f, RemoteFacts) else None,
+            fence=fences.get(spec),
         ))
     return replace(outcome, extra={**outcome.extra, "hosts": [to_jsonable(r) for r in records]})
+
+
+def _fence_hint(places: Sequence[str]) -> str:
+    """What to do when a directory's existing files were read-only (fio writes in place the files an
+    earlier or killed run left there, which are not new)."""
+    kept = [p.split(" (new files only")[0] for p in places if "(new files only" in p]
+    return (f" (files already in {', '.join(kept)}, e.g. left by an earlier or killed run, are read-only: remove "
+            f"them, or name the directory with --destroy {kept[0]})") if kept else ""
+
+
+def _fence_of(spec: HostSpec) -> list[str] | None:
+    """Where the fence of ``spec``'s fio server lets fio write (None: unfenced, or no server)."""
+    conn = sshhost.connection(spec)
+    serving = conn.serving if conn is not None else None
+    if serving is None or serving.places is None:
+        return None
+    return [*serving.places, f"{serving.work} (iolab's work directory)"]
+
+
+def _serve_ssh(target: Target, found: Mapping[HostSpec, RemoteFacts | str], writes: bool,
+               destroy: Collection[str], fenced: bool) -> dict[HostSpec, str]:
+    """The fio servers of ``target``'s ``ssh://`` hosts, each in this job's fence; the hosts where
+    that failed, with why. Raises ``SafetyError`` when a host's fence refuses the plan."""
+    specs = [h for h in target.hosts if h.kind == "ssh"]
+    if not specs:
+        return {}
+    failed: dict[HostSpec, str] = {}
+    for spec, conn in sshhost.connect_all(specs).items():
+        if isinstance(conn, HostError):
+            failed[spec] = conn.message.removeprefix(f"{spec}: ")
+    requests = {}
+    for spec in specs:
+        if spec not in failed:
+            f = found.get(spec)
+            requests[spec] = preflight.host_fence(target, f.target if isinstance(f, RemoteFacts) else None, writes,
+                                                  destroy)
+    for spec, served in sshhost.serve_all(requests, fenced).items():
+        if isinstance(served, HostError):
+            failed[spec] = served.message.removeprefix(f"{spec}: ")
+    return failed
 
 
 def scratch(remote: RemoteTarget) -> dict[str, dict[str, Any]]:

@@ -100,12 +100,13 @@ class LocalJob:
 
 class RemoteJob:
     """fio's client driving every host of ``target`` at once (``run.remote.run_job``): its time bound
-    from the job's own runtime (``run.remote.time_bound_s``), each host's part in ``extra["hosts"]``."""
+    from the job's own runtime (``run.remote.time_bound_s``), each host's part in ``extra["hosts"]``;
+    ``ssh://`` hosts' servers fenced unless not ``fenced`` (``--no-fence``)."""
 
     here: bool = False
 
-    def __init__(self, target: Target, *, fio: str, destroy: Collection[str]) -> None:
-        self.target, self.fio, self.destroy = target, fio, destroy
+    def __init__(self, target: Target, *, fio: str, destroy: Collection[str], fenced: bool = True) -> None:
+        self.target, self.fio, self.destroy, self.fenced = target, fio, destroy, fenced
         self.hosts: tuple[str, ...] = tuple(h.label for h in target.hosts)
 
     def run(self, job_text: str, workdir: Path, tell: Tell | None = None, *, extra_args: Sequence[str] = (),
@@ -115,7 +116,7 @@ class RemoteJob:
             job_text, self.target, workdir, self.fio, self.destroy,
             timeout_s=remote_run.time_bound_s(jobfile.parse(job_text), TIMEOUT_SLACK_S),
             on_status=lambda h: tell("status", status=h.status, host=h.host, note=h.message),
-            extra_args=extra_args, before_start=before_start)
+            extra_args=extra_args, before_start=before_start, fenced=self.fenced)
 
 
 def writes_data(job_text: str) -> bool:

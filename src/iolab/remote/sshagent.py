@@ -1,0 +1,252 @@
+"""The program iolab runs on an ``ssh://`` host for a run (``remote.sshhost`` says what it does).
+
+It is Python's standard library plus the sources of iolab's fence (``runner.fence``, ``runner.landlock``)
+and facts modules (``facts``), imported from memory, so iolab need not be installed on the host. It
+speaks one JSON line per message: requests on its stdin (``serve``, ``facts``), answers on its stdout
+marked ``IOLAB-HELLO``, ``IOLAB-SERVING``, ``IOLAB-REFUSED``, ``IOLAB-FAILED``, ``IOLAB-FACTS``,
+``IOLAB-BROKEN``. It ends at its stdin's EOF, on SIGTERM/SIGHUP/SIGINT and with its parent, stopping
+the fio server it started and removing its directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..runner import fence as fence_mod
+
+#: The modules that describe a host and a target (``remote.ssh`` sends them too).
+FACTS_MODULES = ("iolab.histogram", "iolab.model", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.host",
+                 "iolab.facts.targets")
+_MODULES = ("iolab", "iolab.errors", "iolab.runner", "iolab.runner.landlock", "iolab.runner.fence", *FACTS_MODULES)
+_PACKAGES = ("iolab", "iolab.runner", "iolab.facts")
+#: What the remote shell runs: read one JSON line (the program) from stdin and run it.
+BOOT = "import sys,json;exec(json.loads(sys.stdin.readline()))"
+
+_AGENT = r'''
+import ctypes, dataclasses, importlib.abc, importlib.util, json, os, platform, selectors, shutil, signal, socket
+import subprocess, sys, tempfile, threading, time, types
+
+
+class _Sources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name in SOURCES:
+            return importlib.util.spec_from_loader(name, self, is_package=name in PACKAGES)
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(compile(SOURCES[module.__name__], "<iolab:%s>" % module.__name__, "exec"), module.__dict__)
+
+
+def say(marker, obj):
+    try:
+        sys.stdout.write(marker + " " + json.dumps(obj) + "\n")
+        sys.stdout.flush()
+    except OSError:  # iolab is gone (it gave up waiting, or died): nothing to answer, leave
+        leave()
+
+
+directory = tempfile.mkdtemp(prefix="iolab-ssh-")  # mode 0700: only this user enters it
+lib, work = os.path.join(directory, "lib"), os.path.join(directory, "work")
+os.mkdir(lib, 0o700)
+os.mkdir(work, 0o700)
+server = None
+
+
+def stop_server():
+    global server
+    if server is not None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(server.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            try:
+                server.wait(timeout=3)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        server = None
+    try:
+        os.unlink(os.path.join(work, "fio.sock"))
+    except OSError:
+        pass
+
+
+def leave(*_args):
+    stop_server()
+    shutil.rmtree(directory, ignore_errors=True)
+    os._exit(0)
+
+
+for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(sig, leave)
+try:  # the session's process gone: leave too
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+except Exception:
+    pass
+# only iolab's (de)serialisers use these, and the host need not have them
+sys.modules["pydantic"] = types.SimpleNamespace(TypeAdapter=None)
+sys.modules["pydantic_core"] = types.SimpleNamespace(core_schema=None)
+sys.modules["orjson"] = types.SimpleNamespace()
+try:
+    sys.meta_path.insert(0, _Sources())
+    with open(os.path.join(lib, "landlock.py"), "w") as f:
+        f.write(SOURCES["iolab.runner.landlock"])
+    import iolab.runner.landlock
+    iolab.runner.landlock.__file__ = os.path.join(lib, "landlock.py")  # the fence execs it as a file
+    from iolab.runner import fence
+    from iolab.errors import SafetyError
+    fio = shutil.which("fio")
+    asked = subprocess.Popen([fio, "--version"], stdout=subprocess.PIPE, text=True) if fio else None
+    found = fence.status()  # meanwhile
+    version = (asked.communicate()[0].strip() or None) if asked else None
+    say("IOLAB-HELLO", {"fio": version, "fio_path": fio, "fence": found.tool, "fence_reason": found.reason,
+                        "hostname": socket.gethostname(), "directory": directory, "user": os.getuid(),
+                        "arch": platform.machine(), "cpus": os.cpu_count(), "os": platform.system()})
+except Exception as exc:
+    say("IOLAB-BROKEN", {"error": "%s: %s" % (type(exc).__name__, exc)})
+    leave()
+
+
+RELAY = os.path.join(directory, "relay.sock")
+
+
+def relay_one(conn):
+    # fio's server looks at a new connection once, then sleeps up to 1 s: connect to it only when the
+    # client's first messages are here, and hand them over at once (as remote.relay does over TCP)
+    with conn:
+        ready = selectors.DefaultSelector()
+        ready.register(conn, selectors.EVENT_READ)
+        first = b""
+        while ready.select(2.0 if not first else 0.005):
+            data = conn.recv(65536)
+            if not data:
+                break
+            first += data
+        ready.close()
+        if not first:
+            return
+        up = socket.socket(socket.AF_UNIX)
+        try:
+            up.connect(os.path.join(work, "fio.sock"))
+            up.sendall(first)
+        except OSError:
+            up.close()
+            return
+        with up, selectors.DefaultSelector() as sel:
+            sel.register(conn, selectors.EVENT_READ, up)
+            sel.register(up, selectors.EVENT_READ, conn)
+            while True:
+                for key, _ in sel.select():
+                    try:
+                        data = key.fileobj.recv(65536)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        return
+                    try:
+                        key.data.sendall(data)
+                    except OSError:
+                        return
+
+
+def relay_loop():
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(RELAY)
+    listener.listen(64)
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=relay_one, args=(conn,), daemon=True).start()
+
+
+threading.Thread(target=relay_loop, daemon=True).start()
+
+
+HOST_FACTS = []
+
+
+def facts(request):
+    from iolab.facts import host, targets
+
+    def plain(obj):
+        return None if obj is None else dataclasses.asdict(obj)
+
+    path = request["path"]
+    if not HOST_FACTS:  # the machine does not change within a run; the target is looked at every time
+        HOST_FACTS.append(plain(host.host_facts(host.fio_version())))
+    say("IOLAB-FACTS", {"host": HOST_FACTS[0],
+                        "target": plain(targets.inspect(path)) if path else None,
+                        "listing": sorted(os.listdir(path)) if path and os.path.isdir(path) else None})
+
+
+def unfenced():
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # dies with this agent
+
+
+def serve(request):
+    global server
+    stop_server()
+    sock = os.path.join(work, "fio.sock")
+    command = [fio, "--server=sock:" + sock]
+    places = None
+    if request["fenced"]:
+        try:
+            built = fence.build(request["writable"], fence.Path(work), read=request["read"])
+        except SafetyError as exc:
+            say("IOLAB-REFUSED", {"error": exc.message, "hint": exc.hint})
+            return
+        argv, places = built.argv(command), built.places()
+    else:
+        argv = command
+    log = open(os.path.join(directory, "server.log"), "wb")
+    server = subprocess.Popen(argv, cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True, preexec_fn=None if request["fenced"] else unfenced)
+    deadline = time.monotonic() + request["timeout_s"]
+    while True:
+        if server.poll() is not None:
+            with open(os.path.join(directory, "server.log"), errors="replace") as f:
+                said = [x for x in f.read().splitlines() if x.strip()][-5:]
+            say("IOLAB-FAILED", {"error": "the fio server exited %s: %s" % (server.returncode, " / ".join(said))})
+            server = None
+            return
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(sock)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                stop_server()
+                say("IOLAB-FAILED", {"error": "the fio server did not listen within %s s" % request["timeout_s"]})
+                return
+            time.sleep(0.02)
+    say("IOLAB-SERVING", {"socket": RELAY, "argv": argv, "places": places, "work": work})
+
+
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        leave()  # iolab closed the session, died, or the connection dropped
+    request = json.loads(line)
+    try:
+        if request.get("op") == "serve":
+            serve(request)
+        elif request.get("op") == "facts":
+            facts(request)
+    except Exception as exc:
+        say("IOLAB-FAILED", {"error": "%s: %s" % (type(exc).__name__, exc)})
+'''
+
+
+def program() -> str:
+    """The agent with the sources it imports (``SOURCES``), as the one line ``BOOT`` reads."""
+    root = Path(fence_mod.__file__).parents[1]  # the iolab package
+    sources = {}
+    for name in _MODULES:
+        parts = name.split(".")[1:]
+        rel = Path(*parts, "__init__.py") if name in _PACKAGES else Path(*parts[:-1], parts[-1] + ".py")
+        sources[name] = (root / rel).read_text()
+    return f"SOURCES = {json.dumps(sources)}\nPACKAGES = {json.dumps(list(_PACKAGES))}\n{_AGENT}"
