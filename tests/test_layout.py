@@ -129,21 +129,22 @@ def test_the_pipeline_plans_tells_stores_runs_and_returns_the_stored_run(tmp_pat
 
 
 def test_the_modules_shipped_to_a_host_over_ssh_import_only_each_other():
-    """``remote.ssh`` runs ``facts/`` on other hosts from source it sends: an import it does not send fails
-    there (``ModuleNotFoundError``), never here."""
-    from iolab.remote import ssh
+    """``remote.ssh`` (facts) and ``remote.sshagent`` (facts and the fence) run iolab's code on other hosts
+    from source they send: an import they do not send fails there (``ModuleNotFoundError``), never here."""
+    from iolab.remote import ssh, sshagent
 
-    shipped = set(ssh._MODULES)
     missing = []
-    for name in shipped:
-        parts = name.split(".")[1:]
-        path = SRC.joinpath(*parts, "__init__.py") if name in ssh._PACKAGES else SRC.joinpath(*parts[:-1],
-                                                                                             parts[-1] + ".py")
-        package = parts if name in ssh._PACKAGES else parts[:-1]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level:
-                base = package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
-                names = [".".join(["iolab", *base])] if node.module else [".".join(["iolab", *base, a.name])
-                                                                        for a in node.names]
-                missing += [f"{name} imports {n}" for n in names if n not in shipped]
+    for modules, packages in ((ssh._MODULES, ssh._PACKAGES), (sshagent._MODULES, sshagent._PACKAGES)):
+        shipped = set(modules)
+        for name in shipped:
+            parts = name.split(".")[1:]
+            path = SRC.joinpath(*parts, "__init__.py") if name in packages else SRC.joinpath(*parts[:-1],
+                                                                                            parts[-1] + ".py")
+            package = parts if name in packages else parts[:-1]
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    base = package[: len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+                    names = [".".join(["iolab", *base])] if node.module else [".".join(["iolab", *base, a.name])
+                                                                            for a in node.names]
+                    missing += [f"{name} imports {n}" for n in names if n not in shipped]
     assert missing == []
