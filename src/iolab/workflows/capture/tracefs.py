@@ -8,7 +8,10 @@ ordinary kernels alike. The capture:
 2. creates ``instances/iolab-<pid>-<n>`` (its own ring buffer, so other tracers are undisturbed);
 3. filters ``block_rq_issue``/``block_rq_complete`` by the device's dev_t as the kernel encodes it in
    these events (``MKDEV``: major << 20 | minor, ``include/linux/kdev_t.h``) and, for a partition,
-   by its sector range on the whole disk (the events name the disk);
+   its data requests by its sector range on the whole disk (the events name the disk); a flush has
+   no sector (issued at 0, completed at (sector_t)-1, ``nr_sector`` 0), so flushes are kept by
+   device alone: a partition's fsyncs reach the disk as flushes of the whole disk, and the kernel
+   does not say which partition asked for one (another partition's flushes are kept too);
 4. enables both events, lets the ring buffer fill while the workload runs (drained into memory only
    when a CPU's buffer is half full: see ``BUFFER_TOTAL_KB``), disables them, drains the rest, reads
    the lost-event counters, and removes the instance, whatever happened.
@@ -58,10 +61,13 @@ class DeviceRef:
 
     @property
     def filter(self) -> str:
-        """The tracefs event filter (``Documentation/trace/events.rst``, "Event filtering")."""
+        """The tracefs event filter (``Documentation/trace/events.rst``, "Event filtering"): the
+        disk's dev_t and, for a sub-range, data requests inside ``[first_sector, end_sector)`` or
+        requests without sectors (flushes: ``nr_sector == 0``; their sector is 0 at issue and
+        (sector_t)-1 at completion, so a sector test would drop every one)."""
         text = f"dev == {self.disk_devt}"
         if self.first_sector is not None:
-            text += f" && sector >= {self.first_sector} && sector < {self.end_sector}"
+            text += f" && ((sector >= {self.first_sector} && sector < {self.end_sector}) || nr_sector == 0)"
         return text
 
 
