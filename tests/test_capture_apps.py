@@ -7,10 +7,15 @@ commit, so flushes reach the device)."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
-from clirun import iolab
+import pytest
+
+from clirun import iolab, popen, wait_for
 from iolab.workflows.capture import tracefs
 from loopdev import MiB, loop_device, requires_loop
 
@@ -70,3 +75,86 @@ def test_sqlite_on_a_partition_keeps_its_flushes_and_the_fit_its_fsync(tmp_path:
     fitted = iolab("fit", "sqlite-part", "-o", str(job), db=db)
     assert fitted.returncode == 0, fitted.stderr
     assert int(_fit_options(job.read_text())["fsync"]) >= 1
+
+
+def _runs(db: Path) -> dict[str, dict]:
+    listed = json.loads(iolab("runs", "--format", "json", db=db).stdout)
+    return {r["label"]: r for r in listed}
+
+
+@requires_loop
+def test_a_failing_command_is_stored_failed_with_its_status_and_its_own_duration(tmp_path: Path) -> None:
+    db = tmp_path / "iolab.db"
+    with loop_device(tmp_path, size_bytes=16 * MiB, name="app.img") as loop, \
+            loop_device(tmp_path, size_bytes=16 * MiB, name="target.img") as target:
+        done = iolab("capture", loop.path, "--label", "fails", "--format", "json", "--", "sh", "-c",
+                     f"dd if={loop.path} of=/dev/null bs=64k count=64 iflag=direct status=none; exit 3", db=db)
+        assert done.returncode == 1
+        assert "sh exited with status 3" in done.stderr and "stored as failed" in done.stderr
+        fp = json.loads(done.stdout)["fingerprint"]
+        assert fp["ios"] == {"read": 64}  # the trace is kept whole
+        run = _runs(db)["fails"]
+        assert run["status"] == "failed"
+        shown = json.loads(iolab("show", "fails", "--format", "json", db=db).stdout)
+        assert shown["run"]["options"]["returncode"] == 3
+        assert any("exited with status 3" in w for w in shown["run"]["warnings"])
+        # still replayable: a failed run of an application is a workload too
+        replayed = iolab("replay", "fails", "--target", f"t={target.path}", "--destroy", target.path, db=db)
+        assert replayed.returncode == 0, replayed.stderr
+        quick = iolab("capture", loop.path, "--label", "false", "--format", "json", "--", "false", db=db)
+    assert quick.returncode == 1
+    # the command's own wall time (a few ms), not the capture's poll interval (0.2 s)
+    assert json.loads(quick.stdout)["fingerprint"]["duration_s"] < 0.15
+    assert _runs(db)["false"]["status"] == "failed"
+
+
+def _instances(pid: int) -> list[Path]:
+    return list(tracefs.TRACEFS.glob(f"instances/iolab-{pid}-*"))
+
+
+def _recording(pid: int) -> bool:
+    """The capture of process ``pid`` has its events enabled."""
+    for inst in _instances(pid):
+        try:
+            return (inst / "events/block/block_rq_complete/enable").read_text().strip() == "1"
+        except OSError:
+            return False
+    return False
+
+
+@requires_loop
+@pytest.mark.parametrize("mode", ["duration", "command"])
+def test_an_interrupted_capture_stores_what_it_captured(tmp_path: Path, mode: str) -> None:
+    """SIGINT to a real ``iolab capture`` process: it exits 130 and says so, the requests captured
+    until then are stored (status interrupted), the command is ended and the ftrace instance removed."""
+    db = tmp_path / "iolab.db"
+    with loop_device(tmp_path, size_bytes=64 * MiB) as loop:
+        if mode == "duration":
+            proc = popen("capture", loop.path, "--duration", "60s", "--label", "cut", "--format", "json", db=db)
+        else:
+            loop.make_ext4()
+            mnt = loop.mount(tmp_path / "mnt")
+            proc = popen("capture", loop.path, "--label", "cut", "--format", "json", "--", sys.executable,
+                         str(_app(tmp_path)), str(mnt / "app.sqlite"), "0", "0.005", db=db)
+        wait_for(lambda: _recording(proc.pid), timeout_s=60)
+        if mode == "duration":
+            subprocess.run(["dd", f"if={loop.path}", "of=/dev/null", "bs=64k", "count=64", "iflag=direct",
+                            "status=none"], check=True)
+        else:
+            time.sleep(2)  # the application commits meanwhile
+        proc.send_signal(signal.SIGINT)
+        out, errors = proc.communicate(timeout=60)
+        leftover = _instances(proc.pid)
+    assert proc.returncode == 130, errors
+    assert "Interrupted (SIGINT)" in errors and "status interrupted" in errors
+    assert leftover == []
+    fp = json.loads(out)["fingerprint"]
+    if mode == "duration":
+        assert fp["ios"] == {"read": 64}
+        assert fp["duration_s"] < 30
+    else:
+        assert fp["ios"]["flush"] >= 20 and fp["ios"]["write"] >= 20
+        assert subprocess.run(["pgrep", "-f", str(tmp_path / "mnt" / "app.sqlite")], check=False).returncode == 1
+    assert _runs(db)["cut"]["status"] == "interrupted"
+    shown = json.loads(iolab("show", "cut", "--format", "json", db=db).stdout)
+    assert any("interrupted (SIGINT)" in w for w in shown["run"]["warnings"])

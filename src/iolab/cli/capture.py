@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import click
 
-from ..errors import IolabError, RunFailed, UsageError
+from ..errors import Interrupted, IolabError, RunFailed, UsageError
 from ..model import Run
 from ..report.capture import fingerprint_table
 from ..units import parse_duration_us
@@ -46,14 +46,20 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
     captured = record.capture(device, duration_s, tuple(command))
     store = store_of(ctx)
     run_id = record.save(store, captured, label=named.label, tags=named.tags)
-    err.print(f"Capture [bold]{run_id}[/] stored in {store.display_url}: {len(captured.trace):,} requests")
+    err.print(f"Capture [bold]{run_id}[/] stored in {store.display_url}: {len(captured.trace):,} requests"
+              f" ({captured.status})")
     if captured.trace.lost_events:
         err.print(f"[yellow]The kernel dropped {captured.trace.lost_events:,} events[/]: the trace is incomplete.")
     run = store.get_run(run_id)
     table = fingerprint_table(run)
     emit_tables([table] if table else [], fmt, run_document(run))
+    if captured.interrupted:
+        err.print(f"[yellow]Interrupted ({captured.interrupted})[/] after {captured.trace.duration_ns / 1e9:.2f} s: "
+                  f"what was captured is stored as run {run_id}, status interrupted.")
+        raise Interrupted(f"capture interrupted by {captured.interrupted}", shown=True)
     if captured.returncode:
-        err.print(f"[red]{command[0]} exited with status {captured.returncode}[/]")
+        err.print(f"[red]{command[0]} exited with status {captured.returncode}[/]: capture {run_id} is stored as "
+                  "failed (its trace can be shown, replayed and fitted).")
         raise IolabError(f"{command[0]} exited with status {captured.returncode}", shown=True)
 
 

@@ -183,8 +183,11 @@ class _Pipe:
         os.close(self.fd)
 
 
-def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACEFS) -> trace_mod.Trace:
-    """Trace ``device`` until ``until_done()`` returns True (polled every ``POLL_S``). Raises CaptureError."""
+def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACEFS,
+           wait: Callable[[float], object] = time.sleep) -> trace_mod.Trace:
+    """Trace ``device`` until ``until_done()`` returns True, checked after each ``wait(POLL_S)``
+    (``wait`` may return early: a command's exit ends the capture within milliseconds). The
+    trace's ``duration_ns`` is from enabling the events to disabling them. Raises CaptureError."""
     root = ensure_tracefs(root)
     with _instance(root) as inst:
         buffer_kb = _buffer_kb()
@@ -197,7 +200,7 @@ def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACE
             for event in EVENTS:
                 (inst / "events" / "block" / event / "enable").write_text("1")
             while not until_done():
-                time.sleep(POLL_S)
+                wait(POLL_S)
                 if _fullest_kb(inst) > buffer_kb // 2:
                     pipe.drain()
             for event in EVENTS:
@@ -227,20 +230,42 @@ def for_duration(duration_s: float) -> Callable[[], bool]:
 
 @dataclass
 class Command:
-    """An application run while the capture records: started on the first poll, done when it exits."""
+    """An application run while the capture records: started on the first poll, done when it exits.
+
+    ``returncode`` is its exit status (negative: the signal that ended it), ``runtime_ns`` the time
+    from its start to the moment its exit was seen (within ``wait``'s few milliseconds)."""
 
     argv: Sequence[str]
     returncode: int | None = None
     _proc: subprocess.Popen[bytes] | None = None
+    _started_ns: int = 0
+    _ended_ns: int = 0
 
     def __call__(self) -> bool:
         if self._proc is None:
+            self._started_ns = time.monotonic_ns()
             try:
                 self._proc = subprocess.Popen(list(self.argv))
             except OSError as exc:
                 raise UsageError(f"cannot start {self.argv[0]}: {exc.strerror}") from None
-        self.returncode = self._proc.poll()
+        if self.returncode is None:
+            self.returncode = self._proc.poll()
+            if self.returncode is not None:
+                self._ended_ns = time.monotonic_ns()
         return self.returncode is not None
+
+    def wait(self, timeout_s: float) -> None:
+        """Sleep until the command exits or ``timeout_s`` passed (``record``'s ``wait``)."""
+        if self._proc is None:
+            time.sleep(timeout_s)
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout_s)
+
+    @property
+    def runtime_ns(self) -> int | None:
+        """The command's wall time, ns; None before it exited."""
+        return self._ended_ns - self._started_ns if self._ended_ns else None
 
     def stop(self) -> None:
         """Terminate the application if it still runs (capture interrupted)."""
@@ -248,3 +273,5 @@ class Command:
             self._proc.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(5)
+        if self._proc is not None:
+            self()  # its status and runtime, if it has ended by now
