@@ -158,3 +158,45 @@ def test_an_interrupted_capture_stores_what_it_captured(tmp_path: Path, mode: st
     assert _runs(db)["cut"]["status"] == "interrupted"
     shown = json.loads(iolab("show", "cut", "--format", "json", db=db).stdout)
     assert any("interrupted (SIGINT)" in w for w in shown["run"]["warnings"])
+
+
+def test_an_empty_fingerprint_says_what_was_not_measured_and_cannot_be_fitted() -> None:
+    from iolab.errors import UsageError
+    from iolab.report.capture import fingerprint_rows
+    from iolab.workflows.capture import fingerprint as fp_mod
+    from iolab.workflows.capture import fit
+    from iolab.workflows.capture import trace as trace_mod
+
+    fp = fp_mod.fingerprint(trace_mod.from_rows([], duration_ns=3_000_000_000))
+    assert fp.empty and fp.duration_s == 3.0
+    assert (fp.iops, fp.bw_bytes_s, fp.interarrival_cv, fp.lba_first_bytes, fp.flush_pct) == (None,) * 5
+    rows = {row[0].text: (row[1].text, row[2].text) for row in fingerprint_rows(fp)}
+    assert rows["inter-arrival"] == ("–", "p50 – · p99 – · CV –")
+    assert rows["IOPS"][0] == "–" and rows["LBA range"][0] == "–" and rows["depth at issue"][0] == "–"
+    with pytest.raises(UsageError, match="capture 7 holds no read or write request") as caught:
+        fit.fit_job(fp, what="capture 7")
+    assert caught.value.hint and caught.value.exit_code == 2
+
+
+@requires_loop
+def test_an_idle_capture_says_so_and_fit_and_replay_refuse_it(tmp_path: Path) -> None:
+    db = tmp_path / "iolab.db"
+    job = tmp_path / "idle.fio"
+    with loop_device(tmp_path, size_bytes=16 * MiB, name="idle.img") as idle, \
+            loop_device(tmp_path, size_bytes=16 * MiB, name="target.img") as target:
+        done = iolab("capture", idle.path, "--duration", "1s", "--label", "idle", db=db)
+        fitted = iolab("fit", "idle", "-o", str(job), db=db)
+        replayed = iolab("replay", "idle", "--target", f"t={target.path}", "--destroy", target.path, db=db)
+    assert done.returncode == 0, done.stderr
+    assert "No read or write request reached" in done.stderr
+    assert "inter-arrival             –   p50 – · p99 – · CV –" in done.stdout
+    for refused, verb in ((fitted, "fit"), (replayed, "replay")):
+        assert refused.returncode == 2, refused.stderr
+        assert "holds no read or write request (0 requests in 1." in refused.stderr
+        assert f"nothing to {verb}" in refused.stderr and "Hint:" in refused.stderr
+    assert not job.exists()
+    fp = json.loads(iolab("show", "idle", "--format", "json", db=db).stdout)["fingerprint"]
+    assert fp["iops"] is None and fp["interarrival_cv"] is None and fp["interarrival_us"]["mean"] is None
+    assert fp["lba_end_bytes"] is None and fp["flush_pct"] is None
+    markdown = iolab("show", "idle", "--format", "markdown", db=db).stdout
+    assert "| inter-arrival | – | p50 – · p99 – · CV – |" in markdown

@@ -51,6 +51,11 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
     if captured.trace.lost_events:
         err.print(f"[yellow]The kernel dropped {captured.trace.lost_events:,} events[/]: the trace is incomplete.")
     run = store.get_run(run_id)
+    fp = record.stored_fingerprint(run)
+    if fp is not None and fp.empty:
+        err.print(f"[yellow]No read or write request reached {device}[/] in the {fp.duration_s:.2f} s captured: "
+                  "nothing to replay or fit (is it the device under the application's files? "
+                  "findmnt -no SOURCE PATH names it).")
     table = fingerprint_table(run)
     emit_tables([table] if table else [], fmt, run_document(run))
     if captured.interrupted:
@@ -176,7 +181,7 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     run = _one_capture(ctx, capture_run)
     original = record.stored_fingerprint(run)
     assert original is not None
-    job = fit_mod.fit_job(original, distribution)
+    job = fit_mod.fit_job(original, distribution, what=f"capture {run.info.id}")
     text = job.text([f"fitted by iolab to capture {run.info.id} ({(run.info.options or {}).get('device', '')})",
                      job.reason])
     try:

@@ -51,7 +51,10 @@ class Dist:
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """See the module docstring. Percentages 0-100; ``bs_counts`` maps kind -> {bytes: requests};
+    """See the module docstring. Percentages 0-100; None (JSON null, "–" in tables) where nothing
+    was measured: without requests no rate, flush or FUA share, inter-arrival or depth at issue;
+    without read or write requests no LBA range, mix, sizes or skew (``empty``). ``bs_counts`` maps
+    kind -> {bytes: requests};
     ``depth_time_pct`` maps a depth to the share of the capture's time spent at it; ``active_s`` is the
     span IOPS and bandwidth are over (see the module docstring; 0 in fingerprints stored before it); ``depth_over_time``
     and ``heat`` are chart aggregates over ``TIME_BINS`` equal time bins (``bin_s`` each): the mean
@@ -65,8 +68,8 @@ class Fingerprint:
     bytes: Mapping[str, int]
     read_pct_ios: float | None
     read_pct_bytes: float | None
-    iops: float
-    bw_bytes_s: float
+    iops: float | None
+    bw_bytes_s: float | None
     bs_counts: Mapping[str, Mapping[int, int]]
     sequential_pct: float | None
     random_pct: float | None
@@ -83,10 +86,10 @@ class Fingerprint:
     hot1_pct: float | None
     hot10_pct: float | None
     granules_touched: int
-    lba_first_bytes: int
-    lba_end_bytes: int
-    flush_pct: float
-    fua_pct: float
+    lba_first_bytes: int | None
+    lba_end_bytes: int | None
+    flush_pct: float | None
+    fua_pct: float | None
     sync_write_pct: float | None
     processes: Mapping[str, int]
     bin_s: float
@@ -97,6 +100,11 @@ class Fingerprint:
     @property
     def data_ios(self) -> int:
         return self.ios.get("read", 0) + self.ios.get("write", 0)
+
+    @property
+    def empty(self) -> bool:
+        """No read or write request was captured: nothing to replay, fit or rate."""
+        return self.data_ios == 0
 
 
 def _pct(part: float, whole: float) -> float | None:
@@ -203,8 +211,8 @@ def fingerprint(trace: Trace) -> Fingerprint:
     reads, writes = ios.get("read", 0), ios.get("write", 0)
     seq = sequential_mask(trace)
     offsets = trace.sector[data] * 512
-    first = int(offsets.min()) if offsets.size else 0
-    end = int((trace.sector[data] * 512 + trace.nbytes[data]).max()) if offsets.size else 0
+    first = int(offsets.min()) if offsets.size else None
+    end = int((trace.sector[data] * 512 + trace.nbytes[data]).max()) if offsets.size else None
     hot1, hot10, touched = skew(offsets)
     gaps_us = np.diff(trace.issue_ns).astype(np.float64) / 1000.0
     lat = trace.latency_ns
@@ -218,7 +226,8 @@ def fingerprint(trace: Trace) -> Fingerprint:
         requests=n, duration_s=duration_ns / 1e9, lost_events=trace.lost_events, ios=ios, bytes=nbytes,
         read_pct_ios=_pct(reads, reads + writes),
         read_pct_bytes=_pct(nbytes.get("read", 0), nbytes.get("read", 0) + nbytes.get("write", 0)),
-        iops=(reads + writes) * 1e9 / active, bw_bytes_s=float(trace.nbytes[data].sum()) * 1e9 / active,
+        iops=(reads + writes) * 1e9 / active if n else None,
+        bw_bytes_s=float(trace.nbytes[data].sum()) * 1e9 / active if n else None,
         bs_counts={OP_NAMES[k]: {int(b): int(c) for b, c in zip(*np.unique(trace.nbytes[trace.op == k],
                                                                            return_counts=True), strict=True)}
                    for k in (READ, WRITE) if (trace.op == k).any()},
@@ -232,10 +241,10 @@ def fingerprint(trace: Trace) -> Fingerprint:
         latency_us={OP_NAMES[k]: _dist(lat[(trace.op == k) & (lat >= 0)].astype(np.float64) / 1000.0)
                     for k in (READ, WRITE, FLUSH) if (trace.op == k).any()},
         hot1_pct=hot1, hot10_pct=hot10, granules_touched=touched, lba_first_bytes=first, lba_end_bytes=end,
-        flush_pct=100.0 * float(((trace.op == FLUSH) | (trace.flags & PREFLUSH > 0)).sum()) / max(n, 1),
-        fua_pct=100.0 * float((trace.flags & FUA > 0).sum()) / max(n, 1),
+        flush_pct=_pct(float(((trace.op == FLUSH) | (trace.flags & PREFLUSH > 0)).sum()), n),
+        fua_pct=_pct(float((trace.flags & FUA > 0).sum()), n),
         sync_write_pct=_pct(int((writes_mask & (trace.flags & SYNC > 0)).sum()), writes),
         processes=dict(sorted(comms.items(), key=lambda kv: -kv[1])[:8]),
         bin_s=duration_ns / 1e9 / TIME_BINS,
-        heat=_heat(trace, data, duration_ns, first, end), active_s=active / 1e9,
+        heat=_heat(trace, data, duration_ns, first or 0, end or 0), active_s=active / 1e9 if n else 0.0,
     )

@@ -40,10 +40,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import UsageError
 from ...fio import jobfile
 from .fingerprint import GRANULE_BYTES, Fingerprint, skew
 
 DISTRIBUTIONS = ("auto", "zipf", "pareto", "zoned", "random")
+EMPTY_HINT = ("capture again while the application does I/O, on the device under its files "
+              "(findmnt -no SOURCE PATH names it)")
 
 
 def _percentages(counts: Mapping[int, int], cover: float = 0.99) -> list[tuple[int, int]]:
@@ -127,7 +130,7 @@ def _fitted_range(fp: Fingerprint) -> tuple[int, int]:
     job's size over the smallest block size) and that block size, bytes."""
     sizes = [s for counts in fp.bs_counts.values() for s in counts] or [GRANULE_BYTES]
     block = max(1, min(sizes))
-    span = max(GRANULE_BYTES, fp.lba_end_bytes - fp.lba_first_bytes // GRANULE_BYTES * GRANULE_BYTES)
+    span = max(GRANULE_BYTES, (fp.lba_end_bytes or 0) - (fp.lba_first_bytes or 0) // GRANULE_BYTES * GRANULE_BYTES)
     return max(1, math.ceil(span / block)), block
 
 
@@ -207,8 +210,15 @@ class FittedJob:
         return jobfile.render((jobfile.Section("fitted", self.options),), header)
 
 
-def fit_job(fp: Fingerprint, kind: str = "auto") -> FittedJob:
-    """The fio job reproducing ``fp`` (see the module docstring). Pure."""
+def fit_job(fp: Fingerprint, kind: str = "auto", what: str = "the capture") -> FittedJob:
+    """The fio job reproducing ``fp`` (see the module docstring; ``what`` names it in errors). Pure.
+    Raises UsageError when ``fp``
+    holds no read or write request (``Fingerprint.empty``: fio would get ``bssplit=`` and rates
+    that it refuses)."""
+    if fp.empty or fp.lba_first_bytes is None or fp.lba_end_bytes is None:
+        raise UsageError(f"{what} holds no read or write request ({fp.requests:,} requests in "
+                         f"{fp.duration_s:.2f} s): there is nothing to fit",
+                         hint=EMPTY_HINT)
     reads, writes = fp.ios.get("read", 0), fp.ios.get("write", 0)
     # a direction under 1 % of the requests (a filesystem's odd metadata read) is left out: fio paces a
     # mixed job by its slower direction, so rate_iops=1,N would stall the whole job

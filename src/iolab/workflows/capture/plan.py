@@ -20,6 +20,7 @@ from ...model import Run
 from ...store.database import Store
 from . import record, replay
 from .fingerprint import fingerprint
+from .fit import EMPTY_HINT
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,17 @@ class ReplayPlan:
 def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
                  settings: replay.ReplaySettings) -> ReplayPlan:
     """The replay of capture ``run`` on ``target_path`` (a block device). Raises UsageError when
-    ``run`` is not a capture or the target is not a block device."""
+    ``run`` is not a capture, holds no read or write request, or the target is not a block device."""
     trace = record.load_trace(store, run)
     facts = targets.inspect(target_path)
     if facts.kind != "block":
         raise UsageError(f"replay target {target_name}={target_path} is a {facts.kind}, not a block device",
                          hint="replay onto a block device you may overwrite, named with --destroy")
-    end = fingerprint(trace).lba_end_bytes
+    fp = fingerprint(trace)
+    if fp.empty or fp.lba_end_bytes is None:
+        raise UsageError(f"capture {run.info.id} holds no read or write request ({fp.requests:,} requests in "
+                         f"{fp.duration_s:.2f} s): there is nothing to replay", hint=EMPTY_HINT)
+    end = fp.lba_end_bytes
     scale = replay.needed_scale(end, facts.size_bytes)
     settings = replace(settings, scale=scale)
     directory = record.replay_dir(store, run.info.id)
