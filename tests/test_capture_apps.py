@@ -200,3 +200,54 @@ def test_an_idle_capture_says_so_and_fit_and_replay_refuse_it(tmp_path: Path) ->
     assert fp["lba_end_bytes"] is None and fp["flush_pct"] is None
     markdown = iolab("show", "idle", "--format", "markdown", db=db).stdout
     assert "| inter-arrival | – | p50 – · p99 – · CV – |" in markdown
+
+
+def test_fit_check_compares_the_sizes_with_the_largest_shares() -> None:
+    """Six write sizes, the two largest (64k, 128k) holding 80 %: the closeness rows are theirs first,
+    not the four smallest sizes'."""
+    from iolab.workflows.capture import fingerprint as fp_mod
+    from iolab.workflows.capture import fit
+    from iolab.workflows.capture import trace as trace_mod
+    from iolab.workflows.capture.trace import WRITE
+
+    sizes = [1024] * 5 + [2048] * 5 + [4096] * 5 + [8192] * 5 + [65536] * 40 + [131072] * 40
+    rows = [(i * 1000, i * 1000 + 500, i * 256, size, WRITE, 0, 1) for i, size in enumerate(sizes)]
+    fp = fp_mod.fingerprint(trace_mod.from_rows(rows))
+    assert fit.largest_sizes(fp.bs_counts["write"]) == [65536, 131072, 1024, 2048]
+    metrics = [row.metric for row in fit.closeness(fp, fp) if " bs " in row.metric]
+    assert metrics == ["write bs 64k share", "write bs 128k share", "write bs 1k share", "write bs 2k share"]
+
+
+def test_write_zeroes_requests_are_writes() -> None:
+    from iolab.workflows.capture import trace as trace_mod
+    from iolab.workflows.capture.trace import OTHER, SYNC, WRITE, ZEROES
+
+    assert trace_mod.parse_rwbs("NS", 2048) == (WRITE, ZEROES | SYNC)  # as 6.18 prints REQ_OP_WRITE_ZEROES
+    assert trace_mod.parse_rwbs("N", 0) == (OTHER, 0)  # a pass-through command: no sectors
+
+
+@requires_loop
+def test_ext4_lazy_init_write_zeroes_are_captured_and_replayed_as_writes(tmp_path: Path) -> None:
+    """ext4's lazy inode-table init zeroes with REQ_OP_WRITE_ZEROES (rwbs ``N``): counted as writes
+    (as /sys/block/*/stat does), shown apart, replayed as writes of their size, and the replay says so."""
+    db = tmp_path / "iolab.db"
+    with loop_device(tmp_path, size_bytes=64 * MiB, name="fs.img") as loop, \
+            loop_device(tmp_path, size_bytes=64 * MiB, name="target.img") as target:
+        subprocess.run(["mkfs.ext4", "-q", "-F", loop.path], check=True)  # lazy_itable_init on (the default)
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        done = iolab("capture", loop.path, "--label", "lazy", "--format", "json", "--", "sh", "-c",
+                     f"mount -o init_itable=0 {loop.path} {mnt} && sleep 3; umount {mnt}", db=db)
+        assert done.returncode == 0, done.stderr
+        fp = json.loads(done.stdout)["fingerprint"]
+        replayed = iolab("replay", "lazy", "--target", f"t={target.path}", "--destroy", target.path,
+                         "--as-fast-as-possible", "--format", "json", db=db)
+    assert fp["zeroes_ios"] >= 1 and fp["zeroes_bytes"] >= 64 * 1024
+    assert "other" not in fp["ios"] and fp["bytes"]["write"] >= fp["zeroes_bytes"]
+    assert replayed.returncode == 0, replayed.stderr
+    assert f"{fp['zeroes_ios']:,} write-zeroes request(s)" in replayed.stderr
+    assert "replayed as writes" in replayed.stderr
+    document = json.loads(replayed.stdout)
+    written = sum(d["io_bytes"] for job in document["results"][0]["jobs"] for name, d in job["directions"].items()
+                  if name == "write")
+    assert written == fp["bytes"]["write"]

@@ -62,7 +62,9 @@ def fingerprint_rows(fp: Fingerprint) -> list[tuple[Cell, ...]]:
     """The fingerprint, one metric a row (display text, raw value, detail); "–" (raw value None)
     for what the capture did not measure."""
     ios, nbytes = fp.ios, fp.bytes
-    mix = ", ".join(f"{k} {v:,} ({format_bytes(nbytes.get(k, 0))})" for k, v in ios.items())
+    mix = ", ".join(f"{k} {v:,} ({format_bytes(nbytes.get(k, 0))}"
+                    + (f"; write-zeroes {fp.zeroes_ios:,}, {format_bytes(fp.zeroes_bytes)}"
+                       if k == "write" and fp.zeroes_ios else "") + ")" for k, v in ios.items())
     sizes = []
     for kind, counts in fp.bs_counts.items():
         total = sum(counts.values())

@@ -4,7 +4,9 @@ Definitions (each a statement about the requests the device saw, after the page 
 I/O scheduler's merging):
 
 - **mix**: reads, writes, discards and flushes by requests and bytes; ``read_pct`` is reads over
-  reads + writes (fio's ``rwmixread``), by requests and by bytes.
+  reads + writes (fio's ``rwmixread``), by requests and by bytes. Write-zeroes requests (ext4's lazy
+  init, ``blkdiscard -z``) are writes, as ``/sys/block/*/stat`` counts them, and are counted again
+  apart (``zeroes_ios``, ``zeroes_bytes``).
 - **rate**: IOPS and bandwidth of the data requests over the *active span* (``active_s``), from the
   first issue to the last issue or completion: the capture's window (``duration_s``) also holds the
   time before the workload's first request (an application starting, a tool's preparations), which
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .trace import FLUSH, FUA, OP_NAMES, PREFLUSH, READ, SYNC, WRITE, Trace
+from .trace import FLUSH, FUA, OP_NAMES, PREFLUSH, READ, SYNC, WRITE, ZEROES, Trace
 
 GRANULE_BYTES = 4096
 #: Bins of the charts' aggregates: depth and heat over time, heat over the LBA span.
@@ -96,6 +98,8 @@ class Fingerprint:
     depth_over_time: tuple[float, ...]
     heat: tuple[tuple[int, ...], ...] = field(default_factory=tuple)
     active_s: float = 0.0
+    zeroes_ios: int = 0
+    zeroes_bytes: int = 0
 
     @property
     def data_ios(self) -> int:
@@ -221,6 +225,7 @@ def fingerprint(trace: Trace) -> Fingerprint:
         name = trace.comms.get(int(pid), str(pid))
         comms[name] = comms.get(name, 0) + int(count)
     writes_mask = trace.op == WRITE
+    zeroes = writes_mask & (trace.flags & ZEROES > 0)
     active = active_ns(trace)
     return Fingerprint(
         requests=n, duration_s=duration_ns / 1e9, lost_events=trace.lost_events, ios=ios, bytes=nbytes,
@@ -247,4 +252,5 @@ def fingerprint(trace: Trace) -> Fingerprint:
         processes=dict(sorted(comms.items(), key=lambda kv: -kv[1])[:8]),
         bin_s=duration_ns / 1e9 / TIME_BINS,
         heat=_heat(trace, data, duration_ns, first or 0, end or 0), active_s=active / 1e9 if n else 0.0,
+        zeroes_ios=int(zeroes.sum()), zeroes_bytes=int(trace.nbytes[zeroes].sum()),
     )

@@ -286,11 +286,17 @@ def _bs_share(fp: Fingerprint, kind: str, size: int) -> float | None:
     return 100.0 * counts.get(size, 0) / sum(counts.values()) if counts else None
 
 
+def largest_sizes(counts: Mapping[int, int], n: int = 4) -> list[int]:
+    """The ``n`` block sizes with the most requests, largest share first (ties: the smaller size first)."""
+    return [size for size, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
+
+
 def closeness(original: Fingerprint, fitted: Fingerprint) -> list[MetricRow]:
-    """Metric by metric: the mix, the main block sizes' shares, randomness, depth, rate, skew, flushes."""
+    """Metric by metric: the mix, the shares of the 4 block sizes with the most requests per
+    direction (largest first), randomness, depth, rate, skew, flushes."""
     rows = [MetricRow("read share (rwmixread)", "%", original.read_pct_ios, fitted.read_pct_ios)]
     for kind in ("read", "write"):
-        for size, _ in _percentages(original.bs_counts.get(kind, {}))[:4]:
+        for size in largest_sizes(original.bs_counts.get(kind, {})):
             rows.append(MetricRow(f"{kind} bs {_size(size)} share", "%", _bs_share(original, kind, size),
                                   _bs_share(fitted, kind, size)))
     rows += [

@@ -72,6 +72,9 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     notes = [f"replay of capture {run.info.id}: {len(trace):,} requests in {len(groups)} class(es) "
              f"({', '.join(groups)}) over {len(iologs)} fio job(s) at iodepth=1 ({layout}), {timing}; "
              f"iologs in {directory}"]
+    if fp.zeroes_ios:
+        notes.append(f"{fp.zeroes_ios:,} write-zeroes request(s) ({fp.zeroes_bytes:,} bytes) are replayed as writes "
+                     "of their size: fio's iolog has no write-zeroes action, so their data is sent")
     if scale > 1:
         notes.append(f"the trace spans {end:,} bytes but {target_name} has {facts.size_bytes:,}: offsets are "
                      f"divided by replay_scale={scale} (replay_align=4096)")

@@ -32,7 +32,12 @@ READ, WRITE, DISCARD, FLUSH, OTHER = 0, 1, 2, 3, 4
 OP_NAMES = ("read", "write", "discard", "flush", "other")
 #: ``flags`` bits, from ``blk_fill_rwbs`` (``kernel/trace/blktrace.c``): a leading ``F`` is
 #: REQ_PREFLUSH, an ``F`` after the operation REQ_FUA, then ``A`` readahead, ``S`` sync, ``M`` meta.
-PREFLUSH, FUA, SYNC, META, RAHEAD = 1, 2, 4, 8, 16
+#: ``ZEROES`` marks a write-zeroes request (REQ_OP_WRITE_ZEROES: ext4's lazy init, ``blkdiscard -z``):
+#: ``blk_fill_rwbs`` has no letter for it and prints ``N`` (seen on 6.18: ``NS … 0 + 2048``), as for
+#: every other operation it does not name; an ``N`` request with sectors is taken as one (driver
+#: pass-through commands, also ``N``, have none: ``blk_rq_trace_nr_sectors``). It is a write
+#: (``op`` WRITE), as ``/sys/block/*/stat`` counts it (``Documentation/block/stat.rst``).
+PREFLUSH, FUA, SYNC, META, RAHEAD, ZEROES = 1, 2, 4, 8, 16, 32
 
 _LINE = re.compile(
     r"^\s*(?P<task>.*?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[\d+\]\s+(?:\S+\s+)?(?P<ts>\d+)\.(?P<us>\d+):\s+"
@@ -40,8 +45,9 @@ _LINE = re.compile(
     r"\((?P<cmd>[^)]*)\)\s+(?P<sector>\d+)\s+\+\s+(?P<nr>\d+)")
 
 
-def parse_rwbs(rwbs: str) -> tuple[int, int]:
-    """``(op, flags)`` of a kernel ``rwbs`` string such as ``WS``, ``FWFS``, ``RA``, ``F``, ``D``."""
+def parse_rwbs(rwbs: str, sectors: int = 0) -> tuple[int, int]:
+    """``(op, flags)`` of a kernel ``rwbs`` string such as ``WS``, ``FWFS``, ``RA``, ``F``, ``D``;
+    ``N`` with ``sectors`` > 0 is a write-zeroes request: ``(WRITE, ZEROES | …)``."""
     flags, rest = 0, rwbs
     if len(rest) > 1 and rest[0] == "F" and rest[1] in "WRDFN":
         flags, rest = PREFLUSH, rest[1:]
@@ -54,6 +60,8 @@ def parse_rwbs(rwbs: str) -> tuple[int, int]:
     for letter, bit in (("A", RAHEAD), ("S", SYNC), ("M", META)):
         if letter in rest:
             flags |= bit
+    if op == OTHER and rwbs.lstrip("F").startswith("N") and sectors > 0:
+        op, flags = WRITE, flags | ZEROES
     return op, flags
 
 
@@ -129,7 +137,7 @@ def parse_lines(lines: Iterable[str], lost_events: int = 0, duration_ns: int | N
         if m is None:
             continue
         t_ns = int(m["ts"]) * 1_000_000_000 + int(m["us"].ljust(9, "0")[:9])
-        op, flags = parse_rwbs(m["rwbs"])
+        op, flags = parse_rwbs(m["rwbs"], int(m["nr"]))
         sector = int(m["sector"])
         # a flush has no sector: issued at 0, completed at (sector_t)-1 (seen on 6.18)
         key = (-1, True) if op == FLUSH else (sector, False)
