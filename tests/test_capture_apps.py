@@ -7,6 +7,7 @@ commit, so flushes reach the device)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -251,3 +252,87 @@ def test_ext4_lazy_init_write_zeroes_are_captured_and_replayed_as_writes(tmp_pat
     written = sum(d["io_bytes"] for job in document["results"][0]["jobs"] for name, d in job["directions"].items()
                   if name == "write")
     assert written == fp["bytes"]["write"]
+
+
+def test_a_process_set_keeps_its_requests_and_the_kernel_threads_and_counts_the_rest() -> None:
+    from iolab.workflows.capture import trace as trace_mod
+    from iolab.workflows.capture.trace import READ, WRITE
+
+    rows = [(1_000_000, 1_100_000, 0, 4096, READ, 0, 10),       # dd: left out
+            (2_000_000, 2_100_000, 8, 4096, WRITE, 0, 20),      # the application
+            (3_000_000, 3_100_000, 16, 4096, WRITE, 0, 30),     # jbd2, by name (a trace without kthreads)
+            (4_000_000, 4_100_000, 24, 4096, WRITE, 0, 20)]
+    trace = trace_mod.from_rows(rows, comms={10: "dd", 20: "python3", 30: "jbd2/loop1-8"})
+    only = trace_mod.of_processes(trace, ["python3"])
+    assert only.pid.tolist() == [20, 30, 20] and only.left_out == {"dd": 1}
+    assert only.issue_ns.tolist() == [0, 1_000_000, 2_000_000]  # the span starts at the first request kept
+    by_flag = trace_mod.of_processes(trace_mod.dataclasses.replace(trace, kthreads=frozenset({10})), ["20"])
+    assert by_flag.pid.tolist() == [10, 20, 20]  # kernel threads as the capture saw them, pids as names
+    assert trace_mod.is_kernel_thread(2, "kthreadd") and not trace_mod.is_kernel_thread(os.getpid(), "python3")
+
+
+def test_iolabs_own_probes_are_left_out_when_parsing() -> None:
+    from iolab.workflows.capture import trace as trace_mod
+    lines = """\
+          blkid-100     [000] .....   10.000000: block_rq_issue: 7,0 R 4096 () 0 + 8 be,0,4 [blkid]
+     ksoftirqd/0-14     [000] ..s..   10.000050: block_rq_complete: 7,0 R () 0 + 8 be,0,4 [0]
+            fio-200     [000] .....   11.000000: block_rq_issue: 7,0 R 4096 () 0 + 8 be,0,4 [fio]
+     ksoftirqd/0-14     [000] ..s..   11.000040: block_rq_complete: 7,0 R () 0 + 8 be,0,4 [0]
+"""
+    trace = trace_mod.parse_lines(lines.splitlines())
+    assert len(trace) == 1 and trace.left_out == {"blkid": 1}
+    assert trace.issue_ns.tolist() == [0] and trace.complete_ns.tolist() == [40_000]  # its own completion
+
+
+@requires_loop
+def test_iolabs_probes_are_left_out_of_a_capture_of_iolab_itself(tmp_path: Path) -> None:
+    """``iolab capture B -- iolab replay A --target b=B``: the inner iolab's blkid/wipefs reads of B
+    (before fio starts) are in no figure of the capture, so its requests and span are the replay's."""
+    db = tmp_path / "iolab.db"
+    with loop_device(tmp_path, size_bytes=16 * MiB, name="a.img") as a, \
+            loop_device(tmp_path, size_bytes=16 * MiB, name="b.img") as b:
+        first = iolab("capture", a.path, "--label", "app", "--", "dd", f"if={a.path}", "of=/dev/null", "bs=64k",
+                      "count=64", "iflag=direct", "status=none", db=db)
+        assert first.returncode == 0, first.stderr
+        nested = iolab("capture", b.path, "--label", "nested", "--format", "json", "--", sys.executable, "-m", "iolab",
+                       "replay", "app", "--target", f"b={b.path}", "--destroy", b.path, "--format", "json", db=db)
+    assert nested.returncode == 0, nested.stderr
+    document = nested.stdout[nested.stdout.rindex('{\n  "schema"'):]
+    fp = json.loads(document)["fingerprint"]
+    assert fp["ios"] == {"read": 64}
+    assert fp["left_out"].get("blkid", 0) > 0 and fp["left_out"].get("wipefs", 0) > 0
+    assert not {"blkid", "wipefs"} & set(fp["processes"])
+    assert fp["active_s"] < 1.0  # the replay's 64 reads, not the probes' second before them
+
+
+@requires_loop
+def test_fit_and_replay_of_one_process_leave_the_others_out(tmp_path: Path) -> None:
+    db = tmp_path / "iolab.db"
+    job = tmp_path / "app.fio"
+    with loop_device(tmp_path, size_bytes=64 * MiB, name="app.img") as loop, \
+            loop_device(tmp_path, size_bytes=64 * MiB, name="target.img") as target:
+        part = loop.partition(first_sector=2048, sectors=100_000)
+        loop.make_ext4(part)
+        mnt = loop.mount(tmp_path / "mnt", part)
+        script = (f"dd if={part} of=/dev/null bs=64k count=200 iflag=direct status=none & "
+                  f"{sys.executable} {_app(tmp_path)} {mnt / 'app.sqlite'} 100; wait")
+        done = iolab("capture", part, "--label", "mixed", "--format", "json", "--", "sh", "-c", script, db=db)
+        assert done.returncode == 0, done.stderr
+        whole = json.loads(done.stdout)["fingerprint"]
+        app = os.path.basename(sys.executable)[:15]  # the task's name: the file it executed
+        fitted = iolab("fit", "mixed", "--process", app, "-o", str(job), db=db)
+        unknown = iolab("fit", "mixed", "--process", "nosuch", "-o", str(job), db=db)
+        replayed = iolab("replay", "mixed", "--process", app, "--target", f"t={target.path}", "--destroy",
+                         target.path, "--as-fast-as-possible", "--format", "json", db=db)
+    assert whole["processes"]["dd"] == 200 and whole["ios"]["read"] >= 200
+    assert fitted.returncode == 0, fitted.stderr
+    text = job.read_text()
+    options = _fit_options(text)
+    assert int(options.get("rwmixread", 0)) <= 5 and "fsync" in options  # dd's reads (most by bytes) are not the app's
+    assert f"processes {app}" in text and "left out: dd 200" in text
+    assert unknown.returncode == 2 and "has no task 'nosuch'" in unknown.stderr and app in unknown.stderr
+    assert replayed.returncode == 0, replayed.stderr
+    assert "left out (dd 200" in replayed.stderr
+    reads = sum(d["total_ios"] for j in json.loads(replayed.stdout)["results"][0]["jobs"]
+                for name, d in j["directions"].items() if name == "read")
+    assert reads == whole["ios"]["read"] - 200

@@ -11,6 +11,7 @@ from ..model import Run
 from ..report.capture import fingerprint_table
 from ..units import parse_duration_us
 from ..workflows.capture import record
+from ..workflows.capture.fingerprint import Fingerprint
 from . import emit_tables, err, store_of
 from .options import Naming, destroy_option, format_option, naming_options
 from .show import print_run, run_document
@@ -75,6 +76,12 @@ def _duration_us(option: str, text: str, unit: str = "s") -> int:
         raise UsageError(f"{option} {text!r}: expected a duration such as 60s, 500ms or 5m") from None
 
 
+_process_option = click.option(
+    "--process", "processes", multiple=True, metavar="NAME",
+    help="Only the requests of this task (its name as the fingerprint's processes show it, or a pid; "
+         "repeatable), and of kernel threads (the journal thread, the block layer's workers write for it).")
+
+
 def _one_capture(ctx: click.Context, selector: str) -> Run:
     store = store_of(ctx)
     ids = store.resolve(selector)
@@ -99,11 +106,12 @@ def _one_capture(ctx: click.Context, selector: str) -> Run:
               help="Round the recorded issue times down to this (1us: as traced; larger quanta make fio sleep "
                    "less often but issue in bursts).")
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Replays in a row.")
+@_process_option
 @naming_options("replay")
 @format_option()
 @click.pass_context
 def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[str], fast: bool, time_scale: float,
-           quantum: str, repeat: int, named: Naming, fmt: str) -> None:
+           quantum: str, repeat: int, processes: Sequence[str], named: Naming, fmt: str) -> None:
     """Replay a capture on other storage with fio; the result is a run like any other.
 
     CAPTURE is a capture's id, label or tag. The capture's requests are replayed at their
@@ -134,7 +142,7 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     store = store_of(ctx)
     settings = ReplaySettings(as_fast_as_possible=fast, rate_pct=max(1, round(100 / time_scale)),
                               quantum_us=max(1, _duration_us("--timing-quantum", quantum, "ms")))
-    planned = plan_mod.replay_suite(store, run, name, path, settings)
+    planned = plan_mod.replay_suite(store, run, name, path, settings, tuple(processes))
     done = pipeline.run(store, planned.suite, RunOptions(destroy=tuple(destroy)), repeat=repeat, label=named.label,
                         tags={"capture": str(run.info.id), **named.tags},
                         watch=Shown(LiveProgress(), stored_as="Replay", notes=planned.notes))
@@ -156,10 +164,11 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
 @destroy_option("Allow writes to this block device (for --check).")
 @click.option("--replay", "replay_run", metavar="RUN", help="A replay of the capture to set the fitted run's IOPS "
               "and latency beside (default: the capture's own figures).")
+@_process_option
 @format_option()
 @click.pass_context
 def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, check: str | None,
-        destroy: Sequence[str], replay_run: str | None, fmt: str) -> None:
+        destroy: Sequence[str], replay_run: str | None, processes: Sequence[str], fmt: str) -> None:
     """Write a fio job file that reproduces a capture's fingerprint; with --check, show how close it is.
 
     The job has bssplit, rwmixread, percentage_random, random_distribution for the skew, and
@@ -179,11 +188,11 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     from .progress import LiveProgress
 
     run = _one_capture(ctx, capture_run)
-    original = record.stored_fingerprint(run)
-    assert original is not None
-    job = fit_mod.fit_job(original, distribution, what=f"capture {run.info.id}")
-    text = job.text([f"fitted by iolab to capture {run.info.id} ({(run.info.options or {}).get('device', '')})",
-                     job.reason])
+    original = _fingerprint(ctx, run, processes)
+    which = f"capture {run.info.id}" + (f" (processes {', '.join(processes)})" if processes else "")
+    job = fit_mod.fit_job(original, distribution, what=which)
+    text = job.text([f"fitted by iolab to {which} ({(run.info.options or {}).get('device', '')})",
+                     *_left_out_note(original), job.reason])
     try:
         Path(output).write_text(text)
     except OSError as exc:
@@ -206,6 +215,29 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
         {"metric": r.metric, "unit": r.unit, "original": r.original, "fitted": r.fitted, "error": r.error}
         for r in fit_mod.closeness(original, fitted)], "fitted_run": fitted_run.info.id,
         "fitted_capture": fitted_capture.info.id})
+
+
+def _fingerprint(ctx: click.Context, run: Run, processes: Sequence[str]) -> Fingerprint:
+    """The capture's stored fingerprint, or with ``processes`` the fingerprint of their requests."""
+    if not processes:
+        stored = record.stored_fingerprint(run)
+        assert stored is not None
+        return stored
+    from ..workflows.capture.fingerprint import fingerprint
+    from ..workflows.capture.trace import of_processes
+    trace = record.load_trace(store_of(ctx), run)
+    unknown = [p for p in processes if p not in trace.comms.values() and not (p.isdigit() and int(p) in trace.comms)]
+    if unknown:
+        raise UsageError(f"capture {run.info.id} has no task {', '.join(map(repr, unknown))}",
+                         hint="its tasks: " + ", ".join(sorted(set(trace.comms.values()))[:20]))
+    return fingerprint(of_processes(trace, processes))
+
+
+def _left_out_note(fp: Fingerprint) -> list[str]:
+    if not fp.left_out:
+        return []
+    return ["left out: " + ", ".join(f"{name} {count:,}" for name, count in list(fp.left_out.items())[:8])
+            + " requests"]
 
 
 def _one_run(ctx: click.Context, selector: str) -> Run:

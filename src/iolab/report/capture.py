@@ -96,6 +96,9 @@ def fingerprint_rows(fp: Fingerprint) -> list[tuple[Cell, ...]]:
         *(_row(f"service time {k}", _num(d.mean, ",.1f", " µs"), d.mean, _us(d)) for k, d in fp.latency_us.items()),
         _row("processes", str(len(fp.processes)), len(fp.processes),
              ", ".join(f"{k} {v:,}" for k, v in fp.processes.items())),
+        *([_row("left out", f"{sum(fp.left_out.values()):,}", sum(fp.left_out.values()),
+                ", ".join(f"{k} {v:,}" for k, v in list(fp.left_out.items())[:8])
+                + " (requests in no other figure)")] if fp.left_out else []),
     ]
 
 

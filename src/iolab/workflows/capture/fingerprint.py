@@ -24,6 +24,8 @@ I/O scheduler's merging):
   hottest 1 % and 10 % of the granules touched.
 - **latency**: device service time, complete - issue, of each completed request.
 - **flushes**: requests that are a flush or carry REQ_PREFLUSH, REQ_FUA, REQ_SYNC.
+- **left out**: requests of tasks the trace left out (``trace.PROBE_TASKS``: iolab's own signature
+  probes; the tasks outside ``--process``), by task name; no other figure counts them.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class Fingerprint:
     active_s: float = 0.0
     zeroes_ios: int = 0
     zeroes_bytes: int = 0
+    left_out: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def data_ios(self) -> int:
@@ -253,4 +256,5 @@ def fingerprint(trace: Trace) -> Fingerprint:
         bin_s=duration_ns / 1e9 / TIME_BINS,
         heat=_heat(trace, data, duration_ns, first or 0, end or 0), active_s=active / 1e9 if n else 0.0,
         zeroes_ios=int(zeroes.sum()), zeroes_bytes=int(trace.nbytes[zeroes].sum()),
+        left_out=dict(sorted(trace.left_out.items(), key=lambda kv: -kv[1])),
     )

@@ -140,17 +140,20 @@ def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping
         conn.execute(traces.insert().values(
             result_id=result_id, requests=len(trace), data=encode(trace),
             meta={"comms": {str(k): v for k, v in trace.comms.items()}, "lost_events": trace.lost_events,
-                  "duration_ns": trace.duration_ns}))
+                  "duration_ns": trace.duration_ns, "left_out": dict(trace.left_out),
+                  "kthreads": sorted(trace.kthreads)}))
     store.finish_run(run_id, capture.status)
     return run_id
 
 
-def replay_dir(store: Store, run_id: int) -> Path:
+def replay_dir(store: Store, run_id: int, processes: Sequence[str] = ()) -> Path:
     """Where a capture's replay files live: ``$XDG_CACHE_HOME/iolab/replay/<db>-capture-<id>`` (the
-    same for every replay of a capture, so their job options are equal)."""
+    same for every replay of a capture, so their job options are equal), with ``-p-<hash>`` for a
+    replay of some processes only (``--process``: other iologs, so other job options)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     db = hashlib.sha256(store.display_url.encode()).hexdigest()[:8]
-    return cache / "iolab" / "replay" / f"{db}-capture-{run_id}"
+    only = f"-p-{hashlib.sha256(' '.join(sorted(processes)).encode()).hexdigest()[:8]}" if processes else ""
+    return cache / "iolab" / "replay" / f"{db}-capture-{run_id}{only}"
 
 
 def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> Any:
@@ -187,8 +190,9 @@ def load_trace(store: Store, run: Run) -> Trace:
     if row is None:
         raise UsageError(f"run {run.info.id} has no stored trace")
     meta = row["meta"]
-    return decode(row["data"], {int(k): v for k, v in meta.get("comms", {}).items()}, meta.get("lost_events", 0),
-                  meta.get("duration_ns", 0))
+    trace = decode(row["data"], {int(k): v for k, v in meta.get("comms", {}).items()}, meta.get("lost_events", 0),
+                   meta.get("duration_ns", 0))
+    return dataclasses.replace(trace, left_out=meta.get("left_out", {}), kthreads=frozenset(meta.get("kthreads", ())))
 
 
 def stored_fingerprint(run: Run) -> Fingerprint | None:

@@ -12,11 +12,12 @@ of the captured device (for a partition, ``tracefs.record`` subtracts its start 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
 import zlib
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,7 +73,9 @@ class Trace:
     (``OP_NAMES`` index), ``flags`` (``PREFLUSH``…), ``pid`` (the issuing task).
 
     ``comms`` maps pid -> task name; ``lost_events`` counts events the kernel dropped (ring buffer
-    overrun: then the trace is incomplete and says so); ``duration_ns`` is the capture's length."""
+    overrun: then the trace is incomplete and says so); ``duration_ns`` is the capture's length;
+    ``left_out`` counts the requests left out by task name (``PROBE_TASKS``, ``of_processes``);
+    ``kthreads`` holds the pids that were kernel threads (``is_kernel_thread``)."""
 
     issue_ns: np.ndarray
     complete_ns: np.ndarray
@@ -84,6 +87,8 @@ class Trace:
     comms: Mapping[int, str] = field(default_factory=dict)
     lost_events: int = 0
     duration_ns: int = 0
+    left_out: Mapping[str, int] = field(default_factory=dict)
+    kthreads: frozenset[int] = frozenset()
 
     def __len__(self) -> int:
         return int(self.issue_ns.shape[0])
@@ -95,7 +100,12 @@ class Trace:
 
     def select(self, mask: np.ndarray) -> Trace:
         """The requests where ``mask`` holds, times unchanged."""
-        return _of([c[mask] for c in self.columns()], self.comms, self.lost_events, self.duration_ns)
+        return dataclasses.replace(_of([c[mask] for c in self.columns()], self.comms, self.lost_events,
+                                       self.duration_ns), left_out=self.left_out, kthreads=self.kthreads)
+
+    def task(self, pid: int) -> str:
+        """The name of the task ``pid`` (its pid as text when unknown)."""
+        return self.comms.get(pid, str(pid))
 
     def columns(self) -> tuple[np.ndarray, ...]:
         return (self.issue_ns, self.complete_ns, self.sector, self.nbytes, self.op, self.flags, self.pid)
@@ -124,14 +134,25 @@ def from_rows(rows: Iterable[tuple[int, int, int, int, int, int, int]], comms: M
     return _of(cols, comms or {}, lost_events, end if duration_ns is None else max(duration_ns, end))
 
 
-def parse_lines(lines: Iterable[str], lost_events: int = 0, duration_ns: int | None = None) -> Trace:
+#: Tasks whose requests a capture leaves out: the signature probes iolab runs on a device before it
+#: writes it (``facts.targets.probe_signatures``: ``blkid -p``, ``wipefs -n``, ~290 reads of a loop
+#: device), also when the captured COMMAND is itself iolab, or a ``fit --check`` captures its job.
+#: Their requests are counted in ``Trace.left_out``, by task name.
+PROBE_TASKS = frozenset({"blkid", "wipefs"})
+
+
+def parse_lines(lines: Iterable[str], lost_events: int = 0, duration_ns: int | None = None,
+                leave_out: Collection[str] = PROBE_TASKS) -> Trace:
     """A Trace from tracefs text lines (``trace``/``trace_pipe`` of the two block events; others and
     comment lines are skipped). Matches each completion to the oldest open issue of its start
-    sector and kind. Pure."""
+    sector and kind. Requests issued by a task named in ``leave_out`` are matched (so their
+    completions close nothing else) but left out, counted in ``left_out``; times count from the
+    first request kept. Pure."""
     open_: dict[tuple[int, bool], deque[list[int]]] = {}
     orphans: dict[tuple[int, bool], deque[int]] = {}
     rows: list[list[int]] = []
     comms: dict[int, str] = {}
+    left_out: dict[str, int] = {}
     for line in lines:
         m = _LINE.match(line)
         if m is None:
@@ -143,9 +164,13 @@ def parse_lines(lines: Iterable[str], lost_events: int = 0, duration_ns: int | N
         key = (-1, True) if op == FLUSH else (sector, False)
         if m["event"] == "issue":
             pid = int(m["pid"])
-            comms.setdefault(pid, m["task"].strip())
+            task = m["task"].strip()
             row = [t_ns, -1, sector, int(m["nr"]) * SECTOR_BYTES, op, flags, pid]
-            rows.append(row)
+            if task in leave_out:
+                left_out[task] = left_out.get(task, 0) + 1
+            else:
+                comms.setdefault(pid, task)
+                rows.append(row)
             early = orphans.get(key)
             if early and early[0] >= t_ns - _TIE_NS:
                 row[1] = max(early.popleft(), t_ns)
@@ -160,7 +185,54 @@ def parse_lines(lines: Iterable[str], lost_events: int = 0, duration_ns: int | N
             waiting_for.append(t_ns)
             while waiting_for and waiting_for[0] < t_ns - _TIE_NS:
                 waiting_for.popleft()
-    return from_rows((tuple(r) for r in rows), comms, lost_events, duration_ns)  # type: ignore[misc]
+    trace = from_rows((tuple(r) for r in rows), comms, lost_events, duration_ns)  # type: ignore[misc]
+    return dataclasses.replace(trace, left_out=left_out) if left_out else trace
+
+
+#: Kernel threads by name, for pids that exited before the capture could ask ``/proc``: the block
+#: layer's and file systems' workers (``kworker/1:1H``, ``jbd2/sda1-8``, ``ksoftirqd/0``…), swapper.
+_KTHREAD_NAME = re.compile(r"^(<idle>|swapper|kworker/|jbd2/|ksoftirqd/|kswapd|kcompactd|khugepaged|ext4|xfs|"
+                           r"btrfs|kthreadd|irq/|rcu_)")
+#: ``PF_KTHREAD`` in ``/proc/PID/stat``'s flags (``include/linux/sched.h``).
+_PF_KTHREAD = 0x00200000
+
+
+def is_kernel_thread(pid: int, name: str, proc: str = "/proc") -> bool:
+    """Whether task ``pid`` (named ``name``) is a kernel thread: by its ``PF_KTHREAD`` flag while it
+    lives, by its name (``_KTHREAD_NAME``) once it has exited; pid 0 (the idle task) is one."""
+    if pid == 0:
+        return True
+    try:
+        with open(f"{proc}/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return bool(int(fields[6]) & _PF_KTHREAD)  # field 9 of stat; 7th after the name
+    except (OSError, IndexError, ValueError):
+        return bool(_KTHREAD_NAME.match(name))
+
+
+def of_processes(trace: Trace, names: Collection[str]) -> Trace:
+    """The requests issued by the tasks named in ``names`` (a task name as the trace shows it, or a
+    pid) and by kernel threads (``kthreads``, or by name: the journal thread and the block layer's
+    workers write for the application); the rest are counted in ``left_out`` by task name, and
+    times count from the first request kept. Raises nothing; an empty result is an empty trace."""
+    wanted = set(names)
+    keep_pid = {pid: (trace.task(pid) in wanted or str(pid) in wanted or pid in trace.kthreads
+                      or (not trace.kthreads and bool(_KTHREAD_NAME.match(trace.task(pid)))))
+                for pid in np.unique(trace.pid).tolist()}
+    mask = np.fromiter((keep_pid[p] for p in trace.pid.tolist()), dtype=bool, count=len(trace))
+    left = dict(trace.left_out)
+    for pid, count in zip(*np.unique(trace.pid[~mask], return_counts=True), strict=True):
+        left[trace.task(int(pid))] = left.get(trace.task(int(pid)), 0) + int(count)
+    return rebased(dataclasses.replace(trace.select(mask), left_out=left))
+
+
+def rebased(trace: Trace) -> Trace:
+    """``trace`` with times counted from its first issue (completions keep -1)."""
+    if not len(trace) or trace.issue_ns[0] == 0:
+        return trace
+    t0 = trace.issue_ns[0]
+    return dataclasses.replace(trace, issue_ns=trace.issue_ns - t0,
+                               complete_ns=np.where(trace.complete_ns >= 0, trace.complete_ns - t0, -1))
 
 
 # -- stored form -------------------------------------------------------------------------------

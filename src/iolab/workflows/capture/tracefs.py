@@ -22,6 +22,7 @@ Only reads: the capture never writes to the device.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import itertools
 import os
@@ -211,6 +212,8 @@ def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACE
         finally:
             pipe.close()
     trace = trace_mod.parse_lines(pipe.lines, lost_events=lost, duration_ns=elapsed)
+    trace = dataclasses.replace(trace, kthreads=frozenset(
+        pid for pid, name in trace.comms.items() if trace_mod.is_kernel_thread(pid, name)))
     if device.first_sector:  # the events count a partition's sectors from the disk's start
         data = trace.op != trace_mod.FLUSH
         trace.sector[data] -= device.first_sector
