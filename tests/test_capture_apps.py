@@ -14,7 +14,10 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clirun import iolab, popen, wait_for
 from iolab.workflows.capture import tracefs
@@ -336,3 +339,45 @@ def test_fit_and_replay_of_one_process_leave_the_others_out(tmp_path: Path) -> N
     reads = sum(d["total_ios"] for j in json.loads(replayed.stdout)["results"][0]["jobs"]
                 for name, d in j["directions"].items() if name == "read")
     assert reads == whole["ios"]["read"] - 200
+
+
+def test_skew_counts_every_block_a_request_covers() -> None:
+    from iolab.workflows.capture import fingerprint as fp_mod
+
+    offsets = np.arange(64, dtype=np.int64) * 65536  # a 64k sequential write over 4 MiB
+    # each block accessed once: the hottest 10 and 102 of the 1,024 blocks hold their share of accesses
+    assert fp_mod.skew(offsets, np.full(64, 65536)) == (pytest.approx(100 * 10 / 1024), pytest.approx(100 * 102 / 1024),
+                                                        1024)
+    assert fp_mod.skew(offsets)[2] == 64  # by request start, as fingerprints stored before counted
+    # a 4k block read 9 times inside a 64k region read once: of 16 blocks, the hottest (1 %: 1 block)
+    # holds 10 of the 25 accesses, the hottest 2 (10 %) 11
+    assert fp_mod.skew(np.array([0] + [8192] * 9), np.array([65536] + [4096] * 9)) == (40.0, 44.0, 16)
+
+
+@given(st.lists(st.tuples(st.integers(0, 300_000), st.integers(1, 70_000)), min_size=1, max_size=60))
+def test_the_sweep_over_runs_of_blocks_counts_as_block_by_block(requests: list[tuple[int, int]]) -> None:
+    from iolab.workflows.capture import fingerprint as fp_mod
+
+    offsets, lengths = np.array([r[0] for r in requests]), np.array([r[1] for r in requests])
+    per_block: dict[int, int] = {}
+    for start, length in requests:
+        for block in range(start // 4096, (start + length - 1) // 4096 + 1):
+            per_block[block] = per_block.get(block, 0) + 1
+    hottest = np.cumsum(sorted(per_block.values(), reverse=True))
+    expected = [100.0 * hottest[max(1, round(f * len(per_block))) - 1] / hottest[-1] for f in (0.01, 0.10)]
+    hot1, hot10, touched = fp_mod.skew(offsets, lengths)
+    assert touched == len(per_block) and [hot1, hot10] == pytest.approx(expected)
+
+
+@requires_loop
+def test_a_sequential_write_touches_every_block_it_covers(tmp_path: Path) -> None:
+    db = tmp_path / "iolab.db"
+    with loop_device(tmp_path, size_bytes=16 * MiB) as loop:
+        done = iolab("capture", loop.path, "--label", "seq", "--format", "json", "--", "dd", "if=/dev/zero",
+                     f"of={loop.path}", "bs=64k", "count=64", "oflag=direct", "status=none", db=db)
+        shown = iolab("show", "seq", db=db)
+    assert done.returncode == 0, done.stderr
+    fp = json.loads(done.stdout)["fingerprint"]
+    assert fp["ios"] == {"write": 64} and fp["granules_touched"] == 1024 and fp["granules_by"] == "covered"
+    assert fp["hot1_pct"] == pytest.approx(100 * 10 / 1024) and fp["hot10_pct"] == pytest.approx(100 * 102 / 1024)
+    assert "of 1,024 4 KiB blocks touched (every block a request covers)" in shown.stdout

@@ -89,7 +89,8 @@ def fingerprint_rows(fp: Fingerprint) -> list[tuple[Cell, ...]]:
              f"p50 {_num(gaps.p50, ',.1f')} · p99 {_num(gaps.p99, ',.1f', ' µs')} · "
              f"CV {_num(fp.interarrival_cv, '.2f')}"),
         _row("skew: hottest 1 %", _pct(fp.hot1_pct), fp.hot1_pct,
-             f"hottest 10 %: {_pct(fp.hot10_pct)} of {fp.granules_touched:,} 4 KiB granules touched"),
+             f"hottest 10 %: {_pct(fp.hot10_pct)} of {fp.granules_touched:,} 4 KiB blocks touched"
+             + (" (every block a request covers)" if fp.granules_by == "covered" else " (by request start)")),
         _lba(fp),
         _row("flush / FUA", _pct(fp.flush_pct), fp.flush_pct,
              f"FUA {_pct(fp.fua_pct)} · sync writes {_pct(fp.sync_write_pct)}"),

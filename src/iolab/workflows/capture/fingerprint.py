@@ -20,8 +20,11 @@ I/O scheduler's merging):
   events; its time-weighted distribution over the whole capture and its mean while busy.
 - **inter-arrival**: gaps between consecutive issues; their coefficient of variation (stddev/mean)
   is 1 for a Poisson (open-loop) stream and small for a closed loop at a fixed depth.
-- **skew**: data requests per 4 KiB granule at their start offset; the share of requests to the
-  hottest 1 % and 10 % of the granules touched.
+- **skew**: accesses per 4 KiB block (granule): a request accesses every block it covers (a 64 KiB
+  request, 16), so a 64k sequential write over 4 MiB touches 1,024 blocks; ``hot1_pct``/``hot10_pct``
+  are the shares of the accesses that went to the hottest 1 % and 10 % of the blocks touched
+  (``granules_by`` = ``"covered"``; fingerprints stored before counted only the block where each
+  request starts: ``"start"``).
 - **latency**: device service time, complete - issue, of each completed request.
 - **flushes**: requests that are a flush or carry REQ_PREFLUSH, REQ_FUA, REQ_SYNC.
 - **left out**: requests of tasks the trace left out (``trace.PROBE_TASKS``: iolab's own signature
@@ -103,6 +106,7 @@ class Fingerprint:
     zeroes_ios: int = 0
     zeroes_bytes: int = 0
     left_out: Mapping[str, int] = field(default_factory=dict)
+    granules_by: str = "start"
 
     @property
     def data_ios(self) -> int:
@@ -178,19 +182,41 @@ def _depth(trace: Trace, duration_ns: int) -> dict[str, object]:
     }
 
 
-def skew(offsets: np.ndarray) -> tuple[float | None, float | None, int]:
-    """The shares (%) of requests to the hottest 1 % and 10 % of the 4 KiB granules that the requests
-    starting at ``offsets`` (bytes) touch, and how many they touch; None, None, 0 without requests."""
+def skew(offsets: np.ndarray, lengths: np.ndarray | None = None) -> tuple[float | None, float | None, int]:
+    """The shares (%) of block accesses that went to the hottest 1 % and 10 % of the 4 KiB blocks
+    touched, and how many blocks were touched, for requests at ``offsets`` (bytes) of ``lengths``
+    bytes each (each accesses every block it covers; without ``lengths``, only the block it starts
+    in); None, None, 0 without requests.
+
+    Computed over runs of blocks, not block by block (a sweep over the requests' start and end
+    blocks: runs with the same access count), so memory is O(requests) however much they cover."""
     if offsets.size == 0:
         return None, None, 0
-    _, counts = np.unique(offsets // GRANULE_BYTES, return_counts=True)
-    hottest = np.sort(counts)[::-1]
-    cum = np.cumsum(hottest)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    first = offsets // GRANULE_BYTES
+    if lengths is None:
+        end = first + 1
+    else:
+        end = (offsets + np.maximum(np.asarray(lengths, dtype=np.int64), 1) - 1) // GRANULE_BYTES + 1
+    edges = np.concatenate([first, end])
+    steps = np.concatenate([np.ones(first.size, dtype=np.int64), -np.ones(end.size, dtype=np.int64)])
+    order = np.argsort(edges, kind="stable")
+    edges, level = edges[order], np.cumsum(steps[order])
+    run_blocks, run_count = np.diff(edges), level[:-1]
+    touched = run_blocks > 0
+    run_blocks, run_count = run_blocks[touched & (run_count > 0)], run_count[touched & (run_count > 0)]
+    order = np.argsort(-run_count, kind="stable")
+    run_blocks, run_count = run_blocks[order], run_count[order]
+    blocks, accesses = np.cumsum(run_blocks), np.cumsum(run_blocks * run_count)
+    total_blocks, total = int(blocks[-1]), float(accesses[-1])
 
     def share(fraction: float) -> float:
-        n = max(1, round(fraction * hottest.size))
-        return 100.0 * float(cum[n - 1]) / float(cum[-1])
-    return share(0.01), share(0.10), int(hottest.size)
+        n = max(1, round(fraction * total_blocks))
+        i = int(np.searchsorted(blocks, n))  # the run holding the n-th hottest block
+        before_blocks = int(blocks[i - 1]) if i else 0
+        before = float(accesses[i - 1]) if i else 0.0
+        return 100.0 * (before + (n - before_blocks) * float(run_count[i])) / total
+    return share(0.01), share(0.10), total_blocks
 
 
 def _heat(trace: Trace, data: np.ndarray, duration_ns: int, first: int, end: int) -> tuple[tuple[int, ...], ...]:
@@ -220,7 +246,7 @@ def fingerprint(trace: Trace) -> Fingerprint:
     offsets = trace.sector[data] * 512
     first = int(offsets.min()) if offsets.size else None
     end = int((trace.sector[data] * 512 + trace.nbytes[data]).max()) if offsets.size else None
-    hot1, hot10, touched = skew(offsets)
+    hot1, hot10, touched = skew(offsets, trace.nbytes[data])
     gaps_us = np.diff(trace.issue_ns).astype(np.float64) / 1000.0
     lat = trace.latency_ns
     comms: dict[str, int] = {}
@@ -256,5 +282,5 @@ def fingerprint(trace: Trace) -> Fingerprint:
         bin_s=duration_ns / 1e9 / TIME_BINS,
         heat=_heat(trace, data, duration_ns, first or 0, end or 0), active_s=active / 1e9 if n else 0.0,
         zeroes_ios=int(zeroes.sum()), zeroes_bytes=int(trace.nbytes[zeroes].sum()),
-        left_out=dict(sorted(trace.left_out.items(), key=lambda kv: -kv[1])),
+        left_out=dict(sorted(trace.left_out.items(), key=lambda kv: -kv[1])), granules_by="covered",
     )

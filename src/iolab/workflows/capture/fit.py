@@ -7,8 +7,9 @@ The job (``fit_job``), from the fingerprint alone:
 - ``bssplit`` per direction (reads, writes) from the block-size histogram, the sizes covering 99 %
   of requests with integer percentages summing to 100 (largest remainder; fio requires 100);
 - ``offset``/``size``: the traced LBA range;
-- ``random_distribution``: ``zipf:θ`` or ``pareto:h`` with the parameter whose shares of requests
-  to the hottest 1 % and 10 % of touched 4 KiB granules are as close to the trace's as one
+- ``random_distribution``: ``zipf:θ`` or ``pareto:h`` with the parameter whose shares of block
+  accesses to the hottest 1 % and 10 % of touched 4 KiB blocks (every block a request covers, its
+  size drawn from the fingerprint's histogram: ``fingerprint.skew``) are as close to the trace's as one
   parameter allows (both shares grow with θ, so the bisection finds where their errors are equal
   and opposite: the smallest largest error), each share measured on as many requests as the trace
   holds (the touched set depends on the count) drawn with fio's own generator (``fio_picks``), or
@@ -134,8 +135,25 @@ def _fitted_range(fp: Fingerprint) -> tuple[int, int]:
     return max(1, math.ceil(span / block)), block
 
 
-def _shares(picks: np.ndarray, block: int) -> tuple[float, float]:
-    hot1, hot10, _ = skew(picks.astype(np.int64) * block)
+def _lengths(fp: Fingerprint, count: int, seed: int) -> np.ndarray | None:
+    """Request sizes (bytes) drawn from the fingerprint's block-size histogram (reads and writes),
+    for the hot shares of a fitted job that count every block a request covers, as the
+    fingerprint's do (``granules_by``); None for a fingerprint that counted start blocks."""
+    if fp.granules_by != "covered":
+        return None
+    merged: dict[int, int] = {}
+    for counts in fp.bs_counts.values():
+        for size, n in counts.items():
+            merged[int(size)] = merged.get(int(size), 0) + n
+    if not merged:
+        return None
+    sizes = np.array(sorted(merged), dtype=np.int64)
+    weights = np.array([merged[int(x)] for x in sizes], dtype=np.float64)
+    return np.random.default_rng(seed + 1).choice(sizes, size=count, p=weights / weights.sum())
+
+
+def _shares(picks: np.ndarray, block: int, lengths: np.ndarray | None = None) -> tuple[float, float]:
+    hot1, hot10, _ = skew(picks.astype(np.int64) * block, lengths)
     return hot1 or 0.0, hot10 or 0.0
 
 
@@ -146,13 +164,14 @@ def fit_skew(fp: Fingerprint, kind: str, seed: int = 1) -> float:
     the two errors with the same draws at every step."""
     nranges, block = _fitted_range(fp)
     draws = _draws(fp, seed)
+    lengths = _lengths(fp, draws.size, seed)
     targets = (fp.hot1_pct or 0.0) + (fp.hot10_pct or 0.0)
     lo, hi = _ZIPF_RANGE if kind == "zipf" else _PARETO_RANGE
     for _ in range(18):
         mid = (lo + hi) / 2
         if mid == 1.0:
             mid += 1e-3
-        more = sum(_shares(fio_picks(kind, mid, draws, nranges), block)) < targets
+        more = sum(_shares(fio_picks(kind, mid, draws, nranges), block, lengths)) < targets
         if more == (kind == "zipf"):
             lo = mid
         else:
@@ -164,7 +183,8 @@ def fit_skew(fp: Fingerprint, kind: str, seed: int = 1) -> float:
 def uniform_hot10(fp: Fingerprint, seed: int = 1) -> float:
     """The hot-10 % share uniform sampling gives for as many requests over the same range."""
     nranges, block = _fitted_range(fp)
-    return _shares(np.floor(_draws(fp, seed) * nranges).astype(np.uint64), block)[1]
+    draws = _draws(fp, seed)
+    return _shares(np.floor(draws * nranges).astype(np.uint64), block, _lengths(fp, draws.size, seed))[1]
 
 
 def distribution(fp: Fingerprint, kind: str = "auto") -> str | None:
