@@ -241,7 +241,8 @@ def test_ext4_lazy_init_write_zeroes_are_captured_and_replayed_as_writes(tmp_pat
         mnt = tmp_path / "mnt"
         mnt.mkdir()
         done = iolab("capture", loop.path, "--label", "lazy", "--format", "json", "--", "sh", "-c",
-                     f"mount -o init_itable=0 {loop.path} {mnt} && sleep 3; umount {mnt}", db=db)
+                     # the lazy-init thread starts up to 5 s after the mount (EXT4_DEF_LI_MAX_START_DELAY)
+                     f"mount -o init_itable=0 {loop.path} {mnt} && sleep 7; umount {mnt}", db=db)
         assert done.returncode == 0, done.stderr
         fp = json.loads(done.stdout)["fingerprint"]
         replayed = iolab("replay", "lazy", "--target", f"t={target.path}", "--destroy", target.path,
