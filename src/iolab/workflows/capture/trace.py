@@ -123,8 +123,9 @@ _COLUMN_TYPES = ("<i8", "<i8", "<i8", "<i8", "u1", "u1", "<i4")
 def from_rows(rows: Iterable[tuple[int, int, int, int, int, int, int]], comms: Mapping[int, str] | None = None,
               lost_events: int = 0, duration_ns: int | None = None) -> Trace:
     """A Trace from ``(issue_ns, complete_ns, sector, nbytes, op, flags, pid)`` rows, sorted by issue
-    time and shifted so the first issue is at 0 (completions keep -1)."""
-    data = sorted(rows)
+    time (stable: requests issued in the same µs keep the order they came in, the kernel's) and
+    shifted so the first issue is at 0 (completions keep -1)."""
+    data = sorted(rows, key=lambda row: row[0])
     cols = [np.asarray([r[i] for r in data], dtype=t) for i, t in enumerate(_COLUMN_TYPES)]
     if data:
         t0 = cols[0][0]

@@ -12,9 +12,10 @@ ordinary kernels alike. The capture:
    no sector (issued at 0, completed at (sector_t)-1, ``nr_sector`` 0), so flushes are kept by
    device alone: a partition's fsyncs reach the disk as flushes of the whole disk, and the kernel
    does not say which partition asked for one (another partition's flushes are kept too);
-4. enables both events, lets the ring buffer fill while the workload runs (drained into memory only
-   when a CPU's buffer is half full: see ``BUFFER_TOTAL_KB``), disables them, drains the rest, reads
-   the lost-event counters, and removes the instance, whatever happened.
+4. enables both events, lets the ring buffer fill while the workload runs (drained when a CPU's
+   buffer holds ``DRAIN_KB``: see ``BUFFER_TOTAL_KB``), the text parsed as it comes and the requests
+   spooled to disk (``stream.Parser``: memory bounded by a chunk, not the capture), disables them,
+   drains the rest, reads the lost-event counters, and removes the instance, whatever happened.
 
 Only reads: the capture never writes to the device.
 """
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import IolabError, UsageError
+from . import stream
 from . import trace as trace_mod
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -43,6 +45,13 @@ EVENTS = ("block_rq_issue", "block_rq_complete")
 #: fio 80k IOPS job's throughput while drained every 50 ms), so the buffer is drained only when a
 #: CPU's buffer is half full, and at the end.
 BUFFER_TOTAL_KB = 131072
+#: A CPU's buffer is drained once it holds this much (KiB): often enough that the parsing keeps up
+#: with the capture (a minute at 40k requests/s is ~500 MB of text), so little is left when the
+#: window closes, rarely enough that the reads stay a small share of the CPUs.
+DRAIN_KB = 4096
+#: The parser takes the drained text in pieces of about this many bytes (its memory per piece is a
+#: few times this).
+FEED_BYTES = 4 << 20
 POLL_S = 0.2
 _counter = itertools.count()
 
@@ -160,25 +169,38 @@ def _lost(inst: Path) -> int:
 
 
 class _Pipe:
-    """``trace_pipe`` read without blocking; complete lines are kept, a partial one waits."""
+    """``trace_pipe`` read without blocking, its bytes handed to a ``stream.Parser`` in pieces of
+    about ``FEED_BYTES`` (the parser keeps a partial last line for the next piece)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, parser: stream.Parser) -> None:
         self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        self.lines: list[str] = []
-        self._rest = b""
+        self.parser = parser
+        self.read_bytes = 0
 
     def drain(self) -> None:
         """Read everything waiting, without select(): poll on trace_pipe may wait for the buffer to
         be ``buffer_percent`` full, and reports nothing ready before (seen on 6.18)."""
+        pending: list[bytes] = []
+        size = 0
         while True:
             try:
                 chunk = os.read(self.fd, 1 << 20)
             except BlockingIOError:
-                return
+                break
             if not chunk:
-                return
-            *done, self._rest = (self._rest + chunk).split(b"\n")
-            self.lines.extend(line.decode(errors="replace") for line in done)
+                break
+            pending.append(chunk)
+            size += len(chunk)
+            if size >= FEED_BYTES:
+                self._feed(pending)
+                pending, size = [], 0
+        self._feed(pending)
+
+    def _feed(self, pending: list[bytes]) -> None:
+        if pending:
+            data = b"".join(pending)
+            self.read_bytes += len(data)
+            self.parser.feed(data)
 
     def close(self) -> None:
         os.close(self.fd)
@@ -195,23 +217,27 @@ def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACE
         (inst / "buffer_size_kb").write_text(str(buffer_kb))
         for event in EVENTS:
             (inst / "events" / "block" / event / "filter").write_text(device.filter)
-        pipe = _Pipe(inst / "trace_pipe")
+        parser = stream.Parser()
+        pipe = _Pipe(inst / "trace_pipe", parser)
         try:
             started = time.monotonic_ns()
             for event in EVENTS:
                 (inst / "events" / "block" / event / "enable").write_text("1")
             while not until_done():
                 wait(POLL_S)
-                if _fullest_kb(inst) > buffer_kb // 2:
+                if _fullest_kb(inst) > DRAIN_KB:
                     pipe.drain()
             for event in EVENTS:
                 (inst / "events" / "block" / event / "enable").write_text("0")
             elapsed = time.monotonic_ns() - started
             pipe.drain()
             lost = _lost(inst)
+        except BaseException:
+            parser.close()
+            raise
         finally:
             pipe.close()
-    trace = trace_mod.parse_lines(pipe.lines, lost_events=lost, duration_ns=elapsed)
+    trace = parser.trace(lost_events=lost, duration_ns=elapsed)
     trace = dataclasses.replace(trace, kthreads=frozenset(
         pid for pid, name in trace.comms.items() if trace_mod.is_kernel_thread(pid, name)))
     if device.first_sector:  # the events count a partition's sectors from the disk's start

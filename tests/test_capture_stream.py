@@ -1,0 +1,69 @@
+"""The streaming parser (``capture.stream.Parser``) against the reference (``trace.parse_lines``):
+the same requests from the same tracefs text, however the text is cut into pieces."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from iolab.workflows.capture import stream
+from iolab.workflows.capture import trace as trace_mod
+
+TASKS = ("fio", "kworker/0:1H", "jbd2/loop1p1-8", "blkid", "my app")
+
+
+def _lines(events: list[tuple[int, int, int, int, int, bool]]) -> str:
+    """tracefs lines for requests ``(gap_us, latency_us, sector, kind, task, complete_first)``:
+    kind 0 read, 1 write, 2 flush, 3 write-zeroes; a completion may be printed a µs before its
+    issue (another CPU) or be missing (still in flight); the first completion has no issue."""
+    out: list[tuple[int, str]] = [(0, "          <idle>-0       [001] d.h1.   100.000000: block_rq_complete: "
+                                      "7,0 R () 999 + 8 be,0,4 [0]")]
+    t = 1_000
+    for gap, latency, sector, kind, task, early in events:
+        t += gap
+        name = TASKS[task]
+        rwbs, nr, start, done_at = (("R", 8, sector, sector), ("WS", 16, sector, sector), ("FF", 0, 0, 2**64 - 1),
+                                    ("NS", 2048, sector, sector))[kind]
+        issue_line = (f"{name:>16}-{100 + task:<7} [000] .....   {100 + t / 1e6:.6f}: block_rq_issue: 7,0 {rwbs} "
+                      f"{nr * 512} () {start} + {nr} be,0,4 [{name}]")
+        out.append((t, issue_line))
+        if latency:
+            c = t - 1 if early else t + latency
+            out.append((c, f"     ksoftirqd/1-22      [001] ..s..   {100 + c / 1e6:.6f}: block_rq_complete: 7,0 "
+                           f"{rwbs} () {done_at} + {nr} be,0,4 [0]"))
+    out.sort(key=lambda pair: pair[0])
+    return "\n".join(line for _, line in out) + "\n"
+
+
+events = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 400), st.sampled_from([0, 8, 16, 64]),
+                            st.integers(0, 3), st.integers(0, len(TASKS) - 1), st.booleans()), max_size=80)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events, st.lists(st.integers(1, 4000), max_size=6))
+def test_the_streaming_parser_finds_what_the_reference_finds(requests: list, cuts: list[int]) -> None:
+    text = _lines(requests)
+    reference = trace_mod.parse_lines(text.splitlines())
+    parser = stream.Parser()
+    data, at = text.encode(), 0
+    for cut in sorted(cuts):
+        parser.feed(data[at:cut])
+        at = max(at, cut)
+    parser.feed(data[at:])
+    parsed = parser.trace()
+    assert not parser.spool.exists()
+    for mine, theirs in zip(parsed.columns(), reference.columns(), strict=True):
+        assert np.array_equal(mine, theirs)
+    assert parsed.comms == reference.comms and parsed.left_out == reference.left_out
+    assert parsed.duration_ns == reference.duration_ns
+
+
+def test_a_task_name_with_spaces_and_a_command_are_read_by_the_general_pattern() -> None:
+    text = ("        my app 2-4242    [001] .....   10.000100: block_rq_issue: 7,0 R 4096 () 80 + 8 be,0,4 [my app 2]\n"
+            "     ksoftirqd/1-22      [001] ..s..   10.000200: block_rq_complete: 7,0 R () 80 + 8 be,0,4 [0]\n"
+            "            sg-77      [000] .....   10.000300: block_rq_issue: 7,0 N 0 (12 00 00) 0 + 0 be,0,4 [sg]\n")
+    parser = stream.Parser()
+    parser.feed(text.encode())
+    parsed = parser.trace()
+    assert parsed.comms == {4242: "my app 2", 77: "sg"} and parsed.complete_ns.tolist() == [100_000, -1]
