@@ -3,11 +3,14 @@ the same requests from the same tracefs text, however the text is cut into piece
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iolab.workflows.capture import stream
+from iolab.workflows.capture import fingerprint as fp_mod
+from iolab.workflows.capture import replay, stream
 from iolab.workflows.capture import trace as trace_mod
 
 TASKS = ("fio", "kworker/0:1H", "jbd2/loop1p1-8", "blkid", "my app")
@@ -67,3 +70,85 @@ def test_a_task_name_with_spaces_and_a_command_are_read_by_the_general_pattern()
     parser.feed(text.encode())
     parsed = parser.trace()
     assert parsed.comms == {4242: "my app 2", 77: "sg"} and parsed.complete_ns.tolist() == [100_000, -1]
+
+
+# -- the vectorized steps against the loops they replaced -------------------------------------------
+
+def _classes_loop(trace: trace_mod.Trace) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    last_write: str | None = None
+    pending: list[int] = []
+    for index, (op, nbytes) in enumerate(zip(trace.op.tolist(), trace.nbytes.tolist(), strict=True)):
+        if op in (trace_mod.READ, trace_mod.WRITE):
+            label = replay.size_class(nbytes)
+            out.setdefault(label, []).append(index)
+            last_write = label if op == trace_mod.WRITE else last_write
+        elif op == trace_mod.FLUSH:
+            if last_write is None:
+                pending.append(index)
+            else:
+                out[last_write].append(index)
+    if out and pending:
+        first = min(out, key=replay._class_bytes)
+        out[first] = sorted(out[first] + pending)
+    return out
+
+
+def _lanes_loop(trace: trace_mod.Trace, indices: np.ndarray) -> list[list[int]]:
+    free: list[int] = []
+    busy: list[tuple[int, int]] = []
+    out: list[list[int]] = []
+    never = np.iinfo(np.int64).max
+    for i in indices.tolist():
+        issued, done = int(trace.issue_ns[i]), int(trace.complete_ns[i])
+        while busy and busy[0][0] <= issued:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        k = heapq.heappop(free) if free else len(out)
+        if k == len(out):
+            out.append([])
+        heapq.heappush(busy, (done if done >= 0 else never, k))
+        out[k].append(i)
+    data = [lane for lane in out if any(int(trace.op[i]) in (0, 1) for i in lane)] or out[:1]
+    for lane in out:
+        if lane is not data[0] and not any(int(trace.op[i]) in (0, 1) for i in lane):
+            data[0].extend(lane)
+    return [sorted(lane) for lane in data]
+
+
+def _sequential_loop(trace: trace_mod.Trace) -> list[bool]:
+    seq, last_end = [], {}
+    for op, pid, start, nbytes in zip(trace.op.tolist(), trace.pid.tolist(), trace.sector.tolist(),
+                                      trace.nbytes.tolist(), strict=True):
+        if op not in (0, 1):
+            seq.append(False)
+            continue
+        seq.append(last_end.get((pid, op)) == start)
+        last_end[(pid, op)] = start + nbytes // 512
+    return seq
+
+
+rows = st.lists(st.tuples(st.integers(0, 50), st.integers(-1, 200), st.sampled_from([0, 8, 16, 24, 32]),
+                          st.sampled_from([512, 4096, 8192, 65536, 0]), st.sampled_from([0, 1, 3, 2]),
+                          st.integers(1, 3)), max_size=60)
+
+
+def _trace(spec: list[tuple[int, int, int, int, int, int]]) -> trace_mod.Trace:
+    t, out = 0, []
+    for gap, latency, sector, nbytes, op, pid in spec:
+        t += gap
+        out.append((t, t + latency if latency >= 0 else -1, sector, 0 if op == 3 else nbytes or 4096, op, 0, pid))
+    return trace_mod.from_rows(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows)
+def test_vectorized_classes_lanes_and_sequential_share_equal_the_loops(spec: list) -> None:
+    trace = _trace(spec)
+    classes = replay.classes(trace)
+    assert {k: v.tolist() for k, v in classes.items()} == _classes_loop(trace)
+    assert list(classes) == sorted(classes, key=replay._class_bytes)
+    for indices in classes.values():
+        assert [lane.tolist() for lane in replay.lanes(trace, indices)] == _lanes_loop(trace, indices)
+    assert fp_mod.sequential_mask(trace).tolist() == _sequential_loop(trace)
+    decoded = trace_mod.decode(trace_mod.encode(trace), duration_ns=trace.duration_ns)
+    assert all(np.array_equal(a, b) for a, b in zip(decoded.columns(), trace.columns(), strict=True))

@@ -131,16 +131,18 @@ def _dist(values: np.ndarray) -> Dist:
 
 def sequential_mask(trace: Trace) -> np.ndarray:
     """Per request: starts where the previous request of its stream (pid, kind) ended. Non-data
-    requests are False."""
+    requests are False. Vectorized: the requests sorted by stream (stable, so in issue order
+    within one), each compared with the one before it in its stream."""
+    data = np.flatnonzero((trace.op == READ) | (trace.op == WRITE))
     seq = np.zeros(len(trace), dtype=bool)
-    last_end: dict[tuple[int, int], int] = {}
-    end = trace.sector + trace.nbytes // 512
-    for i, (op, pid, start, stop) in enumerate(zip(trace.op.tolist(), trace.pid.tolist(), trace.sector.tolist(),
-                                                   end.tolist(), strict=True)):
-        if op not in (READ, WRITE):
-            continue
-        seq[i] = last_end.get((pid, op)) == start
-        last_end[(pid, op)] = stop
+    if data.size < 2:
+        return seq
+    stream = trace.pid[data].astype(np.int64) * 8 + trace.op[data]
+    order = np.argsort(stream, kind="stable")
+    rows = data[order]
+    same = stream[order][1:] == stream[order][:-1]
+    ends = trace.sector[rows] + trace.nbytes[rows] // 512
+    seq[rows[1:]] = same & (trace.sector[rows[1:]] == ends[:-1])
     return seq
 
 

@@ -45,7 +45,6 @@ HOWTO "Trace file format v3", ``replay_*`` options; fio 3.33 ``iolog.c``, ``back
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -67,24 +66,23 @@ def classes(trace: Trace) -> dict[str, np.ndarray]:
     """Job name -> sorted index array of its requests: data requests by size class, smallest class
     first; each flush joins the class of the last write before it (the write it makes durable; the
     first class when none), because fio refuses an iolog without reads or writes ("failed
-    initializing iolog"). Discards and other requests are not replayed."""
-    out: dict[str, list[int]] = {}
-    last_write: str | None = None
-    pending_flushes: list[int] = []
-    for index, (op, nbytes) in enumerate(zip(trace.op.tolist(), trace.nbytes.tolist(), strict=True)):
-        if op in (READ, WRITE):
-            label = size_class(nbytes)
-            out.setdefault(label, []).append(index)
-            last_write = label if op == WRITE else last_write
-        elif op == FLUSH:
-            if last_write is None:
-                pending_flushes.append(index)
-            else:
-                out[last_write].append(index)
-    if out and pending_flushes:
-        first = min(out, key=_class_bytes)
-        out[first] = sorted(out[first] + pending_flushes)
-    return {k: np.asarray(out[k], dtype=np.int64) for k in sorted(out, key=_class_bytes)}
+    initializing iolog"). Discards and other requests are not replayed. Vectorized: a few passes
+    over numpy columns, however long the trace."""
+    data = (trace.op == READ) | (trace.op == WRITE)
+    if not data.any():
+        return {}
+    # the class's top size, as a power of two: 4096 for 1..4096 bytes, then 8192 …
+    exponent = np.maximum(12, np.ceil(np.log2(np.maximum(trace.nbytes, 1))).astype(np.int64))
+    index = np.arange(len(trace))
+    last_write = np.maximum.accumulate(np.where(trace.op == WRITE, index, -1))
+    flush = trace.op == FLUSH
+    smallest = int(exponent[data].min())
+    flush_class = np.where(last_write >= 0, exponent[np.maximum(last_write, 0)], smallest)
+    klass = np.where(data, exponent, np.where(flush, flush_class, -1))
+    out = {}
+    for e in np.unique(klass[klass >= 0]).tolist():
+        out[size_class(1 << e)] = index[klass == e]
+    return out
 
 
 def _class_bytes(label: str) -> int:
@@ -106,34 +104,59 @@ def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
     lowest-numbered free lane (its last request completed in the trace at or before this issue), or
     a new lane when none is free; a request never completed keeps its lane forever. A lane of
     flushes only joins the first lane with data (fio refuses an iolog without reads or writes);
-    without any, the flushes are one lane. Pure."""
-    free: list[int] = []  # a heap of free lanes' numbers
-    busy: list[tuple[int, int]] = []  # a heap of (when the lane's request completed, lane)
-    out: list[list[int]] = []
+    without any, the flushes are one lane. Pure. Requests that never overlap are one lane at once
+    (no per-request loop)."""
     never = np.iinfo(np.int64).max
-    for i, issued, done in zip(indices.tolist(), trace.issue_ns[indices].tolist(),
-                               trace.complete_ns[indices].tolist(), strict=True):
-        while busy and busy[0][0] <= issued:
-            heapq.heappush(free, heapq.heappop(busy)[1])
-        k = heapq.heappop(free) if free else len(out)
-        if k == len(out):
-            out.append([])
-        heapq.heappush(busy, (done if done >= 0 else never, k))
-        out[k].append(i)
-    data = [lane for lane in out if any(int(trace.op[i]) in (READ, WRITE) for i in lane)] or out[:1]
-    for lane in out:
-        if lane is not data[0] and not any(int(trace.op[i]) in (READ, WRITE) for i in lane):
-            data[0].extend(lane)
-    return [np.asarray(sorted(lane), dtype=np.int64) for lane in data]
+    issued_ns = trace.issue_ns[indices]
+    done_ns = np.where(trace.complete_ns[indices] >= 0, trace.complete_ns[indices], never)
+    if indices.size < 2 or (issued_ns[1:] >= np.maximum.accumulate(done_ns[:-1])).all():
+        return [np.asarray(indices, dtype=np.int64)] if indices.size else []
+    # The lowest free lane takes a request whenever it is free, so lane 0 is the greedy chain from the
+    # first request (each next is the first issued at or after the previous one completed), lane 1
+    # the same chain over the requests lane 0 left, and so on: one vectorized search per lane, then
+    # a hop per request along its chain.
+    lane_of = np.full(indices.size, -1, dtype=np.int64)
+    remaining = np.arange(indices.size)
+    count = 0
+    while remaining.size:
+        issued, done = issued_ns[remaining], done_ns[remaining]
+        after = np.maximum(np.searchsorted(issued, done, side="left"), np.arange(1, remaining.size + 1)).tolist()
+        chain, i, end = [], 0, remaining.size
+        while i < end:
+            chain.append(i)
+            i = after[i]
+        lane_of[remaining[chain]] = count
+        remaining = np.delete(remaining, chain)
+        count += 1
+    lane = lane_of
+    has_data = np.zeros(count, dtype=bool)
+    has_data[lane[np.isin(trace.op[indices], (READ, WRITE))]] = True
+    first = int(np.argmax(has_data)) if has_data.any() else 0
+    lane = np.where(has_data[lane], lane, first)
+    return [np.asarray(indices[lane == k], dtype=np.int64) for k in range(count) if k == first or has_data[k]]
 
 
 def window_ns(trace: Trace, per_class: Mapping[str, np.ndarray]) -> int:
     """The windows' length in ns: ``WINDOW_NS``, or longer so that the windows times the lanes the
     classes need over the whole trace stay within ``MAX_JOBS``."""
     span = int(trace.issue_ns.max()) + 1 if len(trace) else 1
-    needed = sum(len(lanes(trace, indices)) for indices in per_class.values())
+    needed = sum(_most_in_flight(trace, indices) for indices in per_class.values())
     count = max(1, min(math.ceil(span / WINDOW_NS), MAX_JOBS // max(1, needed)))
     return math.ceil(span / count)
+
+
+def _most_in_flight(trace: Trace, indices: np.ndarray) -> int:
+    """The most of ``indices``' requests in flight at once: the lanes ``lanes`` deals them to (first
+    fit in issue order uses as many lanes as the most intervals overlapping), counting a lane of
+    flushes alone, which ``lanes`` merges; vectorized."""
+    if indices.size == 0:
+        return 0
+    done = trace.complete_ns[indices]
+    finished = done >= 0
+    times = np.concatenate([trace.issue_ns[indices], done[finished]])
+    steps = np.concatenate([np.ones(indices.size, dtype=np.int64), -np.ones(int(finished.sum()), dtype=np.int64)])
+    order = np.lexsort((steps, times))  # at one instant a completion first: its lane is free again
+    return max(1, int(np.cumsum(steps[order]).max()))
 
 
 def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:

@@ -245,12 +245,19 @@ _HEADER = struct.Struct("<BI")
 
 
 def encode(trace: Trace) -> bytes:
-    """The trace's columns as a compact blob (``comms``, lost events and duration go elsewhere)."""
-    issue = np.diff(trace.issue_ns, prepend=0)
-    complete = np.where(trace.complete_ns >= 0, trace.complete_ns - trace.issue_ns, -1)
-    cols = (issue, complete, trace.sector, trace.nbytes, trace.op, trace.flags, trace.pid)
-    body = b"".join(np.asarray(c, dtype=t).tobytes() for c, t in zip(cols, _COLUMN_TYPES, strict=True))
-    return zlib.compress(_HEADER.pack(TRACE_FORMAT, len(trace)) + body, 6)
+    """The trace's columns as a compact blob (``comms``, lost events and duration go elsewhere).
+    Compressed column by column into one zlib stream (level 1: 2 s less for a million requests
+    than level 6, and a few % larger), so no second copy of the whole trace is made."""
+    packer = zlib.compressobj(1)
+    parts = [packer.compress(_HEADER.pack(TRACE_FORMAT, len(trace)))]
+    columns = ((lambda: np.diff(trace.issue_ns, prepend=0)),
+               (lambda: np.where(trace.complete_ns >= 0, trace.complete_ns - trace.issue_ns, -1)),
+               (lambda: trace.sector), (lambda: trace.nbytes), (lambda: trace.op), (lambda: trace.flags),
+               (lambda: trace.pid))
+    for column, dtype in zip(columns, _COLUMN_TYPES, strict=True):
+        parts.append(packer.compress(np.ascontiguousarray(column(), dtype=dtype).data))
+    parts.append(packer.flush())
+    return b"".join(parts)
 
 
 def decode(blob: bytes, comms: Mapping[int, str] | None = None, lost_events: int = 0,
