@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -152,3 +153,54 @@ def test_vectorized_classes_lanes_and_sequential_share_equal_the_loops(spec: lis
     assert fp_mod.sequential_mask(trace).tolist() == _sequential_loop(trace)
     decoded = trace_mod.decode(trace_mod.encode(trace), duration_ns=trace.duration_ns)
     assert all(np.array_equal(a, b) for a, b in zip(decoded.columns(), trace.columns(), strict=True))
+
+
+def _depth_reference(trace: trace_mod.Trace, duration_ns: int) -> dict[str, object]:
+    """The depth figures computed over all steps at once (the fingerprint before it was chunked)."""
+    t, depth = fp_mod.depth_steps(trace)
+    spans = np.diff(np.append(t, max(duration_ns, int(t[-1]))))
+    total = max(int(spans.sum()), 1)
+    weights = np.bincount(depth, weights=spans)
+    busy = float(spans[depth > 0].sum())
+    at_issue = depth[np.clip(np.searchsorted(t, trace.issue_ns, side="right") - 1, 0, depth.size - 1)]
+    edges = np.linspace(0, int(t[-1] + spans[-1]), fp_mod.TIME_BINS + 1)
+    area = np.concatenate([[0.0], np.cumsum(spans * depth)])
+    with np.errstate(invalid="ignore"):  # a zero-length trace: 0 / 0
+        per_bin = np.diff(np.interp(edges, np.append(t, t[-1] + spans[-1]), area)) / np.diff(edges)
+    return {"depth_mean": float((spans * depth).sum() / total),
+            "depth_mean_busy": float((spans * depth).sum() / busy) if busy else None,
+            "depth_max": int(depth[spans > 0].max(initial=0)) or int(depth.max()),
+            "depth_time_pct": {d: 100.0 * float(w) / total for d, w in enumerate(weights) if w > 0},
+            "busy_pct": 100.0 * busy / total, "depth_over_time": tuple(round(float(x), 3) for x in per_bin),
+            "depth_at_issue": fp_mod._dist(at_issue.astype(np.float64))}
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, st.integers(1, 7), st.integers(0, 3000))
+def test_the_chunked_depth_sweep_equals_the_whole_one(spec: list, chunk: int, extra_ns: int) -> None:
+    trace = _trace(spec)
+    if not len(trace):
+        return
+    duration = int(max(trace.issue_ns.max(), trace.complete_ns.max())) + extra_ns
+    mine, theirs = fp_mod._depth(trace, duration, chunk=chunk), _depth_reference(trace, duration)
+    for key, value in theirs.items():
+        if key == "depth_time_pct":
+            assert mine[key].keys() == value.keys() and list(mine[key].values()) == pytest.approx(list(value.values()))
+        elif key == "depth_over_time":  # a zero-length trace: zeros (the whole sweep divided 0 by 0)
+            assert mine[key] == (pytest.approx(value, abs=0.0011) if duration else (0.0,) * fp_mod.TIME_BINS)
+        elif key == "depth_at_issue":
+            assert [getattr(mine[key], f) for f in ("mean", "p50", "p99", "max", "count")] == pytest.approx(
+                [getattr(value, f) for f in ("mean", "p50", "p99", "max", "count")])
+        else:
+            assert mine[key] == pytest.approx(value), key
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(-1, 100)), min_size=1, max_size=120))
+def test_lanes_by_chains_and_by_heap_agree(spec: list[tuple[int, int]]) -> None:
+    """The heap takes over when many requests never complete (each holds a lane for good)."""
+    never = np.iinfo(np.int64).max
+    issued = np.cumsum([gap for gap, _ in spec]).astype(np.int64)
+    done = np.array([t + lat if lat >= 0 else never for t, (_, lat) in zip(issued, spec, strict=True)], dtype=np.int64)
+    by_chains, by_heap = replay._lanes_by_chains(issued, done), replay._lanes_by_heap(issued, done)
+    assert by_chains[1] == by_heap[1] and by_chains[0].tolist() == by_heap[0].tolist()

@@ -157,31 +157,91 @@ def depth_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return times[order], np.cumsum(steps[order])
 
 
-def _depth(trace: Trace, duration_ns: int) -> dict[str, object]:
-    t, depth = depth_steps(trace)
-    if t.size == 0:
+#: Issues per chunk of the depth sweep: its memory is a few dozen bytes times this, not the trace's.
+DEPTH_CHUNK = 1 << 18
+
+
+def _depth(trace: Trace, duration_ns: int, chunk: int = DEPTH_CHUNK) -> dict[str, object]:
+    """Depth figures from the steps ``depth_steps`` describes, swept a chunk of issues at a time
+    (with the completions between the chunk's first issue and the next chunk's), the depth and the
+    area under it carried from chunk to chunk; the distributions kept as histograms of depths."""
+    n = len(trace)
+    if n == 0:
         return {"depth_mean": 0.0, "depth_mean_busy": None, "depth_max": 0, "depth_time_pct": {}, "busy_pct": 0.0,
                 "depth_over_time": (), "depth_at_issue": Dist()}
-    spans = np.diff(np.append(t, max(duration_ns, int(t[-1]))))
-    total = max(int(spans.sum()), 1)
-    weights = np.bincount(depth, weights=spans)
-    busy = float(spans[depth > 0].sum())
-    issue_depth = np.searchsorted(t, trace.issue_ns, side="right")  # index after the issue's own step
-    at_issue = depth[np.clip(issue_depth - 1, 0, depth.size - 1)]
-    edges = np.linspace(0, int(t[-1] + spans[-1]), TIME_BINS + 1)
-    # time-weighted mean depth per bin: the step function's integral, read at the bin edges
-    area = np.concatenate([[0.0], np.cumsum(spans * depth)])
-    at = np.interp(edges, np.append(t, t[-1] + spans[-1]), area)
-    per_bin = np.diff(at) / np.diff(edges)
+    issue = trace.issue_ns
+    comp = np.sort(trace.complete_ns[trace.complete_ns >= 0])
+    last = max(int(issue[-1]), int(comp[-1]) if comp.size else 0)
+    end = max(duration_ns, last)
+    edges = np.linspace(0, end, TIME_BINS + 1)
+    at_edges = np.zeros(edges.size)
+    weights = np.zeros(1)
+    at_issue = np.zeros(1, dtype=np.int64)
+    depth0, area0, busy, deepest, deepest_any = 0, 0.0, 0.0, 0, 0
+    c_from = 0
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        t_next = int(issue[b]) if b < n else None
+        c_to = comp.size if t_next is None else int(np.searchsorted(comp, t_next, side="left"))
+        times = np.concatenate([issue[a:b], comp[c_from:c_to]])
+        steps = np.concatenate([np.ones(b - a, dtype=np.int64), -np.ones(c_to - c_from, dtype=np.int64)])
+        order = np.lexsort((-steps, times))
+        times, depth = times[order], depth0 + np.cumsum(steps[order])
+        following = [int(issue[b])] if b < n else []
+        if c_to < comp.size:
+            following.append(int(comp[c_to]))
+        next_t = min(following) if following else end
+        spans = np.diff(np.append(times, next_t)).astype(np.float64)
+        if weights.size <= int(depth.max()):
+            weights = np.pad(weights, (0, int(depth.max()) + 1 - weights.size))
+        weights += np.bincount(depth, weights=spans, minlength=weights.size)
+        busy += float(spans[depth > 0].sum())
+        deepest = max(deepest, int(depth[spans > 0].max(initial=0)))
+        deepest_any = max(deepest_any, int(depth.max()))
+        area = area0 + np.concatenate([[0.0], np.cumsum(spans * depth)])
+        inside = (edges >= times[0]) & (edges <= next_t)
+        at_edges[inside] = np.interp(edges[inside], np.append(times, next_t), area)
+        area0 = float(area[-1])
+        depth0 = int(depth[-1])
+        c_from = c_to
+        # the depth at the end of each issue's instant: issues then completions up to and at it
+        mine = issue[a:b]
+        counts = np.searchsorted(issue, mine, side="right") - np.searchsorted(comp, mine, side="right")
+        if at_issue.size <= int(counts.max()):
+            at_issue = np.pad(at_issue, (0, int(counts.max()) + 1 - at_issue.size))
+        at_issue += np.bincount(counts, minlength=at_issue.size)
+    total = max(float(end), 1.0)
+    per_bin = np.diff(at_edges) / np.diff(edges) if end > 0 else np.zeros(TIME_BINS)
     return {
-        "depth_mean": float((spans * depth).sum() / total),
-        "depth_mean_busy": float((spans * depth).sum() / busy) if busy else None,
-        "depth_max": int(depth[spans > 0].max(initial=0)) or int(depth.max()),  # not a same-instant tie
+        "depth_mean": area0 / total,
+        "depth_mean_busy": area0 / busy if busy else None,
+        "depth_max": deepest or deepest_any,  # not a same-instant tie
         "depth_time_pct": {d: 100.0 * float(w) / total for d, w in enumerate(weights) if w > 0},
         "busy_pct": 100.0 * busy / total,
         "depth_over_time": tuple(round(float(x), 3) for x in per_bin),
-        "depth_at_issue": _dist(at_issue.astype(np.float64)),
+        "depth_at_issue": _dist_of_counts(at_issue),
     }
+
+
+def _dist_of_counts(counts: np.ndarray) -> Dist:
+    """``_dist`` of a sample given as a histogram (``counts[v]`` values equal to v): the same mean,
+    and the same percentiles (numpy's linear interpolation between order statistics)."""
+    total = int(counts.sum())
+    if total == 0:
+        return Dist()
+    cum = np.cumsum(counts)
+    values = np.arange(counts.size, dtype=np.float64)
+
+    def order_stat(k: int) -> float:  # the k-th smallest, from 0
+        return float(np.searchsorted(cum, k, side="right"))
+
+    def percentile(q: float) -> float:
+        pos = (total - 1) * q / 100.0
+        lo = int(np.floor(pos))
+        hi = min(lo + 1, total - 1)
+        return order_stat(lo) + (order_stat(hi) - order_stat(lo)) * (pos - lo)
+    return Dist(float((values * counts).sum() / total), percentile(50), percentile(99),
+                float(np.flatnonzero(counts)[-1]), total)
 
 
 def skew(offsets: np.ndarray, lengths: np.ndarray | None = None) -> tuple[float | None, float | None, int]:

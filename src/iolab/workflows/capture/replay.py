@@ -45,6 +45,7 @@ HOWTO "Trace file format v3", ``replay_*`` options; fio 3.33 ``iolog.c``, ``back
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -111,12 +112,48 @@ def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
     done_ns = np.where(trace.complete_ns[indices] >= 0, trace.complete_ns[indices], never)
     if indices.size < 2 or (issued_ns[1:] >= np.maximum.accumulate(done_ns[:-1])).all():
         return [np.asarray(indices, dtype=np.int64)] if indices.size else []
+    if int((done_ns == never).sum()) > _CHAINS_MAX_OPEN:
+        lane_of, count = _lanes_by_heap(issued_ns, done_ns)
+    else:
+        lane_of, count = _lanes_by_chains(issued_ns, done_ns)
+    has_data = np.zeros(count, dtype=bool)
+    has_data[lane_of[np.isin(trace.op[indices], (READ, WRITE))]] = True
+    first = int(np.argmax(has_data)) if has_data.any() else 0
+    lane = np.where(has_data[lane_of], lane_of, first)
+    order = np.argsort(lane, kind="stable")  # by lane, each in issue order
+    split = np.split(np.asarray(indices, dtype=np.int64)[order], np.cumsum(np.bincount(lane, minlength=count))[:-1])
+    return [split[k] for k in range(count) if k == first or has_data[k]]
+
+
+#: Requests never completed (each holds a lane for good, a lane each) beyond which ``lanes`` deals by
+#: a heap (O(n log n)) rather than by chains (a vectorized pass per lane: O(lanes × n)); a trace the
+#: kernel dropped completions of has thousands.
+_CHAINS_MAX_OPEN = 32
+
+
+def _lanes_by_heap(issued_ns: np.ndarray, done_ns: np.ndarray) -> tuple[np.ndarray, int]:
+    free: list[int] = []  # a heap of free lanes' numbers
+    busy: list[tuple[int, int]] = []  # a heap of (when the lane's request completed, lane)
+    lane_of, count = [], 0
+    for issued, done in zip(issued_ns.tolist(), done_ns.tolist(), strict=True):
+        while busy and busy[0][0] <= issued:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            k = heapq.heappop(free)
+        else:
+            k, count = count, count + 1
+        heapq.heappush(busy, (done, k))
+        lane_of.append(k)
+    return np.asarray(lane_of, dtype=np.int64), count
+
+
+def _lanes_by_chains(issued_ns: np.ndarray, done_ns: np.ndarray) -> tuple[np.ndarray, int]:
     # The lowest free lane takes a request whenever it is free, so lane 0 is the greedy chain from the
     # first request (each next is the first issued at or after the previous one completed), lane 1
     # the same chain over the requests lane 0 left, and so on: one vectorized search per lane, then
     # a hop per request along its chain.
-    lane_of = np.full(indices.size, -1, dtype=np.int64)
-    remaining = np.arange(indices.size)
+    lane_of = np.full(issued_ns.size, -1, dtype=np.int64)
+    remaining = np.arange(issued_ns.size)
     count = 0
     while remaining.size:
         issued, done = issued_ns[remaining], done_ns[remaining]
@@ -128,12 +165,7 @@ def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
         lane_of[remaining[chain]] = count
         remaining = np.delete(remaining, chain)
         count += 1
-    lane = lane_of
-    has_data = np.zeros(count, dtype=bool)
-    has_data[lane[np.isin(trace.op[indices], (READ, WRITE))]] = True
-    first = int(np.argmax(has_data)) if has_data.any() else 0
-    lane = np.where(has_data[lane], lane, first)
-    return [np.asarray(indices[lane == k], dtype=np.int64) for k in range(count) if k == first or has_data[k]]
+    return lane_of, count
 
 
 def window_ns(trace: Trace, per_class: Mapping[str, np.ndarray]) -> int:
