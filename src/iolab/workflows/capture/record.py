@@ -99,15 +99,17 @@ def capture_report(trace: Trace) -> FioReport:
     duration_ms = max(1, round(active_ns(trace) / 1e6))
     jobs = []
     for index, (name, indices) in enumerate(replay.classes(trace).items()):
-        part = trace.select(replay._mask(len(trace), indices))
+        ops = trace.op[indices]  # the class's columns one at a time: no copy of the whole class
         directions = {}
         for op in (READ, WRITE):
-            mask = part.op == op
-            if not mask.any():
+            rows = indices[ops == op]
+            if not rows.size:
                 continue
-            lat = part.latency_ns[mask]
-            latency = _latency(lat[lat >= 0].astype(np.float64))
-            ios, nbytes = int(mask.sum()), int(part.nbytes[mask].sum())
+            done = trace.complete_ns[rows]
+            lat = (done - trace.issue_ns[rows])[done >= 0]
+            latency = _latency(lat.astype(np.float64))
+            del done, lat
+            ios, nbytes = int(rows.size), int(trace.nbytes[rows].sum())
             directions[OP_NAMES[op]] = DirectionStats(
                 direction=OP_NAMES[op], total_ios=ios, io_bytes=nbytes, runtime_ms=duration_ms,
                 iops=1000.0 * ios / duration_ms, bw_bytes_s=1000.0 * nbytes / duration_ms, clat=latency, lat=latency)

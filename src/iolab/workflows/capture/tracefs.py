@@ -52,6 +52,9 @@ DRAIN_KB = 4096
 #: The parser takes the drained text in pieces of about this many bytes (its memory per piece is a
 #: few times this).
 FEED_BYTES = 4 << 20
+#: At most this much text is drained and parsed between two looks at the clock (a few tenths of a
+#: second of parsing), so a ``--duration`` window closes on time even when parsing falls behind.
+STEP_BYTES = 4 << 20
 POLL_S = 0.2
 _counter = itertools.count()
 
@@ -177,12 +180,13 @@ class _Pipe:
         self.parser = parser
         self.read_bytes = 0
 
-    def drain(self) -> None:
-        """Read everything waiting, without select(): poll on trace_pipe may wait for the buffer to
-        be ``buffer_percent`` full, and reports nothing ready before (seen on 6.18)."""
+    def drain(self, limit: int | None = None) -> None:
+        """Read what is waiting (at most about ``limit`` bytes), without select(): poll on
+        trace_pipe may wait for the buffer to be ``buffer_percent`` full, and reports nothing ready
+        before (seen on 6.18)."""
         pending: list[bytes] = []
-        size = 0
-        while True:
+        size = total = 0
+        while limit is None or total < limit:
             try:
                 chunk = os.read(self.fd, 1 << 20)
             except BlockingIOError:
@@ -191,6 +195,7 @@ class _Pipe:
                 break
             pending.append(chunk)
             size += len(chunk)
+            total += len(chunk)
             if size >= FEED_BYTES:
                 self._feed(pending)
                 pending, size = [], 0
@@ -224,9 +229,10 @@ def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACE
             for event in EVENTS:
                 (inst / "events" / "block" / event / "enable").write_text("1")
             while not until_done():
-                wait(POLL_S)
                 if _fullest_kb(inst) > DRAIN_KB:
-                    pipe.drain()
+                    pipe.drain(STEP_BYTES)  # a bounded step: the window closes on time however far behind
+                else:
+                    wait(POLL_S)
             for event in EVENTS:
                 (inst / "events" / "block" / event / "enable").write_text("0")
             elapsed = time.monotonic_ns() - started
