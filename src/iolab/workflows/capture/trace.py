@@ -247,7 +247,8 @@ _HEADER = struct.Struct("<BI")
 def encode(trace: Trace) -> bytes:
     """The trace's columns as a compact blob (``comms``, lost events and duration go elsewhere).
     Compressed column by column into one zlib stream (level 1: 2 s less for a million requests
-    than level 6, and a few % larger), so no second copy of the whole trace is made."""
+    than level 6, about a fifth larger: 5.6 bytes a request against 4.7 for 914k 4k random reads),
+    so no second copy of the whole trace is made."""
     packer = zlib.compressobj(1)
     parts = [packer.compress(_HEADER.pack(TRACE_FORMAT, len(trace)))]
     columns = ((lambda: np.diff(trace.issue_ns, prepend=0)),
