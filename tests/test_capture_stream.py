@@ -204,3 +204,18 @@ def test_lanes_by_chains_and_by_heap_agree(spec: list[tuple[int, int]]) -> None:
     done = np.array([t + lat if lat >= 0 else never for t, (_, lat) in zip(issued, spec, strict=True)], dtype=np.int64)
     by_chains, by_heap = replay._lanes_by_chains(issued, done), replay._lanes_by_heap(issued, done)
     assert by_chains[1] == by_heap[1] and by_chains[0].tolist() == by_heap[0].tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows, st.integers(1, 9))
+def test_the_most_in_flight_is_the_number_of_lanes(spec: list, chunk: int) -> None:
+    trace = _trace(spec)
+    """The lanes a heap deals (before lanes of flushes alone are merged) are the most in flight."""
+    for indices in replay.classes(trace).values():
+        assert replay._most_in_flight(trace, indices, chunk=chunk) == _heap_lane_count(trace, indices)
+
+
+def _heap_lane_count(trace: trace_mod.Trace, indices: np.ndarray) -> int:
+    never = np.iinfo(np.int64).max
+    done = np.where(trace.complete_ns[indices] >= 0, trace.complete_ns[indices], never)
+    return replay._lanes_by_heap(trace.issue_ns[indices], done)[1]

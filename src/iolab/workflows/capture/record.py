@@ -131,7 +131,7 @@ def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping
                               tags=tags, host=machine, fio_version=machine.fio_version, warnings=warnings,
                               options=options, status="running")
     text = replay_job_for(trace, capture.device.path, replay_dir(store, run_id))
-    params = jobfile.workload_params(jobfile.parse(text)) if replay.classes(trace) else {}
+    params = jobfile.workload_params(jobfile.parse(text)) if not fp.empty else {}
     pending = replay_pending(facts, text, params)
     (result_id,) = store.add_pending(run_id, [pending])
     ended = capture.started_at + timedelta(microseconds=trace.duration_ns // 1000)

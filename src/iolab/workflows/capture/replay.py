@@ -72,18 +72,19 @@ def classes(trace: Trace) -> dict[str, np.ndarray]:
     data = (trace.op == READ) | (trace.op == WRITE)
     if not data.any():
         return {}
-    # the class's top size, as a power of two: 4096 for 1..4096 bytes, then 8192 …
-    exponent = np.maximum(12, np.ceil(np.log2(np.maximum(trace.nbytes, 1))).astype(np.int64))
-    index = np.arange(len(trace))
-    last_write = np.maximum.accumulate(np.where(trace.op == WRITE, index, -1))
+    # the class of each request: 0 for 1..4096 bytes, 1 for 4097..8192 … (a byte each)
+    tops = 1 << np.arange(12, 49, dtype=np.int64)
+    klass = np.searchsorted(tops, trace.nbytes, side="left").astype(np.uint8)
+    smallest = int(klass[data].min())
+    writes = np.where(trace.op == WRITE, np.arange(len(trace), dtype=np.int32), np.int32(-1))
+    last_write = np.maximum.accumulate(writes, out=writes)
     flush = trace.op == FLUSH
-    smallest = int(exponent[data].min())
-    flush_class = np.where(last_write >= 0, exponent[np.maximum(last_write, 0)], smallest)
-    klass = np.where(data, exponent, np.where(flush, flush_class, -1))
-    out = {}
-    for e in np.unique(klass[klass >= 0]).tolist():
-        out[size_class(1 << e)] = index[klass == e]
-    return out
+    if flush.any():
+        before = last_write[flush]
+        klass[flush] = np.where(before >= 0, klass[np.maximum(before, 0)], smallest)
+    del writes, last_write
+    klass[~(data | flush)] = 255
+    return {size_class(int(tops[k])): np.flatnonzero(klass == k) for k in np.unique(klass[klass < 255]).tolist()}
 
 
 def _class_bytes(label: str) -> int:
@@ -177,18 +178,21 @@ def window_ns(trace: Trace, per_class: Mapping[str, np.ndarray]) -> int:
     return math.ceil(span / count)
 
 
-def _most_in_flight(trace: Trace, indices: np.ndarray) -> int:
+def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 18) -> int:
     """The most of ``indices``' requests in flight at once: the lanes ``lanes`` deals them to (first
     fit in issue order uses as many lanes as the most intervals overlapping), counting a lane of
-    flushes alone, which ``lanes`` merges; vectorized."""
+    flushes alone, which ``lanes`` merges. At each issue (completions at the same instant first:
+    their lanes are free again) the requests issued so far less those completed; the completions
+    sorted once, the issues taken a chunk at a time."""
     if indices.size == 0:
         return 0
-    done = trace.complete_ns[indices]
-    finished = done >= 0
-    times = np.concatenate([trace.issue_ns[indices], done[finished]])
-    steps = np.concatenate([np.ones(indices.size, dtype=np.int64), -np.ones(int(finished.sum()), dtype=np.int64)])
-    order = np.lexsort((steps, times))  # at one instant a completion first: its lane is free again
-    return max(1, int(np.cumsum(steps[order]).max()))
+    done = np.sort(trace.complete_ns[indices][trace.complete_ns[indices] >= 0])
+    most = 1
+    for a in range(0, indices.size, chunk):
+        issued = trace.issue_ns[indices[a:a + chunk]]
+        in_flight = np.arange(a + 1, a + 1 + issued.size) - np.searchsorted(done, issued, side="right")
+        most = max(most, int(in_flight.max()))
+    return most
 
 
 def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:
@@ -196,7 +200,7 @@ def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:
     request before it (the first one's, when none is), so no window holds flushes alone."""
     window = trace.issue_ns[indices] // length_ns
     data = np.isin(trace.op[indices], (READ, WRITE))
-    if not data.any():
+    if data.all() or not data.any():
         return window
     before = np.maximum.accumulate(np.where(data, np.arange(indices.size), -1))
     return window[np.where(before >= 0, before, int(np.argmax(data)))]
@@ -213,8 +217,10 @@ def replay_jobs(trace: Trace, windowed: bool = True) -> tuple[dict[str, np.ndarr
     for name, indices in per_class.items():
         window = _windows(trace, indices, length)
         number = 0
-        for w in np.unique(window).tolist():
-            for lane in lanes(trace, indices[window == w]):
+        # windows never decrease along a class (a flush takes the window of the data before it):
+        # each window's requests are a slice
+        for part in np.split(indices, np.flatnonzero(np.diff(window)) + 1):
+            for lane in lanes(trace, part):
                 number += 1
                 out[name if number == 1 else f"{name}.{number}"] = lane
     return out, length
