@@ -179,19 +179,23 @@ def window_ns(trace: Trace, per_class: Mapping[str, np.ndarray]) -> int:
 
 
 def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 18) -> int:
-    """The most of ``indices``' requests in flight at once: the lanes ``lanes`` deals them to (first
-    fit in issue order uses as many lanes as the most intervals overlapping), counting a lane of
-    flushes alone, which ``lanes`` merges. At each issue (completions at the same instant first:
-    their lanes are free again) the requests issued so far less those completed; the completions
-    sorted once, the issues taken a chunk at a time."""
+    """The lanes ``lanes`` deals ``indices`` to, before it merges lanes of flushes alone: first fit in
+    issue order opens a lane only when every open one is busy, so the count is 1 + the most requests
+    still in flight (issued before, completed after) when one is issued. A request completed the
+    instant it was issued frees its lane for the requests issued after it in that instant. The
+    completions sorted once, the issues taken a chunk at a time."""
     if indices.size == 0:
         return 0
-    done = np.sort(trace.complete_ns[indices][trace.complete_ns[indices] >= 0])
-    most = 1
+    issued_all, done_all = trace.issue_ns[indices], trace.complete_ns[indices]
+    instant = done_all == issued_all
+    done = np.sort(done_all[(done_all >= 0) & ~instant])
+    most, freed = 0, 0
     for a in range(0, indices.size, chunk):
-        issued = trace.issue_ns[indices[a:a + chunk]]
-        in_flight = np.arange(a + 1, a + 1 + issued.size) - np.searchsorted(done, issued, side="right")
-        most = max(most, int(in_flight.max()))
+        issued = issued_all[a:a + chunk]
+        freed_before = freed + np.cumsum(instant[a:a + chunk]) - instant[a:a + chunk]
+        busy = np.arange(a, a + issued.size) - freed_before - np.searchsorted(done, issued, side="right")
+        most = max(most, int(busy.max()) + 1)
+        freed += int(instant[a:a + chunk].sum())
     return most
 
 
