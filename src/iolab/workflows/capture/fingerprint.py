@@ -137,12 +137,20 @@ def sequential_mask(trace: Trace) -> np.ndarray:
     seq = np.zeros(len(trace), dtype=bool)
     if data.size < 2:
         return seq
-    stream = trace.pid[data].astype(np.int64) * 8 + trace.op[data]
+    stream = trace.pid[data].astype(np.int64)
+    stream *= 8
+    stream += trace.op[data]
     order = np.argsort(stream, kind="stable")
+    stream = stream[order]
+    same = stream[1:] == stream[:-1]
+    del stream
     rows = data[order]
-    same = stream[order][1:] == stream[order][:-1]
-    ends = trace.sector[rows] + trace.nbytes[rows] // 512
-    seq[rows[1:]] = same & (trace.sector[rows[1:]] == ends[:-1])
+    del data, order
+    ends = trace.nbytes[rows] // 512
+    ends += trace.sector[rows]
+    same &= trace.sector[rows[1:]] == ends[:-1]
+    del ends
+    seq[rows[1:]] = same
     return seq
 
 
@@ -307,21 +315,58 @@ def active_ns(trace: Trace) -> int:
     return max(1, int(trace.issue_ns.max(initial=0)), int(trace.complete_ns.max(initial=0)))
 
 
+def _sequential(trace: Trace) -> tuple[int, dict[str, float]]:
+    seq = sequential_mask(trace)
+    return int(seq.sum()), {OP_NAMES[k]: 100.0 * float(seq[trace.op == k].mean())
+                            for k in (READ, WRITE) if (trace.op == k).any()}
+
+
+def _lba_and_skew(trace: Trace, data: np.ndarray) -> tuple[int | None, int | None, tuple[float | None, float | None,
+                                                                                          int]]:
+    """The data requests' LBA range (bytes) and ``skew``."""
+    if not data.any():
+        return None, None, (None, None, 0)
+    offsets = trace.sector[data] * 512
+    lengths = trace.nbytes[data]
+    first = int(offsets.min())
+    end = int((offsets + lengths).max())
+    return first, end, skew(offsets, lengths)
+
+
+def _interarrival(trace: Trace) -> tuple[Dist, float | None]:
+    gaps_us = np.diff(trace.issue_ns).astype(np.float64)
+    gaps_us /= 1000.0
+    cv = float(gaps_us.std() / gaps_us.mean()) if gaps_us.size > 1 and gaps_us.mean() > 0 else None
+    return _dist(gaps_us), cv
+
+
+def _service_times(trace: Trace) -> dict[str, Dist]:
+    out = {}
+    for k in (READ, WRITE, FLUSH):
+        rows = np.flatnonzero(trace.op == k)
+        if not rows.size:
+            continue
+        done = trace.complete_ns[rows]
+        lat = (done - trace.issue_ns[rows])[done >= 0].astype(np.float64)
+        del done, rows
+        lat /= 1000.0
+        out[OP_NAMES[k]] = _dist(lat)
+    return out
+
+
 def fingerprint(trace: Trace) -> Fingerprint:
-    """The fingerprint of ``trace`` (see the module docstring). Pure and deterministic."""
+    """The fingerprint of ``trace`` (see the module docstring). Pure and deterministic. Each figure
+    is computed in its own step, whose temporaries are gone before the next (a few dozen bytes a
+    request at most, beside the trace's own columns)."""
     n = len(trace)
     duration_ns = max(trace.duration_ns, int(trace.issue_ns.max(initial=0)), 1)
     ios = {name: int((trace.op == i).sum()) for i, name in enumerate(OP_NAMES) if (trace.op == i).any()}
     nbytes = {name: int(trace.nbytes[trace.op == i].sum()) for i, name in enumerate(OP_NAMES) if name in ios}
     data = (trace.op == READ) | (trace.op == WRITE)
     reads, writes = ios.get("read", 0), ios.get("write", 0)
-    seq = sequential_mask(trace)
-    offsets = trace.sector[data] * 512
-    first = int(offsets.min()) if offsets.size else None
-    end = int((trace.sector[data] * 512 + trace.nbytes[data]).max()) if offsets.size else None
-    hot1, hot10, touched = skew(offsets, trace.nbytes[data])
-    gaps_us = np.diff(trace.issue_ns).astype(np.float64) / 1000.0
-    lat = trace.latency_ns
+    sequential, by_kind = _sequential(trace)
+    first, end, (hot1, hot10, touched) = _lba_and_skew(trace, data)
+    interarrival, cv = _interarrival(trace)
     comms: dict[str, int] = {}
     for pid, count in zip(*np.unique(trace.pid, return_counts=True), strict=True):
         name = trace.comms.get(int(pid), str(pid))
@@ -334,19 +379,17 @@ def fingerprint(trace: Trace) -> Fingerprint:
         read_pct_ios=_pct(reads, reads + writes),
         read_pct_bytes=_pct(nbytes.get("read", 0), nbytes.get("read", 0) + nbytes.get("write", 0)),
         iops=(reads + writes) * 1e9 / active if n else None,
-        bw_bytes_s=float(trace.nbytes[data].sum()) * 1e9 / active if n else None,
+        bw_bytes_s=float(nbytes.get("read", 0) + nbytes.get("write", 0)) * 1e9 / active if n else None,
         bs_counts={OP_NAMES[k]: {int(b): int(c) for b, c in zip(*np.unique(trace.nbytes[trace.op == k],
                                                                            return_counts=True), strict=True)}
                    for k in (READ, WRITE) if (trace.op == k).any()},
-        sequential_pct=_pct(int(seq.sum()), reads + writes),
-        random_pct=_pct(reads + writes - int(seq.sum()), reads + writes),
-        sequential_pct_by_kind={OP_NAMES[k]: 100.0 * float(seq[trace.op == k].mean())
-                                for k in (READ, WRITE) if (trace.op == k).any()},
+        sequential_pct=_pct(sequential, reads + writes),
+        random_pct=_pct(reads + writes - sequential, reads + writes),
+        sequential_pct_by_kind=by_kind,
         **_depth(trace, duration_ns),  # type: ignore[arg-type]
-        interarrival_us=_dist(gaps_us),
-        interarrival_cv=float(gaps_us.std() / gaps_us.mean()) if gaps_us.size > 1 and gaps_us.mean() > 0 else None,
-        latency_us={OP_NAMES[k]: _dist(lat[(trace.op == k) & (lat >= 0)].astype(np.float64) / 1000.0)
-                    for k in (READ, WRITE, FLUSH) if (trace.op == k).any()},
+        interarrival_us=interarrival,
+        interarrival_cv=cv,
+        latency_us=_service_times(trace),
         hot1_pct=hot1, hot10_pct=hot10, granules_touched=touched, lba_first_bytes=first, lba_end_bytes=end,
         flush_pct=_pct(float(((trace.op == FLUSH) | (trace.flags & PREFLUSH > 0)).sum()), n),
         fua_pct=_pct(float((trace.flags & FUA > 0).sum()), n),
