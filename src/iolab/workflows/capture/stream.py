@@ -185,13 +185,13 @@ class Parser:
             self.close()
         if patches.size:
             cols[1][patches[:, 0]] = patches[:, 1]
-        if cols[0].size and (np.diff(cols[0]) < 0).any():  # a CPU's events read late: put them in order
+        if cols[0].size and (cols[0][1:] < cols[0][:-1]).any():  # a CPU's events read late: put them in order
             order = np.argsort(cols[0], kind="stable")
             cols = [c[order] for c in cols]
-        if cols[0].size:
+        if cols[0].size:  # in place: no second copy of a column
             t0 = cols[0][0]
             cols[0] -= t0
-            cols[1] = np.where(cols[1] >= 0, cols[1] - t0, -1)
+            cols[1][cols[1] >= 0] -= t0
         end = int(max(cols[0].max(initial=0), cols[1].max(initial=0)))
         issue, complete, sector, nbytes, op, flags, pid = cols
         return Trace(issue, complete, sector, nbytes, op, flags, pid, comms=dict(self.comms),
