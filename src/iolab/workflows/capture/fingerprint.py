@@ -266,9 +266,13 @@ def skew(offsets: np.ndarray, lengths: np.ndarray | None = None) -> tuple[float 
     first = offsets // GRANULE_BYTES
     if lengths is None:
         end = first + 1
-    else:
-        end = (offsets + np.maximum(np.asarray(lengths, dtype=np.int64), 1) - 1) // GRANULE_BYTES + 1
-    if (end - first == 1).all():  # one block each (4k random I/O): counts per block, one sort
+    else:  # in place, a column at a time: (offset + max(length, 1) - 1) // 4096 + 1
+        end = np.maximum(np.asarray(lengths, dtype=np.int64), 1)
+        end -= 1
+        end += offsets
+        end //= GRANULE_BYTES
+        end += 1
+    if np.array_equal(end, first + 1):  # one block each (4k random I/O): counts per block, one sort
         del end
         first.sort()
         starts = np.flatnonzero(np.concatenate([[True], first[1:] != first[:-1]]))
