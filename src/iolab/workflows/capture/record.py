@@ -83,6 +83,7 @@ class Capture:
 
 
 def _latency(ns: np.ndarray) -> Latency | None:
+    """Summary of service times ``ns`` (integer or float ns; statistics computed in float64)."""
     if ns.size == 0:
         return None
     values = np.percentile(ns, PERCENTILES)
@@ -99,16 +100,22 @@ def capture_report(trace: Trace) -> FioReport:
     duration_ms = max(1, round(active_ns(trace) / 1e6))
     jobs = []
     for index, (name, indices) in enumerate(replay.classes(trace).items()):
-        ops = trace.op[indices]  # the class's columns one at a time: no copy of the whole class
+        ops = trace.op[indices]  # the class's columns one at a time, in place: no copy of the whole class
         directions = {}
         for op in (READ, WRITE):
-            rows = indices[ops == op]
+            mine = ops == op
+            rows = indices if mine.all() else indices[mine]
+            del mine
             if not rows.size:
                 continue
-            done = trace.complete_ns[rows]
-            lat = (done - trace.issue_ns[rows])[done >= 0]
-            latency = _latency(lat.astype(np.float64))
-            del done, lat
+            lat = trace.complete_ns[rows]
+            completed = lat >= 0
+            lat -= trace.issue_ns[rows]
+            if not completed.all():
+                lat = lat[completed]
+            del completed
+            latency = _latency(lat)
+            del lat
             ios, nbytes = int(rows.size), int(trace.nbytes[rows].sum())
             directions[OP_NAMES[op]] = DirectionStats(
                 direction=OP_NAMES[op], total_ios=ios, io_bytes=nbytes, runtime_ms=duration_ms,
