@@ -219,3 +219,16 @@ def _heap_lane_count(trace: trace_mod.Trace, indices: np.ndarray) -> int:
     never = np.iinfo(np.int64).max
     done = np.where(trace.complete_ns[indices] >= 0, trace.complete_ns[indices], never)
     return replay._lanes_by_heap(trace.issue_ns[indices], done)[1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, st.sampled_from([250_000_000, 300, 40]))
+def test_the_capture_names_the_replay_jobs_as_the_replay_does(spec: list, window: int) -> None:
+    """With windows of 250 ms (one here) and of a few hundred ns (many, some with flushes)."""
+    trace = _trace(spec)
+    saved = replay.WINDOW_NS
+    replay.WINDOW_NS = window
+    try:
+        assert replay.replay_job_names(trace) == list(replay.replay_jobs(trace)[0])
+    finally:
+        replay.WINDOW_NS = saved

@@ -272,6 +272,12 @@ def skew(offsets: np.ndarray, lengths: np.ndarray | None = None) -> tuple[float 
         end += offsets
         end //= GRANULE_BYTES
         end += 1
+    return _skew_blocks(first, end)
+
+
+def _skew_blocks(first: np.ndarray, end: np.ndarray) -> tuple[float | None, float | None, int]:
+    """``skew`` of requests covering blocks ``[first, end)`` (int64 block numbers; both arrays are
+    used up: sorted or overwritten in place)."""
     if np.array_equal(end, first + 1):  # one block each (4k random I/O): counts per block, one sort
         del end
         first.sort()
@@ -330,11 +336,18 @@ def _lba_and_skew(trace: Trace, data: np.ndarray) -> tuple[int | None, int | Non
     """The data requests' LBA range (bytes) and ``skew``."""
     if not data.any():
         return None, None, (None, None, 0)
-    offsets = trace.sector[data] * 512
-    lengths = trace.nbytes[data]
-    first = int(offsets.min())
-    end = int((offsets + lengths).max())
-    return first, end, skew(offsets, lengths)
+    sector = trace.sector[data]
+    ends = trace.nbytes[data]  # becomes each request's end byte, then its end block, in place
+    empty = ends == 0
+    ends += sector * 512
+    first, end = int(sector.min()) * 512, int(ends.max())
+    ends += empty  # a request of no bytes still touches the block it names: max(length, 1)
+    del empty
+    ends -= 1
+    ends //= GRANULE_BYTES
+    ends += 1
+    sector //= GRANULE_BYTES // 512  # its first block
+    return first, end, _skew_blocks(sector, ends)
 
 
 def _interarrival(trace: Trace) -> tuple[Dist, float | None]:

@@ -175,7 +175,7 @@ def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> 
 def replay_job_for(trace: Trace, device: str, directory: Path) -> str:
     """The default replay job (``replay.job_text``) with the iolog paths replays use, for the
     capture's own record: so a capture and its replays have equal job options."""
-    names = {name: directory / replay.iolog_name(name) for name in replay.replay_jobs(trace)[0]}
+    names = {name: directory / replay.iolog_name(name) for name in replay.replay_job_names(trace)}
     return replay.job_text(names, replay.ReplaySettings(), f"capture of {device}")
 
 

@@ -230,6 +230,24 @@ def replay_jobs(trace: Trace, windowed: bool = True) -> tuple[dict[str, np.ndarr
     return out, length
 
 
+def replay_job_names(trace: Trace) -> list[str]:
+    """The names ``replay_jobs`` gives its jobs (windowed), without dealing the requests to lanes
+    where that is not needed: a window of data requests only has as many lanes as it has requests
+    in flight at most (``_most_in_flight``); one with flushes is dealt (``lanes`` merges lanes of
+    flushes alone). For the capture's own job text, which names the replay's iologs."""
+    per_class = classes(trace)
+    length = window_ns(trace, per_class)
+    names: list[str] = []
+    for name, indices in per_class.items():
+        window = _windows(trace, indices, length)
+        count = 0
+        for part in np.split(indices, np.flatnonzero(np.diff(window)) + 1):
+            data_only = np.isin(trace.op[part], (READ, WRITE)).all()
+            count += _most_in_flight(trace, part) if data_only else len(lanes(trace, part))
+        names += [name if k == 1 else f"{name}.{k}" for k in range(1, count + 1)]
+    return names
+
+
 def iolog_text(trace: Trace, indices: np.ndarray, device: str, quantum_us: int = QUANTUM_US) -> str:
     """An iolog v3 replaying ``indices`` of ``trace`` on ``device``: times in µs since the capture
     began (rounded down to ``quantum_us``), plus 1 (see the module docstring). The file is closed
