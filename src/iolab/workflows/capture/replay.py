@@ -186,23 +186,28 @@ def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 18) -> 
     completions sorted once, the issues taken a chunk at a time."""
     if indices.size == 0:
         return 0
-    issued_all, done_all = trace.issue_ns[indices], trace.complete_ns[indices]
-    instant = done_all == issued_all
-    done = np.sort(done_all[(done_all >= 0) & ~instant])
+    whole = indices.size == len(trace)  # the whole trace (sorted indices): its columns, not copies
+    issued_all = trace.issue_ns if whole else trace.issue_ns[indices]
+    done = trace.complete_ns[indices]
+    done = done[(done >= 0) & (done != issued_all)]
+    done.sort()
     most, freed = 0, 0
     for a in range(0, indices.size, chunk):
         issued = issued_all[a:a + chunk]
-        freed_before = freed + np.cumsum(instant[a:a + chunk]) - instant[a:a + chunk]
+        completes = trace.complete_ns[indices[a:a + chunk]]
+        instant = completes == issued
+        freed_before = freed + np.cumsum(instant) - instant
         busy = np.arange(a, a + issued.size) - freed_before - np.searchsorted(done, issued, side="right")
         most = max(most, int(busy.max()) + 1)
-        freed += int(instant[a:a + chunk].sum())
+        freed += int(instant.sum())
     return most
 
 
 def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:
     """Each request's window (issue time // length); a flush takes the window of the class's data
     request before it (the first one's, when none is), so no window holds flushes alone."""
-    window = trace.issue_ns[indices] // length_ns
+    window = trace.issue_ns[indices]
+    window //= length_ns  # in place: the indexing made a copy
     data = np.isin(trace.op[indices], (READ, WRITE))
     if data.all() or not data.any():
         return window
@@ -223,7 +228,7 @@ def replay_jobs(trace: Trace, windowed: bool = True) -> tuple[dict[str, np.ndarr
         number = 0
         # windows never decrease along a class (a flush takes the window of the data before it):
         # each window's requests are a slice
-        for part in np.split(indices, np.flatnonzero(np.diff(window)) + 1):
+        for part in np.split(indices, np.flatnonzero(window[1:] != window[:-1]) + 1):
             for lane in lanes(trace, part):
                 number += 1
                 out[name if number == 1 else f"{name}.{number}"] = lane
@@ -241,7 +246,7 @@ def replay_job_names(trace: Trace) -> list[str]:
     for name, indices in per_class.items():
         window = _windows(trace, indices, length)
         count = 0
-        for part in np.split(indices, np.flatnonzero(np.diff(window)) + 1):
+        for part in np.split(indices, np.flatnonzero(window[1:] != window[:-1]) + 1):
             data_only = np.isin(trace.op[part], (READ, WRITE)).all()
             count += _most_in_flight(trace, part) if data_only else len(lanes(trace, part))
         names += [name if k == 1 else f"{name}.{k}" for k in range(1, count + 1)]

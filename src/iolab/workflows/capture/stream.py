@@ -191,7 +191,7 @@ class Parser:
         if cols[0].size:  # in place: no second copy of a column
             t0 = cols[0][0]
             cols[0] -= t0
-            cols[1][cols[1] >= 0] -= t0
+            np.subtract(cols[1], t0, out=cols[1], where=cols[1] >= 0)
         end = int(max(cols[0].max(initial=0), cols[1].max(initial=0)))
         issue, complete, sector, nbytes, op, flags, pid = cols
         return Trace(issue, complete, sector, nbytes, op, flags, pid, comms=dict(self.comms),
