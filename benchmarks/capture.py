@@ -15,8 +15,13 @@
    (``iolab fit --check``: the fitted job run through iolab on the same device and captured), and the
    fingerprints compared metric by metric: error in percentage points for shares, relative for the rest;
    the median over ``--rounds`` rounds (each a capture and its fit).
+4. **Long capture.** ``--window`` (60) seconds of fio 4k random reads at QD8 captured, beside an idle
+   1-second capture in the same run (its start-up and storing are the baseline): requests/s captured
+   (the load: >= 40k), the capture's peak RSS (target <= 256 MiB), its seconds after the window closed
+   (<= 10), events the kernel dropped (0), and ``iolab show`` of it (<= 1.5 s; and against ``show``
+   of the idle capture).
 
-    .venv/bin/python benchmarks/capture.py [--rounds 3] [--runtime 5] [--only fidelity] [--json]
+    .venv/bin/python benchmarks/capture.py [--rounds 3] [--runtime 5] [--only fidelity] [--window 60] [--json]
 
 Needs root (loop devices, tracefs). Everything it creates is removed afterwards, by id.
 """
@@ -32,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,8 +214,73 @@ def fit_error(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio
             for (metric, unit), values in errors.items()]
 
 
+def _rss_kib(db: Path, *args: str) -> tuple[float, int, subprocess.CompletedProcess[str]]:
+    """``iolab ARGS``: wall seconds, peak RSS (KiB, of that process alone: ``wait4``), the result."""
+    env = {**os.environ, "IOLAB_DB": str(db), "COLUMNS": "200"}
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "iolab", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    chunks: dict[str, list[bytes]] = {"out": [], "err": []}
+    readers = [threading.Thread(target=lambda s=stream, k=key: chunks[k].append(s.read()))
+               for stream, key in ((proc.stdout, "out"), (proc.stderr, "err"))]
+    for reader in readers:
+        reader.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - started
+    for reader in readers:
+        reader.join()
+    code = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss, subprocess.CompletedProcess(proc.args, code, b"".join(chunks["out"]).decode(),
+                                                              b"".join(chunks["err"]).decode())
+
+
+def long_capture(tmp: Path, rounds: int, runtime: int, as_json: bool, window: int = 60) -> list[Ratio]:
+    """A ``window``-second capture of fio 4k random reads at QD8 (as many requests as the loop
+    device takes: ≥ 40k/s on a quiet machine), beside an idle 1-second capture in the same run:
+    the long one's peak RSS, its seconds after the window closed (its wall time less the window,
+    less the idle capture's wall time beyond its own second: start-up and storing), the events the
+    kernel dropped, and ``iolab show`` of it against ``show`` of the idle one."""
+    db = tmp / "long.db"
+    with loop(tmp, "long.img", 512) as device, loop(tmp, "idle.img", 64) as idle:
+        idle_wall, idle_rss, done = _rss_kib(db, "capture", idle, "--duration", "1s", "--label", "idle")
+        if done.returncode != 0:
+            sys.exit(done.stderr)
+        load = subprocess.Popen(["fio", "--name=load", f"--filename={device}", "--rw=randread", "--bs=4k",
+                                 "--direct=1", "--ioengine=libaio", "--iodepth=8", "--size=400M",
+                                 f"--runtime={window + 20}", "--time_based", "--randrepeat=0",
+                                 "--output-format=json", f"--output={tmp / 'load.json'}"])
+        try:
+            time.sleep(3)
+            wall, rss, done = _rss_kib(db, "capture", device, "--duration", f"{window}s", "--label", "long",
+                                       "--format", "json")
+        finally:
+            load.terminate()
+            load.wait()
+        if done.returncode != 0:
+            sys.exit(done.stderr)
+    fp = json.loads(done.stdout)["fingerprint"]
+    after = wall - window - max(0.0, idle_wall - 1)
+    rate = fp["requests"] / max(fp["active_s"], 1e-9)
+    say(f"  long capture: {fp['requests']:,} requests in {window} s ({rate:,.0f}/s), {fp['lost_events']:,} events "
+        f"lost; wall {wall:.1f} s, peak RSS {rss / 1024:.0f} MiB (idle 1 s capture: wall {idle_wall:.1f} s, "
+        f"RSS {idle_rss / 1024:.0f} MiB)", as_json)
+    shows = {}
+    for label in ("long", "idle"):
+        best = min(_rss_kib(db, "show", label)[0] for _ in range(3))
+        shows[label] = best
+        say(f"  show {label}: {best:.2f} s (best of 3)", as_json)
+    return [Ratio(f"long capture: requests/s captured over {window} s (the load; needs >= 40k)", rate, 40_000,
+                  "higher"),
+            Ratio("long capture: peak RSS (MiB)", rss / 1024, 256, "lower"),
+            Ratio("long capture: s after the window closed, less an idle capture's start-up and store", after, 10,
+                  "lower"),
+            Ratio("long capture: events the kernel dropped", fp["lost_events"], 0, "lower"),
+            Ratio(f"show of the {fp['requests']:,}-request capture (s, best of 3)", shows["long"], 1.5, "lower"),
+            Ratio("show: long capture / idle capture (time)", shows["long"] / shows["idle"], 1.2, "lower")]
+
+
 PARTS = {"overhead": ("capture overhead", overhead), "fidelity": ("replay fidelity", fidelity),
-         "fit": ("fit error", fit_error)}
+         "fit": ("fit error", fit_error), "long": ("long capture", long_capture)}
 
 
 def main() -> None:
@@ -217,6 +288,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runtime", type=int, default=5, help="seconds per fio run")
     parser.add_argument("--only", action="append", choices=list(PARTS), help="run this part (repeatable; default all)")
+    parser.add_argument("--window", type=int, default=60, help="seconds of the long capture")
     add_json_option(parser)
     args = parser.parse_args()
     started = time.monotonic()
@@ -225,7 +297,10 @@ def main() -> None:
         for name in args.only or PARTS:
             title, part = PARTS[name]
             say(title, args.json)
-            ratios += part(Path(tmp), args.rounds, args.runtime, args.json)
+            if name == "long":
+                ratios += long_capture(Path(tmp), args.rounds, args.runtime, args.json, args.window)
+            else:
+                ratios += part(Path(tmp), args.rounds, args.runtime, args.json)
     say(f"({time.monotonic() - started:.0f} s)", args.json)
     emit("capture", ratios, args.json)
 

@@ -7,11 +7,12 @@ from dataclasses import replace
 
 import click
 
-from ..errors import IolabError, RunFailed, UsageError
+from ..errors import Interrupted, IolabError, RunFailed, UsageError
 from ..model import Run
 from ..report.capture import fingerprint_table
 from ..units import parse_duration_us
 from ..workflows.capture import record
+from ..workflows.capture.fingerprint import Fingerprint
 from . import emit_tables, err, store_of
 from .options import Naming, destroy_option, fio_command_options, format_option, naming_options
 from .show import print_run, run_document
@@ -47,14 +48,25 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
     captured = record.capture(device, duration_s, tuple(command))
     store = store_of(ctx)
     run_id = record.save(store, captured, label=named.label, tags=named.tags)
-    err.print(f"Capture [bold]{run_id}[/] stored in {store.display_url}: {len(captured.trace):,} requests")
+    err.print(f"Capture [bold]{run_id}[/] stored in {store.display_url}: {len(captured.trace):,} requests"
+              f" ({captured.status})")
     if captured.trace.lost_events:
         err.print(f"[yellow]The kernel dropped {captured.trace.lost_events:,} events[/]: the trace is incomplete.")
     run = store.get_run(run_id)
+    fp = record.stored_fingerprint(run)
+    if fp is not None and fp.empty:
+        err.print(f"[yellow]No read or write request reached {device}[/] in the {fp.duration_s:.2f} s captured: "
+                  "nothing to replay or fit (is it the device under the application's files? "
+                  "findmnt -no SOURCE PATH names it).")
     table = fingerprint_table(run)
     emit_tables([table] if table else [], fmt, run_document(run))
+    if captured.interrupted:
+        err.print(f"[yellow]Interrupted ({captured.interrupted})[/] after {captured.trace.duration_ns / 1e9:.2f} s: "
+                  f"what was captured is stored as run {run_id}, status interrupted.")
+        raise Interrupted(f"capture interrupted by {captured.interrupted}", shown=True)
     if captured.returncode:
-        err.print(f"[red]{command[0]} exited with status {captured.returncode}[/]")
+        err.print(f"[red]{command[0]} exited with status {captured.returncode}[/]: capture {run_id} is stored as "
+                  "failed (its trace can be shown, replayed and fitted).")
         raise IolabError(f"{command[0]} exited with status {captured.returncode}", shown=True)
 
 
@@ -63,6 +75,12 @@ def _duration_us(option: str, text: str, unit: str = "s") -> int:
         return parse_duration_us(text, unit)
     except ValueError:
         raise UsageError(f"{option} {text!r}: expected a duration such as 60s, 500ms or 5m") from None
+
+
+_process_option = click.option(
+    "--process", "processes", multiple=True, metavar="NAME",
+    help="Only the requests of this task (its name as the fingerprint's processes show it, or a pid; "
+         "repeatable), and of kernel threads (the journal thread, the block layer's workers write for it).")
 
 
 def _one_capture(ctx: click.Context, selector: str) -> Run:
@@ -89,11 +107,13 @@ def _one_capture(ctx: click.Context, selector: str) -> Run:
               help="Round the recorded issue times down to this (1us: as traced; larger quanta make fio sleep "
                    "less often but issue in bursts).")
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Replays in a row.")
+@_process_option
 @fio_command_options("replay")
 @format_option()
 @click.pass_context
 def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[str], fast: bool, time_scale: float,
-           quantum: str, repeat: int, named: Naming, quiet: bool, no_observe: bool, fmt: str) -> None:
+           quantum: str, repeat: int, processes: Sequence[str], named: Naming, quiet: bool, no_observe: bool,
+           fmt: str) -> None:
     """Replay a capture on other storage with fio; the result is a run like any other.
 
     CAPTURE is a capture's id, label or tag. The capture's requests are replayed at their
@@ -125,7 +145,7 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     store = store_of(ctx)
     settings = ReplaySettings(as_fast_as_possible=fast, rate_pct=max(1, round(100 / time_scale)),
                               quantum_us=max(1, _duration_us("--timing-quantum", quantum, "ms")))
-    planned = plan_mod.replay_suite(store, run, name, path, settings)
+    planned = plan_mod.replay_suite(store, run, name, path, settings, tuple(processes))
     suite = replace(planned.suite, observe=with_args(planned.suite.observe, (), off=True)) if no_observe \
         else planned.suite
     done = pipeline.run(store, suite, RunOptions(destroy=tuple(destroy)), repeat=repeat, label=named.label,
@@ -149,11 +169,13 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
 @destroy_option("Allow writes to this block device (for --check).")
 @click.option("--replay", "replay_run", metavar="RUN", help="A replay of the capture to set the fitted run's IOPS "
               "and latency beside (default: the capture's own figures).")
+@_process_option
 @fio_command_options("--check run")
 @format_option()
 @click.pass_context
 def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, check: str | None,
-        destroy: Sequence[str], replay_run: str | None, named: Naming, quiet: bool, no_observe: bool, fmt: str) -> None:
+        destroy: Sequence[str], replay_run: str | None, processes: Sequence[str], named: Naming, quiet: bool,
+        no_observe: bool, fmt: str) -> None:
     """Write a fio job file that reproduces a capture's fingerprint; with --check, show how close it is.
 
     The job has bssplit, rwmixread, percentage_random, random_distribution for the skew, and
@@ -173,11 +195,11 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     from .progress import job_progress
 
     run = _one_capture(ctx, capture_run)
-    original = record.stored_fingerprint(run)
-    assert original is not None
-    job = fit_mod.fit_job(original, distribution)
-    text = job.text([f"fitted by iolab to capture {run.info.id} ({(run.info.options or {}).get('device', '')})",
-                     job.reason])
+    original = _fingerprint(ctx, run, processes)
+    which = f"capture {run.info.id}" + (f" (processes {', '.join(processes)})" if processes else "")
+    job = fit_mod.fit_job(original, distribution, what=which)
+    text = job.text([f"fitted by iolab to {which} ({(run.info.options or {}).get('device', '')})",
+                     *_left_out_note(original), job.reason])
     try:
         Path(output).write_text(text)
     except OSError as exc:
@@ -201,6 +223,29 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
         {"metric": r.metric, "unit": r.unit, "original": r.original, "fitted": r.fitted, "error": r.error}
         for r in fit_mod.closeness(original, fitted)], "fitted_run": fitted_run.info.id,
         "fitted_capture": fitted_capture.info.id})
+
+
+def _fingerprint(ctx: click.Context, run: Run, processes: Sequence[str]) -> Fingerprint:
+    """The capture's stored fingerprint, or with ``processes`` the fingerprint of their requests."""
+    if not processes:
+        stored = record.stored_fingerprint(run)
+        assert stored is not None
+        return stored
+    from ..workflows.capture.fingerprint import fingerprint
+    from ..workflows.capture.trace import of_processes
+    trace = record.load_trace(store_of(ctx), run)
+    unknown = [p for p in processes if p not in trace.comms.values() and not (p.isdigit() and int(p) in trace.comms)]
+    if unknown:
+        raise UsageError(f"capture {run.info.id} has no task {', '.join(map(repr, unknown))}",
+                         hint="its tasks: " + ", ".join(sorted(set(trace.comms.values()))[:20]))
+    return fingerprint(of_processes(trace, processes))
+
+
+def _left_out_note(fp: Fingerprint) -> list[str]:
+    if not fp.left_out:
+        return []
+    return ["left out: " + ", ".join(f"{name} {count:,}" for name, count in list(fp.left_out.items())[:8])
+            + " requests"]
 
 
 def _one_run(ctx: click.Context, selector: str) -> Run:

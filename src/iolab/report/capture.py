@@ -27,6 +27,11 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f} %"
 
 
+def _num(value: float | None, fmt: str, unit: str = "") -> str:
+    """``value`` formatted, or "–" when it was not measured (None)."""
+    return "–" if value is None else f"{value:{fmt}}{unit}"
+
+
 def _us(d: Dist) -> str:
     if d.count == 0 or d.mean is None:
         return "–"
@@ -37,42 +42,64 @@ def _bs(nbytes: int) -> str:
     return f"{nbytes // 1024}k" if nbytes % 1024 == 0 else f"{nbytes}B"
 
 
+def _rate(fp: Fingerprint) -> tuple[Cell, ...]:
+    if fp.iops is None or fp.bw_bytes_s is None:
+        return _row("IOPS", "–", None, f"no request in the {fp.duration_s:.2f} s captured")
+    span = (f", over the {fp.active_s:.2f} s from the first request to the last" if fp.active_s and fp.data_ios
+            else "")
+    return _row("IOPS", f"{fp.iops:,.0f}", fp.iops, f"{format_bytes(fp.bw_bytes_s)}/s{span}")
+
+
+def _lba(fp: Fingerprint) -> tuple[Cell, ...]:
+    if fp.lba_first_bytes is None or fp.lba_end_bytes is None:
+        return _row("LBA range", "–", None, "no read or write request")
+    size = fp.lba_end_bytes - fp.lba_first_bytes
+    return _row("LBA range", format_bytes(size), size,
+                f"{format_bytes(fp.lba_first_bytes)} – {format_bytes(fp.lba_end_bytes)}")
+
+
 def fingerprint_rows(fp: Fingerprint) -> list[tuple[Cell, ...]]:
-    """The fingerprint, one metric a row (display text, raw value, detail)."""
+    """The fingerprint, one metric a row (display text, raw value, detail); "–" (raw value None)
+    for what the capture did not measure."""
     ios, nbytes = fp.ios, fp.bytes
-    mix = ", ".join(f"{k} {v:,} ({format_bytes(nbytes.get(k, 0))})" for k, v in ios.items())
+    mix = ", ".join(f"{k} {v:,} ({format_bytes(nbytes.get(k, 0))}"
+                    + (f"; write-zeroes {fp.zeroes_ios:,}, {format_bytes(fp.zeroes_bytes)}"
+                       if k == "write" and fp.zeroes_ios else "") + ")" for k, v in ios.items())
     sizes = []
     for kind, counts in fp.bs_counts.items():
         total = sum(counts.values())
         top = sorted(counts.items(), key=lambda kv: -kv[1])[:5]
         sizes.append(f"{kind}: " + " ".join(f"{_bs(b)}/{100 * c / total:.0f}%" for b, c in top))
     depth = " ".join(f"{d}:{p:.0f}%" for d, p in sorted(fp.depth_time_pct.items())[:8] if p >= 0.5)
+    at_issue, gaps = fp.depth_at_issue, fp.interarrival_us
     return [
         _row("duration", f"{fp.duration_s:.2f} s", fp.duration_s, f"{fp.requests:,} requests"
              + (f", {fp.lost_events:,} events LOST" if fp.lost_events else "")),
-        _row("requests", f"{fp.data_ios:,}", fp.data_ios, mix),
+        _row("requests", f"{fp.data_ios:,}", fp.data_ios, mix or "none: nothing reached the device"),
         _row("reads (rwmixread)", _pct(fp.read_pct_ios), fp.read_pct_ios, f"by bytes {_pct(fp.read_pct_bytes)}"),
-        _row("IOPS", f"{fp.iops:,.0f}", fp.iops, f"{format_bytes(fp.bw_bytes_s)}/s"
-             + (f", over the {fp.active_s:.2f} s from the first request to the last" if fp.active_s else "")),
+        _rate(fp),
         _row("block sizes", f"{len({b for c in fp.bs_counts.values() for b in c})} sizes", None, "; ".join(sizes)),
         _row("random", _pct(fp.random_pct), fp.random_pct,
-             "sequential: " + ", ".join(f"{k} {v:.1f} %" for k, v in fp.sequential_pct_by_kind.items())),
+             "sequential: " + (", ".join(f"{k} {v:.1f} %" for k, v in fp.sequential_pct_by_kind.items()) or "–")),
         _row("depth (time mean)", f"{fp.depth_mean:.2f}", fp.depth_mean,
-             f"busy {fp.busy_pct:.1f} % · mean while busy {fp.depth_mean_busy or 0:.2f} · max {fp.depth_max}"),
-        _row("depth at issue", f"{fp.depth_at_issue.p50 or 0:.0f}", fp.depth_at_issue.p50,
-             f"p99 {fp.depth_at_issue.p99 or 0:.0f} · time at depth {depth}"),
-        _row("inter-arrival", f"{fp.interarrival_us.mean or 0:,.1f} µs", fp.interarrival_us.mean,
-             f"p50 {fp.interarrival_us.p50 or 0:,.1f} · p99 {fp.interarrival_us.p99 or 0:,.1f} µs · "
-             f"CV {fp.interarrival_cv or 0:.2f}"),
+             f"busy {fp.busy_pct:.1f} % · mean while busy {_num(fp.depth_mean_busy, '.2f')} · max {fp.depth_max}"),
+        _row("depth at issue", _num(at_issue.p50, ".0f"), at_issue.p50,
+             f"p99 {_num(at_issue.p99, '.0f')} · time at depth {depth or '–'}"),
+        _row("inter-arrival", _num(gaps.mean, ",.1f", " µs"), gaps.mean,
+             f"p50 {_num(gaps.p50, ',.1f')} · p99 {_num(gaps.p99, ',.1f', ' µs')} · "
+             f"CV {_num(fp.interarrival_cv, '.2f')}"),
         _row("skew: hottest 1 %", _pct(fp.hot1_pct), fp.hot1_pct,
-             f"hottest 10 %: {_pct(fp.hot10_pct)} of {fp.granules_touched:,} 4 KiB granules touched"),
-        _row("LBA range", format_bytes(fp.lba_end_bytes - fp.lba_first_bytes), fp.lba_end_bytes - fp.lba_first_bytes,
-             f"{format_bytes(fp.lba_first_bytes)} – {format_bytes(fp.lba_end_bytes)}"),
-        _row("flush / FUA", f"{fp.flush_pct:.1f} %", fp.flush_pct,
-             f"FUA {fp.fua_pct:.1f} % · sync writes {_pct(fp.sync_write_pct)}"),
-        *(_row(f"service time {k}", f"{d.mean or 0:,.1f} µs", d.mean, _us(d)) for k, d in fp.latency_us.items()),
+             f"hottest 10 %: {_pct(fp.hot10_pct)} of {fp.granules_touched:,} 4 KiB blocks touched"
+             + (" (every block a request covers)" if fp.granules_by == "covered" else " (by request start)")),
+        _lba(fp),
+        _row("flush / FUA", _pct(fp.flush_pct), fp.flush_pct,
+             f"FUA {_pct(fp.fua_pct)} · sync writes {_pct(fp.sync_write_pct)}"),
+        *(_row(f"service time {k}", _num(d.mean, ",.1f", " µs"), d.mean, _us(d)) for k, d in fp.latency_us.items()),
         _row("processes", str(len(fp.processes)), len(fp.processes),
              ", ".join(f"{k} {v:,}" for k, v in fp.processes.items())),
+        *([_row("left out", f"{sum(fp.left_out.values()):,}", sum(fp.left_out.values()),
+                ", ".join(f"{k} {v:,}" for k, v in list(fp.left_out.items())[:8])
+                + " (requests in no other figure)")] if fp.left_out else []),
     ]
 
 
@@ -130,20 +157,23 @@ def _heat_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     import altair as alt
 
     from .charts import CARD_WIDTH
-    span = max(fp.lba_end_bytes - fp.lba_first_bytes, 1)
+    first = fp.lba_first_bytes or 0
+    span = max((fp.lba_end_bytes or 0) - first, 1)
     lba_bins = len(fp.heat[0]) if fp.heat else 1
     step = span / lba_bins / 2**20
     rows = [{"t_s": round(i * fp.bin_s, 4), "t_end_s": round((i + 1) * fp.bin_s, 4),
-             "lba_mib": round(fp.lba_first_bytes / 2**20 + j * step, 3),
-             "lba_end_mib": round(fp.lba_first_bytes / 2**20 + (j + 1) * step, 3), "requests": c}
+             "lba_mib": round(first / 2**20 + j * step, 3),
+             "lba_end_mib": round(first / 2**20 + (j + 1) * step, 3), "requests": c}
             for i, row in enumerate(fp.heat) for j, c in enumerate(row) if c]
-    chart = alt.Chart(alt.Data(values=rows)).mark_rect().encode(
+    chart = alt.Chart(alt.Data(values=rows[:1])).mark_rect().encode(
         x=alt.X("t_s:Q", title="time (s)"), x2="t_end_s:Q",
         y=alt.Y("lba_mib:Q", title="LBA (MiB)"), y2="lba_end_mib:Q",
         color=alt.Color("requests:Q", scale=alt.Scale(scheme="blues", type="sqrt")),
         tooltip=["t_s:Q", "lba_mib:Q", "requests:Q"],
     ).properties(width=CARD_WIDTH - 120, height=260, title=alt.Title(f"{name}: LBA heat over time", anchor="start"))
-    return chart.to_dict()  # type: ignore[no-any-return]
+    spec = chart.to_dict()  # validated with one cell: altair checks every data row against its schema
+    spec["data"] = {"values": rows}  # up to 60 x 32 cells: 1.6 s of validation for a busy capture
+    return spec  # type: ignore[no-any-return]
 
 
 def _depth_spec(fp: Fingerprint, name: str) -> dict[str, Any]:

@@ -7,8 +7,9 @@ The job (``fit_job``), from the fingerprint alone:
 - ``bssplit`` per direction (reads, writes) from the block-size histogram, the sizes covering 99 %
   of requests with integer percentages summing to 100 (largest remainder; fio requires 100);
 - ``offset``/``size``: the traced LBA range;
-- ``random_distribution``: ``zipf:θ`` or ``pareto:h`` with the parameter whose shares of requests
-  to the hottest 1 % and 10 % of touched 4 KiB granules are as close to the trace's as one
+- ``random_distribution``: ``zipf:θ`` or ``pareto:h`` with the parameter whose shares of block
+  accesses to the hottest 1 % and 10 % of touched 4 KiB blocks (every block a request covers, its
+  size drawn from the fingerprint's histogram: ``fingerprint.skew``) are as close to the trace's as one
   parameter allows (both shares grow with θ, so the bisection finds where their errors are equal
   and opposite: the smallest largest error), each share measured on as many requests as the trace
   holds (the touched set depends on the count) drawn with fio's own generator (``fio_picks``), or
@@ -40,10 +41,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...errors import UsageError
 from ...fio import jobfile
 from .fingerprint import GRANULE_BYTES, Fingerprint, skew
 
 DISTRIBUTIONS = ("auto", "zipf", "pareto", "zoned", "random")
+EMPTY_HINT = ("capture again while the application does I/O, on the device under its files "
+              "(findmnt -no SOURCE PATH names it)")
 
 
 def _percentages(counts: Mapping[int, int], cover: float = 0.99) -> list[tuple[int, int]]:
@@ -127,12 +131,29 @@ def _fitted_range(fp: Fingerprint) -> tuple[int, int]:
     job's size over the smallest block size) and that block size, bytes."""
     sizes = [s for counts in fp.bs_counts.values() for s in counts] or [GRANULE_BYTES]
     block = max(1, min(sizes))
-    span = max(GRANULE_BYTES, fp.lba_end_bytes - fp.lba_first_bytes // GRANULE_BYTES * GRANULE_BYTES)
+    span = max(GRANULE_BYTES, (fp.lba_end_bytes or 0) - (fp.lba_first_bytes or 0) // GRANULE_BYTES * GRANULE_BYTES)
     return max(1, math.ceil(span / block)), block
 
 
-def _shares(picks: np.ndarray, block: int) -> tuple[float, float]:
-    hot1, hot10, _ = skew(picks.astype(np.int64) * block)
+def _lengths(fp: Fingerprint, count: int, seed: int) -> np.ndarray | None:
+    """Request sizes (bytes) drawn from the fingerprint's block-size histogram (reads and writes),
+    for the hot shares of a fitted job that count every block a request covers, as the
+    fingerprint's do (``granules_by``); None for a fingerprint that counted start blocks."""
+    if fp.granules_by != "covered":
+        return None
+    merged: dict[int, int] = {}
+    for counts in fp.bs_counts.values():
+        for size, n in counts.items():
+            merged[int(size)] = merged.get(int(size), 0) + n
+    if not merged:
+        return None
+    sizes = np.array(sorted(merged), dtype=np.int64)
+    weights = np.array([merged[int(x)] for x in sizes], dtype=np.float64)
+    return np.random.default_rng(seed + 1).choice(sizes, size=count, p=weights / weights.sum())
+
+
+def _shares(picks: np.ndarray, block: int, lengths: np.ndarray | None = None) -> tuple[float, float]:
+    hot1, hot10, _ = skew(picks.astype(np.int64) * block, lengths)
     return hot1 or 0.0, hot10 or 0.0
 
 
@@ -143,13 +164,14 @@ def fit_skew(fp: Fingerprint, kind: str, seed: int = 1) -> float:
     the two errors with the same draws at every step."""
     nranges, block = _fitted_range(fp)
     draws = _draws(fp, seed)
+    lengths = _lengths(fp, draws.size, seed)
     targets = (fp.hot1_pct or 0.0) + (fp.hot10_pct or 0.0)
     lo, hi = _ZIPF_RANGE if kind == "zipf" else _PARETO_RANGE
     for _ in range(18):
         mid = (lo + hi) / 2
         if mid == 1.0:
             mid += 1e-3
-        more = sum(_shares(fio_picks(kind, mid, draws, nranges), block)) < targets
+        more = sum(_shares(fio_picks(kind, mid, draws, nranges), block, lengths)) < targets
         if more == (kind == "zipf"):
             lo = mid
         else:
@@ -161,7 +183,8 @@ def fit_skew(fp: Fingerprint, kind: str, seed: int = 1) -> float:
 def uniform_hot10(fp: Fingerprint, seed: int = 1) -> float:
     """The hot-10 % share uniform sampling gives for as many requests over the same range."""
     nranges, block = _fitted_range(fp)
-    return _shares(np.floor(_draws(fp, seed) * nranges).astype(np.uint64), block)[1]
+    draws = _draws(fp, seed)
+    return _shares(np.floor(draws * nranges).astype(np.uint64), block, _lengths(fp, draws.size, seed))[1]
 
 
 def distribution(fp: Fingerprint, kind: str = "auto") -> str | None:
@@ -207,8 +230,15 @@ class FittedJob:
         return jobfile.render((jobfile.Section("fitted", self.options),), header)
 
 
-def fit_job(fp: Fingerprint, kind: str = "auto") -> FittedJob:
-    """The fio job reproducing ``fp`` (see the module docstring). Pure."""
+def fit_job(fp: Fingerprint, kind: str = "auto", what: str = "the capture") -> FittedJob:
+    """The fio job reproducing ``fp`` (see the module docstring; ``what`` names it in errors). Pure.
+    Raises UsageError when ``fp``
+    holds no read or write request (``Fingerprint.empty``: fio would get ``bssplit=`` and rates
+    that it refuses)."""
+    if fp.empty or fp.lba_first_bytes is None or fp.lba_end_bytes is None:
+        raise UsageError(f"{what} holds no read or write request ({fp.requests:,} requests in "
+                         f"{fp.duration_s:.2f} s): there is nothing to fit",
+                         hint=EMPTY_HINT)
     reads, writes = fp.ios.get("read", 0), fp.ios.get("write", 0)
     # a direction under 1 % of the requests (a filesystem's odd metadata read) is left out: fio paces a
     # mixed job by its slower direction, so rate_iops=1,N would stall the whole job
@@ -276,11 +306,17 @@ def _bs_share(fp: Fingerprint, kind: str, size: int) -> float | None:
     return 100.0 * counts.get(size, 0) / sum(counts.values()) if counts else None
 
 
+def largest_sizes(counts: Mapping[int, int], n: int = 4) -> list[int]:
+    """The ``n`` block sizes with the most requests, largest share first (ties: the smaller size first)."""
+    return [size for size, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
+
+
 def closeness(original: Fingerprint, fitted: Fingerprint) -> list[MetricRow]:
-    """Metric by metric: the mix, the main block sizes' shares, randomness, depth, rate, skew, flushes."""
+    """Metric by metric: the mix, the shares of the 4 block sizes with the most requests per
+    direction (largest first), randomness, depth, rate, skew, flushes."""
     rows = [MetricRow("read share (rwmixread)", "%", original.read_pct_ios, fitted.read_pct_ios)]
     for kind in ("read", "write"):
-        for size, _ in _percentages(original.bs_counts.get(kind, {}))[:4]:
+        for size in largest_sizes(original.bs_counts.get(kind, {})):
             rows.append(MetricRow(f"{kind} bs {_size(size)} share", "%", _bs_share(original, kind, size),
                                   _bs_share(fitted, kind, size)))
     rows += [

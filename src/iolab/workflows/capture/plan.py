@@ -9,6 +9,7 @@ two replays' job options are equal and ``iolab compare`` pairs them — and retu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from ...model import Run
 from ...store.database import Store
 from . import record, replay
 from .fingerprint import fingerprint
+from .fit import EMPTY_HINT
+from .trace import of_processes
 
 
 @dataclass(frozen=True)
@@ -34,18 +37,25 @@ class ReplayPlan:
 
 
 def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
-                 settings: replay.ReplaySettings) -> ReplayPlan:
-    """The replay of capture ``run`` on ``target_path`` (a block device). Raises UsageError when
-    ``run`` is not a capture or the target is not a block device."""
+                 settings: replay.ReplaySettings, processes: Sequence[str] = ()) -> ReplayPlan:
+    """The replay of capture ``run`` on ``target_path`` (a block device); with ``processes``, only
+    the requests of those tasks and of kernel threads (``trace.of_processes``). Raises UsageError when
+    ``run`` is not a capture, holds no read or write request, or the target is not a block device."""
     trace = record.load_trace(store, run)
+    if processes:
+        trace = of_processes(trace, processes)
     facts = targets.inspect(target_path)
     if facts.kind != "block":
         raise UsageError(f"replay target {target_name}={target_path} is a {facts.kind}, not a block device",
                          hint="replay onto a block device you may overwrite, named with --destroy")
-    end = fingerprint(trace).lba_end_bytes
+    fp = fingerprint(trace)
+    if fp.empty or fp.lba_end_bytes is None:
+        raise UsageError(f"capture {run.info.id} holds no read or write request ({fp.requests:,} requests in "
+                         f"{fp.duration_s:.2f} s): there is nothing to replay", hint=EMPTY_HINT)
+    end = fp.lba_end_bytes
     scale = replay.needed_scale(end, facts.size_bytes)
     settings = replace(settings, scale=scale)
-    directory = record.replay_dir(store, run.info.id)
+    directory = record.replay_dir(store, run.info.id, processes)
     device = str((run.info.options or {}).get("device", "capture"))
     iologs, window_ns = replay.write_iologs(trace, directory, device, settings)
     text = replay.job_text(iologs, settings, f"replay of capture {run.info.id}")
@@ -67,7 +77,17 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     notes = [f"replay of capture {run.info.id}: {len(trace):,} requests in {len(groups)} class(es) "
              f"({', '.join(groups)}) over {len(iologs)} fio job(s) at iodepth=1 ({layout}), {timing}; "
              f"iologs in {directory}"]
+    if processes:
+        notes.append(f"only the requests of {', '.join(processes)} and of kernel threads: "
+                     f"{sum(fp.left_out.values()):,} left out ({_names(fp.left_out)})")
+    if fp.zeroes_ios:
+        notes.append(f"{fp.zeroes_ios:,} write-zeroes request(s) ({fp.zeroes_bytes:,} bytes) are replayed as writes "
+                     "of their size: fio's iolog has no write-zeroes action, so their data is sent")
     if scale > 1:
         notes.append(f"the trace spans {end:,} bytes but {target_name} has {facts.size_bytes:,}: offsets are "
                      f"divided by replay_scale={scale} (replay_align=4096)")
     return ReplayPlan(suite, directory, len(trace), tuple(iologs), tuple(notes))
+
+
+def _names(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{name} {count:,}" for name, count in sorted(counts.items(), key=lambda kv: -kv[1])[:6])

@@ -10,9 +10,14 @@ device, so the capture and its replays have the same workload options.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,7 +44,11 @@ PERCENTILES = (1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0, 99.9)
 
 @dataclass(frozen=True)
 class Capture:
-    """What ``iolab capture`` recorded: the trace, where, and how (``how`` says the capture path)."""
+    """What ``iolab capture`` recorded: the trace, where, and how (``how`` says the capture path).
+
+    ``returncode`` is the command's exit status (None without a command; negative: the signal that
+    ended it); ``interrupted`` names the signal (``SIGINT``, ``SIGTERM``) that ended the capture
+    early, None when it ran its course."""
 
     trace: Trace
     device: TargetFacts
@@ -47,9 +56,34 @@ class Capture:
     how: str
     command: Sequence[str] = ()
     returncode: int | None = None
+    interrupted: str | None = None
+
+    @property
+    def status(self) -> str:
+        """The stored run's status: ``interrupted``, ``failed`` (the command exited non-zero) or
+        ``complete``. The trace is stored whole in every case."""
+        if self.interrupted:
+            return "interrupted"
+        return "failed" if self.returncode else "complete"
+
+    @property
+    def warnings(self) -> list[str]:
+        """What a reader of the stored run must know: dropped events, a failed command, an interruption."""
+        out = []
+        if self.trace.lost_events:
+            out.append(f"the kernel dropped {self.trace.lost_events} trace events (ring buffer overrun): the trace "
+                       "is incomplete")
+        if self.returncode:
+            out.append(f"`{' '.join(self.command)}` exited with status {self.returncode}: the trace holds the I/O "
+                       "of a failed run of it")
+        if self.interrupted:
+            out.append(f"the capture was interrupted ({self.interrupted}) after {self.trace.duration_ns / 1e9:.2f} s: "
+                       "the trace holds the requests until then")
+        return out
 
 
 def _latency(ns: np.ndarray) -> Latency | None:
+    """Summary of service times ``ns`` (integer or float ns; statistics computed in float64)."""
     if ns.size == 0:
         return None
     values = np.percentile(ns, PERCENTILES)
@@ -66,15 +100,23 @@ def capture_report(trace: Trace) -> FioReport:
     duration_ms = max(1, round(active_ns(trace) / 1e6))
     jobs = []
     for index, (name, indices) in enumerate(replay.classes(trace).items()):
-        part = trace.select(replay._mask(len(trace), indices))
+        ops = trace.op[indices]  # the class's columns one at a time, in place: no copy of the whole class
         directions = {}
         for op in (READ, WRITE):
-            mask = part.op == op
-            if not mask.any():
+            mine = ops == op
+            rows = indices if mine.all() else indices[mine]
+            del mine
+            if not rows.size:
                 continue
-            lat = part.latency_ns[mask]
-            latency = _latency(lat[lat >= 0].astype(np.float64))
-            ios, nbytes = int(mask.sum()), int(part.nbytes[mask].sum())
+            lat = trace.complete_ns[rows]
+            completed = lat >= 0
+            lat -= trace.issue_ns[rows]
+            if not completed.all():
+                lat = lat[completed]
+            del completed
+            latency = _latency(lat)
+            del lat
+            ios, nbytes = int(rows.size), int(trace.nbytes[rows].sum())
             directions[OP_NAMES[op]] = DirectionStats(
                 direction=OP_NAMES[op], total_ios=ios, io_bytes=nbytes, runtime_ms=duration_ms,
                 iops=1000.0 * ios / duration_ms, bw_bytes_s=1000.0 * nbytes / duration_ms, clat=latency, lat=latency)
@@ -83,19 +125,20 @@ def capture_report(trace: Trace) -> FioReport:
 
 
 def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping[str, str] | None = None) -> int:
-    """Store ``capture`` as a complete run of origin ``capture``; returns the run id."""
+    """Store ``capture`` as a run of origin ``capture`` with the status ``capture.status``
+    (``complete``, ``failed``: the command exited non-zero, ``interrupted``), the trace kept in
+    every case; returns the run id."""
     trace, facts = capture.trace, capture.device
     fp = fingerprint(trace)
     machine = host.host_facts(host.fio_version())
-    warnings = ([f"the kernel dropped {trace.lost_events} trace events (ring buffer overrun): the trace is incomplete"]
-                if trace.lost_events else [])
+    warnings = capture.warnings
     options = {"device": facts.path, "how": capture.how, "command": list(capture.command),
-               "returncode": capture.returncode}
+               "returncode": capture.returncode, "interrupted": capture.interrupted}
     run_id = store.create_run(suite_name=f"capture {facts.path}", suite_text="", origin=ORIGIN, label=label,
                               tags=tags, host=machine, fio_version=machine.fio_version, warnings=warnings,
                               options=options, status="running")
     text = replay_job_for(trace, capture.device.path, replay_dir(store, run_id))
-    params = jobfile.workload_params(jobfile.parse(text)) if replay.classes(trace) else {}
+    params = jobfile.workload_params(jobfile.parse(text)) if not fp.empty else {}
     pending = replay_pending(facts, text, params)
     (result_id,) = store.add_pending(run_id, [pending])
     ended = capture.started_at + timedelta(microseconds=trace.duration_ns // 1000)
@@ -106,17 +149,20 @@ def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping
         conn.execute(traces.insert().values(
             result_id=result_id, requests=len(trace), data=encode(trace),
             meta={"comms": {str(k): v for k, v in trace.comms.items()}, "lost_events": trace.lost_events,
-                  "duration_ns": trace.duration_ns}))
-    store.finish_run(run_id, "complete")
+                  "duration_ns": trace.duration_ns, "left_out": dict(trace.left_out),
+                  "kthreads": sorted(trace.kthreads)}))
+    store.finish_run(run_id, capture.status)
     return run_id
 
 
-def replay_dir(store: Store, run_id: int) -> Path:
+def replay_dir(store: Store, run_id: int, processes: Sequence[str] = ()) -> Path:
     """Where a capture's replay files live: ``$XDG_CACHE_HOME/iolab/replay/<db>-capture-<id>`` (the
-    same for every replay of a capture, so their job options are equal)."""
+    same for every replay of a capture, so their job options are equal), with ``-p-<hash>`` for a
+    replay of some processes only (``--process``: other iologs, so other job options)."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     db = hashlib.sha256(store.display_url.encode()).hexdigest()[:8]
-    return cache / "iolab" / "replay" / f"{db}-capture-{run_id}"
+    only = f"-p-{hashlib.sha256(' '.join(sorted(processes)).encode()).hexdigest()[:8]}" if processes else ""
+    return cache / "iolab" / "replay" / f"{db}-capture-{run_id}{only}"
 
 
 def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> Any:
@@ -129,7 +175,7 @@ def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> 
 def replay_job_for(trace: Trace, device: str, directory: Path) -> str:
     """The default replay job (``replay.job_text``) with the iolog paths replays use, for the
     capture's own record: so a capture and its replays have equal job options."""
-    names = {name: directory / replay.iolog_name(name) for name in replay.replay_jobs(trace)[0]}
+    names = {name: directory / replay.iolog_name(name) for name in replay.replay_job_names(trace)}
     return replay.job_text(names, replay.ReplaySettings(), f"capture of {device}")
 
 
@@ -153,8 +199,9 @@ def load_trace(store: Store, run: Run) -> Trace:
     if row is None:
         raise UsageError(f"run {run.info.id} has no stored trace")
     meta = row["meta"]
-    return decode(row["data"], {int(k): v for k, v in meta.get("comms", {}).items()}, meta.get("lost_events", 0),
-                  meta.get("duration_ns", 0))
+    trace = decode(row["data"], {int(k): v for k, v in meta.get("comms", {}).items()}, meta.get("lost_events", 0),
+                   meta.get("duration_ns", 0))
+    return dataclasses.replace(trace, left_out=meta.get("left_out", {}), kthreads=frozenset(meta.get("kthreads", ())))
 
 
 def stored_fingerprint(run: Run) -> Fingerprint | None:
@@ -171,21 +218,51 @@ HOW = ("tracefs block tracepoints (block:block_rq_issue, block:block_rq_complete
 
 def capture(device: str, duration_s: float | None = None, command: Sequence[str] = ()) -> Capture:
     """Record ``device``'s block I/O for ``duration_s`` seconds, or while ``command`` runs (then
-    ``returncode`` is its exit status). Only reads. Raises UsageError (not a block device, neither
-    or both of duration and command), ``tracefs.CaptureError``."""
+    ``returncode`` is its exit status and the trace's ``duration_ns`` its wall time). Only reads.
+
+    SIGINT (Ctrl-C) and SIGTERM, when called from the main thread, end the capture early instead of
+    raising: the events are disabled, the ring buffer drained, the command (if still running)
+    terminated, and the Capture returned with ``interrupted`` naming the signal; the caller stores
+    it and exits as interrupted. Raises UsageError (not a block device, neither or both of duration
+    and command), ``tracefs.CaptureError``."""
     if (duration_s is None) == (not command):
         raise UsageError("capture for a --duration, or while a command runs (-- COMMAND …), not both or neither")
     ref = tracefs.device_ref(device)
     facts = targets.inspect(device)
     started = datetime.now(UTC)
     runner = tracefs.Command(tuple(command)) if command else None
-    try:
-        trace = tracefs.record(ref, runner if runner is not None else tracefs.for_duration(duration_s or 0.0))
-    finally:
-        if runner is not None:
-            runner.stop()
+    until = runner if runner is not None else tracefs.for_duration(duration_s or 0.0)
+    with _stopped_by_signals() as stopped:
+        try:
+            trace = tracefs.record(ref, lambda: bool(stopped) or until(),
+                                   wait=runner.wait if runner is not None else time.sleep)
+        finally:
+            if runner is not None:
+                runner.stop()
+    if runner is not None and runner.runtime_ns is not None and not stopped:
+        trace = dataclasses.replace(trace, duration_ns=max(runner.runtime_ns, active_ns(trace)))
     return Capture(trace=trace, device=facts, started_at=started, how=f"{HOW} ({ref.filter})",
-                   command=tuple(command), returncode=runner.returncode if runner else None)
+                   command=tuple(command), returncode=runner.returncode if runner else None,
+                   interrupted=stopped[0] if stopped else None)
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[list[str]]:
+    """SIGINT and SIGTERM append their name to the yielded list instead of raising (main thread
+    only: elsewhere the list stays empty); the previous handlers are restored afterwards."""
+    stopped: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield stopped
+        return
+
+    def note(signum: int, _frame: object) -> None:
+        stopped.append(signal.Signals(signum).name)
+    previous = {sig: signal.signal(sig, note) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stopped
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 

@@ -67,24 +67,24 @@ def classes(trace: Trace) -> dict[str, np.ndarray]:
     """Job name -> sorted index array of its requests: data requests by size class, smallest class
     first; each flush joins the class of the last write before it (the write it makes durable; the
     first class when none), because fio refuses an iolog without reads or writes ("failed
-    initializing iolog"). Discards and other requests are not replayed."""
-    out: dict[str, list[int]] = {}
-    last_write: str | None = None
-    pending_flushes: list[int] = []
-    for index, (op, nbytes) in enumerate(zip(trace.op.tolist(), trace.nbytes.tolist(), strict=True)):
-        if op in (READ, WRITE):
-            label = size_class(nbytes)
-            out.setdefault(label, []).append(index)
-            last_write = label if op == WRITE else last_write
-        elif op == FLUSH:
-            if last_write is None:
-                pending_flushes.append(index)
-            else:
-                out[last_write].append(index)
-    if out and pending_flushes:
-        first = min(out, key=_class_bytes)
-        out[first] = sorted(out[first] + pending_flushes)
-    return {k: np.asarray(out[k], dtype=np.int64) for k in sorted(out, key=_class_bytes)}
+    initializing iolog"). Discards and other requests are not replayed. Vectorized: a few passes
+    over numpy columns, however long the trace."""
+    data = (trace.op == READ) | (trace.op == WRITE)
+    if not data.any():
+        return {}
+    # the class of each request: 0 for 1..4096 bytes, 1 for 4097..8192 … (a byte each)
+    tops = 1 << np.arange(12, 49, dtype=np.int64)
+    klass = np.searchsorted(tops, trace.nbytes, side="left").astype(np.uint8)
+    smallest = int(klass[data].min())
+    writes = np.where(trace.op == WRITE, np.arange(len(trace), dtype=np.int32), np.int32(-1))
+    last_write = np.maximum.accumulate(writes, out=writes)
+    flush = trace.op == FLUSH
+    if flush.any():
+        before = last_write[flush]
+        klass[flush] = np.where(before >= 0, klass[np.maximum(before, 0)], smallest)
+    del writes, last_write
+    klass[~(data | flush)] = 255
+    return {size_class(int(tops[k])): np.flatnonzero(klass == k) for k in np.unique(klass[klass < 255]).tolist()}
 
 
 def _class_bytes(label: str) -> int:
@@ -106,42 +106,110 @@ def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
     lowest-numbered free lane (its last request completed in the trace at or before this issue), or
     a new lane when none is free; a request never completed keeps its lane forever. A lane of
     flushes only joins the first lane with data (fio refuses an iolog without reads or writes);
-    without any, the flushes are one lane. Pure."""
+    without any, the flushes are one lane. Pure. Requests that never overlap are one lane at once
+    (no per-request loop)."""
+    never = np.iinfo(np.int64).max
+    issued_ns = trace.issue_ns[indices]
+    done_ns = np.where(trace.complete_ns[indices] >= 0, trace.complete_ns[indices], never)
+    if indices.size < 2 or (issued_ns[1:] >= np.maximum.accumulate(done_ns[:-1])).all():
+        return [np.asarray(indices, dtype=np.int64)] if indices.size else []
+    if int((done_ns == never).sum()) > _CHAINS_MAX_OPEN:
+        lane_of, count = _lanes_by_heap(issued_ns, done_ns)
+    else:
+        lane_of, count = _lanes_by_chains(issued_ns, done_ns)
+    has_data = np.zeros(count, dtype=bool)
+    has_data[lane_of[np.isin(trace.op[indices], (READ, WRITE))]] = True
+    first = int(np.argmax(has_data)) if has_data.any() else 0
+    lane = np.where(has_data[lane_of], lane_of, first)
+    order = np.argsort(lane, kind="stable")  # by lane, each in issue order
+    split = np.split(np.asarray(indices, dtype=np.int64)[order], np.cumsum(np.bincount(lane, minlength=count))[:-1])
+    return [split[k] for k in range(count) if k == first or has_data[k]]
+
+
+#: Requests never completed (each holds a lane for good, a lane each) beyond which ``lanes`` deals by
+#: a heap (O(n log n)) rather than by chains (a vectorized pass per lane: O(lanes × n)); a trace the
+#: kernel dropped completions of has thousands.
+_CHAINS_MAX_OPEN = 32
+
+
+def _lanes_by_heap(issued_ns: np.ndarray, done_ns: np.ndarray) -> tuple[np.ndarray, int]:
     free: list[int] = []  # a heap of free lanes' numbers
     busy: list[tuple[int, int]] = []  # a heap of (when the lane's request completed, lane)
-    out: list[list[int]] = []
-    never = np.iinfo(np.int64).max
-    for i, issued, done in zip(indices.tolist(), trace.issue_ns[indices].tolist(),
-                               trace.complete_ns[indices].tolist(), strict=True):
+    lane_of, count = [], 0
+    for issued, done in zip(issued_ns.tolist(), done_ns.tolist(), strict=True):
         while busy and busy[0][0] <= issued:
             heapq.heappush(free, heapq.heappop(busy)[1])
-        k = heapq.heappop(free) if free else len(out)
-        if k == len(out):
-            out.append([])
-        heapq.heappush(busy, (done if done >= 0 else never, k))
-        out[k].append(i)
-    data = [lane for lane in out if any(int(trace.op[i]) in (READ, WRITE) for i in lane)] or out[:1]
-    for lane in out:
-        if lane is not data[0] and not any(int(trace.op[i]) in (READ, WRITE) for i in lane):
-            data[0].extend(lane)
-    return [np.asarray(sorted(lane), dtype=np.int64) for lane in data]
+        if free:
+            k = heapq.heappop(free)
+        else:
+            k, count = count, count + 1
+        heapq.heappush(busy, (done, k))
+        lane_of.append(k)
+    return np.asarray(lane_of, dtype=np.int64), count
+
+
+def _lanes_by_chains(issued_ns: np.ndarray, done_ns: np.ndarray) -> tuple[np.ndarray, int]:
+    # The lowest free lane takes a request whenever it is free, so lane 0 is the greedy chain from the
+    # first request (each next is the first issued at or after the previous one completed), lane 1
+    # the same chain over the requests lane 0 left, and so on: one vectorized search per lane, then
+    # a hop per request along its chain.
+    lane_of = np.full(issued_ns.size, -1, dtype=np.int64)
+    remaining = np.arange(issued_ns.size)
+    count = 0
+    while remaining.size:
+        issued, done = issued_ns[remaining], done_ns[remaining]
+        after = np.maximum(np.searchsorted(issued, done, side="left"), np.arange(1, remaining.size + 1)).tolist()
+        chain, i, end = [], 0, remaining.size
+        while i < end:
+            chain.append(i)
+            i = after[i]
+        lane_of[remaining[chain]] = count
+        remaining = np.delete(remaining, chain)
+        count += 1
+    return lane_of, count
 
 
 def window_ns(trace: Trace, per_class: Mapping[str, np.ndarray]) -> int:
     """The windows' length in ns: ``WINDOW_NS``, or longer so that the windows times the lanes the
     classes need over the whole trace stay within ``MAX_JOBS``."""
     span = int(trace.issue_ns.max()) + 1 if len(trace) else 1
-    needed = sum(len(lanes(trace, indices)) for indices in per_class.values())
+    needed = sum(_most_in_flight(trace, indices) for indices in per_class.values())
     count = max(1, min(math.ceil(span / WINDOW_NS), MAX_JOBS // max(1, needed)))
     return math.ceil(span / count)
+
+
+def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 18) -> int:
+    """The lanes ``lanes`` deals ``indices`` to, before it merges lanes of flushes alone: first fit in
+    issue order opens a lane only when every open one is busy, so the count is 1 + the most requests
+    still in flight (issued before, completed after) when one is issued. A request completed the
+    instant it was issued frees its lane for the requests issued after it in that instant. The
+    completions sorted once, the issues taken a chunk at a time."""
+    if indices.size == 0:
+        return 0
+    whole = indices.size == len(trace)  # the whole trace (sorted indices): its columns, not copies
+    issued_all = trace.issue_ns if whole else trace.issue_ns[indices]
+    done = trace.complete_ns[indices]
+    done = done[(done >= 0) & (done != issued_all)]
+    done.sort()
+    most, freed = 0, 0
+    for a in range(0, indices.size, chunk):
+        issued = issued_all[a:a + chunk]
+        completes = trace.complete_ns[indices[a:a + chunk]]
+        instant = completes == issued
+        freed_before = freed + np.cumsum(instant) - instant
+        busy = np.arange(a, a + issued.size) - freed_before - np.searchsorted(done, issued, side="right")
+        most = max(most, int(busy.max()) + 1)
+        freed += int(instant.sum())
+    return most
 
 
 def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:
     """Each request's window (issue time // length); a flush takes the window of the class's data
     request before it (the first one's, when none is), so no window holds flushes alone."""
-    window = trace.issue_ns[indices] // length_ns
+    window = trace.issue_ns[indices]
+    window //= length_ns  # in place: the indexing made a copy
     data = np.isin(trace.op[indices], (READ, WRITE))
-    if not data.any():
+    if data.all() or not data.any():
         return window
     before = np.maximum.accumulate(np.where(data, np.arange(indices.size), -1))
     return window[np.where(before >= 0, before, int(np.argmax(data)))]
@@ -158,11 +226,31 @@ def replay_jobs(trace: Trace, windowed: bool = True) -> tuple[dict[str, np.ndarr
     for name, indices in per_class.items():
         window = _windows(trace, indices, length)
         number = 0
-        for w in np.unique(window).tolist():
-            for lane in lanes(trace, indices[window == w]):
+        # windows never decrease along a class (a flush takes the window of the data before it):
+        # each window's requests are a slice
+        for part in np.split(indices, np.flatnonzero(window[1:] != window[:-1]) + 1):
+            for lane in lanes(trace, part):
                 number += 1
                 out[name if number == 1 else f"{name}.{number}"] = lane
     return out, length
+
+
+def replay_job_names(trace: Trace) -> list[str]:
+    """The names ``replay_jobs`` gives its jobs (windowed), without dealing the requests to lanes
+    where that is not needed: a window of data requests only has as many lanes as it has requests
+    in flight at most (``_most_in_flight``); one with flushes is dealt (``lanes`` merges lanes of
+    flushes alone). For the capture's own job text, which names the replay's iologs."""
+    per_class = classes(trace)
+    length = window_ns(trace, per_class)
+    names: list[str] = []
+    for name, indices in per_class.items():
+        window = _windows(trace, indices, length)
+        count = 0
+        for part in np.split(indices, np.flatnonzero(window[1:] != window[:-1]) + 1):
+            data_only = np.isin(trace.op[part], (READ, WRITE)).all()
+            count += _most_in_flight(trace, part) if data_only else len(lanes(trace, part))
+        names += [name if k == 1 else f"{name}.{k}" for k in range(1, count + 1)]
+    return names
 
 
 def iolog_text(trace: Trace, indices: np.ndarray, device: str, quantum_us: int = QUANTUM_US) -> str:

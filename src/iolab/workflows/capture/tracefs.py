@@ -8,10 +8,14 @@ ordinary kernels alike. The capture:
 2. creates ``instances/iolab-<pid>-<n>`` (its own ring buffer, so other tracers are undisturbed);
 3. filters ``block_rq_issue``/``block_rq_complete`` by the device's dev_t as the kernel encodes it in
    these events (``MKDEV``: major << 20 | minor, ``include/linux/kdev_t.h``) and, for a partition,
-   by its sector range on the whole disk (the events name the disk);
-4. enables both events, lets the ring buffer fill while the workload runs (drained into memory only
-   when a CPU's buffer is half full: see ``BUFFER_TOTAL_KB``), disables them, drains the rest, reads
-   the lost-event counters, and removes the instance, whatever happened.
+   its data requests by its sector range on the whole disk (the events name the disk); a flush has
+   no sector (issued at 0, completed at (sector_t)-1, ``nr_sector`` 0), so flushes are kept by
+   device alone: a partition's fsyncs reach the disk as flushes of the whole disk, and the kernel
+   does not say which partition asked for one (another partition's flushes are kept too);
+4. enables both events, lets the ring buffer fill while the workload runs (drained when a CPU's
+   buffer holds ``DRAIN_KB``: see ``BUFFER_TOTAL_KB``), the text parsed as it comes and the requests
+   spooled to disk (``stream.Parser``: memory bounded by a chunk, not the capture), disables them,
+   drains the rest, reads the lost-event counters, and removes the instance, whatever happened.
 
 Only reads: the capture never writes to the device.
 """
@@ -19,6 +23,7 @@ Only reads: the capture never writes to the device.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import itertools
 import os
@@ -29,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import IolabError, UsageError
+from . import stream
 from . import trace as trace_mod
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -39,6 +45,16 @@ EVENTS = ("block_rq_issue", "block_rq_complete")
 #: fio 80k IOPS job's throughput while drained every 50 ms), so the buffer is drained only when a
 #: CPU's buffer is half full, and at the end.
 BUFFER_TOTAL_KB = 131072
+#: A CPU's buffer is drained once it holds this much (KiB): often enough that the parsing keeps up
+#: with the capture (a minute at 40k requests/s is ~500 MB of text), so little is left when the
+#: window closes, rarely enough that the reads stay a small share of the CPUs.
+DRAIN_KB = 4096
+#: The parser takes the drained text in pieces of about this many bytes (its memory per piece is a
+#: few times this).
+FEED_BYTES = 4 << 20
+#: At most this much text is drained and parsed between two looks at the clock (a few tenths of a
+#: second of parsing), so a ``--duration`` window closes on time even when parsing falls behind.
+STEP_BYTES = 4 << 20
 POLL_S = 0.2
 _counter = itertools.count()
 
@@ -58,10 +74,13 @@ class DeviceRef:
 
     @property
     def filter(self) -> str:
-        """The tracefs event filter (``Documentation/trace/events.rst``, "Event filtering")."""
+        """The tracefs event filter (``Documentation/trace/events.rst``, "Event filtering"): the
+        disk's dev_t and, for a sub-range, data requests inside ``[first_sector, end_sector)`` or
+        requests without sectors (flushes: ``nr_sector == 0``; their sector is 0 at issue and
+        (sector_t)-1 at completion, so a sector test would drop every one)."""
         text = f"dev == {self.disk_devt}"
         if self.first_sector is not None:
-            text += f" && sector >= {self.first_sector} && sector < {self.end_sector}"
+            text += f" && ((sector >= {self.first_sector} && sector < {self.end_sector}) || nr_sector == 0)"
         return text
 
 
@@ -153,55 +172,80 @@ def _lost(inst: Path) -> int:
 
 
 class _Pipe:
-    """``trace_pipe`` read without blocking; complete lines are kept, a partial one waits."""
+    """``trace_pipe`` read without blocking, its bytes handed to a ``stream.Parser`` in pieces of
+    about ``FEED_BYTES`` (the parser keeps a partial last line for the next piece)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, parser: stream.Parser) -> None:
         self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        self.lines: list[str] = []
-        self._rest = b""
+        self.parser = parser
+        self.read_bytes = 0
 
-    def drain(self) -> None:
-        """Read everything waiting, without select(): poll on trace_pipe may wait for the buffer to
-        be ``buffer_percent`` full, and reports nothing ready before (seen on 6.18)."""
-        while True:
+    def drain(self, limit: int | None = None) -> None:
+        """Read what is waiting (at most about ``limit`` bytes), without select(): poll on
+        trace_pipe may wait for the buffer to be ``buffer_percent`` full, and reports nothing ready
+        before (seen on 6.18)."""
+        pending: list[bytes] = []
+        size = total = 0
+        while limit is None or total < limit:
             try:
                 chunk = os.read(self.fd, 1 << 20)
             except BlockingIOError:
-                return
+                break
             if not chunk:
-                return
-            *done, self._rest = (self._rest + chunk).split(b"\n")
-            self.lines.extend(line.decode(errors="replace") for line in done)
+                break
+            pending.append(chunk)
+            size += len(chunk)
+            total += len(chunk)
+            if size >= FEED_BYTES:
+                self._feed(pending)
+                pending, size = [], 0
+        self._feed(pending)
+
+    def _feed(self, pending: list[bytes]) -> None:
+        if pending:
+            data = b"".join(pending)
+            self.read_bytes += len(data)
+            self.parser.feed(data)
 
     def close(self) -> None:
         os.close(self.fd)
 
 
-def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACEFS) -> trace_mod.Trace:
-    """Trace ``device`` until ``until_done()`` returns True (polled every ``POLL_S``). Raises CaptureError."""
+def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACEFS,
+           wait: Callable[[float], object] = time.sleep) -> trace_mod.Trace:
+    """Trace ``device`` until ``until_done()`` returns True, checked after each ``wait(POLL_S)``
+    (``wait`` may return early: a command's exit ends the capture within milliseconds). The
+    trace's ``duration_ns`` is from enabling the events to disabling them. Raises CaptureError."""
     root = ensure_tracefs(root)
     with _instance(root) as inst:
         buffer_kb = _buffer_kb()
         (inst / "buffer_size_kb").write_text(str(buffer_kb))
         for event in EVENTS:
             (inst / "events" / "block" / event / "filter").write_text(device.filter)
-        pipe = _Pipe(inst / "trace_pipe")
+        parser = stream.Parser()
+        pipe = _Pipe(inst / "trace_pipe", parser)
         try:
             started = time.monotonic_ns()
             for event in EVENTS:
                 (inst / "events" / "block" / event / "enable").write_text("1")
             while not until_done():
-                time.sleep(POLL_S)
-                if _fullest_kb(inst) > buffer_kb // 2:
-                    pipe.drain()
+                if _fullest_kb(inst) > DRAIN_KB:
+                    pipe.drain(STEP_BYTES)  # a bounded step: the window closes on time however far behind
+                else:
+                    wait(POLL_S)
             for event in EVENTS:
                 (inst / "events" / "block" / event / "enable").write_text("0")
             elapsed = time.monotonic_ns() - started
             pipe.drain()
             lost = _lost(inst)
+        except BaseException:
+            parser.close()
+            raise
         finally:
             pipe.close()
-    trace = trace_mod.parse_lines(pipe.lines, lost_events=lost, duration_ns=elapsed)
+    trace = parser.trace(lost_events=lost, duration_ns=elapsed)
+    trace = dataclasses.replace(trace, kthreads=frozenset(
+        pid for pid, name in trace.comms.items() if trace_mod.is_kernel_thread(pid, name)))
     if device.first_sector:  # the events count a partition's sectors from the disk's start
         data = trace.op != trace_mod.FLUSH
         trace.sector[data] -= device.first_sector
@@ -221,20 +265,42 @@ def for_duration(duration_s: float) -> Callable[[], bool]:
 
 @dataclass
 class Command:
-    """An application run while the capture records: started on the first poll, done when it exits."""
+    """An application run while the capture records: started on the first poll, done when it exits.
+
+    ``returncode`` is its exit status (negative: the signal that ended it), ``runtime_ns`` the time
+    from its start to the moment its exit was seen (within ``wait``'s few milliseconds)."""
 
     argv: Sequence[str]
     returncode: int | None = None
     _proc: subprocess.Popen[bytes] | None = None
+    _started_ns: int = 0
+    _ended_ns: int = 0
 
     def __call__(self) -> bool:
         if self._proc is None:
+            self._started_ns = time.monotonic_ns()
             try:
                 self._proc = subprocess.Popen(list(self.argv))
             except OSError as exc:
                 raise UsageError(f"cannot start {self.argv[0]}: {exc.strerror}") from None
-        self.returncode = self._proc.poll()
+        if self.returncode is None:
+            self.returncode = self._proc.poll()
+            if self.returncode is not None:
+                self._ended_ns = time.monotonic_ns()
         return self.returncode is not None
+
+    def wait(self, timeout_s: float) -> None:
+        """Sleep until the command exits or ``timeout_s`` passed (``record``'s ``wait``)."""
+        if self._proc is None:
+            time.sleep(timeout_s)
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout_s)
+
+    @property
+    def runtime_ns(self) -> int | None:
+        """The command's wall time, ns; None before it exited."""
+        return self._ended_ns - self._started_ns if self._ended_ns else None
 
     def stop(self) -> None:
         """Terminate the application if it still runs (capture interrupted)."""
@@ -242,3 +308,5 @@ class Command:
             self._proc.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(5)
+        if self._proc is not None:
+            self()  # its status and runtime, if it has ended by now

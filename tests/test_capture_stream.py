@@ -1,0 +1,234 @@
+"""The streaming parser (``capture.stream.Parser``) against the reference (``trace.parse_lines``):
+the same requests from the same tracefs text, however the text is cut into pieces."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from iolab.workflows.capture import fingerprint as fp_mod
+from iolab.workflows.capture import replay, stream
+from iolab.workflows.capture import trace as trace_mod
+
+TASKS = ("fio", "kworker/0:1H", "jbd2/loop1p1-8", "blkid", "my app")
+
+
+def _lines(events: list[tuple[int, int, int, int, int, bool]]) -> str:
+    """tracefs lines for requests ``(gap_us, latency_us, sector, kind, task, complete_first)``:
+    kind 0 read, 1 write, 2 flush, 3 write-zeroes; a completion may be printed a µs before its
+    issue (another CPU) or be missing (still in flight); the first completion has no issue."""
+    out: list[tuple[int, str]] = [(0, "          <idle>-0       [001] d.h1.   100.000000: block_rq_complete: "
+                                      "7,0 R () 999 + 8 be,0,4 [0]")]
+    t = 1_000
+    for gap, latency, sector, kind, task, early in events:
+        t += gap
+        name = TASKS[task]
+        rwbs, nr, start, done_at = (("R", 8, sector, sector), ("WS", 16, sector, sector), ("FF", 0, 0, 2**64 - 1),
+                                    ("NS", 2048, sector, sector))[kind]
+        issue_line = (f"{name:>16}-{100 + task:<7} [000] .....   {100 + t / 1e6:.6f}: block_rq_issue: 7,0 {rwbs} "
+                      f"{nr * 512} () {start} + {nr} be,0,4 [{name}]")
+        out.append((t, issue_line))
+        if latency:
+            c = t - 1 if early else t + latency
+            out.append((c, f"     ksoftirqd/1-22      [001] ..s..   {100 + c / 1e6:.6f}: block_rq_complete: 7,0 "
+                           f"{rwbs} () {done_at} + {nr} be,0,4 [0]"))
+    out.sort(key=lambda pair: pair[0])
+    return "\n".join(line for _, line in out) + "\n"
+
+
+events = st.lists(st.tuples(st.integers(0, 30), st.integers(0, 400), st.sampled_from([0, 8, 16, 64]),
+                            st.integers(0, 3), st.integers(0, len(TASKS) - 1), st.booleans()), max_size=80)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events, st.lists(st.integers(1, 4000), max_size=6))
+def test_the_streaming_parser_finds_what_the_reference_finds(requests: list, cuts: list[int]) -> None:
+    text = _lines(requests)
+    reference = trace_mod.parse_lines(text.splitlines())
+    parser = stream.Parser()
+    data, at = text.encode(), 0
+    for cut in sorted(cuts):
+        parser.feed(data[at:cut])
+        at = max(at, cut)
+    parser.feed(data[at:])
+    parsed = parser.trace()
+    assert not parser.spool.exists()
+    for mine, theirs in zip(parsed.columns(), reference.columns(), strict=True):
+        assert np.array_equal(mine, theirs)
+    assert parsed.comms == reference.comms and parsed.left_out == reference.left_out
+    assert parsed.duration_ns == reference.duration_ns
+
+
+def test_a_task_name_with_spaces_and_a_command_are_read_by_the_general_pattern() -> None:
+    text = ("        my app 2-4242    [001] .....   10.000100: block_rq_issue: 7,0 R 4096 () 80 + 8 be,0,4 [my app 2]\n"
+            "     ksoftirqd/1-22      [001] ..s..   10.000200: block_rq_complete: 7,0 R () 80 + 8 be,0,4 [0]\n"
+            "            sg-77      [000] .....   10.000300: block_rq_issue: 7,0 N 0 (12 00 00) 0 + 0 be,0,4 [sg]\n")
+    parser = stream.Parser()
+    parser.feed(text.encode())
+    parsed = parser.trace()
+    assert parsed.comms == {4242: "my app 2", 77: "sg"} and parsed.complete_ns.tolist() == [100_000, -1]
+
+
+# -- the vectorized steps against the loops they replaced -------------------------------------------
+
+def _classes_loop(trace: trace_mod.Trace) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    last_write: str | None = None
+    pending: list[int] = []
+    for index, (op, nbytes) in enumerate(zip(trace.op.tolist(), trace.nbytes.tolist(), strict=True)):
+        if op in (trace_mod.READ, trace_mod.WRITE):
+            label = replay.size_class(nbytes)
+            out.setdefault(label, []).append(index)
+            last_write = label if op == trace_mod.WRITE else last_write
+        elif op == trace_mod.FLUSH:
+            if last_write is None:
+                pending.append(index)
+            else:
+                out[last_write].append(index)
+    if out and pending:
+        first = min(out, key=replay._class_bytes)
+        out[first] = sorted(out[first] + pending)
+    return out
+
+
+def _lanes_loop(trace: trace_mod.Trace, indices: np.ndarray) -> list[list[int]]:
+    free: list[int] = []
+    busy: list[tuple[int, int]] = []
+    out: list[list[int]] = []
+    never = np.iinfo(np.int64).max
+    for i in indices.tolist():
+        issued, done = int(trace.issue_ns[i]), int(trace.complete_ns[i])
+        while busy and busy[0][0] <= issued:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        k = heapq.heappop(free) if free else len(out)
+        if k == len(out):
+            out.append([])
+        heapq.heappush(busy, (done if done >= 0 else never, k))
+        out[k].append(i)
+    data = [lane for lane in out if any(int(trace.op[i]) in (0, 1) for i in lane)] or out[:1]
+    for lane in out:
+        if lane is not data[0] and not any(int(trace.op[i]) in (0, 1) for i in lane):
+            data[0].extend(lane)
+    return [sorted(lane) for lane in data]
+
+
+def _sequential_loop(trace: trace_mod.Trace) -> list[bool]:
+    seq, last_end = [], {}
+    for op, pid, start, nbytes in zip(trace.op.tolist(), trace.pid.tolist(), trace.sector.tolist(),
+                                      trace.nbytes.tolist(), strict=True):
+        if op not in (0, 1):
+            seq.append(False)
+            continue
+        seq.append(last_end.get((pid, op)) == start)
+        last_end[(pid, op)] = start + nbytes // 512
+    return seq
+
+
+rows = st.lists(st.tuples(st.integers(0, 50), st.integers(-1, 200), st.sampled_from([0, 8, 16, 24, 32]),
+                          st.sampled_from([512, 4096, 8192, 65536, 0]), st.sampled_from([0, 1, 3, 2]),
+                          st.integers(1, 3)), max_size=60)
+
+
+def _trace(spec: list[tuple[int, int, int, int, int, int]]) -> trace_mod.Trace:
+    t, out = 0, []
+    for gap, latency, sector, nbytes, op, pid in spec:
+        t += gap
+        out.append((t, t + latency if latency >= 0 else -1, sector, 0 if op == 3 else nbytes or 4096, op, 0, pid))
+    return trace_mod.from_rows(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows)
+def test_vectorized_classes_lanes_and_sequential_share_equal_the_loops(spec: list) -> None:
+    trace = _trace(spec)
+    classes = replay.classes(trace)
+    assert {k: v.tolist() for k, v in classes.items()} == _classes_loop(trace)
+    assert list(classes) == sorted(classes, key=replay._class_bytes)
+    for indices in classes.values():
+        assert [lane.tolist() for lane in replay.lanes(trace, indices)] == _lanes_loop(trace, indices)
+    assert fp_mod.sequential_mask(trace).tolist() == _sequential_loop(trace)
+    decoded = trace_mod.decode(trace_mod.encode(trace), duration_ns=trace.duration_ns)
+    assert all(np.array_equal(a, b) for a, b in zip(decoded.columns(), trace.columns(), strict=True))
+
+
+def _depth_reference(trace: trace_mod.Trace, duration_ns: int) -> dict[str, object]:
+    """The depth figures computed over all steps at once (the fingerprint before it was chunked)."""
+    t, depth = fp_mod.depth_steps(trace)
+    spans = np.diff(np.append(t, max(duration_ns, int(t[-1]))))
+    total = max(int(spans.sum()), 1)
+    weights = np.bincount(depth, weights=spans)
+    busy = float(spans[depth > 0].sum())
+    at_issue = depth[np.clip(np.searchsorted(t, trace.issue_ns, side="right") - 1, 0, depth.size - 1)]
+    edges = np.linspace(0, int(t[-1] + spans[-1]), fp_mod.TIME_BINS + 1)
+    area = np.concatenate([[0.0], np.cumsum(spans * depth)])
+    with np.errstate(invalid="ignore"):  # a zero-length trace: 0 / 0
+        per_bin = np.diff(np.interp(edges, np.append(t, t[-1] + spans[-1]), area)) / np.diff(edges)
+    return {"depth_mean": float((spans * depth).sum() / total),
+            "depth_mean_busy": float((spans * depth).sum() / busy) if busy else None,
+            "depth_max": int(depth[spans > 0].max(initial=0)) or int(depth.max()),
+            "depth_time_pct": {d: 100.0 * float(w) / total for d, w in enumerate(weights) if w > 0},
+            "busy_pct": 100.0 * busy / total, "depth_over_time": tuple(round(float(x), 3) for x in per_bin),
+            "depth_at_issue": fp_mod._dist(at_issue.astype(np.float64))}
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, st.integers(1, 7), st.integers(0, 3000))
+def test_the_chunked_depth_sweep_equals_the_whole_one(spec: list, chunk: int, extra_ns: int) -> None:
+    trace = _trace(spec)
+    if not len(trace):
+        return
+    duration = int(max(trace.issue_ns.max(), trace.complete_ns.max())) + extra_ns
+    mine, theirs = fp_mod._depth(trace, duration, chunk=chunk), _depth_reference(trace, duration)
+    for key, value in theirs.items():
+        if key == "depth_time_pct":
+            assert mine[key].keys() == value.keys() and list(mine[key].values()) == pytest.approx(list(value.values()))
+        elif key == "depth_over_time":  # a zero-length trace: zeros (the whole sweep divided 0 by 0)
+            assert mine[key] == (pytest.approx(value, abs=0.0011) if duration else (0.0,) * fp_mod.TIME_BINS)
+        elif key == "depth_at_issue":
+            assert [getattr(mine[key], f) for f in ("mean", "p50", "p99", "max", "count")] == pytest.approx(
+                [getattr(value, f) for f in ("mean", "p50", "p99", "max", "count")])
+        else:
+            assert mine[key] == pytest.approx(value), key
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(-1, 100)), min_size=1, max_size=120))
+def test_lanes_by_chains_and_by_heap_agree(spec: list[tuple[int, int]]) -> None:
+    """The heap takes over when many requests never complete (each holds a lane for good)."""
+    never = np.iinfo(np.int64).max
+    issued = np.cumsum([gap for gap, _ in spec]).astype(np.int64)
+    done = np.array([t + lat if lat >= 0 else never for t, (_, lat) in zip(issued, spec, strict=True)], dtype=np.int64)
+    by_chains, by_heap = replay._lanes_by_chains(issued, done), replay._lanes_by_heap(issued, done)
+    assert by_chains[1] == by_heap[1] and by_chains[0].tolist() == by_heap[0].tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(rows, st.integers(1, 9))
+def test_the_most_in_flight_is_the_number_of_lanes(spec: list, chunk: int) -> None:
+    trace = _trace(spec)
+    """The lanes a heap deals (before lanes of flushes alone are merged) are the most in flight."""
+    for indices in replay.classes(trace).values():
+        assert replay._most_in_flight(trace, indices, chunk=chunk) == _heap_lane_count(trace, indices)
+
+
+def _heap_lane_count(trace: trace_mod.Trace, indices: np.ndarray) -> int:
+    never = np.iinfo(np.int64).max
+    done = np.where(trace.complete_ns[indices] >= 0, trace.complete_ns[indices], never)
+    return replay._lanes_by_heap(trace.issue_ns[indices], done)[1]
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, st.sampled_from([250_000_000, 300, 40]))
+def test_the_capture_names_the_replay_jobs_as_the_replay_does(spec: list, window: int) -> None:
+    """With windows of 250 ms (one here) and of a few hundred ns (many, some with flushes)."""
+    trace = _trace(spec)
+    saved = replay.WINDOW_NS
+    replay.WINDOW_NS = window
+    try:
+        assert replay.replay_job_names(trace) == list(replay.replay_jobs(trace)[0])
+    finally:
+        replay.WINDOW_NS = saved
