@@ -42,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # histor
 import historydata
 from iolab.analyze import history
 from iolab.fio import parse_output
-from iolab.store.database import FinishedResult, FinishedRun, ImportedFile, Store
+from iolab.store.database import Store
+from iolab.store.records import FinishedResult, FinishedRun, ImportedFile
 from iolab.workflows import importer
 from ratios import Ratio, add_json_option, emit, say
 
