@@ -40,7 +40,8 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..model import DiskUsage, FioReport, HostFacts, HostSamples, HostUsage, NicUsage, ResultRecord, from_jsonable
+from ..fio.merge import job_ios
+from ..model import DiskUsage, HostFacts, HostSamples, HostUsage, NicUsage, ResultRecord, from_jsonable
 from .exporter import NodeFacts
 from .sampler import INTERVAL_S
 
@@ -48,8 +49,6 @@ from .sampler import INTERVAL_S
 NOT_BUSY = ("idle", "iowait", "steal")
 #: CPU modes shown by name, in node_exporter's spelling.
 MODES = ("user", "nice", "system", "irq", "softirq", "iowait", "steal", "idle")
-#: fio directions whose I/Os count (``sync`` counts fsyncs; ``mixed`` is unified_rw_reporting).
-IO_DIRECTIONS = ("read", "write", "trim", "mixed")
 #: A link at or above this share of its speed is flagged.
 NIC_FLAG = 0.9
 #: How far outside the measured window a scrape may lie to stand for its edge (see the docstring).
@@ -172,15 +171,6 @@ def _bcache(deltas: Counters) -> dict[str, float]:
 
 
 # --- figures ------------------------------------------------------------------------------------
-
-
-def job_ios(report: FioReport | None) -> int | None:
-    """I/Os fio completed in the measured phase, every job and host (see the module docstring)."""
-    if report is None:
-        return None
-    counts = [d.total_ios for j in report.jobs for name, d in j.directions.items()
-              if name in IO_DIRECTIONS and d.total_ios is not None]
-    return sum(counts) if counts else None
 
 
 def busy_seconds(u: HostUsage) -> float | None:
