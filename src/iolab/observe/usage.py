@@ -39,11 +39,13 @@ import bisect
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from ..fio.merge import job_ios
 from ..model import DiskUsage, HostFacts, HostSamples, HostUsage, NicUsage, ResultRecord, from_jsonable
-from .exporter import NodeFacts
-from .sampler import INTERVAL_S
+
+if TYPE_CHECKING:  # the exporter (prometheus_client's parser) is not needed to read stored figures
+    from .exporter import NodeFacts
 
 #: Modes that are not work done by the host (see the module docstring).
 NOT_BUSY = ("idle", "iowait", "steal")
@@ -124,6 +126,8 @@ def _interval_ms(t_ms: Sequence[int]) -> float:
     """The sampling interval: the sampler's (``sampler.INTERVAL_S``), or the median spacing of the
     scrapes when clearly longer (a Prometheus server's scrape interval); the extra scrapes when a job
     starts and ends make a short job's spacing shorter than the schedule, a loaded host's a little longer."""
+    from .sampler import INTERVAL_S  # imported here: the sampler pulls in the ssh transport
+
     steps = sorted(b - a for a, b in itertools.pairwise(t_ms))
     median = float(steps[len(steps) // 2]) if steps else 0.0
     return median if median > 1.5 * INTERVAL_S * 1000 else INTERVAL_S * 1000
