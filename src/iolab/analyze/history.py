@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .. import stats
 from ..describe import canonical
@@ -72,10 +72,10 @@ class SeriesKey:
         return f"{name} ({self.direction})" + (f" #{self.part}" if self.part > 1 else "")
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
     """One run's value of a series, in the metric's unit: the mean of ``repeats``, the values of its
-    repetitions; ``time`` as the module docstring says."""
+    repetitions; ``time`` as the module docstring says. (A named tuple: a history of 1,000 runs × 20
+    workloads makes 100,000 of them, three times as fast as a frozen dataclass.)"""
 
     run_id: int
     time: datetime
@@ -317,8 +317,11 @@ def _track_points(track: _Track, metrics: Sequence[Metric]) -> list[tuple[Series
     labels = {o.result.workload for o in track.observations}
     label = labels.pop() if len(labels) == 1 else None
     key = replace(track.key, label=label if label != track.key.workload else None)
+    observed_any = any("observed" in (o.result.extra or {}) for o in track.observations)
     found = []
     for m in metrics:
+        if m.of_result is not None and not observed_any:
+            continue  # a cost metric where no observer measured: no point (``_cost``)
         value = _reader(m)
         points = []
         for run_id, observed in runs.items():
