@@ -26,6 +26,7 @@ the permutation test, up to the resampling's resolution (1 / (PERMUTATIONS + 1))
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ PERFECT = 1e300
 METHOD = (f"ruptures KernelCPD (linear kernel, penalty 2 ln n, segments >= {MIN_SEGMENT} runs) on log values; "
           f"each change kept when a permutation test ({PERMUTATIONS} resamples of the max-F split statistic "
           f"between its neighbours) gives p <= {ALPHA}")
+
+
+#: Part of every ``key``: raised when what a stored detection holds changes meaning.
+KEY_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,27 @@ def detect(values: Sequence[float], alpha: float = ALPHA) -> list[ChangePoint]:
         return []
     candidates = _candidates((z - np.median(z)) / noise)
     return _significant(z, candidates, alpha)
+
+
+def key(values: Sequence[float], alpha: float = ALPHA) -> str:
+    """What ``detect(values, alpha)`` finds depends on, as 64 hex digits (sha256): the values (as
+    little-endian float64), ``alpha``, every parameter above, ``KEY_FORMAT`` and the versions of
+    ruptures and scipy. Equal keys, equal detections: a key names a stored detection
+    (``store.history.ChangePointCache``). Raises nothing."""
+    import hashlib
+    import struct
+
+    params = (KEY_FORMAT, METHOD, MIN_SEGMENT, alpha, PERMUTATIONS, WINDOW, SCREEN, SCREEN_P, SEED, _versions())
+    digest = hashlib.sha256(repr(params).encode())
+    digest.update(struct.pack(f"<{len(values)}d", *values))
+    return digest.hexdigest()
+
+
+@functools.cache
+def _versions() -> tuple[str, str]:
+    from importlib import metadata
+
+    return metadata.version("ruptures"), metadata.version("scipy")
 
 
 def _candidates(z: Any) -> list[int]:

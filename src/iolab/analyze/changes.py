@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..describe import canonical
-from ..model import FioReport, RunInfo
+from ..model import RunInfo
 from ..store.history import HistoryResult
 
 #: Host facts by ``model.HostFacts`` field.
@@ -42,11 +42,11 @@ class Change:
     after: str | None
 
 
-def facts(run: RunInfo, result: HistoryResult, report: FioReport | None = None) -> dict[str, str | None]:
-    """The facts of one result (see the module docstring), by name; None where unknown. The suite text
-    is whole (``between`` shows the first line that differs)."""
-    out: dict[str, str | None] = {"origin": run.origin,
-                                  "fio version": run.fio_version or (report.fio_version if report else None)}
+def facts(run: RunInfo, result: HistoryResult, fio_version: str | None = None) -> dict[str, str | None]:
+    """The facts of one result (see the module docstring), by name; None where unknown; ``fio_version``
+    the one its report gives, for a run that recorded none. The suite text is whole (``between``
+    shows the first line that differs)."""
+    out: dict[str, str | None] = {"origin": run.origin, "fio version": run.fio_version or fio_version}
     host = run.host
     for name, attr in HOST_FACTS:
         out[name] = _text(getattr(host, attr) if host is not None else None)

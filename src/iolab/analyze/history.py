@@ -21,25 +21,29 @@ was stored. A run with several repetitions of a workload is one point: their mea
 
 **Metrics** are ``compare.metric`` names (default ``DEFAULT_METRICS``: IOPS, bandwidth, clat mean
 and p99, and the observers' CPU µs per I/O where they measured it); a series whose runs never
-measured a metric is left out.
+measured a metric is left out. A result's figures of ``store.history.FIGURES`` and the cost metrics
+come from what the store keeps of it (``HistoryResult.figures``) when it is given, else from its report.
+
+**Change points** of a series are those ``changepoints.detect`` finds, with its segments' summaries;
+given a ``ChangeCache``, those of a series whose values were seen before are read from it instead
+(``changepoints.key``), and those found are added to it.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from .. import stats
 from ..describe import canonical
 from ..fio.merge import by_job
-from ..histogram import Histogram
-from ..model import DirectionStats, FioReport, JobResult, Latency, ResultRecord, RunInfo
+from ..model import DirectionStats, FioReport, ResultRecord, RunInfo
+from ..store.history import FIGURES, HistoryResult, light_report
 from ..store.history import History as Stored
-from ..store.history import HistoryResult
 from . import changepoints, changes
 from .compare import Verdict
 from .metrics import Metric, metric
@@ -68,10 +72,10 @@ class SeriesKey:
         return f"{name} ({self.direction})" + (f" #{self.part}" if self.part > 1 else "")
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
     """One run's value of a series, in the metric's unit: the mean of ``repeats``, the values of its
-    repetitions; ``time`` as the module docstring says."""
+    repetitions; ``time`` as the module docstring says. (A named tuple: a history of 1,000 runs × 20
+    workloads makes 100,000 of them, three times as fast as a frozen dataclass.)"""
 
     run_id: int
     time: datetime
@@ -137,20 +141,32 @@ class History:
     unreadable: tuple[tuple[int, str], ...] = ()
 
 
+class ChangeCache(Protocol):
+    """Where detections are kept between calls (``store.history.ChangePointCache``): an entry is the
+    JSON ``build`` makes of one series' detection, by ``changepoints.key`` of its values."""
+
+    def get(self, keys: Sequence[str]) -> Mapping[str, Any]: ...
+
+    def put(self, entries: Mapping[str, Any]) -> None: ...
+
+
 @dataclass
 class _Observation:
-    """One fio job × direction of one stored result, with what a series needs of it."""
+    """One fio job × direction of one stored result, with what a series needs of it: its merged
+    ``stats`` and the ``report`` they came from, or ``figures`` (``FIGURES``' values) and the stored
+    I/O count ``ios``."""
 
     run: RunInfo
     result: HistoryResult
     job: str
-    stats: DirectionStats
+    direction: str
     options: canonical.Options
-    report: FioReport
-
-    @property
-    def time(self) -> datetime:
-        return self.result.ended_at or self.run.created_at
+    fio_version: str | None
+    time: datetime  # the result's end, else its run's start
+    stats: DirectionStats | None = None
+    report: FioReport | None = None
+    figures: tuple[float | None, ...] = ()
+    ios: int | None = None
 
 
 @dataclass
@@ -174,16 +190,32 @@ def host_of(run: RunInfo) -> str | None:
     return (run.host.hostname if run.host is not None and run.host.hostname else None) or run.tags.get("host")
 
 
-def build(stored: Stored, metric_names: Sequence[str] | None = None, host: str | None = None) -> History:
+def figured(metrics: Sequence[Metric]) -> bool:
+    """Whether the stored figures (``Store.history(figures=True)``) give every metric of ``metrics``."""
+    return all(m.name in FIGURES if m.of_result is None else m.of_ios is not None for m in metrics)
+
+
+def build(stored: Stored, metric_names: Sequence[str] | None = None, host: str | None = None,
+          cache: ChangeCache | None = None) -> History:
     """The history of the results ``stored`` (``Store.history``), for the metrics ``metric_names``
-    (default ``DEFAULT_METRICS``), of the host ``host`` only when given. Raises ``UsageError`` for an
-    unknown metric."""
+    (default ``DEFAULT_METRICS``), of the host ``host`` only when given; change points kept in and
+    read from ``cache`` when given. Results with stored figures need metrics ``figured`` gives. Raises
+    ``UsageError`` for an unknown metric."""
     chosen = metrics_of(metric_names)
     runs = {r.id: r for r in stored.runs if host is None or host_of(r) == host}
     unreadable: dict[int, str] = {}
     tracks = _tracks(_observations(stored.results, runs, unreadable))
-    return History(tuple(s for track in sorted(tracks, key=lambda t: _order(t.key))
-                         for s in _track_series(track, chosen)), chosen,
+    found = [s for track in sorted(tracks, key=lambda t: _order(t.key)) for s in _track_points(track, chosen)]
+    keys = [changepoints.key([p.value for p in points]) for *_, points, _ in found]
+    known = dict(cache.get(sorted(set(keys)))) if cache is not None else {}
+    new: dict[str, Any] = {}
+    for k, (_, _, _, points, _) in zip(keys, found, strict=True):
+        if k not in known:
+            known[k] = new[k] = _detected(points)
+    if cache is not None and new:
+        cache.put(new)
+    return History(tuple(_series(key, m, track, points, first, known[k])
+                         for k, (key, m, track, points, first) in zip(keys, found, strict=True)), chosen,
                    unreadable=tuple(unreadable.items()))
 
 
@@ -200,18 +232,26 @@ def _observations(results: Iterable[HistoryResult], runs: Mapping[int, RunInfo],
         run = runs.get(result.run_id)
         if run is None:
             continue
-        try:
-            report = light_report(result.report)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            unreadable.setdefault(run.id, f"result {result.id} ({result.target} / {result.workload}): report: "
-                                          f"{type(exc).__name__}: {exc}")
-            continue
-        version = run.fio_version or report.fio_version
-        options = _job_options(result.job_text, _unknown(result.extra), version, _size(result),
-                               (result.extra or {}).get("pass"))
-        for (job, _), merged in by_job(report).items():
-            found.append(_Observation(run, result, job, merged, options.get(job) or canonical.Options({}, None),
-                                      report))
+        figures = result.figures
+        report = None
+        if figures is None:
+            try:
+                report = light_report(result.report or {})
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                unreadable.setdefault(run.id, f"result {result.id} ({result.target} / {result.workload}): report: "
+                                              f"{type(exc).__name__}: {exc}")
+                continue
+        fio_version = figures.fio_version if figures is not None else report.fio_version if report else None
+        options = _job_options(result.job_text, _unknown(result.extra), run.fio_version or fio_version,
+                               _size(result), (result.extra or {}).get("pass"))
+        parts: list[tuple[str, str, dict[str, Any]]] = (
+            [(job, direction, {"figures": values, "ios": figures.ios}) for job, direction, values in figures.jobs]
+            if figures is not None else
+            [(job, direction, {"stats": merged, "report": report})
+             for (job, direction), merged in by_job(report).items()])
+        time = result.ended_at or run.created_at
+        found += [_Observation(run, result, job, direction, options.get(job) or canonical.Options({}, None),
+                               fio_version, time, **data) for job, direction, data in parts]
     found = [o for o in found if o.run.id not in unreadable]
     found.sort(key=lambda o: (o.time, o.run.id, o.result.id))
     return found
@@ -243,7 +283,7 @@ def _tracks(observations: Iterable[_Observation]) -> list[_Track]:
     latest stretch of its target, host, fio job and direction whose options it agrees with."""
     groups: dict[tuple[Any, ...], list[_Track]] = {}
     for o in observations:
-        group_key = (o.result.target, host_of(o.run), o.job, o.stats.direction)
+        group_key = (o.result.target, host_of(o.run), o.job, o.direction)
         tracks = groups.setdefault(group_key, [])
         track = next((t for t in reversed(tracks) if _comparable(t, o.options)), None)
         if track is None:
@@ -261,12 +301,15 @@ def _tracks(observations: Iterable[_Observation]) -> list[_Track]:
 
 
 def _comparable(track: _Track, options: canonical.Options) -> bool:
-    return all(not any(d.effect == "blocking" for d in canonical.differences(known, options)[0])
+    return all(known is options or known == options  # equal options differ in nothing (most runs: one job text)
+               or not any(d.effect == "blocking" for d in canonical.differences(known, options)[0])
                for known in track.options)
 
 
-def _track_series(track: _Track, metrics: Sequence[Metric]) -> list[Series]:
-    """The series of each metric over ``track`` that some run of it measured."""
+def _track_points(track: _Track, metrics: Sequence[Metric]) -> list[tuple[SeriesKey, Metric, _Track,
+                                                                           tuple[Point, ...], dict[int, _Observation]]]:
+    """The points of each metric over ``track`` that some run of it measured, with the series' key and
+    the first observation of each run."""
     runs: dict[int, list[_Observation]] = {}
     for o in track.observations:  # in time order: a run's first observation is its earliest
         runs.setdefault(o.run.id, []).append(o)
@@ -274,30 +317,49 @@ def _track_series(track: _Track, metrics: Sequence[Metric]) -> list[Series]:
     labels = {o.result.workload for o in track.observations}
     label = labels.pop() if len(labels) == 1 else None
     key = replace(track.key, label=label if label != track.key.workload else None)
+    observed_any = any("observed" in (o.result.extra or {}) for o in track.observations)
     found = []
     for m in metrics:
+        if m.of_result is not None and not observed_any:
+            continue  # a cost metric where no observer measured: no point (``_cost``)
+        value = _reader(m)
         points = []
         for run_id, observed in runs.items():
-            values = [v for o in observed if (v := _value(m, o)) is not None]
+            values = [v for o in observed if (v := value(o)) is not None]
             if values:
-                points.append(Point(run_id, first[run_id].time, sum(values) / len(values), tuple(values)))
+                points.append(Point(run_id, observed[0].time, sum(values) / len(values), tuple(values)))
         if points:
-            found.append(_series(key, m, track, tuple(points), first))
+            found.append((key, m, track, tuple(points), first))
     return found
 
 
-def _series(key: SeriesKey, m: Metric, track: _Track, points: tuple[Point, ...],
-            first: Mapping[int, _Observation]) -> Series:
-    """One metric's series over ``track``: its change points, segments and what changed at each."""
+def _detected(points: Sequence[Point]) -> dict[str, Any]:
+    """The change points of ``points`` (``changepoints.detect``) and their segments' summaries, as JSON
+    (``{"changes": [[index, p], …], "segments": [[n, mean, stdev, min, max, ci95 low, high], …]}``)."""
     found = changepoints.detect([p.value for p in points])
     segments = segments_of(points, [c.index for c in found])
+    return {"changes": [[c.index, c.p_value] for c in found],
+            "segments": [[g.summary.n, g.summary.mean, g.summary.stdev, g.summary.minimum, g.summary.maximum,
+                          *(g.summary.ci95 or (None, None))] for g in segments]}
+
+
+def _series(key: SeriesKey, m: Metric, track: _Track, points: tuple[Point, ...],
+            first: Mapping[int, _Observation], detected: Mapping[str, Any]) -> Series:
+    """One metric's series over ``track``: its change points and segments (``_detected``'s) and what
+    changed at each."""
+    starts = [int(index) for index, _ in detected["changes"]]
+    bounds = [0, *starts, len(points)]
+    segments = [Segment(a, b, points[a].run_id, points[b - 1].run_id,
+                        stats.Summary(n, mean, stdev, low, high, None if lo is None else (lo, hi)))
+                for (a, b), (n, mean, stdev, low, high, lo, hi) in zip(itertools.pairwise(bounds),
+                                                                      detected["segments"], strict=True)]
     at = []
-    for c, before, after in zip(found, segments, segments[1:], strict=False):
-        old, new = points[c.index - 1], points[c.index]
+    for (index, p_value), before, after in zip(detected["changes"], segments, segments[1:], strict=False):
+        old, new = points[index - 1], points[index]
         assert before.summary.mean is not None and after.summary.mean is not None
         ratio = after.summary.mean / before.summary.mean - 1 if before.summary.mean else 0.0
         at.append(ChangeAt(new.run_id, old.run_id, new.time, before.summary.mean, after.summary.mean, ratio,
-                           c.p_value, Verdict.BETTER if (ratio > 0) == m.higher_is_better else Verdict.WORSE,
+                           p_value, Verdict.BETTER if (ratio > 0) == m.higher_is_better else Verdict.WORSE,
                            what_changed(first[old.run_id], first[new.run_id])))
     return Series(key, m, track.options[0], points, tuple(segments), tuple(at), track.started_by, first)
 
@@ -314,55 +376,33 @@ def segments_of(points: Sequence[Point], starts: Sequence[int]) -> list[Segment]
             for a, b in itertools.pairwise(bounds) if b > a]
 
 
-def _value(m: Metric, o: _Observation) -> float | None:
-    """The metric's value of one observation (a cost metric from the observers' figures)."""
-    if m.of_result is None:
-        return m.value(o.stats)
+def _reader(m: Metric) -> Callable[[_Observation], float | None]:
+    """What reads the metric's value of an observation: from its stats, else its stored figures (a
+    cost metric from the observers' figures, ``_cost``)."""
+    of_result, of_ios = m.of_result, m.of_ios
+    if of_result is not None:
+        return lambda o: _cost(of_result, of_ios, o)
+    index = FIGURES.index(m.name) if m.name in FIGURES else -1
+    return lambda o: m.value(o.stats) if o.stats is not None else o.figures[index]
+
+
+def _cost(of_result: Callable[[ResultRecord], float | None],
+          of_ios: Callable[[ResultRecord, int | None], float | None] | None, o: _Observation) -> float | None:
     if "observed" not in (o.result.extra or {}):
         return None
     r = o.result
     record = ResultRecord(id=r.id, run_id=r.run_id, seq=0, target=r.target, workload=r.workload, repeat=0,
                           status="ok", job_text=r.job_text, job_hash="", report=o.report, extra=r.extra,
                           target_facts=r.target_facts, ended_at=r.ended_at)
-    return m.of_result(record)
+    if o.report is None and of_ios is not None:
+        return of_ios(record, o.ios)
+    return of_result(record)
 
 
 def what_changed(before: _Observation, after: _Observation) -> tuple[changes.Change, ...]:
     """The facts that differ between two observations of a series (``analyze.changes``)."""
-    return changes.between(changes.facts(before.run, before.result, before.report),
-                           changes.facts(after.run, after.result, after.report), before.options, after.options)
-
-
-def light_report(stored: Mapping[str, Any]) -> FioReport:
-    """A stored report (``model.to_jsonable``'s form) as the ``FioReport`` ``by_job`` needs: jobs and
-    their directions' totals and latencies, built directly rather than validated (the store validated
-    it when it was written; ``Store.get_run`` validates again). Histograms are kept only for job
-    names that occur more than once, the clones ``by_job`` merges: a single job's percentiles are
-    fio's own. Raises ``KeyError``/``TypeError`` for a report not in that form."""
-    jobs = stored["jobs"]
-    names = [j["name"] for j in jobs]
-    repeated = {n for n in names if names.count(n) > 1} if len(set(names)) < len(names) else set()
-    return FioReport(source_format=stored["source_format"], fio_version=stored.get("fio_version"), jobs=tuple(
-        JobResult(name=j["name"], index=j.get("index", 0), groupid=j.get("groupid", 0),
-                  directions={d: _direction(s, j["name"] in repeated) for d, s in j["directions"].items()})
-        for j in jobs))
-
-
-def _direction(s: Mapping[str, Any], bins: bool) -> DirectionStats:
-    return DirectionStats(direction=s["direction"], total_ios=s.get("total_ios"), io_bytes=s.get("io_bytes"),
-                          runtime_ms=s.get("runtime_ms"), iops=s.get("iops"), bw_bytes_s=s.get("bw_bytes_s"),
-                          slat=_latency(s.get("slat"), bins), clat=_latency(s.get("clat"), bins),
-                          lat=_latency(s.get("lat"), bins))
-
-
-def _latency(d: Mapping[str, Any] | None, bins: bool) -> Latency | None:
-    if d is None:
-        return None
-    histogram = d.get("bins_ns") if bins else None
-    return Latency(min_ns=d.get("min_ns"), max_ns=d.get("max_ns"), mean_ns=d.get("mean_ns"),
-                   stddev_ns=d.get("stddev_ns"), samples=d.get("samples"), percentiles_ns=d.get("percentiles_ns") or {},
-                   bins_ns=None if histogram is None else Histogram.from_text_keys(histogram) or Histogram(
-                       {int(k): v for k, v in histogram.items()}))
+    return changes.between(changes.facts(before.run, before.result, before.fio_version),
+                           changes.facts(after.run, after.result, after.fio_version), before.options, after.options)
 
 
 def select(history: History, workloads: Sequence[str] = ()) -> History:

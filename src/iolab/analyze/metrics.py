@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
-from ..model import DirectionStats, Latency, ResultRecord, pct_key
+from ..fio.merge import job_ios, latency_figure
+from ..model import DirectionStats, ResultRecord, pct_key
 from ..observe import usage
 
 
@@ -19,6 +20,8 @@ class Metric:
 
     ``of_result``, when set, takes the figure from the whole invocation rather than one direction
     (the observers' cost metrics, ``observe.usage``): every direction of a job shows the same value.
+    ``of_ios`` is the same figure given the result's I/O count (``fio.merge.job_ios`` of its report)
+    instead of reading it from ``result.report``, which may then be None (history's stored figures).
     ``rounded`` says of a direction whose value is fio's rounded display (``DirectionStats.iops_shown``).
     """
 
@@ -29,21 +32,12 @@ class Metric:
     value: Callable[[DirectionStats], float | None] = field(compare=False, repr=False)
     of_result: Callable[[ResultRecord], float | None] | None = field(default=None, compare=False, repr=False)
     rounded: Callable[[DirectionStats], bool] | None = field(default=None, compare=False, repr=False)
+    of_ios: Callable[[ResultRecord, int | None], float | None] | None = field(default=None, compare=False,
+                                                                               repr=False)
 
 
 def _latency_value(kind: str, stat: str) -> Callable[[DirectionStats], float | None]:
-    def value(d: DirectionStats) -> float | None:
-        lat: Latency | None = getattr(d, kind)
-        if kind == "clat" and d.direction == "sync":
-            lat = d.lat  # fio times a sync call as a whole ("lat" only), which the results table shows as clat
-        if lat is None or lat.samples == 0 or (lat.samples is None and not lat.max_ns and not lat.percentiles_ns):
-            return None  # fio prints zeros for latencies it did not measure (gtod_reduce, psync slat)
-        if stat == "mean":
-            return lat.mean_ns
-        if stat == "max":
-            return lat.max_ns
-        return lat.percentile(stat[1:])
-    return value
+    return lambda d: latency_figure(d, kind, stat)
 
 
 def metric(name: str) -> Metric:
@@ -82,16 +76,17 @@ def cost_metric(name: str) -> Metric:
         raise UsageError(f"metric {name!r}: name a host after @ (local, a fio server, a watched host, a target)")
     title, unit = COST_METRICS[base]
 
-    def of_result(result: ResultRecord) -> float | None:
+    def of_ios(result: ResultRecord, ios: int | None) -> float | None:
         found = usage.select(result, host or None)
         if found is None:
             return None
         if base == "cpu_us_per_io":
-            return usage.cpu_us_per_io(found, usage.job_ios(result.report))
+            return usage.cpu_us_per_io(found, ios)
         utils = [usage.cpu_util(u) for u in found]
         return None if any(u is None for u in utils) else sum(u for u in utils if u is not None) / len(utils) * 100
 
-    return Metric(name, f"{title}{' @' + host if host else ''}", unit, False, lambda d: None, of_result)
+    return Metric(name, f"{title}{' @' + host if host else ''}", unit, False, lambda d: None,
+                  lambda result: of_ios(result, job_ios(result.report)), of_ios=of_ios)
 
 #: Compared by default; a default metric neither side knows is left out.
 DEFAULT_METRICS = ("iops", "bw", "clat_mean", "clat_p50", "clat_p99", "clat_p99.9", "lat_mean", "slat_mean")

@@ -42,6 +42,7 @@ from .. import units
 from ..describe.tiers import ORIGIN, Tier
 from ..facts.sysfs import read_text
 from ..fio import jobfile
+from ..fio.merge import IO_DIRECTIONS
 from ..model import ResultRecord
 from ..observe import usage
 
@@ -323,7 +324,7 @@ def issued_ios(result: ResultRecord) -> dict[str, int]:
     out: dict[str, int] = {}
     for job in result.report.jobs if result.report else ():
         for name, d in job.directions.items():
-            if name in usage.IO_DIRECTIONS and d.total_ios:
+            if name in IO_DIRECTIONS and d.total_ios:
                 out[name] = out.get(name, 0) + d.total_ios
     return out
 

@@ -63,7 +63,8 @@ def load_history(store: Store, selectors: Sequence[str] = (), targets: Sequence[
                  metrics: Sequence[str] | None = None,
                  on_unreadable: Callable[[UnreadableRun], None] | None = None) -> History:
     """The history of the stored runs ``selectors`` match (all runs when none), narrowed as
-    ``Store.history`` and ``analyze.history.build`` narrow it. A run that cannot be read goes to
+    ``Store.history`` and ``analyze.history.build`` narrow it, from the stored figures where they suffice
+    and with the change points found before (``Store.change_points``). A run that cannot be read goes to
     ``on_unreadable`` (without it, it is raised). Raises ``UsageError`` when no series is left."""
     from ..analyze import history
     from ..store.database import UnreadableRun
@@ -71,12 +72,13 @@ def load_history(store: Store, selectors: Sequence[str] = (), targets: Sequence[
     chosen = history.metrics_of(metrics)  # a misspelt metric fails before the database is read
     run_ids = sorted({i for s in selectors for i in store.resolve(s)}) if selectors else None
     with gc_paused():
-        stored = store.history(run_ids, since, targets, workloads)
+        stored = store.history(run_ids, since, targets, workloads, figures=history.figured(chosen))
         for bad in stored.unreadable:
             if on_unreadable is None:
                 raise bad
             on_unreadable(bad)
-        found = history.select(history.build(stored, [m.name for m in chosen], host), workloads)
+        found = history.select(history.build(stored, [m.name for m in chosen], host, store.change_points()),
+                               workloads)
     for run_id, why in found.unreadable:
         bad = UnreadableRun(run_id, why)
         if on_unreadable is None:

@@ -141,3 +141,34 @@ def _fold(fn: Callable[[list[Any]], Any], values: Sequence[Any]) -> Any:
     """``fn`` (min or max) over the known values; None when none is known."""
     known = [v for v in values if v is not None]
     return fn(known) if known else None
+
+
+#: fio directions whose I/Os count (``sync`` counts fsyncs; ``mixed`` is unified_rw_reporting).
+IO_DIRECTIONS = ("read", "write", "trim", "mixed")
+
+
+def job_ios(report: FioReport | None) -> int | None:
+    """I/Os fio completed in the measured phase: ``total_ios`` of the ``IO_DIRECTIONS`` of every job and
+    host summed; None without a report or when no count is known."""
+    if report is None:
+        return None
+    counts = [d.total_ios for j in report.jobs for name, d in j.directions.items()
+              if name in IO_DIRECTIONS and d.total_ios is not None]
+    return sum(counts) if counts else None
+
+
+def latency_figure(d: DirectionStats, kind: str, stat: str) -> float | None:
+    """One figure of a direction's latency in ns: ``kind`` ``clat``, ``lat`` or ``slat``, ``stat`` ``mean``,
+    ``max`` or ``pNN`` (a ``pct_key``: ``p99``, ``p99.9``). A sync direction's ``clat`` is its ``lat``
+    (fio times a sync call as a whole, "lat" only). None when fio did not measure it: it prints zeros
+    for latencies it did not measure (``gtod_reduce``, psync's slat)."""
+    lat: Latency | None = getattr(d, kind)
+    if kind == "clat" and d.direction == "sync":
+        lat = d.lat
+    if lat is None or lat.samples == 0 or (lat.samples is None and not lat.max_ns and not lat.percentiles_ns):
+        return None
+    if stat == "mean":
+        return lat.mean_ns
+    if stat == "max":
+        return lat.max_ns
+    return lat.percentile(stat[1:])

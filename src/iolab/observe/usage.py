@@ -39,17 +39,18 @@ import bisect
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from ..model import DiskUsage, FioReport, HostFacts, HostSamples, HostUsage, NicUsage, ResultRecord, from_jsonable
-from .exporter import NodeFacts
-from .sampler import INTERVAL_S
+from ..fio.merge import job_ios
+from ..model import DiskUsage, HostFacts, HostSamples, HostUsage, NicUsage, ResultRecord, from_jsonable
+
+if TYPE_CHECKING:  # the exporter (prometheus_client's parser) is not needed to read stored figures
+    from .exporter import NodeFacts
 
 #: Modes that are not work done by the host (see the module docstring).
 NOT_BUSY = ("idle", "iowait", "steal")
 #: CPU modes shown by name, in node_exporter's spelling.
 MODES = ("user", "nice", "system", "irq", "softirq", "iowait", "steal", "idle")
-#: fio directions whose I/Os count (``sync`` counts fsyncs; ``mixed`` is unified_rw_reporting).
-IO_DIRECTIONS = ("read", "write", "trim", "mixed")
 #: A link at or above this share of its speed is flagged.
 NIC_FLAG = 0.9
 #: How far outside the measured window a scrape may lie to stand for its edge (see the docstring).
@@ -125,6 +126,8 @@ def _interval_ms(t_ms: Sequence[int]) -> float:
     """The sampling interval: the sampler's (``sampler.INTERVAL_S``), or the median spacing of the
     scrapes when clearly longer (a Prometheus server's scrape interval); the extra scrapes when a job
     starts and ends make a short job's spacing shorter than the schedule, a loaded host's a little longer."""
+    from .sampler import INTERVAL_S  # imported here: the sampler pulls in the ssh transport
+
     steps = sorted(b - a for a, b in itertools.pairwise(t_ms))
     median = float(steps[len(steps) // 2]) if steps else 0.0
     return median if median > 1.5 * INTERVAL_S * 1000 else INTERVAL_S * 1000
@@ -172,15 +175,6 @@ def _bcache(deltas: Counters) -> dict[str, float]:
 
 
 # --- figures ------------------------------------------------------------------------------------
-
-
-def job_ios(report: FioReport | None) -> int | None:
-    """I/Os fio completed in the measured phase, every job and host (see the module docstring)."""
-    if report is None:
-        return None
-    counts = [d.total_ios for j in report.jobs for name, d in j.directions.items()
-              if name in IO_DIRECTIONS and d.total_ios is not None]
-    return sum(counts) if counts else None
 
 
 def busy_seconds(u: HostUsage) -> float | None:

@@ -62,28 +62,13 @@ from ..analyze.compare import (
 from ..analyze.metrics import Metric
 from ..describe import canonical
 from ..stats import Summary
-from ..units import format_ns, format_rate
 from .results import ROUNDED
 from .sweeps import comparison_grids
-from .table import Cell, Column, Table
+from .table import Cell, Column, Table, format_value
 
 SCHEMA = "iolab.compare/1"
 _STYLE = {Verdict.BETTER: "green", Verdict.WORSE: "red", Verdict.INCONCLUSIVE: "yellow",
           Verdict.NOT_COMPARABLE: "magenta", Verdict.FAILED: "red", Verdict.MISSING: "dim"}
-
-
-def format_value(unit: str, value: float | None) -> str:
-    """A metric value for people: ``1197.5`` or ``71315`` IOPS, ``18.76`` (MiB/s), ``180.0 ms``; ``–`` unknown.
-
-    IOPS have no thousands separator (the tables are pasted into wikis and spreadsheets) and one
-    decimal below 10000, where a comparison is read for small differences."""
-    if value is None:
-        return "–"
-    if unit == "B/s":
-        return format_rate(value)
-    if unit == "ns":
-        return format_ns(value)
-    return f"{value:.1f}" if abs(value) < 10_000 else f"{value:.0f}"
 
 
 def _change(unit: str, change: float | None, relative: float | None) -> str:

@@ -16,8 +16,7 @@ from ..analyze import changes as changes_mod
 from ..analyze.compare import Verdict
 from ..analyze.gate import MIN_RUNS, Gate, GateVerdict
 from ..analyze.history import ChangeAt, History, Segment, Series
-from .comparison import format_value
-from .table import Cell, Column, Table
+from .table import Cell, Column, Table, format_value
 
 SPARKS = "▁▂▃▄▅▆▇█"
 #: Characters of a trend: longer series are averaged into this many buckets.

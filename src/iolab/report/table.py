@@ -15,6 +15,8 @@ from typing import Any
 from rich import box
 from rich.table import Table as RichTable
 
+from ..units import format_ns, format_rate
+
 
 @dataclass(frozen=True)
 class Column:
@@ -158,3 +160,17 @@ def compact_places(where: Sequence[str], shown: int = 3) -> str:
             parts.append(f"{len(workloads)} workloads on {target} ({names})" if len(workloads) > 1
                          else f"{workloads[0]} on {target}")
     return "; ".join(parts)
+
+
+def format_value(unit: str, value: float | None) -> str:
+    """A metric value for people: ``1197.5`` or ``71315`` IOPS, ``18.76`` (MiB/s), ``180.0 ms``; ``–`` unknown.
+
+    IOPS have no thousands separator (the tables are pasted into wikis and spreadsheets) and one
+    decimal below 10000, where a comparison is read for small differences."""
+    if value is None:
+        return "–"
+    if unit == "B/s":
+        return format_rate(value)
+    if unit == "ns":
+        return format_ns(value)
+    return f"{value:.1f}" if abs(value) < 10_000 else f"{value:.0f}"

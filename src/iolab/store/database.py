@@ -43,17 +43,17 @@ from ..model import (
 )
 from . import faults as dbfaults
 from . import history as stored_history
-from .codecs import JSONText, compress_raw, decode_series, encode_series, json_serializer, utc
+from .codecs import JSONText, decode_series, json_serializer, utc
 from .history import History
 from .records import (
     ROW_ERRORS,
     DuplicateSource,
-    EncodedSeries,
-    FinishedResult,
     FinishedRun,
     PendingResult,
     UnreadableRun,
     column,
+    finished_row,
+    series_rows,
     unreadable,
 )
 from .schema import (
@@ -63,6 +63,7 @@ from .schema import (
     host_samples,
     imported_files,
     metadata,
+    result_figures,
     results,
     run_tags,
     runs,
@@ -288,11 +289,16 @@ class Store:
                     conn.execute(run_tags.insert(), tags)
                 stored = [(run_id, r) for run_id, run in zip(ids, finished, strict=True) for r in run.results]
                 result_ids = conn.execute(results.insert().returning(results.c.id, sort_by_parameter_order=True),
-                                          [_finished_row(run_id, r) for run_id, r in stored]).scalars()
-                series_rows = [row for result_id, (_, r) in zip(result_ids, stored, strict=True)
-                               for row in _series_rows(result_id, r.series)]
-                if series_rows:
-                    conn.execute(time_series.insert(), series_rows)
+                                          [finished_row(run_id, r) for run_id, r in stored]).scalars().all()
+                sample_rows = [row for result_id, (_, r) in zip(result_ids, stored, strict=True)
+                               for row in series_rows(result_id, r.series)]
+                if sample_rows:
+                    conn.execute(time_series.insert(), sample_rows)
+                figure_rows = [stored_history.figures_of(r.report).row(result_id)
+                               for result_id, (_, r) in zip(result_ids, stored, strict=True)
+                               if r.status == "ok" and r.report is not None]
+                if figure_rows:
+                    conn.execute(result_figures.insert(), figure_rows)
             return ids
         except sa.exc.IntegrityError:
             files = [f for run in finished for f in run.files]
@@ -338,7 +344,7 @@ class Store:
                     observations: Sequence[HostSamples] | None = None) -> None:
         """Record how a planned invocation ended (``ok``, ``failed``, ``interrupted``); ``series``
         (fio's logs) and ``observations`` (the observers' samples) replace any stored before, in
-        the same transaction."""
+        the same transaction, as do history's figures of ``report`` (``store.history.Figures``)."""
         values: dict[str, Any] = {
             "status": status, "command": command, "started_at": started_at, "ended_at": ended_at,
             "error": error, "report": to_jsonable(report) if report else None,
@@ -349,6 +355,9 @@ class Store:
             values["extra"] = dict(extra)
         with self.engine.begin() as conn:
             conn.execute(results.update().where(results.c.id == result_id).values(**values))
+            conn.execute(result_figures.delete().where(result_figures.c.result_id == result_id))
+            if status == "ok" and report is not None:
+                conn.execute(result_figures.insert().values(stored_history.figures_of(report).row(result_id)))
             if series is not None:
                 self._replace_series(conn, result_id, series)
             if observations is not None:
@@ -367,7 +376,7 @@ class Store:
     def _replace_series(conn: Connection, result_id: int, series: Sequence[TimeSeries]) -> None:
         conn.execute(time_series.delete().where(time_series.c.result_id == result_id))
         if series:
-            conn.execute(time_series.insert(), _series_rows(result_id, series))
+            conn.execute(time_series.insert(), series_rows(result_id, series))
 
     @_guarded("update the run")
     def update_run(self, run_id: int, **values: Any) -> None:
@@ -505,18 +514,21 @@ class Store:
 
     @_guarded("read the history")
     def history(self, run_ids: Sequence[int] | None = None, since: datetime | None = None,
-                targets: Sequence[str] = (), workloads: Sequence[str] = ()) -> History:
+                targets: Sequence[str] = (), workloads: Sequence[str] = (), figures: bool = False) -> History:
         """Every ``ok`` result with a report, for ``analyze.history``: of the runs ``run_ids`` (default
         all), ending at or after ``since`` (a result's ``ended_at``, else its run's start), on ``targets``
         and of ``workloads`` (a stored workload name, or a fio job name its job text has a section
-        for; empty: any), in run and plan order, and their runs.
+        for; empty: any), in run and plan order, and their runs. With ``figures``, each result's stored
+        figures (``HistoryResult.figures``, ``store.history.FIGURES``) instead of its report where stored.
 
         Faster than ``get_run`` by an order of magnitude: reports are decoded (orjson) but neither
         validated nor turned into model objects (``HistoryResult.report``), and equal target facts are
-        read once. A row that does not load makes its run an ``UnreadableRun`` in ``History.unreadable``.
+        read once; figures faster again. A row that does not load makes its run an ``UnreadableRun``
+        in ``History.unreadable``.
         """
         with self.engine.connect() as conn:
-            found, bad = stored_history.results_of(conn, stored_history.query(run_ids, since, targets, workloads))
+            found, bad = stored_history.results_of(
+                conn, stored_history.query(run_ids, since, targets, workloads, figures), figures)
             ids = sorted({r.run_id for r in found} - set(bad))
             rows = conn.execute(sa.select(runs).where(runs.c.id.in_(ids)).order_by(runs.c.id)).mappings().all()
             tags = self._tags(conn, ids)
@@ -524,6 +536,10 @@ class Store:
         bad.update({i.run_id: i for i in infos if isinstance(i, UnreadableRun)})
         return History(tuple(i for i in infos if not isinstance(i, UnreadableRun)),
                        tuple(r for r in found if r.run_id not in bad), tuple(bad.values()))
+
+    def change_points(self) -> stored_history.ChangePointCache:
+        """The change points history found before (``store.history.ChangePointCache``)."""
+        return stored_history.ChangePointCache(self.engine, self.guard, not self.read_only)
 
     @_guarded("check the database")
     def integrity_problems(self) -> list[str]:
@@ -572,21 +588,3 @@ class Store:
             extra=row["extra"] or {},
         )
 
-
-def _series_rows(result_id: int, series: Sequence[TimeSeries | EncodedSeries]) -> list[dict[str, Any]]:
-    return [{
-        "result_id": result_id, "job": s.job, "job_index": s.job_index, "hostname": s.hostname,
-        "direction": s.direction, "metric": s.metric, "interval_ms": s.interval_ms,
-        "samples": s.samples if isinstance(s, EncodedSeries) else encode_series(s.t_ms, s.values),
-    } for s in series]
-
-
-def _finished_row(run_id: int, r: FinishedResult) -> dict[str, Any]:
-    return {
-        "run_id": run_id, "seq": r.seq, "target": r.target, "target_path": r.target_path, "workload": r.workload,
-        "repeat": r.repeat, "status": r.status, "job_text": r.job_text, "job_hash": r.job_hash,
-        "params": dict(r.params), "command": None, "started_at": None, "ended_at": r.ended_at, "error": r.error,
-        "report": JSONText(to_json_text(r.report)) if r.report else None,
-        "raw_gz": r.raw_gz if r.raw_gz is not None else compress_raw(r.raw_text.encode()) if r.raw_text else None,
-        "target_facts": None, "extra": dict(r.extra or {}),
-    }

@@ -13,8 +13,8 @@ import pydantic
 
 from ..errors import StoreError, UsageError
 from ..fio import validate
-from ..model import FioReport, TimeSeries, from_jsonable
-from .codecs import encode_series
+from ..model import FioReport, TimeSeries, from_jsonable, to_json_text
+from .codecs import JSONText, compress_raw, encode_series
 
 T = TypeVar("T")
 
@@ -166,3 +166,24 @@ class DuplicateSource(UsageError):
     def __init__(self, message: str, run_id: int, hint: str | None = None) -> None:
         super().__init__(message, hint)
         self.run_id = run_id
+
+
+def series_rows(result_id: int, series: Sequence[TimeSeries | EncodedSeries]) -> list[dict[str, Any]]:
+    """The ``time_series`` rows of ``series``, of result ``result_id``."""
+    return [{
+        "result_id": result_id, "job": s.job, "job_index": s.job_index, "hostname": s.hostname,
+        "direction": s.direction, "metric": s.metric, "interval_ms": s.interval_ms,
+        "samples": s.samples if isinstance(s, EncodedSeries) else encode_series(s.t_ms, s.values),
+    } for s in series]
+
+
+def finished_row(run_id: int, r: FinishedResult) -> dict[str, Any]:
+    """The ``results`` row of a finished result of run ``run_id``."""
+    return {
+        "run_id": run_id, "seq": r.seq, "target": r.target, "target_path": r.target_path, "workload": r.workload,
+        "repeat": r.repeat, "status": r.status, "job_text": r.job_text, "job_hash": r.job_hash,
+        "params": dict(r.params), "command": None, "started_at": None, "ended_at": r.ended_at, "error": r.error,
+        "report": JSONText(to_json_text(r.report)) if r.report else None,
+        "raw_gz": r.raw_gz if r.raw_gz is not None else compress_raw(r.raw_text.encode()) if r.raw_text else None,
+        "target_facts": None, "extra": dict(r.extra or {}),
+    }

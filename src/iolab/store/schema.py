@@ -98,6 +98,25 @@ traces = sa.Table(
     sa.Column("data", sa.LargeBinary, nullable=False),  # capture.trace.encode
 )
 
+#: What history reads of an ``ok`` result with a report, written with it (0007_history_figures;
+#: ``store.history.Figures``): ``jobs`` is ``[[fio job, direction, iops, bw_bytes_s, clat_mean_ns,
+#: clat_p99_ns], …]``, one per ``fio.merge.by_job`` entry, null where fio did not measure.
+result_figures = sa.Table(
+    "result_figures", metadata,
+    sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("fio_version", sa.String(40)),
+    sa.Column("ios", sa.BigInteger),
+    sa.Column("jobs", sa.JSON, nullable=False),
+)
+
+#: Change points history found, by the sha256 of the series and the detection's parameters
+#: (0007_history_figures; ``store.history.ChangePointCache``).
+change_points = sa.Table(
+    "change_points", metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("found", sa.JSON, nullable=False),
+)
+
 MIGRATIONS = resources.files("iolab.store") / "migrations"
 
 
