@@ -125,10 +125,10 @@ def _over_ssh(host: HostSpec, code: str, marker: str, what: str, timeout_s: floa
     Raises ``HostError`` naming the host and why (ssh failed, no python3, no answer in time)."""
     connection = sshhost.connection(host) if host.kind == "ssh" else None
     if connection is not None and connection.alive:  # rides on the run's connection: no new login
-        argv = [*connection.ssh_args(), "python3 -"]
+        argv = [*connection.ssh_args(), sshagent.python_command("-")]
     else:
         argv = [*ssh_command(), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout_s / 4))}",
-                *host.ssh_destination, "python3 -"]
+                *host.ssh_destination, sshagent.python_command("-")]
     hint = ("ssh: true needs ssh without a password prompt (keys, BatchMode) and python3 on the host; "
             "set $IOLAB_SSH for ssh options")
     try:

@@ -26,8 +26,12 @@ The agent also relays connections to the server through ``DIR/relay.sock``: it c
 socket only once a connection's first bytes are there and hands them over together, because a fio
 server looks at a new connection once and then sleeps up to 1 s (``remote.protocol``; through ssh's
 forwarding the bytes arrive a round trip after the connect, and a probe came back 1.0 s late). It
-also answers ``facts`` requests (``remote.ssh.gather``: the facts modules travel with it), so the
-checks before each job need no new ssh session.
+also answers ``facts`` requests (``remote.ssh.gather``: the facts modules travel with it) and ``sample``
+requests (``observe.sshsample``: /proc and /sys once a second), so neither the checks before each job nor
+the observers need a new ssh session: one login per host and run, one run of its login shell's start-up
+files (which ssh cannot skip: sshd runs every command through the user's shell, and Debian's bash reads
+``~/.bashrc`` for a command over ssh). The agent runs on ``/usr/bin/python3`` when that is 3.9 or newer
+(``sshagent.python_command``).
 
 The relay's socket is forwarded to ``local_dir/fio.sock`` (``ssh -O forward -L``, OpenSSH ≥ 6.7);
 ``protocol.connect`` reaches an ``ssh`` host there, so fio's client, the relays and the probe work as
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -116,6 +121,7 @@ def base_dir() -> Path:
 _STALE_S = 600.0
 
 
+@functools.cache  # once per process and directory, not per host
 def _sweep(base: Path) -> None:
     now = time.time()
     for entry in base.glob("c*"):
@@ -191,7 +197,7 @@ class Connection:
         argv = [*ssh_command(), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout_s / 2))}",
                 "-o", "ControlMaster=yes", "-o", f"ControlPath={self.control}", "-o", "ControlPersist=no",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-o", "ExitOnForwardFailure=yes",
-                "-T", *self.spec.ssh_destination, f"python3 -u -c {shlex.quote(sshagent.BOOT)}"]
+                "-T", *self.spec.ssh_destination, sshagent.python_command(f"-u -c {shlex.quote(sshagent.BOOT)}")]
         stderr = open(self.local_dir / "ssh.stderr", "wb")  # noqa: SIM115 (ssh keeps it)
         try:
             # No PR_SET_PDEATHSIG: it fires when the *thread* that started ssh ends (connect_all's). When
