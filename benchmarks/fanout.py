@@ -8,8 +8,9 @@ included): `fio --output-format=json+ --client=H1 job.fio --client=H2 job.fio �
 variants run one after another in a rotating order; the median of the rounds counts, and the spread
 (max - min) of each is printed, because this machine is shared and timings are noisy.
 
-Measured for `iolab run` (start-up, schema check, planning with fio's --parse-only, the hosts' probe,
-the job, storing, the results table): the wall time from start to exit; iolab's own CPU time (user +
+Measured for `iolab run` as a user runs it, observers on (start-up, schema check, planning with fio's
+--parse-only, the hosts' probe, the observers' probe and sampling, the job, storing, the results and
+host-cost tables): the wall time from start to exit; iolab's own CPU time (user +
 system of the iolab process and its threads, read from /proc when it has exited, before it is reaped;
 fio's processes are not in it) and its peak RSS (VmHWM, sampled every 10 ms while it runs). Target:
 overhead = iolab - bare fio <= 0.5 s + 10 ms per host.
@@ -18,11 +19,15 @@ overhead = iolab - bare fio <= 0.5 s + 10 ms per host.
 `.venv/bin/iolab`) in the same rounds, for a before/after table measured under the same load.
 
 `--mode ssh` runs iolab against `ssh://` hosts instead (each namespace also runs sshd; iolab connects
-over ssh, starts a fenced fio server on a Unix socket there and forwards it, and samples nothing:
-`--no-observe` as in tcp mode), while the bare client still drives the TCP servers of the same hosts,
-the fastest a run can be without ssh. What iolab adds is then its whole ssh path: login, the
-preflight on the host (fio, bubblewrap), facts and device checks, starting and fencing the server,
-forwarding; target: overhead <= 1.0 s + 25 ms per host.
+over ssh, starts a fenced fio server on a Unix socket there and forwards it, and samples each host's
+/proc and /sys over the same connection), while the bare client still drives the TCP servers of the
+same hosts, the fastest a run can be without ssh. What iolab adds is then its whole ssh path: login,
+the preflight on the host (fio, bubblewrap), facts and device checks, starting and fencing the
+server, forwarding; target: overhead <= 1.0 s + 25 ms per host. The same rounds also time N logins
+at once (`ssh HOST true` to each host, concurrently), printed for reference: that much of the overhead
+is the hosts' own sshd and login shell (which here is root's ~/.bashrc: Debian's bash reads it for a
+command over ssh, and this machine's runs `pyenv init`), and every host is a namespace of this one
+2-CPU machine, so the hosts' CPU time is iolab's wall time too.
 
     sudo .venv/bin/python benchmarks/fanout.py [--mode tcp|ssh] [--hosts 1,4,8,16] [--rounds 3] [--runtime 3]
         [--baseline-iolab /work/main/.venv/bin/iolab] [--json]
@@ -119,6 +124,16 @@ def bare_fio(job: Path, specs: list[str], out: Path) -> Sample:
     return Sample(time.monotonic() - started)
 
 
+def logins(ssh: list[str], addresses: list[str]) -> Sample:
+    """``ssh HOST true`` to every one of ``addresses`` at once: the wall time until all have ended."""
+    started = time.monotonic()
+    procs = [subprocess.Popen([*ssh, "-o", "BatchMode=yes", address, "true"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for address in addresses]
+    if any(p.wait() != 0 for p in procs):
+        raise RuntimeError("ssh HOST true failed")
+    return Sample(time.monotonic() - started)
+
+
 def job_text(iolab: str, suite: Path, env: dict[str, str]) -> str:
     """The job file iolab sends to the servers: its rendering of the suite (``--dry-run``) after the
     global section of its 1 s logs (``runner.client``)."""
@@ -172,13 +187,13 @@ def main() -> None:
             jobs[n] = tmp / f"bare-{n}" / "job.fio"
             jobs[n].parent.mkdir()
             jobs[n].write_text(job_text(args.iolab, suites[n], {**env, "IOLAB_DB": str(tmp / "dry.db")}))
+        ssh = ssh_env.get("IOLAB_SSH", "ssh").split()
         specs = [f"ip:{h.address},8765" for h in hosts]
         bare_fio(jobs[max(counts)], specs, tmp / "warm.json")  # lays out every host's file once
         # with ssh facts iolab removes the files it laid out; kept, every run reads one laid out, as bare fio does
         keep = ["--keep-files"] if args.mode == "ssh" else []
         for name, exe in variants.items():  # creates each variant's database, outside the measurements
-            measure([exe, "run", str(suites[counts[0]]), "--no-observe", *keep],
-                    {**env, "IOLAB_DB": str(tmp / f"{name}.db")}, tmp)
+            measure([exe, "run", str(suites[counts[0]]), *keep], {**env, "IOLAB_DB": str(tmp / f"{name}.db")}, tmp)
         for r in range(args.rounds):
             for n in counts:
                 order = ["bare", *variants]
@@ -187,9 +202,11 @@ def main() -> None:
                     if name == "bare":
                         sample = bare_fio(jobs[n], specs[:n], jobs[n].parent / "out.json")
                     else:
-                        sample = measure([variants[name], "run", str(suites[n]), "--no-observe", *keep],
+                        sample = measure([variants[name], "run", str(suites[n]), *keep],
                                          {**env, "IOLAB_DB": str(tmp / f"{name}.db")}, tmp)
                     results.setdefault((name, n), []).append(sample)
+                if args.mode == "ssh":
+                    results.setdefault(("logins", n), []).append(logins(ssh, [h.address for h in hosts[:n]]))
                 say(f"round {r + 1}, {n} host(s): " + ", ".join(
                     f"{name} {results[(name, n)][-1].wall_s:.2f} s" for name in order), args.json)
     ratios = report(results, counts, list(variants), args.json, args.mode)
@@ -205,7 +222,8 @@ def report(results: dict[tuple[str, int], list[Sample]], counts: list[int], vari
            as_json: bool, mode: str = "tcp") -> list[Ratio]:
     """The table (medians; spread = max - min wall time over the rounds) and the ratios."""
     head = "| hosts | bare fio client | " + " | ".join(
-        f"{v} wall | {v} overhead | {v} CPU | {v} peak RSS" for v in variants) + " | target |"
+        f"{v} wall | {v} overhead | {v} CPU | {v} peak RSS" for v in variants) + " | target |" + (
+        " N ssh logins at once (reference) |" if mode == "ssh" else "")
     say(head, as_json)
     say("|" + "---|" * (head.count("|") - 1), as_json)
     ratios = []
@@ -222,6 +240,9 @@ def report(results: dict[tuple[str, int], list[Sample]], counts: list[int], vari
                 ratios.append(Ratio(f"iolab{over} overhead over bare fio client at {n} host(s), s", overhead,
                                     target_s(n, mode), "lower"))
         cells.append(f"≤ {target_s(n, mode):.2f} s")
+        if ("logins", n) in results:
+            login = results[("logins", n)]
+            cells.append(f"{_median(login, 'wall_s'):.2f} s (±{_spread(login) / 2:.2f})")
         say("| " + " | ".join(cells) + " |", as_json)
     if len(counts) > 1:
         lo, hi = counts[0], counts[-1]

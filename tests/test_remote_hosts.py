@@ -91,6 +91,8 @@ def test_three_hosts_from_the_cli_with_per_host_and_aggregate_rows(tmp_path):
         proc = iolab("run", str(suite), db=db, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         assert "on 3 host(s) through fio's client/server mode" in proc.stderr
+        assert "fence on this machine: not needed — every job runs on the remote hosts' fio servers" in proc.stderr
+        assert "no job runs fio on this machine" not in proc.stderr
         labels = [host_specs.parse(s).label for s in specs]
         assert all(label in proc.stderr for label in labels)  # plan and per-host progress rows
         doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)

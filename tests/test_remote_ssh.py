@@ -83,6 +83,7 @@ def test_three_ssh_hosts_no_open_port_aggregate_and_nothing_left(tmp_path):
             assert f"ssh://root@{h.address} — " in err and "ssh connected in" in err
             assert re.search(rf"ssh://root@{re.escape(h.address)}: fio may write only: {data} \(new files only", err)
         assert "fence on each ssh host: bubblewrap" in err
+        assert "fence: none" not in err and "fence on this machine" not in err  # no job runs fio here: not said
         # the servers and their directories are gone with the run
         assert all(not any("fio" in c for c in namespace_commands(h)) for h in hosts)
         assert remote_dirs() == before
@@ -147,10 +148,11 @@ def test_a_host_without_bubblewrap_is_refused_unless_no_fence(tmp_path):
         suite = tmp_path / "s.yaml"
         suite.write_text(ssh_suite(hosts, tmp_path / "f.bin", runtime="1s"))
         done = iolab("run", str(suite), "--no-observe", db=tmp_path / "r.db", env=env)
-        assert done.returncode == 1, done.stderr
+        assert done.returncode == 2, done.stderr  # refused before fio starts, as a local job without a fence
         assert f"ssh://root@{hosts[1].address}: no fence can be set up there: bubblewrap (bwrap) is not installed" \
                in done.stderr and "apt-get install bubblewrap, or pass --no-fence" in done.stderr
-        assert f"ssh://root@{hosts[0].address}:" not in done.stderr.split("Hint:")[0].split("preflight failed")[1]
+        assert f"ssh://root@{hosts[0].address}:" not in done.stderr.split("Hint:")[0].split("preflight refused")[1]
+        assert not (tmp_path / "r.db").exists()
         unfenced = iolab("run", str(suite), "--no-observe", "--no-fence", db=tmp_path / "r.db", env=env)
         assert unfenced.returncode == 0, unfenced.stderr
         assert "fence on the ssh hosts: none — --no-fence" in unfenced.stderr

@@ -14,9 +14,10 @@ answer. ``unchecked`` is a target nobody contacted (``iolab run --dry-run``).
 
 An ``ssh://`` host is connected first (``remote.sshhost``: one ssh connection per host and run),
 must have the local fio's version and, unless ``--no-fence``, a working bubblewrap (fail closed);
-its fio server is then started on a Unix socket in a fence where nothing is writable yet but fio's
-work directory, and probed through ssh's forwarded socket like any server. Each job restarts it
-in the fence of that job's paths when they differ (``host_fence``).
+its facts are gathered, and its fio server is then started on a Unix socket in the fence of a job that
+reads (``host_fence``: a new file or a directory's new files writable, a device or an existing file
+only read) and probed through ssh's forwarded socket like any server. Each job restarts it in the
+fence of that job's paths when they differ (a job that writes a device or a file, ``--destroy``).
 """
 
 from __future__ import annotations
@@ -101,8 +102,9 @@ def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIM
     fio's (``3.33``) when the caller knows it already (each lookup starts fio).
 
     Raises ``HostError`` listing every host that fails, each with its cause (nothing listens,
-    no answer in time, not a fio server, another fio version, ssh failed with ssh's own reason,
-    no bubblewrap on an ``ssh://`` host); ``SafetyError`` when a host's fence refuses.
+    no answer in time, not a fio server, another fio version, ssh failed with ssh's own reason);
+    ``SafetyError`` (exit 2, as a local job that cannot be fenced) listing them all when an ``ssh://``
+    host cannot fence (no bubblewrap there) or a host's fence refuses.
     """
     if known is not None and known.checked and _where(known.target) == _where(target):
         with _lock:
@@ -110,7 +112,7 @@ def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIM
                 return known
     local_version = f"fio-{fio_version or _fio_version(local.find_fio(fio))}"
     version = protocol.local_protocol_version(local.find_fio(fio))
-    hellos, problems = _connect_ssh(target, local_version, fenced)
+    hellos, found_ssh, problems, refused = _connect_ssh(target, local_version, fenced)
     probed = [h for h in target.hosts if h.kind != "ssh" or h in hellos]
     answers = host_specs.on_each(probed, lambda h: _timed_probe(h, version, timeout_s), timeout_s + 5,
                                  "the probe")
@@ -122,11 +124,18 @@ def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIM
                             f"is {local_version}; client and server must be the same fio")
     if problems:
         ssh_only = all(h.kind == "ssh" for h in target.hosts)
+        if refused:  # refused before fio starts, as a local job without a fence is (and trying again will not do)
+            raise SafetyError(f"target {target.name}: preflight refused {len(refused)} of {len(target.hosts)} "
+                              "host(s):\n  " + "\n  ".join(problems),
+                              hint="install bubblewrap on those hosts (apt-get install bubblewrap), or pass "
+                                   "--no-fence to run fio there unfenced")
         raise HostError(f"target {target.name}: preflight failed for {len(problems)} of {len(target.hosts)} "
                         "host(s):\n  " + "\n  ".join(problems),
                         hint=sshhost.HINT if ssh_only else "start `iolab server start --bind ADDRESS` (same fio "
                         "version) on each host, or remove the host from the target")
-    found = remote_facts.gather_all(list(target.hosts), target.path) if target.ssh else None
+    rest = [h for h in target.hosts if h not in found_ssh]
+    gathered = dict(zip(rest, remote_facts.gather_all(rest, target.path), strict=True)) if target.ssh and rest else {}
+    found = [found_ssh.get(h) or gathered[h] for h in target.hosts] if target.ssh else None
     hosts = tuple(RemoteHost(spec, answers[spec][0], found[i] if found else None, answers[spec][1],  # type: ignore[index]
                              hellos.get(spec)) for i, spec in enumerate(target.hosts))
     with _lock:
@@ -135,13 +144,17 @@ def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIM
 
 
 def _connect_ssh(target: Target, local_version: str, fenced: bool
-                 ) -> tuple[dict[HostSpec, sshhost.Hello], list[str]]:
+                 ) -> tuple[dict[HostSpec, sshhost.Hello], dict[HostSpec, RemoteFacts], list[str], list[str]]:
     """The ``ssh://`` hosts of ``target`` connected, checked and serving (see the module docstring):
-    what each said, and one problem per host that failed."""
+    what each said, the facts it gave, one problem per host that failed, and those of the problems that
+    are refusals (no fence can be set up there). Each server starts in
+    the fence a job that only reads would have (``host_fence`` without ``--destroy``), so that
+    such a job (and a directory target's any job) finds it ready."""
     specs = [h for h in target.hosts if h.kind == "ssh"]
     if not specs:
-        return {}, []
+        return {}, {}, [], []
     problems: list[str] = []
+    refused: list[str] = []
     hellos: dict[HostSpec, sshhost.Hello] = {}
     for spec, conn in sshhost.connect_all(specs).items():
         if isinstance(conn, HostError):
@@ -155,17 +168,26 @@ def _connect_ssh(target: Target, local_version: str, fenced: bool
             problems.append(f"{spec}: its fio is {hello.fio_version} ({hello.hostname}), local fio is "
                             f"{local_version}; client and server must be the same fio")
         elif fenced and hello.fence is None:
-            problems.append(f"{spec}: no fence can be set up there: {hello.fence_reason}; iolab runs fio on every "
-                            "host where only the checked plan can be written (install bubblewrap there: apt-get "
-                            "install bubblewrap, or pass --no-fence to run fio there unfenced)")
+            refused.append(f"{spec}: no fence can be set up there: {hello.fence_reason}; iolab runs fio on every "
+                           "host where only the checked plan can be written (install bubblewrap there: apt-get "
+                           "install bubblewrap, or pass --no-fence to run fio there unfenced)")
+            problems.append(refused[-1])
         else:
             hellos[spec] = hello
-    read = [remote_path(target.path)] if target.path else []
-    for spec, served in sshhost.serve_all({s: ({}, read) for s in hellos}, fenced).items():
+    found: dict[HostSpec, RemoteFacts] = {}
+    for spec, f in host_specs.on_each(list(hellos), lambda h: remote_facts.gather(h, target.path),
+                                      remote_facts.GATHER_TIMEOUT_S + 10, "gathering facts").items():
+        if isinstance(f, HostError):
+            problems.append(f.message)
+            hellos.pop(spec)
+        else:
+            found[spec] = f
+    requests = {s: host_fence(target, found[s].target, False, ()) for s in hellos}
+    for spec, served in sshhost.serve_all(requests, fenced).items():
         if isinstance(served, HostError):
             problems.append(served.message)
             hellos.pop(spec)
-    return hellos, problems
+    return hellos, found, problems, refused
 
 
 def host_fence(target: Target, facts: TargetFacts | None, writes: bool, destroy: Collection[str]

@@ -121,7 +121,7 @@ def run_options(*, fence_help: str = "Run fio without the fence (see `iolab run 
     """``--destroy``, ``--keep-files``, ``--no-fence``, ``--allow-exec``, handed to the command as
     ``options: run.plan.RunOptions``."""
     def build(destroy: Sequence[str], keep_files: bool, no_fence: bool, allow_exec: bool) -> Any:
-        from ..run.plan import RunOptions  # only when the command runs: --help stays light
+        from ..run.options import RunOptions  # only when the command runs: --help stays light
         return RunOptions(destroy=tuple(destroy), keep_files=keep_files, fence=not no_fence, allow_exec=allow_exec)
 
     return _gathered("options", build, (

@@ -61,8 +61,19 @@ def describe_plan(plan: Plan) -> None:
         err.print(f"  {line}", markup=False, highlight=False)
     for line in _describe_observers(plan):
         err.print(f"  {line}", markup=False, highlight=False)
-    for line in describe_fence(plan.fence):
+    for line in _local_fence(plan):
         err.print(f"  {line}", markup=False, highlight=False)
+
+
+def _local_fence(plan: Plan) -> list[str]:
+    """This machine's fence (``describe_fence``), when a job runs fio here. With every job on remote
+    hosts nothing is said when each host's fence is shown above (``ssh://`` hosts), and else that the
+    jobs run on the hosts' fio servers (fio's client here only sends them and writes their logs)."""
+    if any(i.job.spec.target.name not in plan.remote for i in plan.items):
+        return describe_fence(plan.fence)
+    shown = all({h.label for h in rt.target.hosts} == {f.host for f in plan.host_fences.get(name, ())}
+                for name, rt in plan.remote.items())
+    return [] if shown else ["fence on this machine: not needed — every job runs on the remote hosts' fio servers"]
 
 
 def describe_fence(fence: FencePlan) -> list[str]:

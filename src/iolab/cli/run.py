@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import Interrupted, RunFailed, UsageError
-from ..run import pipeline
-from ..run.plan import RunOptions
+from ..remote import sshhost
 from . import err, import_store_meanwhile, store_of
 from .options import Naming, SuiteArgs, fio_command_options, format_option, run_options, suite_options
-from .plan import Shown, print_jobs
-from .progress import job_progress
-from .show import print_run
+
+if TYPE_CHECKING:
+    from ..run.options import RunOptions
 
 
 @click.command()
@@ -49,6 +49,14 @@ def run(ctx: click.Context, suite: str | None, asked: SuiteArgs, named: Naming, 
     if probe and not dry_run:
         raise UsageError("--probe goes with --dry-run (a run always checks its hosts first)")
     asked = replace(asked, no_observe=no_observe)
+    loaded = asked.load(suite) if suite and not dry_run and resume is None else None
+    if loaded is not None:  # ssh's logins (~0.5 s each) overlap the imports below and the plan's local work
+        sshhost.connect_soon([h for t in loaded.targets for h in t.hosts if h.kind == "ssh"])
+    from ..run import pipeline
+    from .plan import Shown, print_jobs
+    from .progress import job_progress
+    from .show import print_run
+
     watch = Shown(job_progress(quiet), quiet=quiet)
     try:
         if resume is not None:
@@ -65,7 +73,7 @@ def run(ctx: click.Context, suite: str | None, asked: SuiteArgs, named: Naming, 
                 asked.load(suite), repeat=asked.repeat, contact=probe))
             return
         else:
-            loaded = asked.load(suite)
+            assert loaded is not None
             import_store_meanwhile()  # while the plan waits for fio and the hosts
             done = pipeline.run(lambda: store_of(ctx), loaded, options, repeat=asked.repeat, label=named.label,
                                 tags=named.tags, watch=watch)

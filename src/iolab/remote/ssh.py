@@ -21,7 +21,6 @@ import shlex
 import subprocess
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..errors import HostError
@@ -37,37 +36,16 @@ _MODULES = ("iolab", "iolab.errors", *sshagent.FACTS_MODULES)
 #: Those of ``_MODULES`` that are packages (their source is their ``__init__.py``).
 _PACKAGES = ("iolab", "iolab.facts")
 
+#: Run after ``sshagent.bundle`` (the sources, imported from memory) with ``PATH`` set.
 _BOOTSTRAP = r'''
-import dataclasses, importlib.abc, importlib.util, json, sys, types
+import dataclasses, json, os
 
-
-class _Sources(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name, path=None, target=None):
-        if name in SOURCES:
-            return importlib.util.spec_from_loader(name, self, is_package=name in PACKAGES)
-        return None
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        code = compile(SOURCES[module.__name__], "<iolab:%s>" % module.__name__, "exec")
-        exec(code, module.__dict__)
-
-
-sys.meta_path.insert(0, _Sources())
-# only iolab's (de)serialisers use these, and the host need not have them
-sys.modules["pydantic"] = types.SimpleNamespace(TypeAdapter=None)
-sys.modules["pydantic_core"] = types.SimpleNamespace(core_schema=None)
-sys.modules["orjson"] = types.SimpleNamespace()
-from iolab.facts import host, targets  # noqa: E402
+from iolab.facts import host, targets
 
 
 def plain(obj):
     return None if obj is None else dataclasses.asdict(obj)
 
-
-import os  # noqa: E402
 
 result = {"host": plain(host.host_facts(host.fio_version())),
           "target": plain(targets.inspect(PATH)) if PATH else None,
@@ -122,14 +100,7 @@ def ssh_command() -> list[str]:
 
 def program(path: str | None) -> str:
     """The Python program the remote ``python3 -`` runs (sources embedded, no quoting needed)."""
-    root = Path(host_mod.__file__).parents[1]  # the iolab package
-    sources = {}
-    for name in _MODULES:
-        parts = name.split(".")[1:]
-        rel = Path(*parts, "__init__.py") if name in _PACKAGES else Path(*parts[:-1], parts[-1] + ".py")
-        sources[name] = (root / rel).read_text()
-    return (f"SOURCES = {json.dumps(sources)}\nPACKAGES = {json.dumps(list(_PACKAGES))}\nPATH = {json.dumps(path)}\n"
-            f"{_BOOTSTRAP}")
+    return f"{sshagent.bundle(_MODULES, _PACKAGES)}PATH = {json.dumps(path)}\n{_BOOTSTRAP}"
 
 
 def gather(host: HostSpec, path: str | None, timeout_s: float = GATHER_TIMEOUT_S) -> RemoteFacts:
@@ -154,10 +125,10 @@ def _over_ssh(host: HostSpec, code: str, marker: str, what: str, timeout_s: floa
     Raises ``HostError`` naming the host and why (ssh failed, no python3, no answer in time)."""
     connection = sshhost.connection(host) if host.kind == "ssh" else None
     if connection is not None and connection.alive:  # rides on the run's connection: no new login
-        argv = [*connection.ssh_args(), "python3 -"]
+        argv = [*connection.ssh_args(), sshagent.python_command("-")]
     else:
         argv = [*ssh_command(), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout_s / 4))}",
-                *host.ssh_destination, "python3 -"]
+                *host.ssh_destination, sshagent.python_command("-")]
     hint = ("ssh: true needs ssh without a password prompt (keys, BatchMode) and python3 on the host; "
             "set $IOLAB_SSH for ssh options")
     try:

@@ -26,8 +26,12 @@ The agent also relays connections to the server through ``DIR/relay.sock``: it c
 socket only once a connection's first bytes are there and hands them over together, because a fio
 server looks at a new connection once and then sleeps up to 1 s (``remote.protocol``; through ssh's
 forwarding the bytes arrive a round trip after the connect, and a probe came back 1.0 s late). It
-also answers ``facts`` requests (``remote.ssh.gather``: the facts modules travel with it), so the
-checks before each job need no new ssh session.
+also answers ``facts`` requests (``remote.ssh.gather``: the facts modules travel with it) and ``sample``
+requests (``observe.sshsample``: /proc and /sys once a second), so neither the checks before each job nor
+the observers need a new ssh session: one login per host and run, one run of its login shell's start-up
+files (which ssh cannot skip: sshd runs every command through the user's shell, and Debian's bash reads
+``~/.bashrc`` for a command over ssh). The agent runs on ``/usr/bin/python3`` when that is 3.9 or newer
+(``sshagent.python_command``).
 
 The relay's socket is forwarded to ``local_dir/fio.sock`` (``ssh -O forward -L``, OpenSSH ≥ 6.7);
 ``protocol.connect`` reaches an ``ssh`` host there, so fio's client, the relays and the probe work as
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -116,6 +121,7 @@ def base_dir() -> Path:
 _STALE_S = 600.0
 
 
+@functools.cache  # once per process and directory, not per host
 def _sweep(base: Path) -> None:
     now = time.time()
     for entry in base.glob("c*"):
@@ -153,6 +159,8 @@ class Connection:
         self._request: str | None = None
         self._forwarded = False
         self._proc: subprocess.Popen[str] | None = None
+        self._leaving: subprocess.Popen[str] | None = None
+        self._seq = 0
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._lock = threading.Lock()
         self._closed = False
@@ -189,7 +197,7 @@ class Connection:
         argv = [*ssh_command(), "-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(1, int(timeout_s / 2))}",
                 "-o", "ControlMaster=yes", "-o", f"ControlPath={self.control}", "-o", "ControlPersist=no",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-o", "ExitOnForwardFailure=yes",
-                "-T", *self.spec.ssh_destination, f"python3 -u -c {shlex.quote(sshagent.BOOT)}"]
+                "-T", *self.spec.ssh_destination, sshagent.python_command(f"-u -c {shlex.quote(sshagent.BOOT)}")]
         stderr = open(self.local_dir / "ssh.stderr", "wb")  # noqa: SIM115 (ssh keeps it)
         try:
             # No PR_SET_PDEATHSIG: it fires when the *thread* that started ssh ends (connect_all's). When
@@ -202,7 +210,7 @@ class Connection:
             stderr.close()
         threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True,
                          name=f"iolab-ssh-{self.spec}").start()
-        self._send(json.dumps(sshagent.program()))
+        self._send(sshagent.program())
         kind, data = self._answer(timeout_s, "connecting and logging in")
         if kind != "IOLAB-HELLO":
             raise HostError(f"{self.spec}: iolab's program on the host failed: {data.get('error')}")
@@ -218,14 +226,14 @@ class Connection:
         unfenced when not ``fenced``. A server already running with the same request is kept.
         Raises ``SafetyError`` when the fence refuses (too many entries to protect) and ``HostError``
         when the server does not start or ssh cannot forward its socket."""
-        request = json.dumps({"op": "serve", "writable": dict(writable), "read": list(read), "fenced": fenced,
-                              "timeout_s": timeout_s}, sort_keys=True)
+        asked = {"op": "serve", "writable": dict(writable), "read": list(read), "fenced": fenced,
+                 "timeout_s": timeout_s}
+        request = json.dumps(asked, sort_keys=True)
         with self._lock:
             if request == self._request and self.serving is not None and self.alive:
                 return self.serving
             self._request = None
-            self._send(request)
-            kind, data = self._answer(timeout_s + 5, "starting the fio server")
+            kind, data = self._ask(asked, timeout_s + 5, "starting the fio server")
             if kind == "IOLAB-REFUSED":
                 raise SafetyError(f"{self.spec}: {data['error']}", hint=data.get("hint"))
             if kind != "IOLAB-SERVING":
@@ -244,10 +252,22 @@ class Connection:
         with self._lock:
             if not self.alive:
                 raise HostError(f"{self.spec}: no ssh connection" + (f" ({self.lost})" if self.lost else ""))
-            self._send(json.dumps({"op": "facts", "path": path}))
-            kind, data = self._answer(timeout_s, "gathering facts")
+            kind, data = self._ask({"op": "facts", "path": path}, timeout_s, "gathering facts")
         if kind != "IOLAB-FACTS":
             raise HostError(f"{self.spec}: gathering facts failed: {data.get('error')}")
+        return data
+
+    def sample(self, timeout_s: float) -> dict[str, Any]:
+        """The host's ``/proc/stat``, ``/proc/diskstats``, ``/proc/net/dev``, its interfaces' speeds,
+        ``SC_CLK_TCK``, name, kernel and CPUs (``observe.sshsample``), asked of the agent: no new ssh
+        session. Raises ``HostError`` (no connection, no answer within ``timeout_s``)."""
+        with self._lock:
+            if not self.alive:
+                raise HostError(f"{self.spec}: no ssh connection to sample over" + (f" ({self.lost})" if self.lost
+                                                                                   else ""))
+            kind, data = self._ask({"op": "sample"}, timeout_s, "sampling /proc and /sys")
+        if kind != "IOLAB-SAMPLE":
+            raise HostError(f"{self.spec}: sampling /proc and /sys failed: {data.get('error')}")
         return data
 
     def _forward(self, remote: str) -> None:
@@ -262,22 +282,42 @@ class Connection:
     def close(self) -> None:
         """End the session: the agent stops the fio server and removes its directory (stdin ends);
         ssh is given 5 s to leave, then killed. Idempotent."""
+        self.hang_up()
+        self.wait_closed(time.monotonic() + 5)
+
+    def hang_up(self) -> None:
+        """``close``'s first half: the ``on_close`` hooks run, and the agent's stdin ends (it stops the
+        server and leaves), without waiting for it. Idempotent."""
         with self._lock:
             self._closed = True
             proc, self._proc = self._proc, None
             hooks, self._on_close = self._on_close, []
+            if proc is not None:
+                self._leaving = proc
         for fn in hooks:
             with contextlib.suppress(Exception):  # closing must go on: the servers end with the run
                 fn()
         if proc is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # type: ignore[union-attr]
+
+    def wait_closed(self, deadline: float) -> None:
+        """``close``'s second half: ssh waited for until ``deadline`` (``time.monotonic``), then killed;
+        iolab's directory for the connection removed."""
+        proc, self._leaving = self._leaving, None
+        if proc is not None:
             try:
-                proc.wait(timeout=5)
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
         shutil.rmtree(self.local_dir, ignore_errors=True)
+
+    def _ask(self, request: Mapping[str, Any], timeout_s: float, what: str) -> tuple[str, dict[str, Any]]:
+        """Send ``request`` to the agent and return its answer (``_answer``); the caller holds ``_lock``."""
+        self._seq += 1
+        self._send(json.dumps({**request, "seq": self._seq}))
+        return self._answer(timeout_s, what, self._seq)
 
     def _send(self, line: str) -> None:
         assert self._proc is not None and self._proc.stdin is not None
@@ -292,8 +332,9 @@ class Connection:
             self._lines.put(line)
         self._lines.put(None)
 
-    def _answer(self, timeout_s: float, what: str) -> tuple[str, dict[str, Any]]:
-        """The agent's next ``IOLAB-…`` line. Raises ``HostError`` with ssh's reason when ssh ends
+    def _answer(self, timeout_s: float, what: str, seq: int | None = None) -> tuple[str, dict[str, Any]]:
+        """The agent's next ``IOLAB-…`` line (with ``seq``, the answer to that request: a late answer to
+        an earlier one that timed out is skipped). Raises ``HostError`` with ssh's reason when ssh ends
         first, or when nothing comes within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         while True:
@@ -311,7 +352,9 @@ class Connection:
                 raise HostError(f"{self.spec}: {what} over ssh failed: {self._ssh_said(code)}", hint=HINT)
             kind, _, rest = line.strip().partition(" ")
             if kind.startswith("IOLAB-"):
-                return kind, json.loads(rest)
+                data = json.loads(rest)
+                if seq is None or data.get("seq") in (seq, None):  # None: the agent broke before reading it
+                    return kind, data
 
     def _ssh_said(self, code: int | None = None) -> str:
         """ssh's last words (its stderr), e.g. ``Permission denied (publickey).`` or ``Host key
@@ -427,13 +470,17 @@ def local_socket(spec: HostSpec) -> str:
     return str(found.local_socket)
 
 
-def close_all() -> None:
-    """Close every connection of this process (the end of a run; also at exit)."""
+def close_all(timeout_s: float = 5.0) -> None:
+    """Close every connection of this process at once (the end of a run; also at exit): each agent
+    told to leave, then each ssh waited for, all within ``timeout_s``."""
     with _lock:
         found = list(_connections.values())
         _connections.clear()
     for c in found:
-        c.close()
+        c.hang_up()
+    deadline = time.monotonic() + timeout_s
+    for c in found:
+        c.wait_closed(deadline)
 
 
 atexit.register(close_all)

@@ -9,9 +9,11 @@ and lints the plan — all before fio runs a job. ``run.execute`` stores and run
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import tempfile
-from collections.abc import Collection, Mapping
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,7 @@ from ..runner import local
 from . import method as method_mod
 from . import spool as spool_mod
 from . import tuning
+from .options import RunOptions
 
 
 @dataclass(frozen=True)
@@ -80,21 +83,6 @@ class Plan:
                 return None
             total += item.expected_s
         return total
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How to run: ``destroy`` names block devices the user allows iolab to overwrite; ``fence``
-    runs every local fio inside the fence (``runner.fence``; False only with ``--no-fence``);
-    ``allow_exec`` lets jobs run programs (``exec_prerun`` ...), inside the fence; ``owned`` are real
-    paths of files the run created (``Plan.created``, set by ``execute`` from the stored run)."""
-
-    destroy: Collection[str] = ()
-    keep_files: bool = False
-    fio: str = "fio"
-    fence: bool = True
-    allow_exec: bool = False
-    owned: Collection[str] = ()
 
 
 def expected_seconds(options: Mapping[str, str | None]) -> float | None:
@@ -154,19 +142,24 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
     if contact:  # ssh's logins overlap the local work below; preflight waits for them
         sshhost.connect_soon([h for t in suite.targets if t.name not in (checked or {}) for h in t.hosts
                               if h.kind == "ssh"])
-    machine = host.host_facts(local.fio_version(options.fio))
-    facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
-    remote = {t.name: preflight(t, options.fio, known=(checked or {}).get(t.name),
-                                fio_version=machine.fio_version, fenced=options.fence) if contact
-              else unchecked(t) for t in suite.targets if t.hosts}
-    servers = {name: rt.target.hosts for name, rt in remote.items()}
-    probed = observe_config.probe(observe_config.endpoints(suite.observe, servers)) if contact else []
-    observers = Observers(tuple(observe_config.chosen(suite.observe, probed)), suite.observe.prometheus)
-    pins = _pins(suite, facts)
-    items: list[PlanItem] = []
-    judged: dict[str, JobSpec] = {}
-    refused: list[lint.Finding] = []
-    fenced = fence_mod.status().ok and options.fence
+    early = _fio_checks_soon(suite, options, repeat, contact and any(t.hosts for t in suite.targets))
+    try:
+        machine = host.host_facts(local.fio_version(options.fio))
+        facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
+        remote = {t.name: preflight(t, options.fio, known=(checked or {}).get(t.name),
+                                    fio_version=machine.fio_version, fenced=options.fence) if contact
+                  else unchecked(t) for t in suite.targets if t.hosts}
+        servers = {name: rt.target.hosts for name, rt in remote.items()}
+        probed = observe_config.probe(observe_config.endpoints(suite.observe, servers)) if contact else []
+        observers = Observers(tuple(observe_config.chosen(suite.observe, probed)), suite.observe.prometheus)
+        pins = _pins(suite, facts)
+        items: list[PlanItem] = []
+        judged: dict[str, JobSpec] = {}
+        refused: list[lint.Finding] = []
+        fenced = fence_mod.status().ok and options.fence
+    finally:  # its fio checks ended (and its directory removed) even when a host's check fails
+        if early is not None:
+            early.join()
     with tempfile.TemporaryDirectory(prefix="iolab-check-") as tmp:
         for job in plan(suite, repeat):
             spec = job.spec
@@ -218,6 +211,40 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
 
 #: fio's verdict on each job text it checked in this process, by (fio, job text).
 _verdicts: dict[tuple[str, str], str | None] = {}
+
+
+def _fio_checks_soon(suite: Suite, options: RunOptions, repeat: int | None, remote: bool) -> threading.Thread | None:
+    """fio's checks of the remote targets' jobs started while their hosts are checked (``preflight``:
+    ssh logins, probes, facts), on the job texts those targets render to when the facts say what their
+    paths' spelling says (``check.remote.unchecked``); the plan's own checks then find their verdicts
+    (``_verdicts``), and check anew any text that came out otherwise. Texts the guard refuses
+    (``guard.check_exec``) are not given to fio here. None when there is no remote target."""
+    if not remote:
+        return None
+
+    def check() -> None:
+        kinds = {t.name: unchecked(t).kind for t in suite.targets if t.hosts}
+        judged: dict[str, JobSpec] = {}
+        for job in plan(suite, repeat):
+            spec = job.spec
+            if spec.target.name not in kinds:
+                continue
+            text = render_job(spec, kinds[spec.target.name], ())
+            try:
+                guard.check_exec(text, options.allow_exec, f"{spec.workload.origin} ({spec.workload.name})")
+            except SafetyError:
+                continue
+            judged.setdefault(text, spec)
+        with tempfile.TemporaryDirectory(prefix="iolab-check-") as tmp:
+            _fio_checks(judged, Path(tmp).resolve(), options.fio, False, fence_mod.status().ok and options.fence)
+
+    def quietly() -> None:
+        with contextlib.suppress(Exception):  # the plan's own checks say what went wrong
+            check()
+
+    thread = threading.Thread(target=quietly, name="iolab-fio-checks", daemon=True)
+    thread.start()
+    return thread
 
 
 def _fio_checks(judged: Mapping[str, JobSpec], workdir: Path, fio: str, strict: bool,

@@ -182,21 +182,42 @@ def status(bwrap: str = "bwrap") -> Status:
         return Status(None, "bubblewrap (bwrap) is not installed")
     probe = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--remount-ro", "/dev", "--proc", "/proc",
              "--unshare-pid", "--cap-drop", "ALL", "--die-with-parent", "true"]
-    try:
-        out = subprocess.run(probe, capture_output=True, text=True, timeout=20, check=False)
-        version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Status(None, f"bwrap cannot run: {exc}")
+    # all three at once (an ssh host's agent asks this before it can answer)
+    out, version, network = _run_all([probe, [path, "--version"], [*probe[:-1], "--unshare-net", "true"]], 20)
+    if isinstance(out, Exception) or isinstance(version, Exception):
+        return Status(None, f"bwrap cannot run: {out if isinstance(out, Exception) else version}")
     if out.returncode != 0:
         return Status(None, f"bwrap cannot set up the fence here: {(out.stderr or out.stdout).strip()}")
     found = landlock.abi()
     tool = version.stdout.strip() or "bubblewrap"
-    try:  # a container may forbid network namespaces: then fio keeps the host's network (and Landlock's rules)
-        own_network = subprocess.run([*probe[:-1], "--unshare-net", "true"], capture_output=True, timeout=20,
-                                     check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        own_network = False
+    # a container may forbid network namespaces: then fio keeps the host's network (and Landlock's rules)
+    own_network = not isinstance(network, Exception) and network.returncode == 0
     return Status(f"{tool} + Landlock ABI {found}" if found else tool, landlock=found, own_network=own_network)
+
+
+def _run_all(argvs: list[list[str]], timeout_s: float
+             ) -> list[subprocess.CompletedProcess[str] | OSError | subprocess.TimeoutExpired]:
+    """Run ``argvs`` at once; each one's completed process, or why it could not run or end in time."""
+    started: list[subprocess.Popen[str] | OSError] = []
+    for argv in argvs:
+        try:
+            started.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        except OSError as exc:
+            started.append(exc)
+    out: list[subprocess.CompletedProcess[str] | OSError | subprocess.TimeoutExpired] = []
+    for i, proc in enumerate(started):  # (no zip(strict=...): an ssh host may have Python 3.9)
+        argv = argvs[i]
+        if isinstance(proc, OSError):
+            out.append(proc)
+            continue
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+            out.append(subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr))
+        except subprocess.TimeoutExpired as exc:
+            proc.kill()
+            proc.communicate()
+            out.append(exc)
+    return out
 
 
 def require(bwrap: str = "bwrap") -> Status:
