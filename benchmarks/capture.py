@@ -285,23 +285,27 @@ PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"), rev
 
 def _disk_stat(device: str) -> tuple[int, int]:
     """Writes and flushes the device completed (``/sys/block/X/stat``: fields 5 and 15,
-    ``Documentation/block/stat.rst``): a count independent of iolab's trace and fio's report."""
+    ``Documentation/block/stat.rst``): a count independent of iolab's trace and fio's report (a loop
+    device counts no flushes there: they are counted in the traces, ``_traced``)."""
     fields = Path(f"/sys/block/{Path(device).name}/stat").read_text().split()
     return int(fields[4]), int(fields[14]) if len(fields) > 14 else 0
 
 
-def _write_span_s(db: Path, label: str) -> float:
+def _traced(db: Path, label: str) -> tuple[float, int, int]:
     """The span of a capture's writes and flushes, from the first one's issue to the last one's
-    completion (s): the time the application (or its replay) took to make them."""
+    completion (s: the time the application, or its replay, took to make them), and its flushes
+    (flush requests and writes with REQ_PREFLUSH, as the fingerprint counts them) and writes."""
     from iolab.store.database import Store
     from iolab.workflows.capture.record import load_trace
-    from iolab.workflows.capture.trace import FLUSH, WRITE
+    from iolab.workflows.capture.trace import FLUSH, PREFLUSH, WRITE
     store = Store(f"sqlite:///{db}")
     (run_id,) = [r.id for r in store.list_runs() if getattr(r, "label", None) == label][:1]
     trace = load_trace(store, store.get_run(run_id))
     rows = (trace.op == WRITE) | (trace.op == FLUSH)
     issued, done = trace.issue_ns[rows], trace.complete_ns[rows]
-    return float(max(int(done.max()), int(issued.max())) - int(issued.min())) / 1e9
+    flushes = int(((trace.op == FLUSH) | (trace.flags & PREFLUSH > 0)).sum())
+    return (float(max(int(done.max()), int(issued.max())) - int(issued.min())) / 1e9, flushes,
+            int((trace.op == WRITE).sum()))
 
 
 @contextlib.contextmanager
@@ -358,17 +362,17 @@ def _app_fidelity(tmp: Path, db: Path, name: str, disk: str, target: str, argv: 
                   as_json: bool) -> dict[str, tuple[float, float]]:
     """``argv`` captured on ``disk``, then replayed on ``target`` with its recorded timing once per
     CPU load in ``loads`` (that many busy processes), each replay captured in turn: per load, the
-    replay's write IOPS over the original's (each the device's count of writes, ``/sys/block/X/stat``,
-    over the writes' own span in its trace) and its flush count over the original's."""
+    replay's write IOPS over the original's (each the write requests its capture traced at the device
+    over the writes' own span; ``/sys/block/X/stat``'s count printed beside) and its flush count over
+    the original's."""
     before = _disk_stat(disk)
     done = iolab(db, "capture", disk, "--label", name, "--format", "json", "--", *argv)
     after = _disk_stat(disk)
     if done.returncode != 0:
         sys.exit(done.stderr)
-    writes, flushes = after[0] - before[0], after[1] - before[1]
-    span = _write_span_s(db, name)
-    say(f"  {name}: {writes:,} writes and {flushes:,} flushes at the device over {span:.2f} s "
-        f"({writes / span:,.0f} write IOPS)", as_json)
+    span, flushes, writes = _traced(db, name)
+    say(f"  {name}: {writes:,} writes ({after[0] - before[0]:,} in /sys/block/X/stat) and {flushes:,} flushes "
+        f"traced over {span:.2f} s ({writes / span:,.0f} write IOPS)", as_json)
     out = {}
     for load, busy in loads.items():
         with _busy(busy):
@@ -379,11 +383,11 @@ def _app_fidelity(tmp: Path, db: Path, name: str, disk: str, target: str, argv: 
             after = _disk_stat(target)
         if replayed.returncode != 0:
             sys.exit(replayed.stderr)
-        r_writes, r_flushes = after[0] - before[0], after[1] - before[1]
-        r_span = _write_span_s(db, f"{name}-replay-{load}")
+        r_span, r_flushes, r_writes = _traced(db, f"{name}-replay-{load}")
         iops = (r_writes / r_span) / (writes / span)
         flush = r_flushes / flushes if flushes else float("nan")
-        say(f"  {name} replayed ({load}, {busy} busy processes): {r_writes:,} writes and {r_flushes:,} flushes over "
+        say(f"  {name} replayed ({load}, {busy} busy processes): {r_writes:,} writes ({after[0] - before[0]:,} in "
+            f"stat) and {r_flushes:,} flushes over "
             f"{r_span:.2f} s ({r_writes / r_span:,.0f} write IOPS): write IOPS ×{iops:.3f}, flushes ×{flush:.3f}",
             as_json)
         out[load] = (iops, flush)
