@@ -15,7 +15,16 @@
    (``iolab fit --check``: the fitted job run through iolab on the same device and captured), and the
    fingerprints compared metric by metric: error in percentage points for shares, relative for the rest;
    the median over ``--rounds`` rounds (each a capture and its fit).
-4. **Long capture.** ``--window`` (60) seconds of fio 4k random reads at QD8 captured, beside an idle
+4. **Application replay fidelity** (``--only apps``). pgbench (``-c 4 -T 10`` after ``-i -s 10``,
+   a PostgreSQL cluster on ext4 on a loop device, fsync on) and a SQLite program (1,000 commits of a
+   3 KB insert, synchronous=FULL) captured with ``iolab capture``, each replayed with its recorded
+   timing on a second loop device (``iolab replay``), quiet and beside 4 busy processes
+   (``while 1: pass``), each replay captured in turn: the replay's write IOPS over the original's
+   (write requests at the device over the writes' own span, first issue to last completion) and its
+   flushes (flush requests and REQ_PREFLUSH writes) over the original's. Target >= 0.95 quiet; the
+   loaded figures are stated (no target: printed as >= 0). ``/sys/block/X/stat``'s write count is
+   printed beside: on a loop device it counts each flush as a write too (and no flushes).
+5. **Long capture.** ``--window`` (60) seconds of fio 4k random reads at QD8 captured, beside an idle
    1-second capture in the same run (its start-up and storing are the baseline): requests/s captured
    (the load: >= 40k), the capture's peak RSS (target <= 256 MiB), its seconds after the window closed
    (<= 10), events the kernel dropped (0), and ``iolab show`` of it (<= 1.5 s; and against ``show``
@@ -430,7 +439,7 @@ def apps(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio]:
             try:
                 (tmp / "sqlite_app.py").write_text(SQLITE_APP)
                 found = _app_fidelity(tmp, db, f"sqlite-{r}", disk, target,
-                                      [sys.executable, str(tmp / "sqlite_app.py"), str(mnt / "a.sqlite"), "2000"],
+                                      [sys.executable, str(tmp / "sqlite_app.py"), str(mnt / "a.sqlite"), "1000"],
                                       loads, as_json)
             finally:
                 subprocess.run(["umount", str(mnt)], check=False)

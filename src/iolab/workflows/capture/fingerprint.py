@@ -35,11 +35,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .trace import FLUSH, FUA, OP_NAMES, PREFLUSH, READ, SYNC, WRITE, ZEROES, Trace
 
+if TYPE_CHECKING:
+    from ...model import Run
+
+#: A capture's run origin (``record`` stores captures with it).
+ORIGIN = "capture"
 GRANULE_BYTES = 4096
 #: Bins of the charts' aggregates: depth and heat over time, heat over the LBA span.
 TIME_BINS, LBA_BINS = 60, 32
@@ -557,3 +563,12 @@ def fingerprint(trace: Trace, chunk: int = CHUNK) -> Fingerprint:
         zeroes_ios=c.zeroes_ios, zeroes_bytes=c.zeroes_bytes,
         left_out=dict(sorted(trace.left_out.items(), key=lambda kv: -kv[1])), granules_by="covered",
     )
+
+
+def stored_fingerprint(run: Run) -> Fingerprint | None:
+    """The fingerprint stored with a capture run (None for any other run). Here rather than in
+    ``record``, so that showing and reporting a capture import no capture, store or fio code."""
+    from ...model import from_jsonable
+    if run.info.origin != ORIGIN or not run.results or "fingerprint" not in (run.results[0].extra or {}):
+        return None
+    return from_jsonable(Fingerprint, run.results[0].extra["fingerprint"])

@@ -33,10 +33,10 @@ from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetF
 from ...store.database import Store
 from ...store.schema import traces
 from . import replay, tracefs
-from .fingerprint import Fingerprint, active_ns, fingerprint
+from .fingerprint import ORIGIN, active_ns, fingerprint
+from .fingerprint import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
 from .trace import OP_NAMES, READ, WRITE, Trace, decode, encode
 
-ORIGIN = "capture"
 WORKLOAD = "capture"
 
 PERCENTILES = (1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0, 99.9)
@@ -207,14 +207,6 @@ def load_trace(store: Store, run: Run) -> Trace:
     trace = decode(row["data"], {int(k): v for k, v in meta.get("comms", {}).items()}, meta.get("lost_events", 0),
                    meta.get("duration_ns", 0))
     return dataclasses.replace(trace, left_out=meta.get("left_out", {}), kthreads=frozenset(meta.get("kthreads", ())))
-
-
-def stored_fingerprint(run: Run) -> Fingerprint | None:
-    """The fingerprint stored with a capture run (None for any other run)."""
-    from ...model import from_jsonable
-    if not is_capture(run) or not run.results or "fingerprint" not in (run.results[0].extra or {}):
-        return None
-    return from_jsonable(Fingerprint, run.results[0].extra["fingerprint"])
 
 
 HOW = ("tracefs block tracepoints (block:block_rq_issue, block:block_rq_complete) in a private ftrace instance, "
