@@ -342,7 +342,7 @@ def _postgres(tmp: Path, disk: str) -> Iterator[list[str]]:
     base = Path(tempfile.mkdtemp(prefix="iolab-bench-pg-"))  # postgres must reach it
     shutil.chown(base, "postgres")
     mnt, sock, port = base / "mnt", base / "sock", str(40000 + os.getpid() % 10000)
-    sh("mkfs.ext4", "-q", disk)
+    sh("mkfs.ext4", "-q", "-F", disk)  # the previous round's file system: no question asked
     mnt.mkdir()
     sh("mount", disk, str(mnt))
     try:
@@ -432,7 +432,7 @@ def apps(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio]:
                     results.setdefault(("pgbench", load, "flushes"), []).append(flush)
             else:
                 say("  pgbench: PostgreSQL is not installed (scripts/system-packages test): skipped", as_json)
-            sh("mkfs.ext4", "-q", disk)
+            sh("mkfs.ext4", "-q", "-F", disk)
             mnt = tmp / "appmnt"
             mnt.mkdir(exist_ok=True)
             sh("mount", disk, str(mnt))
