@@ -299,15 +299,6 @@ def test_iologs_per_size_class_with_flushes_in_the_job_of_the_write_before() -> 
         "1001 /dev/x write 32768 65536", "1001 /dev/x sync 0 0"]
 
 
-def test_a_write_with_a_preflush_is_replayed_as_a_sync_then_the_write() -> None:
-    """A journal commit (FWFS: REQ_PREFLUSH | REQ_FUA) flushes before its write: the replay's lane
-    syncs, then writes, at the write's time; a write without the flag is written alone."""
-    trace = trace_mod.from_rows([(0, 50_000, 0, 4096, WRITE, PREFLUSH | FUA | SYNC, 1),
-                                 (100_000, 150_000, 8, 4096, WRITE, SYNC, 1)])
-    assert replay_mod.iolog_text(trace, np.arange(2), "/dev/x").splitlines()[3:] == [
-        "1 /dev/x sync 0 0", "1 /dev/x write 0 4096", "101 /dev/x write 4096 4096", "102 /dev/x close"]
-
-
 def test_requests_that_overlapped_in_the_trace_go_to_different_lanes() -> None:
     """Each lane holds one request at a time (fio replays it at iodepth=1); a request joins the
     lowest-numbered free lane; a lane of flushes alone joins the first lane with data."""

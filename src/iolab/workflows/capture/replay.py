@@ -54,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from ...fio import jobfile
-from .trace import FLUSH, PREFLUSH, READ, WRITE, Trace
+from .trace import FLUSH, READ, WRITE, Trace
 
 
 def size_class(nbytes: int) -> str:
@@ -299,12 +299,8 @@ def iolog_text(trace: Trace, indices: np.ndarray, device: str, quantum_us: int =
     lines = ["fio version 3 iolog", f"1 {device} add", f"1 {device} open"]
     quantum = max(1, quantum_us)
     t_us = trace.issue_ns[indices] // 1000 // quantum * quantum + 1
-    preflush = (trace.flags[indices] & PREFLUSH) > 0
-    for t, op, sector, nbytes, flush_first in zip(t_us.tolist(), trace.op[indices].tolist(),
-                                                  trace.sector[indices].tolist(), trace.nbytes[indices].tolist(),
-                                                  preflush.tolist(), strict=True):
-        if flush_first and op == WRITE:  # REQ_PREFLUSH (a journal commit's FWFS): the flush, then the write
-            lines.append(f"{t} {device} sync 0 0")
+    for t, op, sector, nbytes in zip(t_us.tolist(), trace.op[indices].tolist(), trace.sector[indices].tolist(),
+                                     trace.nbytes[indices].tolist(), strict=True):
         # fio reads every I/O action with an offset and a length, a sync's being 0 0 (as write_iolog logs it)
         lines.append(f"{t} {device} {actions[op]} " + ("0 0" if op == FLUSH else f"{sector * 512} {nbytes}"))
     end = int(trace.issue_ns.max(initial=0)) // 1000 // quantum * quantum + 2
