@@ -15,7 +15,16 @@
    (``iolab fit --check``: the fitted job run through iolab on the same device and captured), and the
    fingerprints compared metric by metric: error in percentage points for shares, relative for the rest;
    the median over ``--rounds`` rounds (each a capture and its fit).
-4. **Long capture.** ``--window`` (60) seconds of fio 4k random reads at QD8 captured, beside an idle
+4. **Application replay fidelity** (``--only apps``). pgbench (``-c 4 -T 10`` after ``-i -s 10``,
+   a PostgreSQL cluster on ext4 on a loop device, fsync on) and a SQLite program (1,000 commits of a
+   3 KB insert, synchronous=FULL) captured with ``iolab capture``, each replayed with its recorded
+   timing on a second loop device (``iolab replay``), quiet and beside 4 busy processes
+   (``while 1: pass``), each replay captured in turn: the replay's write IOPS over the original's
+   (write requests at the device over the writes' own span, first issue to last completion) and its
+   flushes (flush requests and REQ_PREFLUSH writes) over the original's. Target >= 0.95 quiet; the
+   loaded figures are stated (no target: printed as >= 0). ``/sys/block/X/stat``'s write count is
+   printed beside: on a loop device it counts each flush as a write too (and no flushes).
+5. **Long capture.** ``--window`` (60) seconds of fio 4k random reads at QD8 captured, beside an idle
    1-second capture in the same run (its start-up and storing are the baseline): requests/s captured
    (the load: >= 40k), the capture's peak RSS (target <= 256 MiB), its seconds after the window closed
    (<= 10), events the kernel dropped (0), and ``iolab show`` of it (<= 1.5 s; and against ``show``
@@ -33,6 +42,7 @@ import contextlib
 import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -279,8 +289,171 @@ def long_capture(tmp: Path, rounds: int, runtime: int, as_json: bool, window: in
             Ratio("show: long capture / idle capture (time)", shows["long"] / shows["idle"], 1.2, "lower")]
 
 
+PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"), reverse=True)), None)
+
+
+def _disk_stat(device: str) -> tuple[int, int]:
+    """Writes and flushes the device completed (``/sys/block/X/stat``: fields 5 and 15,
+    ``Documentation/block/stat.rst``): a count independent of iolab's trace and fio's report (a loop
+    device counts no flushes there: they are counted in the traces, ``_traced``)."""
+    fields = Path(f"/sys/block/{Path(device).name}/stat").read_text().split()
+    return int(fields[4]), int(fields[14]) if len(fields) > 14 else 0
+
+
+def _traced(db: Path, label: str) -> tuple[float, int, int]:
+    """The span of a capture's writes and flushes, from the first one's issue to the last one's
+    completion (s: the time the application, or its replay, took to make them), and its flushes
+    (flush requests and writes with REQ_PREFLUSH, as the fingerprint counts them) and writes."""
+    from iolab.store.database import Store
+    from iolab.workflows.capture.record import load_trace
+    from iolab.workflows.capture.trace import FLUSH, PREFLUSH, WRITE
+    store = Store(f"sqlite:///{db}")
+    (run_id,) = [r.id for r in store.list_runs() if getattr(r, "label", None) == label][:1]
+    trace = load_trace(store, store.get_run(run_id))
+    rows = (trace.op == WRITE) | (trace.op == FLUSH)
+    issued, done = trace.issue_ns[rows], trace.complete_ns[rows]
+    flushes = int(((trace.op == FLUSH) | (trace.flags & PREFLUSH > 0)).sum())
+    return (float(max(int(done.max()), int(issued.max())) - int(issued.min())) / 1e9, flushes,
+            int((trace.op == WRITE).sum()))
+
+
+@contextlib.contextmanager
+def _busy(count: int) -> Iterator[None]:
+    """``count`` CPU-bound processes (``while 1: pass``) for the block's duration, ended by pid."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def _as_postgres(*argv: str) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *argv]
+
+
+@contextlib.contextmanager
+def _postgres(tmp: Path, disk: str) -> Iterator[list[str]]:
+    """A PostgreSQL cluster on ext4 on ``disk`` (fsync on), initialised for pgbench scale 10; yields
+    the pgbench command line (without the run's options), stops the cluster afterwards."""
+    assert PG_BIN is not None
+    bindir = PG_BIN.parent
+    base = Path(tempfile.mkdtemp(prefix="iolab-bench-pg-"))  # postgres must reach it
+    shutil.chown(base, "postgres")
+    mnt, sock, port = base / "mnt", base / "sock", str(40000 + os.getpid() % 10000)
+    sh("mkfs.ext4", "-q", "-F", disk)  # the previous round's file system: no question asked
+    mnt.mkdir()
+    sh("mount", disk, str(mnt))
+    try:
+        shutil.chown(mnt, "postgres")
+        sock.mkdir()
+        shutil.chown(sock, "postgres")
+        subprocess.run(_as_postgres(f"{bindir}/initdb", "-D", str(mnt / "data"), "-U", "postgres", "--auth=trust"),
+                       check=True, capture_output=True)
+        subprocess.run(_as_postgres(f"{bindir}/pg_ctl", "-D", str(mnt / "data"), "-l", str(base / "log"), "-w", "-o",
+                                    f"-p {port} -k {sock} -c listen_addresses=''", "start"),
+                       check=True, capture_output=True)
+        try:
+            pgbench = [f"{bindir}/pgbench", "-h", str(sock), "-p", port, "-U", "postgres"]
+            subprocess.run(_as_postgres(*pgbench, "-i", "-s", "10", "postgres"), check=True, capture_output=True)
+            subprocess.run(["sync"], check=True)
+            yield _as_postgres(*pgbench)
+        finally:
+            subprocess.run(_as_postgres(f"{bindir}/pg_ctl", "-D", str(mnt / "data"), "-m", "fast", "stop"),
+                           check=False, capture_output=True)
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _app_fidelity(tmp: Path, db: Path, name: str, disk: str, target: str, argv: list[str], loads: dict[str, int],
+                  as_json: bool) -> dict[str, tuple[float, float]]:
+    """``argv`` captured on ``disk``, then replayed on ``target`` with its recorded timing once per
+    CPU load in ``loads`` (that many busy processes), each replay captured in turn: per load, the
+    replay's write IOPS over the original's (each the write requests its capture traced at the device
+    over the writes' own span; ``/sys/block/X/stat``'s count printed beside) and its flush count over
+    the original's."""
+    before = _disk_stat(disk)
+    done = iolab(db, "capture", disk, "--label", name, "--format", "json", "--", *argv)
+    after = _disk_stat(disk)
+    if done.returncode != 0:
+        sys.exit(done.stderr)
+    span, flushes, writes = _traced(db, name)
+    say(f"  {name}: {writes:,} writes ({after[0] - before[0]:,} in /sys/block/X/stat) and {flushes:,} flushes "
+        f"traced over {span:.2f} s ({writes / span:,.0f} write IOPS)", as_json)
+    out = {}
+    for load, busy in loads.items():
+        with _busy(busy):
+            before = _disk_stat(target)
+            replayed = iolab(db, "capture", target, "--label", f"{name}-replay-{load}", "--format", "json", "--",
+                             sys.executable, "-m", "iolab", "replay", name, "--target", f"t={target}", "--destroy",
+                             target, "--label", f"{name}-replayed-{load}")
+            after = _disk_stat(target)
+        if replayed.returncode != 0:
+            sys.exit(replayed.stderr)
+        r_span, r_flushes, r_writes = _traced(db, f"{name}-replay-{load}")
+        iops = (r_writes / r_span) / (writes / span)
+        flush = r_flushes / flushes if flushes else float("nan")
+        say(f"  {name} replayed ({load}, {busy} busy processes): {r_writes:,} writes ({after[0] - before[0]:,} in "
+            f"stat) and {r_flushes:,} flushes over "
+            f"{r_span:.2f} s ({r_writes / r_span:,.0f} write IOPS): write IOPS ×{iops:.3f}, flushes ×{flush:.3f}",
+            as_json)
+        out[load] = (iops, flush)
+    return out
+
+
+SQLITE_APP = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA synchronous=FULL")
+db.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v BLOB)")
+for i in range(int(sys.argv[2])):
+    db.execute("BEGIN"); db.execute("INSERT INTO t (v) VALUES (randomblob(3000))"); db.execute("COMMIT")
+"""
+
+
+def apps(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio]:
+    """pgbench (``-c 4 -T 10`` after ``-i -s 10``) and a SQLite program (a commit per 3 KB insert,
+    fsync each) captured on ext4 on a loop device and replayed (``iolab replay``, recorded timing) on
+    another, quiet and beside 4 busy processes: write IOPS and flush count, replay / original, at the
+    device (see ``_app_fidelity``); the median over ``rounds`` rounds."""
+    db = tmp / "apps.db"
+    loads = {"quiet": 0, "loaded": 4}
+    results: dict[tuple[str, str, str], list[float]] = {}
+    with loop(tmp, "appdisk.img", 768) as disk, loop(tmp, "apptarget.img", 768) as target:
+        for r in range(rounds):
+            if PG_BIN is not None:
+                with _postgres(tmp, disk) as pgbench:
+                    found = _app_fidelity(tmp, db, f"pgbench-{r}", disk, target,
+                                          [*pgbench, "-c", "4", "-T", "10", "postgres"], loads, as_json)
+                for load, (iops, flush) in found.items():
+                    results.setdefault(("pgbench", load, "write IOPS"), []).append(iops)
+                    results.setdefault(("pgbench", load, "flushes"), []).append(flush)
+            else:
+                say("  pgbench: PostgreSQL is not installed (scripts/system-packages test): skipped", as_json)
+            sh("mkfs.ext4", "-q", "-F", disk)
+            mnt = tmp / "appmnt"
+            mnt.mkdir(exist_ok=True)
+            sh("mount", disk, str(mnt))
+            try:
+                (tmp / "sqlite_app.py").write_text(SQLITE_APP)
+                found = _app_fidelity(tmp, db, f"sqlite-{r}", disk, target,
+                                      [sys.executable, str(tmp / "sqlite_app.py"), str(mnt / "a.sqlite"), "1000"],
+                                      loads, as_json)
+            finally:
+                subprocess.run(["umount", str(mnt)], check=False)
+            for load, (iops, flush) in found.items():
+                results.setdefault(("sqlite", load, "write IOPS"), []).append(iops)
+                results.setdefault(("sqlite", load, "flushes"), []).append(flush)
+    return [Ratio(f"app replay: {app} {metric} replay/original, {load} (median of {len(values)})",
+                  statistics.median(values), 0.95 if load == "quiet" else 0.0, "higher")
+            for (app, load, metric), values in results.items()]
+
+
 PARTS = {"overhead": ("capture overhead", overhead), "fidelity": ("replay fidelity", fidelity),
-         "fit": ("fit error", fit_error), "long": ("long capture", long_capture)}
+         "fit": ("fit error", fit_error), "long": ("long capture", long_capture),
+         "apps": ("application replay fidelity", apps)}
 
 
 def main() -> None:

@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+# Every chart spec a test builds is checked against Vega-Lite's schema (``report.charts.spec``;
+# iolab itself skips the check), in-process and in the iolab processes the tests start.
+os.environ.setdefault("IOLAB_CHECK_CHARTS", "1")
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]

@@ -3,6 +3,7 @@ the same requests from the same tracefs text, however the text is cut into piece
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 
 import numpy as np
@@ -232,3 +233,48 @@ def test_the_capture_names_the_replay_jobs_as_the_replay_does(spec: list, window
         assert replay.replay_job_names(trace) == list(replay.replay_jobs(trace)[0])
     finally:
         replay.WINDOW_NS = saved
+
+
+def _same(a: object, b: object, path: str = "") -> None:
+    """Fingerprints equal field by field (floats to 1e-9: the sums run in another order)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-9), path
+    elif dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            _same(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), path
+        for k in a:
+            _same(a[k], b[k], f"{path}[{k}]")
+    elif isinstance(a, tuple):
+        assert isinstance(b, tuple) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows, st.integers(1, 9), st.integers(0, 10**6))
+def test_the_chunked_fingerprint_equals_the_whole_one(spec: list, chunk: int, extra_ns: int) -> None:
+    """Every figure, computed a few requests at a time, as in one chunk; and on random data."""
+    trace = _trace(spec)
+    trace = dataclasses.replace(trace, duration_ns=trace.duration_ns + extra_ns)
+    _same(fp_mod.fingerprint(trace, chunk=chunk), fp_mod.fingerprint(trace, chunk=10**9))
+
+
+def test_the_chunked_fingerprint_of_random_requests_equals_the_whole_one() -> None:
+    rng = np.random.default_rng(33)
+    n = 20_000
+    issue = np.cumsum(rng.choice([0, 1000, 5000, 200_000], n)).astype(np.int64)
+    latency = rng.choice([-1, 0, 2000, 80_000, 3_000_000], n)
+    op = rng.choice([0, 1, 1, 3, 2], n).astype(np.uint8)
+    trace = trace_mod.Trace(issue, np.where(latency >= 0, issue + latency, -1).astype(np.int64),
+                            (rng.integers(0, 4096, n) * rng.choice([1, 8], n)).astype(np.int64),
+                            np.where(op == 3, 0, rng.choice([0, 512, 4096, 65536, 1000], n)).astype(np.int64), op,
+                            rng.integers(0, 64, n).astype(np.uint8), rng.integers(1, 5, n).astype(np.int32),
+                            comms={1: "a", 2: "b"}, lost_events=0, duration_ns=int(issue[-1]) + 5_000_000)
+    whole = fp_mod.fingerprint(trace, chunk=10**9)
+    for chunk in (1000, 4097):
+        _same(fp_mod.fingerprint(trace, chunk=chunk), whole)
+    assert whole.hot1_pct is not None and whole.interarrival_cv is not None

@@ -52,7 +52,6 @@ from ..describe import canonical
 from ..errors import UsageError
 from ..fio.merge import by_job
 from ..model import DirectionStats, ResultRecord, Run
-from ..observe import usage
 from .metrics import DEFAULT_METRICS, Metric, metric
 
 
@@ -510,7 +509,7 @@ def _facts(runs: Sequence[Run]) -> dict[str, set[str]]:
         for item, attr in _HOST_FACTS:
             add(item, getattr(host, attr) if host else None)
         for result in run.results:
-            for label, other in usage.other_hosts_facts(result).items():  # fio servers, watched hosts
+            for label, other in _other_hosts_facts(result).items():  # fio servers, watched hosts
                 for item, attr in _HOST_FACTS:
                     add(f"{item} ({label})", getattr(other, attr))
             t = result.target_facts
@@ -572,3 +571,12 @@ def compare(sides: Sequence[tuple[Side, Sequence[Run]]], metrics: Sequence[str] 
         unknown_imported = any((e.a is None and _imported(base_runs)) or (e.b is None and _imported(runs)) for e in env)
         results.append(SideComparison(base_side, side, pairs, _geomeans(pairs, chosen), env, unknown_imported))
     return Comparison(tuple(s for s, _ in sides), tuple(results), tuple(chosen), threshold, tuple(ignore), alpha)
+
+
+def _other_hosts_facts(result: ResultRecord) -> dict[str, Any]:
+    """``observe.usage.other_hosts_facts``, imported only for a result that has other hosts or was
+    observed (the observers' modules bring ssh and the fence: 0.2 s of a report's start-up)."""
+    if not {"hosts", "observed"} & set(result.extra or {}):
+        return {}
+    from ..observe import usage
+    return usage.other_hosts_facts(result)

@@ -2,7 +2,7 @@
 
 The charts draw the fingerprint's aggregates: requests per block size and direction, LBA heat over
 time (requests per time bin × LBA bin), and the mean in-flight depth over time. Pure: they read the
-fingerprint stored with the run (``workflows.capture.record.stored_fingerprint``), never the trace.
+fingerprint stored with the run (``workflows.capture.fingerprint.stored_fingerprint``), never the trace.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import Any
 
 from ..model import Run, to_jsonable
 from ..units import format_bytes
-from ..workflows.capture.fingerprint import Dist, Fingerprint
-from ..workflows.capture.record import stored_fingerprint
+from ..workflows.capture.fingerprint import Dist, Fingerprint, stored_fingerprint
 from .table import Cell, Column, Table
 
 _COLUMNS = (Column("metric", "metric"), Column("value", "value", True), Column("detail", "detail"))
@@ -141,6 +140,8 @@ def capture_charts(runs: Sequence[Run]) -> tuple[Any, ...]:
 
 def _bs_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     import altair as alt
+
+    from .charts import spec
     rows = [{"bs": _bs(b), "direction": kind, "requests": c}
             for kind, counts in fp.bs_counts.items() for b, c in counts.items()]
     order = [_bs(b) for b in sorted({b for counts in fp.bs_counts.values() for b in counts})]
@@ -150,13 +151,13 @@ def _bs_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
         color=alt.Color("direction:N", scale=alt.Scale(domain=["read", "write"], range=["#4e79a7", "#f28e2b"])),
         tooltip=["bs:N", "direction:N", "requests:Q"],
     ).properties(width=520, height=220, title=alt.Title(f"{name}: block sizes", anchor="start"))
-    return chart.to_dict()  # type: ignore[no-any-return]
+    return spec(chart)
 
 
 def _heat_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     import altair as alt
 
-    from .charts import CARD_WIDTH
+    from .charts import CARD_WIDTH, spec
     first = fp.lba_first_bytes or 0
     span = max((fp.lba_end_bytes or 0) - first, 1)
     lba_bins = len(fp.heat[0]) if fp.heat else 1
@@ -171,21 +172,21 @@ def _heat_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
         color=alt.Color("requests:Q", scale=alt.Scale(scheme="blues", type="sqrt")),
         tooltip=["t_s:Q", "lba_mib:Q", "requests:Q"],
     ).properties(width=CARD_WIDTH - 120, height=260, title=alt.Title(f"{name}: LBA heat over time", anchor="start"))
-    spec = chart.to_dict()  # validated with one cell: altair checks every data row against its schema
-    spec["data"] = {"values": rows}  # up to 60 x 32 cells: 1.6 s of validation for a busy capture
-    return spec  # type: ignore[no-any-return]
+    out = spec(chart)  # checked (tests) with one cell: altair checks every data row against its schema
+    out["data"] = {"values": rows}  # up to 60 x 32 cells: 1.6 s of validation for a busy capture
+    return out
 
 
 def _depth_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     import altair as alt
 
-    from .charts import CARD_WIDTH
+    from .charts import CARD_WIDTH, spec
     rows = [{"t_s": round((i + 0.5) * fp.bin_s, 3), "depth": d} for i, d in enumerate(fp.depth_over_time)]
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=alt.X("t_s:Q", title="time (s)"), y=alt.Y("depth:Q", title="requests in flight (mean)"),
         tooltip=["t_s:Q", "depth:Q"],
     ).properties(width=CARD_WIDTH - 120, height=200, title=alt.Title(f"{name}: depth over time", anchor="start"))
-    return chart.to_dict()  # type: ignore[no-any-return]
+    return spec(chart)
 
 
 def closeness_table(rows: Sequence[Any]) -> Table:

@@ -280,6 +280,8 @@ def over_time_chart(rows: list[Row]) -> dict[str, Any]:
     device rates over time, 0 s being the start of the measured phase (ramp dashed)."""
     import altair as alt  # only when reporting: `iolab show` uses this module too
 
+    from .charts import spec
+
     measures = [m for m in ("fio IOPS", "CPU busy %", "network MiB/s", "device IOPS") if any(r["measure"] == m
                                                                                             for r in rows)]
     workloads = list(dict.fromkeys(r["workload"] for r in rows))
@@ -302,4 +304,4 @@ def over_time_chart(rows: list[Row]) -> dict[str, Any]:
         title=alt.Title("Every host's cost over time", anchor="start", fontSize=15,
                         subtitle="node_exporter counters at 1 s beside fio's IOPS; dashed: ramp and file layout"),
     ).configure(background="white", font="Helvetica, Arial, sans-serif").configure_view(stroke="#ddd")
-    return faceted.to_dict()  # type: ignore[no-any-return]
+    return spec(faceted)

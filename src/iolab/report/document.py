@@ -21,7 +21,6 @@ from . import facts, saturation, warmup
 from .capture import capture_charts
 from .chartdata import run_name, subjects
 from .comparison import comparison_tables
-from .crashtest import crash_table
 from .results import results_table
 from .saturation import saturation_table
 from .table import Table
@@ -84,7 +83,7 @@ def summary_tables(runs: Sequence[Run], comparison: Comparison | None = None) ->
         if len(runs) == 1:
             run = runs[0]
             return tuple(t for t in (results_table(run), saturation_table(run), warmup.warmup_table(run),
-                                     warmup.cache_table(run), crash_table(run)) if t is not None)
+                                     warmup.cache_table(run), _crash_table(run)) if t is not None)
         comparison = compare_runs(runs)
     saturated = saturation.comparison_table([(run_name(r, runs), r) for r in runs])
     curves = warmup.comparison_table([(run_name(r, runs), [r]) for r in runs])
@@ -156,3 +155,12 @@ def build(runs: Sequence[Run], series: Mapping[int, Sequence[TimeSeries]] | None
         generated_at=datetime.now(UTC), iolab_version=version("iolab"),
         costs=tuple(t for t in (costs_mod.cost_table(r) for r in runs) if t is not None),
     )
+
+
+def _crash_table(run: Run) -> Table | None:
+    """``report.crashtest.crash_table``, imported only for a crash test's run (it brings the crash
+    phase's modules)."""
+    if not any("crash" in (r.extra or {}) for r in run.results):
+        return None
+    from .crashtest import crash_table
+    return crash_table(run)

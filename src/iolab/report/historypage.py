@@ -17,7 +17,7 @@ import altair as alt
 
 from ..analyze import changes
 from ..analyze.history import History, Series
-from .charts import CARD_WIDTH, Chart
+from .charts import CARD_WIDTH, Chart, spec
 from .document import Finding, Report
 from .history import history_tables
 
@@ -79,7 +79,7 @@ def series_chart(s: Series) -> dict[str, Any]:
         title=alt.Title(f"{s.key.name} on {s.key.target}" + (f" · {s.key.host}" if s.key.host else "")
                         + f": {s.metric.title}", subtitle=what, anchor="start", fontSize=14),
     ).configure(background="white", font="Helvetica, Arial, sans-serif").configure_view(stroke="#ddd")
-    return chart.to_dict()  # type: ignore[no-any-return]
+    return spec(chart)
 
 
 def history_charts(history: History) -> list[Chart]:

@@ -35,11 +35,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .trace import FLUSH, FUA, OP_NAMES, PREFLUSH, READ, SYNC, WRITE, ZEROES, Trace
 
+if TYPE_CHECKING:
+    from ...model import Run
+
+#: A capture's run origin (``record`` stores captures with it).
+ORIGIN = "capture"
 GRANULE_BYTES = 4096
 #: Bins of the charts' aggregates: depth and heat over time, heat over the LBA span.
 TIME_BINS, LBA_BINS = 60, 32
@@ -165,40 +171,57 @@ def depth_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return times[order], np.cumsum(steps[order])
 
 
-#: Issues per chunk of the depth sweep: its memory is a few dozen bytes times this, not the trace's.
-DEPTH_CHUNK = 1 << 18
+#: Requests per chunk of the fingerprint's passes (the depth sweep's issues, the counts, the skew's
+#: coverage, the distributions' tallies): its temporaries are a few dozen bytes times this, not the
+#: trace's length.
+DEPTH_CHUNK = CHUNK = 1 << 16
+
+
+def _chunk_ends(issue: np.ndarray, chunk: int) -> list[tuple[int, int]]:
+    """``[a, b)`` row ranges of about ``chunk`` issues that never split an instant (``issue[b] >
+    issue[b - 1]``), so that a completion at or before an issue of the chunk is swept by it or before."""
+    n, out, a = issue.size, [], 0
+    while a < n:
+        b = min(n, a + chunk)
+        if b < n:
+            b = int(np.searchsorted(issue, issue[b - 1], side="right"))
+        out.append((a, b))
+        a = b
+    return out
 
 
 def _depth(trace: Trace, duration_ns: int, chunk: int = DEPTH_CHUNK) -> dict[str, object]:
     """Depth figures from the steps ``depth_steps`` describes, swept a chunk of issues at a time
-    (with the completions between the chunk's first issue and the next chunk's), the depth and the
-    area under it carried from chunk to chunk; the distributions kept as histograms of depths."""
+    with the completions between the chunk's first issue and the next chunk's (completions are
+    carried, sorted, from chunk to chunk until their turn: no sorted copy of the whole column), the
+    depth and the area under it carried too; the distributions kept as histograms of depths."""
     n = len(trace)
     if n == 0:
         return {"depth_mean": 0.0, "depth_mean_busy": None, "depth_max": 0, "depth_time_pct": {}, "busy_pct": 0.0,
                 "depth_over_time": (), "depth_at_issue": Dist()}
     issue = trace.issue_ns
-    comp = np.sort(trace.complete_ns[trace.complete_ns >= 0])
-    last = max(int(issue[-1]), int(comp[-1]) if comp.size else 0)
+    last = max(int(issue[-1]), int(trace.complete_ns.max()))
     end = max(duration_ns, last)
     edges = np.linspace(0, end, TIME_BINS + 1)
     at_edges = np.zeros(edges.size)
     weights = np.zeros(1)
     at_issue = np.zeros(1, dtype=np.int64)
-    depth0, area0, busy, deepest, deepest_any = 0, 0.0, 0.0, 0, 0
-    c_from = 0
-    for a in range(0, n, chunk):
-        b = min(n, a + chunk)
+    depth0, area0, busy, deepest, deepest_any, swept = 0, 0.0, 0.0, 0, 0, 0
+    pending = np.zeros(0, dtype=np.int64)  # completions not swept yet, sorted
+    for a, b in _chunk_ends(issue, chunk):
         t_next = int(issue[b]) if b < n else None
-        c_to = comp.size if t_next is None else int(np.searchsorted(comp, t_next, side="left"))
-        times = np.concatenate([issue[a:b], comp[c_from:c_to]])
-        steps = np.concatenate([np.ones(b - a, dtype=np.int64), -np.ones(c_to - c_from, dtype=np.int64)])
+        mine_done = trace.complete_ns[a:b]
+        pool = np.concatenate([pending, mine_done[mine_done >= 0]])
+        del mine_done
+        pool.sort()
+        cut = pool.size if t_next is None else int(np.searchsorted(pool, t_next, side="left"))
+        now, pending = pool[:cut], pool[cut:]
+        times = np.concatenate([issue[a:b], now])
+        steps = np.concatenate([np.ones(b - a, dtype=np.int64), -np.ones(now.size, dtype=np.int64)])
         order = np.lexsort((-steps, times))
         times, depth = times[order], depth0 + np.cumsum(steps[order])
-        following = [int(issue[b])] if b < n else []
-        if c_to < comp.size:
-            following.append(int(comp[c_to]))
-        next_t = min(following) if following else end
+        del order, steps
+        next_t = t_next if t_next is not None else end  # every later completion is at or after t_next
         spans = np.diff(np.append(times, next_t)).astype(np.float64)
         if weights.size <= int(depth.max()):
             weights = np.pad(weights, (0, int(depth.max()) + 1 - weights.size))
@@ -211,13 +234,15 @@ def _depth(trace: Trace, duration_ns: int, chunk: int = DEPTH_CHUNK) -> dict[str
         at_edges[inside] = np.interp(edges[inside], np.append(times, next_t), area)
         area0 = float(area[-1])
         depth0 = int(depth[-1])
-        c_from = c_to
-        # the depth at the end of each issue's instant: issues then completions up to and at it
+        del times, depth, spans, area
+        # the depth at the end of each issue's instant: issues then completions up to and at it (the
+        # completions before the chunk were swept; those after it come after its last instant)
         mine = issue[a:b]
-        counts = np.searchsorted(issue, mine, side="right") - np.searchsorted(comp, mine, side="right")
+        counts = np.searchsorted(issue, mine, side="right") - swept - np.searchsorted(now, mine, side="right")
         if at_issue.size <= int(counts.max()):
             at_issue = np.pad(at_issue, (0, int(counts.max()) + 1 - at_issue.size))
         at_issue += np.bincount(counts, minlength=at_issue.size)
+        swept += now.size
     total = max(float(end), 1.0)
     per_bin = np.diff(at_edges) / np.diff(edges) if end > 0 else np.zeros(TIME_BINS)
     return {
@@ -310,14 +335,178 @@ def _shares_of_runs(run_blocks: np.ndarray, run_count: np.ndarray) -> tuple[floa
     return share(0.01), share(0.10), total_blocks
 
 
-def _heat(trace: Trace, data: np.ndarray, duration_ns: int, first: int, end: int) -> tuple[tuple[int, ...], ...]:
-    if not data.any() or end <= first:
+class _Tally:
+    """A sample of integers kept as its distinct values and their counts, a chunk at a time: memory
+    grows with the distinct values (a trace's times are whole µs: a few thousand gaps or service
+    times), not with the sample."""
+
+    def __init__(self) -> None:
+        self.values = np.zeros(0, dtype=np.int64)
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def add(self, sample: np.ndarray) -> None:
+        if not sample.size:
+            return
+        values, counts = np.unique(sample, return_counts=True)
+        if self.values.size:
+            values, inverse = np.unique(np.concatenate([self.values, values]), return_inverse=True)
+            merged = np.zeros(values.size, dtype=np.int64)
+            np.add.at(merged, inverse.reshape(-1), np.concatenate([self.counts, counts]))
+            counts = merged
+        self.values, self.counts = values.astype(np.int64, copy=False), counts
+
+    def dist(self, scale: float = 1.0) -> tuple[Dist, float | None]:
+        """``_dist`` of the sample divided by ``scale`` (numpy's linear interpolation between order
+        statistics for the percentiles), and its standard deviation (population, as numpy's)."""
+        total = int(self.counts.sum())
+        if total == 0:
+            return Dist(), None
+        cum = np.cumsum(self.counts)
+
+        def order_stat(k: int) -> float:  # the k-th smallest, from 0
+            return float(self.values[np.searchsorted(cum, k, side="right")])
+
+        def percentile(q: float) -> float:
+            pos = (total - 1) * q / 100.0
+            lo = int(np.floor(pos))
+            hi = min(lo + 1, total - 1)
+            return order_stat(lo) + (order_stat(hi) - order_stat(lo)) * (pos - lo)
+        mean = float((self.values.astype(np.float64) * self.counts).sum()) / total
+        std = float(np.sqrt((self.counts * (self.values - mean) ** 2).sum() / total))
+        return (Dist(mean / scale, percentile(50) / scale, percentile(99) / scale, float(self.values[-1]) / scale,
+                     total), std / scale)
+
+
+class _Coverage:
+    """The blocks data requests cover, as a sparse step function (the block numbers where the access
+    count changes, and by how much), merged a chunk at a time; ``skew`` reads its runs."""
+
+    def __init__(self) -> None:
+        self.edges = np.zeros(0, dtype=np.int64)
+        self.steps = np.zeros(0, dtype=np.int64)
+
+    def add(self, first: np.ndarray, end: np.ndarray) -> None:
+        edges, inverse = np.unique(np.concatenate([self.edges, first, end]), return_inverse=True)
+        steps = np.zeros(edges.size, dtype=np.int64)
+        np.add.at(steps, inverse.reshape(-1), np.concatenate(
+            [self.steps, np.ones(first.size, dtype=np.int64), -np.ones(end.size, dtype=np.int64)]))
+        keep = steps != 0  # a run that ends where the next with the same count starts: one run
+        self.edges, self.steps = edges[keep], steps[keep]
+
+    def skew(self) -> tuple[float | None, float | None, int]:
+        if not self.edges.size:
+            return None, None, 0
+        level = np.cumsum(self.steps)[:-1]
+        blocks = np.diff(self.edges)
+        return _shares_of_runs(blocks[level > 0], level[level > 0])
+
+
+@dataclass
+class _Counts:
+    """What one pass over the trace's chunks counts (``_count``)."""
+
+    ios: np.ndarray
+    nbytes: np.ndarray
+    bs: dict[int, dict[int, int]]
+    pids: dict[int, int]
+    seq: np.ndarray
+    flush: int = 0
+    fua: int = 0
+    sync_writes: int = 0
+    zeroes_ios: int = 0
+    zeroes_bytes: int = 0
+    first: int | None = None
+    end: int | None = None
+
+
+def _merge(into: dict[int, int], values: np.ndarray, counts: np.ndarray) -> None:
+    for v, c in zip(values.tolist(), counts.tolist(), strict=True):
+        into[v] = into.get(v, 0) + c
+
+
+def _count(trace: Trace, coverage: _Coverage, interarrival: _Tally, service: dict[int, _Tally],
+           chunk: int) -> _Counts:
+    """One pass over ``trace`` a chunk of rows at a time: the mix, sizes, tasks, flags, LBA range and
+    sequential requests (``_Counts``), the blocks covered into ``coverage``, the gaps between issues
+    and each kind's service times into the tallies."""
+    out = _Counts(np.zeros(len(OP_NAMES), dtype=np.int64), np.zeros(len(OP_NAMES), dtype=np.int64),
+                  {READ: {}, WRITE: {}}, {}, np.zeros(len(OP_NAMES), dtype=np.int64))
+    last_end: dict[int, int] = {}  # a stream's (pid, kind) last data request's end sector
+    n = len(trace)
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        op, nbytes, flags, sector = trace.op[a:b], trace.nbytes[a:b], trace.flags[a:b], trace.sector[a:b]
+        out.ios += np.bincount(op, minlength=out.ios.size)[:out.ios.size]
+        for k in np.unique(op).tolist():
+            mine = op == k
+            out.nbytes[k] += int(nbytes[mine].sum())
+            if k in (READ, WRITE):
+                _merge(out.bs[k], *np.unique(nbytes[mine], return_counts=True))
+            done = trace.complete_ns[a:b][mine]
+            if k in service:
+                lat = done - trace.issue_ns[a:b][mine]
+                service[k].add(lat[done >= 0])
+        _merge(out.pids, *np.unique(trace.pid[a:b], return_counts=True))
+        out.flush += int(((op == FLUSH) | (flags & PREFLUSH > 0)).sum())
+        out.fua += int((flags & FUA > 0).sum())
+        writes = op == WRITE
+        out.sync_writes += int((writes & (flags & SYNC > 0)).sum())
+        zeroes = writes & (flags & ZEROES > 0)
+        out.zeroes_ios += int(zeroes.sum())
+        out.zeroes_bytes += int(nbytes[zeroes].sum())
+        interarrival.add(np.diff(trace.issue_ns[max(a - 1, 0):b]))
+        rows = np.flatnonzero((op == READ) | writes)
+        if not rows.size:
+            continue
+        start = sector[rows]
+        stop = nbytes[rows] // 512  # its end sector
+        stop += start
+        first = int(start.min()) * 512
+        end = int((start * 512 + nbytes[rows]).max())
+        out.first = first if out.first is None else min(out.first, first)
+        out.end = end if out.end is None else max(out.end, end)
+        _sequential_chunk(trace, rows + a, start, stop, last_end, out.seq)
+        blocks = np.maximum(nbytes[rows], 1)  # a request of no bytes still touches the block it names
+        blocks -= 1
+        blocks += start * 512
+        blocks //= GRANULE_BYTES
+        blocks += 1
+        coverage.add(start // (GRANULE_BYTES // 512), blocks)
+    return out
+
+
+def _sequential_chunk(trace: Trace, rows: np.ndarray, start: np.ndarray, stop: np.ndarray,
+                      last_end: dict[int, int], seq: np.ndarray) -> None:
+    """``sequential_mask`` for data ``rows`` (their start and end sectors) of a chunk, each stream's
+    last end carried in ``last_end`` from chunk to chunk; the sequential ones counted into ``seq`` by
+    kind."""
+    stream = trace.pid[rows].astype(np.int64)
+    stream *= 8
+    stream += trace.op[rows]
+    order = np.argsort(stream, kind="stable")
+    stream, start, stop = stream[order], start[order], stop[order]
+    firsts = np.flatnonzero(np.concatenate([[True], stream[1:] != stream[:-1]]))
+    lasts = np.append(firsts[1:], stream.size) - 1
+    before = np.empty_like(stop)
+    before[1:] = stop[:-1]
+    before[firsts] = [last_end.get(s, np.iinfo(np.int64).min) for s in stream[firsts].tolist()]
+    last_end.update(zip(stream[lasts].tolist(), stop[lasts].tolist(), strict=True))
+    hits = stream[start == before] % 8
+    seq += np.bincount(hits, minlength=seq.size)[:seq.size]
+
+
+def _heat(trace: Trace, duration_ns: int, first: int, end: int, chunk: int) -> tuple[tuple[int, ...], ...]:
+    if end <= first:
         return ()
-    t_bins = np.minimum((trace.issue_ns[data] * TIME_BINS) // max(duration_ns, 1), TIME_BINS - 1)
-    l_bins = np.minimum(((trace.sector[data] * 512 - first) * LBA_BINS) // (end - first), LBA_BINS - 1)
-    grid = np.zeros((TIME_BINS, LBA_BINS), dtype=np.int64)
-    np.add.at(grid, (t_bins, l_bins), 1)
-    return tuple(tuple(int(x) for x in row) for row in grid)
+    grid = np.zeros(TIME_BINS * LBA_BINS, dtype=np.int64)
+    for a in range(0, len(trace), chunk):
+        op = trace.op[a:a + chunk]
+        rows = np.flatnonzero((op == READ) | (op == WRITE))
+        t_bins = np.minimum((trace.issue_ns[a:a + chunk][rows] * TIME_BINS) // max(duration_ns, 1), TIME_BINS - 1)
+        l_bins = np.minimum(((trace.sector[a:a + chunk][rows] * 512 - first) * LBA_BINS) // (end - first),
+                            LBA_BINS - 1)
+        grid += np.bincount(t_bins * LBA_BINS + l_bins, minlength=grid.size)
+    return tuple(tuple(int(x) for x in row) for row in grid.reshape(TIME_BINS, LBA_BINS))
 
 
 def active_ns(trace: Trace) -> int:
@@ -325,71 +514,29 @@ def active_ns(trace: Trace) -> int:
     return max(1, int(trace.issue_ns.max(initial=0)), int(trace.complete_ns.max(initial=0)))
 
 
-def _sequential(trace: Trace) -> tuple[int, dict[str, float]]:
-    seq = sequential_mask(trace)
-    return int(seq.sum()), {OP_NAMES[k]: 100.0 * float(seq[trace.op == k].mean())
-                            for k in (READ, WRITE) if (trace.op == k).any()}
-
-
-def _lba_and_skew(trace: Trace, data: np.ndarray) -> tuple[int | None, int | None, tuple[float | None, float | None,
-                                                                                          int]]:
-    """The data requests' LBA range (bytes) and ``skew``."""
-    if not data.any():
-        return None, None, (None, None, 0)
-    sector = trace.sector[data]
-    ends = trace.nbytes[data]  # becomes each request's end byte, then its end block, in place
-    empty = ends == 0
-    ends += sector * 512
-    first, end = int(sector.min()) * 512, int(ends.max())
-    ends += empty  # a request of no bytes still touches the block it names: max(length, 1)
-    del empty
-    ends -= 1
-    ends //= GRANULE_BYTES
-    ends += 1
-    sector //= GRANULE_BYTES // 512  # its first block
-    return first, end, _skew_blocks(sector, ends)
-
-
-def _interarrival(trace: Trace) -> tuple[Dist, float | None]:
-    gaps_us = np.diff(trace.issue_ns).astype(np.float64)
-    gaps_us /= 1000.0
-    cv = float(gaps_us.std() / gaps_us.mean()) if gaps_us.size > 1 and gaps_us.mean() > 0 else None
-    return _dist(gaps_us), cv
-
-
-def _service_times(trace: Trace) -> dict[str, Dist]:
-    out = {}
-    for k in (READ, WRITE, FLUSH):
-        rows = np.flatnonzero(trace.op == k)
-        if not rows.size:
-            continue
-        done = trace.complete_ns[rows]
-        lat = (done - trace.issue_ns[rows])[done >= 0].astype(np.float64)
-        del done, rows
-        lat /= 1000.0
-        out[OP_NAMES[k]] = _dist(lat)
-    return out
-
-
-def fingerprint(trace: Trace) -> Fingerprint:
-    """The fingerprint of ``trace`` (see the module docstring). Pure and deterministic. Each figure
-    is computed in its own step, whose temporaries are gone before the next (a few dozen bytes a
-    request at most, beside the trace's own columns)."""
+def fingerprint(trace: Trace, chunk: int = CHUNK) -> Fingerprint:
+    """The fingerprint of ``trace`` (see the module docstring). Pure and deterministic. Computed a
+    chunk of ``chunk`` requests at a time (a pass for the counts, the skew's coverage and the
+    distributions' tallies, one for the depth, one for the heat), so its memory beside the trace's
+    own columns is a few dozen bytes times ``chunk``, plus the distinct gaps, service times and
+    coverage edges (few for an application's trace; at most a few bytes a request)."""
     n = len(trace)
     duration_ns = max(trace.duration_ns, int(trace.issue_ns.max(initial=0)), 1)
-    ios = {name: int((trace.op == i).sum()) for i, name in enumerate(OP_NAMES) if (trace.op == i).any()}
-    nbytes = {name: int(trace.nbytes[trace.op == i].sum()) for i, name in enumerate(OP_NAMES) if name in ios}
-    data = (trace.op == READ) | (trace.op == WRITE)
+    coverage, gaps = _Coverage(), _Tally()
+    service = {k: _Tally() for k in (READ, WRITE, FLUSH)}
+    c = _count(trace, coverage, gaps, service, chunk)
+    ios = {name: int(c.ios[i]) for i, name in enumerate(OP_NAMES) if c.ios[i]}
+    nbytes = {name: int(c.nbytes[i]) for i, name in enumerate(OP_NAMES) if name in ios}
     reads, writes = ios.get("read", 0), ios.get("write", 0)
-    sequential, by_kind = _sequential(trace)
-    first, end, (hot1, hot10, touched) = _lba_and_skew(trace, data)
-    interarrival, cv = _interarrival(trace)
+    sequential = int(c.seq[READ] + c.seq[WRITE])
+    hot1, hot10, touched = coverage.skew()
+    del coverage
+    interarrival, std = gaps.dist(1000.0)
+    cv = std / interarrival.mean if n > 2 and std is not None and interarrival.mean else None
     comms: dict[str, int] = {}
-    for pid, count in zip(*np.unique(trace.pid, return_counts=True), strict=True):
+    for pid, count in sorted(c.pids.items()):
         name = trace.comms.get(int(pid), str(pid))
         comms[name] = comms.get(name, 0) + int(count)
-    writes_mask = trace.op == WRITE
-    zeroes = writes_mask & (trace.flags & ZEROES > 0)
     active = active_ns(trace)
     return Fingerprint(
         requests=n, duration_s=duration_ns / 1e9, lost_events=trace.lost_events, ios=ios, bytes=nbytes,
@@ -397,23 +544,31 @@ def fingerprint(trace: Trace) -> Fingerprint:
         read_pct_bytes=_pct(nbytes.get("read", 0), nbytes.get("read", 0) + nbytes.get("write", 0)),
         iops=(reads + writes) * 1e9 / active if n else None,
         bw_bytes_s=float(nbytes.get("read", 0) + nbytes.get("write", 0)) * 1e9 / active if n else None,
-        bs_counts={OP_NAMES[k]: {int(b): int(c) for b, c in zip(*np.unique(trace.nbytes[trace.op == k],
-                                                                           return_counts=True), strict=True)}
-                   for k in (READ, WRITE) if (trace.op == k).any()},
+        bs_counts={OP_NAMES[k]: dict(sorted(c.bs[k].items())) for k in (READ, WRITE) if c.bs[k]},
         sequential_pct=_pct(sequential, reads + writes),
         random_pct=_pct(reads + writes - sequential, reads + writes),
-        sequential_pct_by_kind=by_kind,
-        **_depth(trace, duration_ns),  # type: ignore[arg-type]
+        sequential_pct_by_kind={OP_NAMES[k]: 100.0 * float(c.seq[k]) / float(c.ios[k]) for k in (READ, WRITE)
+                                if c.ios[k]},
+        **_depth(trace, duration_ns, chunk),  # type: ignore[arg-type]
         interarrival_us=interarrival,
         interarrival_cv=cv,
-        latency_us=_service_times(trace),
-        hot1_pct=hot1, hot10_pct=hot10, granules_touched=touched, lba_first_bytes=first, lba_end_bytes=end,
-        flush_pct=_pct(float(((trace.op == FLUSH) | (trace.flags & PREFLUSH > 0)).sum()), n),
-        fua_pct=_pct(float((trace.flags & FUA > 0).sum()), n),
-        sync_write_pct=_pct(int((writes_mask & (trace.flags & SYNC > 0)).sum()), writes),
+        latency_us={OP_NAMES[k]: tally.dist(1000.0)[0] for k, tally in service.items() if c.ios[k]},
+        hot1_pct=hot1, hot10_pct=hot10, granules_touched=touched, lba_first_bytes=c.first, lba_end_bytes=c.end,
+        flush_pct=_pct(float(c.flush), n),
+        fua_pct=_pct(float(c.fua), n),
+        sync_write_pct=_pct(c.sync_writes, writes),
         processes=dict(sorted(comms.items(), key=lambda kv: -kv[1])[:8]),
         bin_s=duration_ns / 1e9 / TIME_BINS,
-        heat=_heat(trace, data, duration_ns, first or 0, end or 0), active_s=active / 1e9 if n else 0.0,
-        zeroes_ios=int(zeroes.sum()), zeroes_bytes=int(trace.nbytes[zeroes].sum()),
+        heat=_heat(trace, duration_ns, c.first or 0, c.end or 0, chunk), active_s=active / 1e9 if n else 0.0,
+        zeroes_ios=c.zeroes_ios, zeroes_bytes=c.zeroes_bytes,
         left_out=dict(sorted(trace.left_out.items(), key=lambda kv: -kv[1])), granules_by="covered",
     )
+
+
+def stored_fingerprint(run: Run) -> Fingerprint | None:
+    """The fingerprint stored with a capture run (None for any other run). Here rather than in
+    ``record``, so that showing and reporting a capture import no capture, store or fio code."""
+    from ...model import from_jsonable
+    if run.info.origin != ORIGIN or not run.results or "fingerprint" not in (run.results[0].extra or {}):
+        return None
+    return from_jsonable(Fingerprint, run.results[0].extra["fingerprint"])

@@ -33,10 +33,10 @@ from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetF
 from ...store.database import Store
 from ...store.schema import traces
 from . import replay, tracefs
-from .fingerprint import Fingerprint, active_ns, fingerprint
+from .fingerprint import ORIGIN, active_ns, fingerprint
+from .fingerprint import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
 from .trace import OP_NAMES, READ, WRITE, Trace, decode, encode
 
-ORIGIN = "capture"
 WORKLOAD = "capture"
 
 PERCENTILES = (1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0, 99.9)
@@ -82,13 +82,17 @@ class Capture:
         return out
 
 
-def _latency(ns: np.ndarray) -> Latency | None:
-    """Summary of service times ``ns`` (integer or float ns; statistics computed in float64)."""
+def _latency(ns: np.ndarray, chunk: int = 1 << 16) -> Latency | None:
+    """Summary of service times ``ns`` (integer or float ns; statistics computed in float64). ``ns``
+    is used up (partitioned in place for the percentiles; the deviations summed a chunk at a time),
+    so no copy of it is made."""
     if ns.size == 0:
         return None
-    values = np.percentile(ns, PERCENTILES)
-    return Latency(min_ns=float(ns.min()), max_ns=float(ns.max()), mean_ns=float(ns.mean()),
-                   stddev_ns=float(ns.std()), samples=int(ns.size),
+    low, high, mean = float(ns.min()), float(ns.max()), float(ns.mean())
+    squares = sum(float(np.square(ns[a:a + chunk] - mean).sum()) for a in range(0, ns.size, chunk))
+    values = np.percentile(ns, PERCENTILES, overwrite_input=True)
+    return Latency(min_ns=low, max_ns=high, mean_ns=mean, stddev_ns=float(np.sqrt(squares / ns.size)),
+                   samples=int(ns.size),
                    percentiles_ns={f"{p:g}": float(v) for p, v in zip(PERCENTILES, values, strict=True)})
 
 
@@ -110,7 +114,8 @@ def capture_report(trace: Trace) -> FioReport:
                 continue
             lat = trace.complete_ns[rows]
             completed = lat >= 0
-            lat -= trace.issue_ns[rows]
+            for a in range(0, rows.size, 1 << 16):  # no copy of the class's issue times
+                lat[a:a + (1 << 16)] -= trace.issue_ns[rows[a:a + (1 << 16)]]
             if not completed.all():
                 lat = lat[completed]
             del completed
@@ -202,14 +207,6 @@ def load_trace(store: Store, run: Run) -> Trace:
     trace = decode(row["data"], {int(k): v for k, v in meta.get("comms", {}).items()}, meta.get("lost_events", 0),
                    meta.get("duration_ns", 0))
     return dataclasses.replace(trace, left_out=meta.get("left_out", {}), kthreads=frozenset(meta.get("kthreads", ())))
-
-
-def stored_fingerprint(run: Run) -> Fingerprint | None:
-    """The fingerprint stored with a capture run (None for any other run)."""
-    from ...model import from_jsonable
-    if not is_capture(run) or not run.results or "fingerprint" not in (run.results[0].extra or {}):
-        return None
-    return from_jsonable(Fingerprint, run.results[0].extra["fingerprint"])
 
 
 HOW = ("tracefs block tracepoints (block:block_rq_issue, block:block_rq_complete) in a private ftrace instance, "

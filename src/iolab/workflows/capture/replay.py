@@ -74,17 +74,32 @@ def classes(trace: Trace) -> dict[str, np.ndarray]:
         return {}
     # the class of each request: 0 for 1..4096 bytes, 1 for 4097..8192 … (a byte each)
     tops = 1 << np.arange(12, 49, dtype=np.int64)
-    klass = np.searchsorted(tops, trace.nbytes, side="left").astype(np.uint8)
+    klass = np.empty(len(trace), dtype=np.uint8)
+    for a in range(0, len(trace), 1 << 16):  # a chunk at a time: searchsorted's int64 result stays small
+        klass[a:a + (1 << 16)] = np.searchsorted(tops, trace.nbytes[a:a + (1 << 16)], side="left")
     smallest = int(klass[data].min())
-    writes = np.where(trace.op == WRITE, np.arange(len(trace), dtype=np.int32), np.int32(-1))
-    last_write = np.maximum.accumulate(writes, out=writes)
     flush = trace.op == FLUSH
     if flush.any():
+        writes = np.where(trace.op == WRITE, np.arange(len(trace), dtype=np.int32), np.int32(-1))
+        last_write = np.maximum.accumulate(writes, out=writes)
         before = last_write[flush]
+        del writes, last_write
         klass[flush] = np.where(before >= 0, klass[np.maximum(before, 0)], smallest)
-    del writes, last_write
     klass[~(data | flush)] = 255
-    return {size_class(int(tops[k])): np.flatnonzero(klass == k) for k in np.unique(klass[klass < 255]).tolist()}
+    return {size_class(int(tops[k])): _rows_of(klass, k) for k in np.unique(klass[klass < 255]).tolist()}
+
+
+def _rows_of(klass: np.ndarray, k: int, step: int = 1 << 16) -> np.ndarray:
+    """The rows where ``klass == k``, sorted: int32 when the trace's rows fit (4 bytes a request,
+    not 8), gathered a chunk at a time into an array sized by their count."""
+    out = np.empty(int(np.count_nonzero(klass == k)), dtype=np.int32 if klass.size < 2**31 else np.int64)
+    filled = 0
+    for a in range(0, klass.size, step):
+        part = np.flatnonzero(klass[a:a + step] == k)
+        part += a
+        out[filled:filled + part.size] = part
+        filled += part.size
+    return out
 
 
 def _class_bytes(label: str) -> int:
@@ -178,7 +193,7 @@ def window_ns(trace: Trace, per_class: Mapping[str, np.ndarray]) -> int:
     return math.ceil(span / count)
 
 
-def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 18) -> int:
+def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 16) -> int:
     """The lanes ``lanes`` deals ``indices`` to, before it merges lanes of flushes alone: first fit in
     issue order opens a lane only when every open one is busy, so the count is 1 + the most requests
     still in flight (issued before, completed after) when one is issued. A request completed the
@@ -188,8 +203,7 @@ def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 18) -> 
         return 0
     whole = indices.size == len(trace)  # the whole trace (sorted indices): its columns, not copies
     issued_all = trace.issue_ns if whole else trace.issue_ns[indices]
-    done = trace.complete_ns[indices]
-    done = done[(done >= 0) & (done != issued_all)]
+    done = _completed(trace, indices, issued_all, chunk)
     done.sort()
     most, freed = 0, 0
     for a in range(0, indices.size, chunk):
@@ -203,12 +217,35 @@ def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 18) -> 
     return most
 
 
+def _completed(trace: Trace, indices: np.ndarray, issued: np.ndarray, chunk: int) -> np.ndarray:
+    """The completion times of ``indices`` (issued at ``issued``) that free a lane after their
+    instant (completed, not at issue), gathered a chunk at a time into one array sized by a first
+    pass: no copy of the class's whole completion column beside it."""
+    step = max(chunk, 1 << 16)
+
+    def kept(a: int) -> tuple[np.ndarray, np.ndarray]:
+        done = trace.complete_ns[indices[a:a + step]]
+        return done, (done >= 0) & (done != issued[a:a + step])
+    out = np.empty(sum(int(kept(a)[1].sum()) for a in range(0, indices.size, step)), dtype=np.int64)
+    filled = 0
+    for a in range(0, indices.size, step):
+        done, mask = kept(a)
+        part = done[mask]
+        out[filled:filled + part.size] = part
+        filled += part.size
+    return out
+
+
 def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:
     """Each request's window (issue time // length); a flush takes the window of the class's data
     request before it (the first one's, when none is), so no window holds flushes alone."""
-    window = trace.issue_ns[indices]
-    window //= length_ns  # in place: the indexing made a copy
-    data = np.isin(trace.op[indices], (READ, WRITE))
+    window = np.empty(indices.size, dtype=np.int64 if len(trace) and trace.issue_ns[-1] // length_ns >= 2**31
+                      else np.int32)
+    step = 1 << 16
+    for a in range(0, indices.size, step):  # a chunk at a time: no int64 copy of the issue times
+        window[a:a + step] = trace.issue_ns[indices[a:a + step]] // length_ns
+    data = trace.op[indices]
+    data = data <= WRITE  # READ or WRITE (0, 1)
     if data.all() or not data.any():
         return window
     before = np.maximum.accumulate(np.where(data, np.arange(indices.size), -1))

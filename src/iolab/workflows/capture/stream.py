@@ -187,7 +187,9 @@ class Parser:
             cols[1][patches[:, 0]] = patches[:, 1]
         if cols[0].size and (cols[0][1:] < cols[0][:-1]).any():  # a CPU's events read late: put them in order
             order = np.argsort(cols[0], kind="stable")
-            cols = [c[order] for c in cols]
+            for i, column in enumerate(cols):  # one column at a time: a single column's copy beside them
+                cols[i] = column[order]
+                del column
         if cols[0].size:  # in place: no second copy of a column
             t0 = cols[0][0]
             cols[0] -= t0

@@ -244,19 +244,24 @@ TRACE_FORMAT = 1
 _HEADER = struct.Struct("<BI")
 
 
-def encode(trace: Trace) -> bytes:
+def encode(trace: Trace, chunk: int = 1 << 16) -> bytes:
     """The trace's columns as a compact blob (``comms``, lost events and duration go elsewhere).
     Compressed column by column into one zlib stream (level 1: 2 s less for a million requests
     than level 6, about a fifth larger: 5.6 bytes a request against 4.7 for 914k 4k random reads),
-    so no second copy of the whole trace is made."""
+    ``chunk`` rows at a time, so no copy of a whole column is made."""
     packer = zlib.compressobj(1)
     parts = [packer.compress(_HEADER.pack(TRACE_FORMAT, len(trace)))]
-    columns = ((lambda: np.diff(trace.issue_ns, prepend=0)),
-               (lambda: np.where(trace.complete_ns >= 0, trace.complete_ns - trace.issue_ns, -1)),
-               (lambda: trace.sector), (lambda: trace.nbytes), (lambda: trace.op), (lambda: trace.flags),
-               (lambda: trace.pid))
+
+    def gaps(a: int, b: int) -> np.ndarray:
+        return np.diff(trace.issue_ns[a - 1:b]) if a else np.diff(trace.issue_ns[:b], prepend=0)
+
+    def latencies(a: int, b: int) -> np.ndarray:
+        done = trace.complete_ns[a:b]
+        return np.where(done >= 0, done - trace.issue_ns[a:b], -1)
+    columns = (gaps, latencies, *((lambda a, b, c=c: c[a:b]) for c in trace.columns()[2:]))
     for column, dtype in zip(columns, _COLUMN_TYPES, strict=True):
-        parts.append(packer.compress(np.ascontiguousarray(column(), dtype=dtype).data))
+        for a in range(0, len(trace), chunk):
+            parts.append(packer.compress(np.ascontiguousarray(column(a, a + chunk), dtype=dtype).data))
     parts.append(packer.flush())
     return b"".join(parts)
 
