@@ -45,7 +45,6 @@ HOWTO "Trace file format v3", ``replay_*`` options; fio 3.33 ``iolog.c``, ``back
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -119,19 +118,16 @@ MAX_JOBS = 512
 def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
     """``indices`` (issue order) dealt to lanes, each a sorted index array: a request joins the
     lowest-numbered free lane (its last request completed in the trace at or before this issue), or
-    a new lane when none is free; a request never completed keeps its lane forever. A lane of
-    flushes only joins the first lane with data (fio refuses an iolog without reads or writes);
-    without any, the flushes are one lane. Pure. Requests that never overlap are one lane at once
-    (no per-request loop)."""
-    never = np.iinfo(np.int64).max
+    a new lane when none is free; a request without a completion holds its lane for the class's
+    typical service time (``_typical_service_ns``). A lane of flushes only joins the first lane with
+    data (fio refuses an iolog without reads or writes); without any, the flushes are one lane. Pure.
+    Requests that never overlap are one lane at once (no per-request loop)."""
     issued_ns = trace.issue_ns[indices]
-    done_ns = np.where(trace.complete_ns[indices] >= 0, trace.complete_ns[indices], never)
+    done_ns = trace.complete_ns[indices]
+    done_ns = np.where(done_ns >= 0, done_ns, issued_ns + _typical_service_ns(trace, indices))
     if indices.size < 2 or (issued_ns[1:] >= np.maximum.accumulate(done_ns[:-1])).all():
         return [np.asarray(indices, dtype=np.int64)] if indices.size else []
-    if int((done_ns == never).sum()) > _CHAINS_MAX_OPEN:
-        lane_of, count = _lanes_by_heap(issued_ns, done_ns)
-    else:
-        lane_of, count = _lanes_by_chains(issued_ns, done_ns)
+    lane_of, count = _lanes_by_chains(issued_ns, done_ns)
     has_data = np.zeros(count, dtype=bool)
     has_data[lane_of[np.isin(trace.op[indices], (READ, WRITE))]] = True
     first = int(np.argmax(has_data)) if has_data.any() else 0
@@ -141,26 +137,16 @@ def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
     return [split[k] for k in range(count) if k == first or has_data[k]]
 
 
-#: Requests never completed (each holds a lane for good, a lane each) beyond which ``lanes`` deals by
-#: a heap (O(n log n)) rather than by chains (a vectorized pass per lane: O(lanes × n)); a trace the
-#: kernel dropped completions of has thousands.
-_CHAINS_MAX_OPEN = 32
-
-
-def _lanes_by_heap(issued_ns: np.ndarray, done_ns: np.ndarray) -> tuple[np.ndarray, int]:
-    free: list[int] = []  # a heap of free lanes' numbers
-    busy: list[tuple[int, int]] = []  # a heap of (when the lane's request completed, lane)
-    lane_of, count = [], 0
-    for issued, done in zip(issued_ns.tolist(), done_ns.tolist(), strict=True):
-        while busy and busy[0][0] <= issued:
-            heapq.heappush(free, heapq.heappop(busy)[1])
-        if free:
-            k = heapq.heappop(free)
-        else:
-            k, count = count, count + 1
-        heapq.heappush(busy, (done, k))
-        lane_of.append(k)
-    return np.asarray(lane_of, dtype=np.int64), count
+def _typical_service_ns(trace: Trace, indices: np.ndarray, sample: int = 1 << 16) -> int:
+    """The median service time in ns (at least 1) of the first ``sample`` completed requests of
+    ``indices``: what a request whose completion the trace lacks is taken to have lasted. Such a
+    request was either still in flight when the capture ended or its completion event was dropped
+    by the kernel (a ring buffer overrun under load: then thousands of them); held for good, each
+    would open a lane, and a replay of hundreds of thousands of jobs."""
+    head = indices[:sample]
+    done = trace.complete_ns[head]
+    service = done[done >= 0] - trace.issue_ns[head][done >= 0]
+    return max(1, int(np.median(service))) if service.size else 1
 
 
 def _lanes_by_chains(issued_ns: np.ndarray, done_ns: np.ndarray) -> tuple[np.ndarray, int]:
@@ -219,13 +205,16 @@ def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 16) -> 
 
 def _completed(trace: Trace, indices: np.ndarray, issued: np.ndarray, chunk: int) -> np.ndarray:
     """The completion times of ``indices`` (issued at ``issued``) that free a lane after their
-    instant (completed, not at issue), gathered a chunk at a time into one array sized by a first
-    pass: no copy of the class's whole completion column beside it."""
+    instant (completed, not at issue; a request without a completion after the typical service
+    time, as ``lanes`` takes it), gathered a chunk at a time into one array sized by a first pass:
+    no copy of the class's whole completion column beside it."""
     step = max(chunk, 1 << 16)
+    typical = _typical_service_ns(trace, indices)
 
     def kept(a: int) -> tuple[np.ndarray, np.ndarray]:
         done = trace.complete_ns[indices[a:a + step]]
-        return done, (done >= 0) & (done != issued[a:a + step])
+        done = np.where(done >= 0, done, issued[a:a + step] + typical)
+        return done, done != issued[a:a + step]
     out = np.empty(sum(int(kept(a)[1].sum()) for a in range(0, indices.size, step)), dtype=np.int64)
     filled = 0
     for a in range(0, indices.size, step):
