@@ -209,16 +209,18 @@ def relay_one(conn):
                         return
 
 
-def relay_loop():
-    listener = socket.socket(socket.AF_UNIX)
-    listener.bind(RELAY)
-    listener.listen(64)
+def relay_loop(listener):
     while True:
         conn, _ = listener.accept()
         threading.Thread(target=relay_one, args=(conn,), daemon=True).start()
 
 
-threading.Thread(target=relay_loop, daemon=True).start()
+# bound here, in the thread that runs leave(): bound in the relay's thread, it could land in the
+# directory while leave() removes it, and the directory would stay
+relay = socket.socket(socket.AF_UNIX)
+relay.bind(RELAY)
+relay.listen(64)
+threading.Thread(target=relay_loop, args=(relay,), daemon=True).start()
 
 
 def facts(request):
