@@ -50,8 +50,10 @@ def run(ctx: click.Context, suite: str | None, asked: SuiteArgs, named: Naming, 
         raise UsageError("--probe goes with --dry-run (a run always checks its hosts first)")
     asked = replace(asked, no_observe=no_observe)
     loaded = asked.load(suite) if suite and not dry_run and resume is None else None
-    if loaded is not None:  # ssh's logins (~0.5 s each) overlap the imports below and the plan's local work
+    if loaded is not None:  # ssh's logins (~0.5 s each) overlap the imports below and the plan's local work,
         sshhost.connect_soon([h for t in loaded.targets for h in t.hosts if h.kind == "ssh"])
+        from ..run.plan import start_soon
+        start_soon(loaded, options, asked.repeat)  # and so do the programs the plan starts here
     from ..run import pipeline
     from .plan import Shown, print_jobs
     from .progress import job_progress

@@ -36,10 +36,10 @@ import struct
 import subprocess
 import time
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from ..errors import HostError
+from ..once import once
 from . import sshhost
 from .hosts import HostSpec, on_each
 
@@ -189,7 +189,7 @@ def decode_eta(message: Message) -> Eta | None:
                eta_s=None if eta >= _INT_MAX else float(eta))
 
 
-@cache
+@once  # asked early (``cli.run``) and by each host's preflight
 def local_protocol_version(fio: str = "fio") -> int:
     """``FIO_SERVER_VER`` of the local fio, read from the first message it sends.
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..runner import fence as fence_mod
 
 #: The modules that describe a host and a target (``remote.ssh`` sends them too).
-FACTS_MODULES = ("iolab.histogram", "iolab.model", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.host",
+FACTS_MODULES = ("iolab.histogram", "iolab.model", "iolab.once", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.host",
                  "iolab.facts.targets")
 _MODULES = ("iolab", "iolab.errors", "iolab.runner", "iolab.runner.landlock", "iolab.runner.fence", *FACTS_MODULES)
 _PACKAGES = ("iolab", "iolab.runner", "iolab.facts")

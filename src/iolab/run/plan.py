@@ -13,7 +13,7 @@ import contextlib
 import os
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,8 @@ from ..model import BlockDeviceFacts, HostFacts, TargetFacts, to_jsonable
 from ..observe import config as observe_config
 from ..observe.config import Probed
 from ..observe.watch import Observers
-from ..remote import sshhost
+from ..once import once
+from ..remote import protocol, sshhost
 from ..runner import fence as fence_mod
 from ..runner import local
 from . import method as method_mod
@@ -139,10 +140,8 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
             plan_checks.check_directory_exists(t.name, os.path.abspath(os.path.expanduser(t.path)) +
                                                ("/" if t.path.endswith("/") else ""))
     suite = _resolve(suite)
-    if contact:  # ssh's logins overlap the local work below; preflight waits for them
-        sshhost.connect_soon([h for t in suite.targets if t.name not in (checked or {}) for h in t.hosts
-                              if h.kind == "ssh"])
-    early = _fio_checks_soon(suite, options, repeat, contact and any(t.hosts for t in suite.targets))
+    if contact:  # ssh's logins and fio's checks overlap the local work below; preflight waits for them
+        start_soon(suite, options, repeat, checked)
     try:
         machine = host.host_facts(local.fio_version(options.fio))
         facts = {t.name: targets.inspect(t.path) for t in suite.targets if t.path and not t.hosts}
@@ -157,35 +156,34 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
         judged: dict[str, JobSpec] = {}
         refused: list[lint.Finding] = []
         fenced = fence_mod.status().ok and options.fence
-    finally:  # its fio checks ended (and its directory removed) even when a host's check fails
-        if early is not None:
-            early.join()
-    with tempfile.TemporaryDirectory(prefix="iolab-check-") as tmp:
-        for job in plan(suite, repeat):
-            spec = job.spec
-            kind = facts[spec.target.name].kind if spec.target.name in facts else None
-            kind = remote[spec.target.name].kind if spec.target.name in remote else kind
-            text = render_job(spec, kind, pinning.fio_options(pins[spec.target.name]) if spec.target.name in pins
-                              else ())
-            if text not in judged:
-                _check_method(suite, spec, facts.get(spec.target.name), spec.target.name in remote)
-                try:  # before fio parses it: parsing loads an external engine's code
-                    guard.check_exec(text, options.allow_exec, f"{spec.workload.origin} ({spec.workload.name})")
-                    judged[text] = spec
-                except SafetyError as exc:
-                    if strict:
-                        raise
-                    refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
-                                                "iolab safety guard (docs/design.md)", (spec.workload.name,)))
-            params = {**jobfile.workload_params(spec.sections), **{f"tune.{k}": v for k, v in spec.tune.items()},
-                      **({"pin": suite.method.pin} if suite.method.pin and spec.target.name in pins else {})}
-            effective = [opts for _, opts in jobfile.effective_jobs(spec.sections)]
-            items.append(PlanItem(
-                job=job, kind=kind, job_text=text, params=params, job_hash=jobfile.params_hash(params),
-                expected_s=job_seconds(spec.sections),
-                writes=any(safety.writes(o) for o in effective) or suite.method.precondition is not None,
-            ))
-        refused += _fio_checks(judged, Path(tmp).resolve(), options.fio, strict, fenced)
+    finally:  # the early fio checks ended (their directories removed) even when a host's check fails
+        while _early:
+            _early.pop().join()
+    for job in plan(suite, repeat):
+        spec = job.spec
+        kind = facts[spec.target.name].kind if spec.target.name in facts else None
+        kind = remote[spec.target.name].kind if spec.target.name in remote else kind
+        text = render_job(spec, kind, pinning.fio_options(pins[spec.target.name]) if spec.target.name in pins
+                          else ())
+        if text not in judged:
+            _check_method(suite, spec, facts.get(spec.target.name), spec.target.name in remote)
+            try:  # before fio parses it: parsing loads an external engine's code
+                guard.check_exec(text, options.allow_exec, f"{spec.workload.origin} ({spec.workload.name})")
+                judged[text] = spec
+            except SafetyError as exc:
+                if strict:
+                    raise
+                refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
+                                            "iolab safety guard (docs/design.md)", (spec.workload.name,)))
+        params = {**jobfile.workload_params(spec.sections), **{f"tune.{k}": v for k, v in spec.tune.items()},
+                  **({"pin": suite.method.pin} if suite.method.pin and spec.target.name in pins else {})}
+        effective = [opts for _, opts in jobfile.effective_jobs(spec.sections)]
+        items.append(PlanItem(
+            job=job, kind=kind, job_text=text, params=params, job_hash=jobfile.params_hash(params),
+            expected_s=job_seconds(spec.sections),
+            writes=any(safety.writes(o) for o in effective) or suite.method.precondition is not None,
+        ))
+    refused += _fio_checks(judged, options.fio, strict, fenced)
     plan_checks.check_sizes(suite, items, facts)
     verdicts: list[guard.Checked] = []
     try:
@@ -209,19 +207,41 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
                 probed=tuple(probed), observers=observers, fence=fence_plan, created=created,
                 host_fences=host_fences)
 
-#: fio's verdict on each job text it checked in this process, by (fio, job text).
-_verdicts: dict[tuple[str, str], str | None] = {}
+def start_soon(suite: Suite, options: RunOptions, repeat: int | None = None,
+               checked: Mapping[str, RemoteTarget] | None = None) -> None:
+    """Start what a plan of ``suite`` with remote targets waits for, each in a thread, so that it runs
+    while iolab imports the rest of itself (``iolab run`` calls this as soon as the suite is read)
+    and the plan then finds it done or waits for it: the ssh logins (``sshhost.connect_soon``; not of
+    the targets ``checked``), the programs the plan starts here (fio's version, whether bubblewrap
+    can fence, the local fio's protocol version: each asked ``once``) and fio's checks of the remote
+    targets' jobs (``_fio_checks_soon``). A failure is left for the plan's own calls to raise.
+    Nothing without a remote target: a local plan has no login to overlap."""
+    suite = _resolve(suite)
+    remote = [t for t in suite.targets if t.hosts]
+    if not remote:
+        return
+    sshhost.connect_soon([h for t in remote if t.name not in (checked or {}) for h in t.hosts if h.kind == "ssh"])
+    for ask in (lambda: local.fio_version(options.fio), fence_mod.status,
+                lambda: protocol.local_protocol_version(local.find_fio(options.fio))):
+        threading.Thread(target=_quietly, args=(ask,), name="iolab-learn", daemon=True).start()
+    _early.append(_fio_checks_soon(suite, options, repeat))
 
 
-def _fio_checks_soon(suite: Suite, options: RunOptions, repeat: int | None, remote: bool) -> threading.Thread | None:
+def _quietly(ask: Callable[[], object]) -> None:
+    with contextlib.suppress(Exception):  # the plan's own call raises it
+        ask()
+
+
+#: The early checks started (``start_soon``) and not yet joined by a plan.
+_early: list[threading.Thread] = []
+
+
+def _fio_checks_soon(suite: Suite, options: RunOptions, repeat: int | None) -> threading.Thread:
     """fio's checks of the remote targets' jobs started while their hosts are checked (``preflight``:
     ssh logins, probes, facts), on the job texts those targets render to when the facts say what their
     paths' spelling says (``check.remote.unchecked``); the plan's own checks then find their verdicts
-    (``_verdicts``), and check anew any text that came out otherwise. Texts the guard refuses
-    (``guard.check_exec``) are not given to fio here. None when there is no remote target."""
-    if not remote:
-        return None
-
+    (``_verdict``), and check anew any text that came out otherwise. Texts the guard refuses
+    (``guard.check_exec``) are not given to fio here."""
     def check() -> None:
         kinds = {t.name: unchecked(t).kind for t in suite.targets if t.hosts}
         judged: dict[str, JobSpec] = {}
@@ -235,8 +255,7 @@ def _fio_checks_soon(suite: Suite, options: RunOptions, repeat: int | None, remo
             except SafetyError:
                 continue
             judged.setdefault(text, spec)
-        with tempfile.TemporaryDirectory(prefix="iolab-check-") as tmp:
-            _fio_checks(judged, Path(tmp).resolve(), options.fio, False, fence_mod.status().ok and options.fence)
+        _fio_checks(judged, options.fio, False, fence_mod.status().ok and options.fence)
 
     def quietly() -> None:
         with contextlib.suppress(Exception):  # the plan's own checks say what went wrong
@@ -247,24 +266,19 @@ def _fio_checks_soon(suite: Suite, options: RunOptions, repeat: int | None, remo
     return thread
 
 
-def _fio_checks(judged: Mapping[str, JobSpec], workdir: Path, fio: str, strict: bool,
-               fenced: bool) -> list[lint.Finding]:
+def _fio_checks(judged: Mapping[str, JobSpec], fio: str, strict: bool, fenced: bool) -> list[lint.Finding]:
     """fio's own check (``runner.local.check_job``) of each distinct job text, once per process (a
     workflow prepares a plan per step, mostly of texts fio has judged) and several at once (each
     check starts fio, ~0.1 s of CPU calibrating its clock: a sweep has dozens); inside the fence
     when ``fenced`` (parsing a job can open files). Raises
     ``SuiteError`` for the first text fio rejects, in plan order, when ``strict``; else returns
     the rejections as ``FIO`` error findings."""
-    todo = [text for text in judged if (fio, text) not in _verdicts]
-    if todo:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool:
-            verdicts = pool.map(lambda i: local.check_job(
-                todo[i], workdir / str(i), fio,
-                fence_mod.Fence(workdir / str(i), landlock=False) if fenced else None), range(len(todo)))
-            _verdicts.update({(fio, text): verdict for text, verdict in zip(todo, verdicts, strict=True)})
+    texts = list(judged)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(len(texts), os.cpu_count() or 1))) as pool:
+        verdicts = dict(zip(texts, pool.map(lambda text: _verdict(fio, text, fenced), texts), strict=True))
     refused = []
     for text, spec in judged.items():
-        problem = _verdicts[(fio, text)]
+        problem = verdicts[text]
         if problem and strict:
             raise SuiteError(f"{spec.workload.origin} ({spec.workload.name}): fio rejects the job:\n{problem}",
                              hint="fio option names and values are used verbatim; see `fio --cmdhelp=OPTION`")
@@ -273,6 +287,14 @@ def _fio_checks(judged: Mapping[str, JobSpec], workdir: Path, fio: str, strict: 
                                         "fix the option fio names; see `fio --cmdhelp=OPTION`",
                                         "fio --parse-only", (spec.workload.name,)))
     return refused
+
+
+@once  # per process: a workflow prepares a plan per step, mostly of texts fio has judged
+def _verdict(fio: str, text: str, fenced: bool) -> str | None:
+    """``runner.local.check_job`` of ``text`` in a directory of its own, fenced when ``fenced``."""
+    with tempfile.TemporaryDirectory(prefix="iolab-check-") as tmp:
+        workdir = Path(tmp).resolve()
+        return local.check_job(text, workdir, fio, fence_mod.Fence(workdir, landlock=False) if fenced else None)
 
 
 def _pins(suite: Suite, facts: Mapping[str, TargetFacts]) -> dict[str, tuple[int, ...]]:

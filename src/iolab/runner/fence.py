@@ -34,7 +34,6 @@ a job that only reads it cannot be opened for writing either. Source: bubblewrap
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import signal
@@ -47,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SafetyError
+from ..once import once
 from . import landlock
 
 #: What the fence is, in one line, for plans and the README.
@@ -171,7 +171,7 @@ class Fence:
                    not beneath(p, self.protected) for p in candidates)
 
 
-@functools.cache
+@once  # asked by the plan and by fio's early checks at once
 def status(bwrap: str = "bwrap") -> Status:
     """Whether bubblewrap is installed and can set up the whole fence here (tried once per process:
     ``bwrap --ro-bind / / --dev /dev --unshare-pid --cap-drop ALL --die-with-parent true``). A

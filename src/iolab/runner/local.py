@@ -28,6 +28,7 @@ from pathlib import Path
 from ..errors import FioError, FioNotFound, ParseError, SuiteError
 from ..fio import logs
 from ..fio.json import parse_json
+from ..once import once
 from .fence import STOPPED_ERRNOS, Fence, ignore_interrupts, relayout_message, stopped_message
 from .outcome import Outcome
 from .status import Status, StatusStream
@@ -63,8 +64,21 @@ def find_fio(fio: str = "fio") -> str:
 
 
 def fio_version(fio: str = "fio") -> str:
-    """``fio --version`` without the ``fio-`` prefix, e.g. ``3.33``. Raises ``FioNotFound``."""
-    out = subprocess.run([find_fio(fio), "--version"], capture_output=True, text=True, check=False)
+    """``fio --version`` without the ``fio-`` prefix, e.g. ``3.33``, asked once per process and fio
+    binary (its path, size and modification time). Raises ``FioNotFound``."""
+    path = find_fio(fio)
+    return _version_of(path, *_identity(path))
+
+
+def _identity(path: str) -> tuple[int, int]:
+    """What tells one fio binary from another at the same path: its size and modification time (ns)."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+@once
+def _version_of(path: str, size: int, mtime_ns: int) -> str:
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
     return out.stdout.strip().removeprefix("fio-")
 
 
