@@ -52,7 +52,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ratios import Ratio, add_json_option, emit, say
+from ratios import Ratio, add_json_option, emit, installed_env, say
 
 APP = """
 import sqlite3, sys, time
@@ -225,8 +225,9 @@ def fit_error(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio
 
 
 def _rss_kib(db: Path, *args: str) -> tuple[float, int, subprocess.CompletedProcess[str]]:
-    """``iolab ARGS``: wall seconds, peak RSS (KiB, of that process alone: ``wait4``), the result."""
-    env = {**os.environ, "IOLAB_DB": str(db), "COLUMNS": "200"}
+    """``iolab ARGS``: wall seconds, peak RSS (KiB, of that process alone: ``wait4``), the result; with
+    compiled modules cached as an installed iolab has them (``ratios.installed_env``)."""
+    env = {**installed_env(db.parent / "pycache"), "IOLAB_DB": str(db), "COLUMNS": "200"}
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "iolab", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
@@ -384,6 +385,9 @@ def _app_fidelity(tmp: Path, db: Path, name: str, disk: str, target: str, argv: 
         f"traced over {span:.2f} s ({writes / span:,.0f} write IOPS)", as_json)
     out = {}
     for load, busy in loads.items():
+        # the application's disk written back first: its loop device's backing file shares a file system
+        # with the target's, and a replay overlapping that write-back finds its flushes slowed (and merged)
+        subprocess.run(["sync"], check=True)
         with _busy(busy):
             before = _disk_stat(target)
             replayed = iolab(db, "capture", target, "--label", f"{name}-replay-{load}", "--format", "json", "--",

@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ratios import Ratio, add_json_option, emit, say
+from ratios import Ratio, add_json_option, emit, installed_env, say
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from iolab.fio import logs
@@ -174,11 +174,8 @@ def main() -> None:
         for h in hosts:
             h.start_fio_server()
         ssh_env = start_sshds(hosts, tmp) if args.mode == "ssh" else {}
-        # Compiled modules go to a cache of this benchmark's own (another checkout stays untouched),
-        # written by the unmeasured first runs; without it (PYTHONDONTWRITEBYTECODE) every run of a
-        # checkout without __pycache__ would compile iolab anew, which no installed iolab does.
-        env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "COLUMNS": "200",
-               "PYTHONPYCACHEPREFIX": str(tmp / "pycache"), **ssh_env}
+        # compiled modules in a cache of this benchmark's own, written by the unmeasured first runs
+        env = {**installed_env(tmp / "pycache"), "COLUMNS": "200", **ssh_env}
         suites, jobs = {}, {}
         for n in counts:
             suites[n] = tmp / f"suite-{n}.yaml"

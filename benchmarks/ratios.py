@@ -3,15 +3,18 @@
     {"benchmark": NAME, "ratios": [{"name": ..., "value": ..., "target": ..., "better": "higher"|"lower"}]}
 
 With ``--json`` a benchmark prints nothing else on stdout (its progress goes to stderr), so CI and
-users can track the object.
+users can track the object. ``installed_env``: the environment that times iolab commands as an
+installed iolab runs them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 #: The job the overhead benchmarks run with and without what they measure (``{path}``, ``{runtime}`` in s).
 RANDREAD_4K_QD32 = """\
@@ -58,3 +61,13 @@ def emit(benchmark: str, ratios: list[Ratio], as_json: bool) -> None:
     for r in ratios:
         sign = ">=" if r.better == "higher" else "<="
         print(f"{r.name}: {r.value:.3g} (target {sign} {r.target:g})  {'ok' if r.met else 'MISSED'}")
+
+
+def installed_env(cache: Path) -> dict[str, str]:
+    """This process's environment with compiled modules cached in ``cache`` (the benchmark's own):
+    an installed iolab has its modules compiled (pip compiles them as it installs), but a checkout
+    run with PYTHONDONTWRITEBYTECODE (set on this machine) compiles every module it imports anew on
+    every start (0.1-0.3 s of a command's start-up). The first run fills the cache: leave it out of
+    the timings."""
+    return {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+            "PYTHONPYCACHEPREFIX": str(cache)}

@@ -285,12 +285,20 @@ def test_a_background_capture_records_every_request_of_a_small_workload(tmp_path
     assert len(trace) == 50 and set(trace.nbytes.tolist()) == {65536}
 
 
-def test_iologs_per_size_class_with_flushes_in_the_job_of_the_write_before() -> None:
+def test_iologs_per_size_class_with_every_flush_in_the_class_of_the_writes_they_follow() -> None:
+    """The flushes are one class's, so that one lane at a time syncs: syncs of two jobs at once reach
+    the device as one flush."""
     rows = [(0, 10, 0, 4096, WRITE, 0, 1), (1_500_000, 1_600_000, 64, 65536, WRITE, 0, 1),
             (1_700_000, 1_800_000, 0, 0, FLUSH, 0, 1), (2_100_000, 2_200_000, 800, 8192, READ, 0, 1)]
     trace = trace_mod.from_rows(rows)
     groups = replay_mod.classes(trace)
     assert {k: v.tolist() for k, v in groups.items()} == {"bs-4k": [0], "bs-8k": [3], "bs-64k": [1, 2]}
+    more = trace_mod.from_rows([*rows, (2_300_000, 2_310_000, 8, 4096, WRITE, 0, 1),
+                                (2_400_000, 2_500_000, 0, 0, FLUSH, 0, 1),
+                                (2_600_000, 2_610_000, 16, 4096, WRITE, 0, 1),
+                                (2_700_000, 2_800_000, 0, 0, FLUSH, 0, 1)])
+    assert {k: v.tolist() for k, v in replay_mod.classes(more).items()} == {
+        "bs-4k": [0, 2, 4, 5, 6, 7], "bs-8k": [3], "bs-64k": [1]}  # two flushes follow 4k writes, one a 64k
     # times as traced, in µs, plus 1: fio does not wait before the first I/O after an entry at time 0
     text = replay_mod.iolog_text(trace, groups["bs-64k"], "/dev/x")
     assert text.splitlines() == ["fio version 3 iolog", "1 /dev/x add", "1 /dev/x open",

@@ -3,6 +3,7 @@ the same requests from the same tracefs text, however the text is cut into piece
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import heapq
 
@@ -79,20 +80,19 @@ def test_a_task_name_with_spaces_and_a_command_are_read_by_the_general_pattern()
 def _classes_loop(trace: trace_mod.Trace) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     last_write: str | None = None
-    pending: list[int] = []
+    flushes: list[tuple[int, str | None]] = []  # each flush and the class of the write before it
     for index, (op, nbytes) in enumerate(zip(trace.op.tolist(), trace.nbytes.tolist(), strict=True)):
         if op in (trace_mod.READ, trace_mod.WRITE):
             label = replay.size_class(nbytes)
             out.setdefault(label, []).append(index)
             last_write = label if op == trace_mod.WRITE else last_write
         elif op == trace_mod.FLUSH:
-            if last_write is None:
-                pending.append(index)
-            else:
-                out[last_write].append(index)
-    if out and pending:
+            flushes.append((index, last_write))
+    if out and flushes:
         first = min(out, key=replay._class_bytes)
-        out[first] = sorted(out[first] + pending)
+        votes = collections.Counter(label or first for _, label in flushes)
+        chosen = min(votes, key=lambda label: (-votes[label], replay._class_bytes(label)))  # a tie: the smaller
+        out[chosen] = sorted(out[chosen] + [index for index, _ in flushes])
     return out
 
 
