@@ -233,11 +233,11 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
 def fill(directory: Path, leave_bytes: int = 0) -> Path:
     """Fill the file system of ``directory`` but ``leave_bytes``; returns the filler file."""
     filler = directory / "filler"
-    with open(filler, "wb") as handle:
+    # unbuffered: a buffered file keeps what the full disk refused and raises ENOSPC again as it closes
+    with open(filler, "wb", buffering=0) as handle:
         try:
-            while True:
-                handle.write(b"\0" * 65536)
-                handle.flush()
+            while handle.write(b"\0" * 65536):
+                pass
         except OSError:
             pass
     os.truncate(filler, max(0, filler.stat().st_size - leave_bytes))
@@ -249,13 +249,18 @@ def test_sqlite_on_a_tmpfs_filled_mid_run_and_freed(tmp_path, small_fs):
     db = small_fs / "db.sqlite"
     url = f"sqlite:///{db}"
     proc = popen("run", str(suite(tmp_path)), "--no-observe", db=db, cwd=tmp_path, env=state_env(tmp_path))
-    wait_for(lambda: ok_results(url) >= 1, 60)
-    filler = fill(small_fs)
-    full_since = datetime.now(UTC)
-    time.sleep(8)
-    filler.unlink()
-    freed = datetime.now(UTC)
-    _, err = proc.communicate(timeout=120)
+    try:
+        wait_for(lambda: ok_results(url) >= 1, 60)
+        filler = fill(small_fs)
+        full_since = datetime.now(UTC)
+        time.sleep(8)
+        filler.unlink()
+        freed = datetime.now(UTC)
+        _, err = proc.communicate(timeout=120)
+    finally:  # not left running on the file system the fixture unmounts
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 0, err
     assert "the results database answered again after" in err
     assert lost_and_duplicated(url) == (0, 0)

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from iolab.once import once
 from iolab.runner import local
+from iolab.runner.once import once
 
 
 def test_threads_asking_at_once_wait_for_the_first_answer():

@@ -14,6 +14,7 @@ Sources: ``proc(5)`` (``/proc/cpuinfo``, ``/proc/meminfo``), ``os-release(5)``,
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import subprocess
@@ -21,7 +22,6 @@ from collections.abc import Sequence
 
 from iolab.facts import sysfs
 from iolab.model import HostFacts
-from iolab.once import once
 
 #: DMI strings (``sys_vendor`` / ``product_name``) of hypervisors, as systemd-detect-virt
 #: names them (``src/basic/virt.c``, ``dmi_vendor_table``). Checked in order, case-sensitive.
@@ -89,7 +89,7 @@ def fio_version(fio: str = "fio") -> str | None:
     return first.removeprefix("fio-") or None
 
 
-@once  # the plan and the local observer both describe this machine
+@functools.cache  # the plan, then the local observer, describe this machine
 def virtualization(*, root: str = "/", detect_virt: str = "systemd-detect-virt") -> str | None:
     """The virtualisation this machine runs under, in systemd-detect-virt's vocabulary.
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import HostError
-from ..once import once
+from ..runner.once import once
 from . import sshhost
 from .hosts import HostSpec, on_each
 

@@ -24,9 +24,10 @@ from pathlib import Path
 from ..runner import fence as fence_mod
 
 #: The modules that describe a host and a target (``remote.ssh`` sends them too).
-FACTS_MODULES = ("iolab.histogram", "iolab.model", "iolab.once", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.host",
+FACTS_MODULES = ("iolab.histogram", "iolab.model", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.host",
                  "iolab.facts.targets")
-_MODULES = ("iolab", "iolab.errors", "iolab.runner", "iolab.runner.landlock", "iolab.runner.fence", *FACTS_MODULES)
+_MODULES = ("iolab", "iolab.errors", "iolab.runner", "iolab.runner.landlock", "iolab.runner.once",
+            "iolab.runner.fence", *FACTS_MODULES)
 _PACKAGES = ("iolab", "iolab.runner", "iolab.facts")
 #: What the remote Python runs: read one JSON line (the program) from stdin and run it.
 BOOT = "import sys,json;exec(json.loads(sys.stdin.readline()))"

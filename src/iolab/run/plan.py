@@ -33,10 +33,10 @@ from ..model import BlockDeviceFacts, HostFacts, TargetFacts, to_jsonable
 from ..observe import config as observe_config
 from ..observe.config import Probed
 from ..observe.watch import Observers
-from ..once import once
 from ..remote import protocol, sshhost
 from ..runner import fence as fence_mod
 from ..runner import local
+from ..runner.once import once
 from . import method as method_mod
 from . import spool as spool_mod
 from . import tuning

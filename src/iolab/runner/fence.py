@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SafetyError
-from ..once import once
 from . import landlock
+from .once import once
 
 #: What the fence is, in one line, for plans and the README.
 RULES = ("read-only root, fresh read-only /dev with only the planned devices, own pid namespace and /proc, "

@@ -28,8 +28,8 @@ from pathlib import Path
 from ..errors import FioError, FioNotFound, ParseError, SuiteError
 from ..fio import logs
 from ..fio.json import parse_json
-from ..once import once
 from .fence import STOPPED_ERRNOS, Fence, ignore_interrupts, relayout_message, stopped_message
+from .once import once
 from .outcome import Outcome
 from .status import Status, StatusStream
 

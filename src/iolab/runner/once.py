@@ -2,9 +2,9 @@
 
 ``functools.cache`` runs a function again for every thread that asks before the first call has
 returned; a run asks some of these facts from two threads at once (the plan, and fio's checks it
-starts early), and each answer starts a program (``fio --version`` calibrates fio's clock: ~0.1 s
-of CPU). ``once`` makes the later callers wait for the first one's answer. An exception is not
-kept: the next call tries again.
+starts early), and each answer starts programs (``fio --version``; bubblewrap three times). ``once``
+makes the later callers wait for the first one's answer. An exception is not kept: the next call
+tries again.
 """
 
 from __future__ import annotations
