@@ -51,9 +51,11 @@ def test_a_failure_is_not_kept():
 def test_fio_version_is_asked_once_per_binary(tmp_path):
     """A run asks fio's version from several threads; a different binary at the same path (an upgrade
     between two runs of a workflow) is asked anew."""
-    fake = tmp_path / "fio"
-    fake.write_text("#!/bin/sh\necho fio-3.33\n")
+    fake, ran = tmp_path / "fio", tmp_path / "ran"
+    fake.write_text(f"#!/bin/sh\necho x >> {ran}\necho fio-3.33\n")
     fake.chmod(0o755)
-    assert local.fio_version(str(fake)) == "3.33"
-    fake.write_text("#!/bin/sh\necho fio-3.41\n")  # another size: another binary
-    assert local.fio_version(str(fake)) == "3.41"
+    assert local.fio_version(str(fake)) == local.fio_version(str(fake)) == "3.33"
+    assert len(ran.read_text().splitlines()) == 1
+    fake.write_text(f"#!/bin/sh\necho x >> {ran}\necho fio-3.41.1\n")  # another size: another binary
+    assert local.fio_version(str(fake)) == "3.41.1"
+    assert len(ran.read_text().splitlines()) == 2
