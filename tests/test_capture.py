@@ -239,6 +239,37 @@ def test_a_capture_is_a_stored_run_that_show_and_selectors_see(tmp_path: Path) -
     assert len(trace) == 64 and fp_mod.fingerprint(trace) == record.stored_fingerprint(run)
 
 
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.integers(-1, 5000), st.sampled_from([512, 4096, 12288]),
+                          st.sampled_from([READ, WRITE, FLUSH])), min_size=1, max_size=60))
+def test_the_capture_report_summarises_service_times_as_numpy_does(rows: list[tuple[int, int, int, int]]) -> None:
+    """Each class's fio-shaped figures, tallied 7 requests at a time, are numpy's on the class's
+    whole columns: counts, bytes, min/max/mean/stddev and the percentiles (linear interpolation)."""
+    trace = trace_mod.from_rows([(t, -1 if c < 0 else t + c, 8 * i, size if op != FLUSH else 0, op, 0, 1)
+                                 for i, (t, c, size, op) in enumerate(rows)])
+    report = record.capture_report(trace, chunk=7)
+    per_class = replay_mod.classes(trace)
+    assert [job.name for job in report.jobs] == list(per_class)
+    for job, indices in zip(report.jobs, per_class.values(), strict=True):
+        for op, name in ((READ, "read"), (WRITE, "write")):
+            mine = indices[trace.op[indices] == op]
+            if not mine.size:
+                assert name not in job.directions
+                continue
+            stats = job.directions[name]
+            assert (stats.total_ios, stats.io_bytes) == (mine.size, int(trace.nbytes[mine].sum()))
+            done = trace.complete_ns[mine] >= 0
+            service = (trace.complete_ns[mine] - trace.issue_ns[mine])[done]
+            if not service.size:
+                assert stats.clat is None
+                continue
+            assert stats.clat is not None and stats.clat.samples == service.size
+            assert (stats.clat.min_ns, stats.clat.max_ns) == (service.min(), service.max())
+            assert stats.clat.mean_ns == pytest.approx(service.mean())
+            assert stats.clat.stddev_ns == pytest.approx(service.std(), abs=1e-6)
+            for p, value in stats.clat.percentiles_ns.items():
+                assert value == pytest.approx(np.percentile(service, float(p))), p
+
+
 def test_the_rate_is_over_the_active_span_and_an_open_loop_fit_keeps_it() -> None:
     """300 reads, one every 10 ms from 2 s into a 6 s capture window (the workload started late):
     100 IOPS over the active span (first issue to last completion, 2.99 s), not 50 over the window;

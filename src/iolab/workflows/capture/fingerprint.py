@@ -335,10 +335,11 @@ def _shares_of_runs(run_blocks: np.ndarray, run_count: np.ndarray) -> tuple[floa
     return share(0.01), share(0.10), total_blocks
 
 
-class _Tally:
+class Tally:
     """A sample of integers kept as its distinct values and their counts, a chunk at a time: memory
     grows with the distinct values (a trace's times are whole µs: a few thousand gaps or service
-    times), not with the sample."""
+    times), not with the sample. Its figures are numpy's on the whole sample (``percentile``:
+    linear interpolation between order statistics, ``np.percentile``'s default)."""
 
     def __init__(self) -> None:
         self.values = np.zeros(0, dtype=np.int64)
@@ -355,26 +356,34 @@ class _Tally:
             counts = merged
         self.values, self.counts = values.astype(np.int64, copy=False), counts
 
-    def dist(self, scale: float = 1.0) -> tuple[Dist, float | None]:
-        """``_dist`` of the sample divided by ``scale`` (numpy's linear interpolation between order
-        statistics for the percentiles), and its standard deviation (population, as numpy's)."""
-        total = int(self.counts.sum())
-        if total == 0:
-            return Dist(), None
+    @property
+    def total(self) -> int:
+        return int(self.counts.sum())
+
+    def percentile(self, q: float) -> float:
+        """The ``q``-th percentile (0..100) of a sample that is not empty."""
         cum = np.cumsum(self.counts)
 
         def order_stat(k: int) -> float:  # the k-th smallest, from 0
             return float(self.values[np.searchsorted(cum, k, side="right")])
+        pos = (int(cum[-1]) - 1) * q / 100.0
+        lo = int(np.floor(pos))
+        hi = min(lo + 1, int(cum[-1]) - 1)
+        return order_stat(lo) + (order_stat(hi) - order_stat(lo)) * (pos - lo)
 
-        def percentile(q: float) -> float:
-            pos = (total - 1) * q / 100.0
-            lo = int(np.floor(pos))
-            hi = min(lo + 1, total - 1)
-            return order_stat(lo) + (order_stat(hi) - order_stat(lo)) * (pos - lo)
+    def mean_std(self) -> tuple[float, float]:
+        """Mean and standard deviation (population, as numpy's) of a sample that is not empty."""
+        total = self.total
         mean = float((self.values.astype(np.float64) * self.counts).sum()) / total
-        std = float(np.sqrt((self.counts * (self.values - mean) ** 2).sum() / total))
-        return (Dist(mean / scale, percentile(50) / scale, percentile(99) / scale, float(self.values[-1]) / scale,
-                     total), std / scale)
+        return mean, float(np.sqrt((self.counts * (self.values - mean) ** 2).sum() / total))
+
+    def dist(self, scale: float = 1.0) -> tuple[Dist, float | None]:
+        """``_dist`` of the sample divided by ``scale``, and its standard deviation."""
+        if self.total == 0:
+            return Dist(), None
+        mean, std = self.mean_std()
+        return (Dist(mean / scale, self.percentile(50) / scale, self.percentile(99) / scale,
+                     float(self.values[-1]) / scale, self.total), std / scale)
 
 
 class _Coverage:
@@ -424,7 +433,7 @@ def _merge(into: dict[int, int], values: np.ndarray, counts: np.ndarray) -> None
         into[v] = into.get(v, 0) + c
 
 
-def _count(trace: Trace, coverage: _Coverage, interarrival: _Tally, service: dict[int, _Tally],
+def _count(trace: Trace, coverage: _Coverage, interarrival: Tally, service: dict[int, Tally],
            chunk: int) -> _Counts:
     """One pass over ``trace`` a chunk of rows at a time: the mix, sizes, tasks, flags, LBA range and
     sequential requests (``_Counts``), the blocks covered into ``coverage``, the gaps between issues
@@ -522,8 +531,8 @@ def fingerprint(trace: Trace, chunk: int = CHUNK) -> Fingerprint:
     coverage edges (few for an application's trace; at most a few bytes a request)."""
     n = len(trace)
     duration_ns = max(trace.duration_ns, int(trace.issue_ns.max(initial=0)), 1)
-    coverage, gaps = _Coverage(), _Tally()
-    service = {k: _Tally() for k in (READ, WRITE, FLUSH)}
+    coverage, gaps = _Coverage(), Tally()
+    service = {k: Tally() for k in (READ, WRITE, FLUSH)}
     c = _count(trace, coverage, gaps, service, chunk)
     ios = {name: int(c.ios[i]) for i, name in enumerate(OP_NAMES) if c.ios[i]}
     nbytes = {name: int(c.nbytes[i]) for i, name in enumerate(OP_NAMES) if name in ios}

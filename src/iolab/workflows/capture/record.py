@@ -33,7 +33,7 @@ from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetF
 from ...store.database import Store
 from ...store.schema import traces
 from . import replay, tracefs
-from .fingerprint import ORIGIN, active_ns, fingerprint
+from .fingerprint import ORIGIN, Tally, active_ns, fingerprint
 from .fingerprint import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
 from .trace import OP_NAMES, READ, WRITE, Trace, decode, encode
 
@@ -82,49 +82,43 @@ class Capture:
         return out
 
 
-def _latency(ns: np.ndarray, chunk: int = 1 << 16) -> Latency | None:
-    """Summary of service times ``ns`` (integer or float ns; statistics computed in float64). ``ns``
-    is used up (partitioned in place for the percentiles; the deviations summed a chunk at a time),
-    so no copy of it is made."""
-    if ns.size == 0:
+def _latency(tally: Tally) -> Latency | None:
+    """fio's latency summary of the service times (ns) in ``tally``; None when it is empty."""
+    if tally.total == 0:
         return None
-    low, high, mean = float(ns.min()), float(ns.max()), float(ns.mean())
-    squares = sum(float(np.square(ns[a:a + chunk] - mean).sum()) for a in range(0, ns.size, chunk))
-    values = np.percentile(ns, PERCENTILES, overwrite_input=True)
-    return Latency(min_ns=low, max_ns=high, mean_ns=mean, stddev_ns=float(np.sqrt(squares / ns.size)),
-                   samples=int(ns.size),
-                   percentiles_ns={f"{p:g}": float(v) for p, v in zip(PERCENTILES, values, strict=True)})
+    mean, std = tally.mean_std()
+    return Latency(min_ns=float(tally.values[0]), max_ns=float(tally.values[-1]), mean_ns=mean, stddev_ns=std,
+                   samples=tally.total, percentiles_ns={f"{p:g}": tally.percentile(p) for p in PERCENTILES})
 
 
-def capture_report(trace: Trace) -> FioReport:
+def capture_report(trace: Trace, chunk: int = 1 << 16) -> FioReport:
     """The trace as fio would report its replay: one job per size class, read/write directions with
     requests, bytes, IOPS and bandwidth over the active span (``fingerprint.active_ns``: from the
     first issue to the last completion, as a replay's fio runtime spans its requests) and the
-    device's service time (complete - issue) as ``clat`` and ``lat``. Pure."""
+    device's service time (complete - issue) as ``clat`` and ``lat``. Pure. A class's requests are
+    taken ``chunk`` at a time and their service times tallied (``fingerprint.Tally``), so no copy
+    of a class's column is made."""
     duration_ms = max(1, round(active_ns(trace) / 1e6))
     jobs = []
     for index, (name, indices) in enumerate(replay.classes(trace).items()):
-        ops = trace.op[indices]  # the class's columns one at a time, in place: no copy of the whole class
+        ios, nbytes, service = {READ: 0, WRITE: 0}, {READ: 0, WRITE: 0}, {READ: Tally(), WRITE: Tally()}
+        for a in range(0, indices.size, chunk):
+            rows = indices[a:a + chunk]
+            ops, done = trace.op[rows], trace.complete_ns[rows]
+            for op in (READ, WRITE):
+                mine = ops == op
+                ios[op] += int(np.count_nonzero(mine))
+                nbytes[op] += int(trace.nbytes[rows[mine]].sum())
+                mine &= done >= 0
+                service[op].add(done[mine] - trace.issue_ns[rows[mine]])
         directions = {}
         for op in (READ, WRITE):
-            mine = ops == op
-            rows = indices if mine.all() else indices[mine]
-            del mine
-            if not rows.size:
-                continue
-            lat = trace.complete_ns[rows]
-            completed = lat >= 0
-            for a in range(0, rows.size, 1 << 16):  # no copy of the class's issue times
-                lat[a:a + (1 << 16)] -= trace.issue_ns[rows[a:a + (1 << 16)]]
-            if not completed.all():
-                lat = lat[completed]
-            del completed
-            latency = _latency(lat)
-            del lat
-            ios, nbytes = int(rows.size), int(trace.nbytes[rows].sum())
-            directions[OP_NAMES[op]] = DirectionStats(
-                direction=OP_NAMES[op], total_ios=ios, io_bytes=nbytes, runtime_ms=duration_ms,
-                iops=1000.0 * ios / duration_ms, bw_bytes_s=1000.0 * nbytes / duration_ms, clat=latency, lat=latency)
+            if ios[op]:
+                latency = _latency(service[op])
+                directions[OP_NAMES[op]] = DirectionStats(
+                    direction=OP_NAMES[op], total_ios=ios[op], io_bytes=nbytes[op], runtime_ms=duration_ms,
+                    iops=1000.0 * ios[op] / duration_ms, bw_bytes_s=1000.0 * nbytes[op] / duration_ms, clat=latency,
+                    lat=latency)
         jobs.append(JobResult(name=name, index=index, directions=directions, job_runtime_ms=duration_ms))
     return FioReport(source_format="capture", jobs=tuple(jobs))
 
@@ -150,12 +144,9 @@ def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping
     store.save_result(result_id, status="ok", command=" ".join(capture.command) or None,
                       started_at=capture.started_at, ended_at=ended, report=capture_report(trace),
                       target_facts=facts, extra={"fingerprint": to_jsonable(fp), "capture": options})
-    with store.engine.begin() as conn:
-        conn.execute(traces.insert().values(
-            result_id=result_id, requests=len(trace), data=encode(trace),
-            meta={"comms": {str(k): v for k, v in trace.comms.items()}, "lost_events": trace.lost_events,
-                  "duration_ns": trace.duration_ns, "left_out": dict(trace.left_out),
-                  "kthreads": sorted(trace.kthreads)}))
+    store.save_trace(result_id, len(trace), data=encode(trace), meta={
+        "comms": {str(k): v for k, v in trace.comms.items()}, "lost_events": trace.lost_events,
+        "duration_ns": trace.duration_ns, "left_out": dict(trace.left_out), "kthreads": sorted(trace.kthreads)})
     store.finish_run(run_id, capture.status)
     return run_id
 

@@ -190,46 +190,29 @@ def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 16) -> 
     """The lanes ``lanes`` deals ``indices`` to, before it merges lanes of flushes alone: first fit in
     issue order opens a lane only when every open one is busy, so the count is 1 + the most requests
     still in flight (issued before, completed after) when one is issued. A request completed the
-    instant it was issued frees its lane for the requests issued after it in that instant. The
-    completions sorted once, the issues taken a chunk at a time."""
+    instant it was issued frees its lane for the requests issued after it in that instant; one
+    without a completion holds its lane for the typical service time, as in ``lanes``. The issues
+    are taken a chunk at a time, the completions not yet passed carried sorted from chunk to chunk
+    (a later request completes after its issue, so after every issue before it): memory is the
+    chunk's and the requests in flight, not the class's."""
     if indices.size == 0:
         return 0
-    whole = indices.size == len(trace)  # the whole trace (sorted indices): its columns, not copies
-    issued_all = trace.issue_ns if whole else trace.issue_ns[indices]
-    done = _completed(trace, indices, issued_all, chunk)
-    done.sort()
-    most, freed = 0, 0
+    typical = _typical_service_ns(trace, indices)
+    most, freed, passed = 0, 0, 0
+    pending = np.zeros(0, dtype=np.int64)  # completions after the last chunk's last issue, sorted
     for a in range(0, indices.size, chunk):
-        issued = issued_all[a:a + chunk]
-        completes = trace.complete_ns[indices[a:a + chunk]]
+        issued, completes = trace.issue_ns[indices[a:a + chunk]], trace.complete_ns[indices[a:a + chunk]]
         instant = completes == issued
+        done = np.where(completes >= 0, completes, issued + typical)
+        pool = np.concatenate([pending, done[~instant]])
+        pool.sort()
         freed_before = freed + np.cumsum(instant) - instant
-        busy = np.arange(a, a + issued.size) - freed_before - np.searchsorted(done, issued, side="right")
+        busy = np.arange(a, a + issued.size) - freed_before - passed - np.searchsorted(pool, issued, side="right")
         most = max(most, int(busy.max()) + 1)
         freed += int(instant.sum())
+        cut = int(np.searchsorted(pool, issued[-1], side="right"))  # at or before every later issue
+        passed, pending = passed + cut, pool[cut:]
     return most
-
-
-def _completed(trace: Trace, indices: np.ndarray, issued: np.ndarray, chunk: int) -> np.ndarray:
-    """The completion times of ``indices`` (issued at ``issued``) that free a lane after their
-    instant (completed, not at issue; a request without a completion after the typical service
-    time, as ``lanes`` takes it), gathered a chunk at a time into one array sized by a first pass:
-    no copy of the class's whole completion column beside it."""
-    step = max(chunk, 1 << 16)
-    typical = _typical_service_ns(trace, indices)
-
-    def kept(a: int) -> tuple[np.ndarray, np.ndarray]:
-        done = trace.complete_ns[indices[a:a + step]]
-        done = np.where(done >= 0, done, issued[a:a + step] + typical)
-        return done, done != issued[a:a + step]
-    out = np.empty(sum(int(kept(a)[1].sum()) for a in range(0, indices.size, step)), dtype=np.int64)
-    filled = 0
-    for a in range(0, indices.size, step):
-        done, mask = kept(a)
-        part = done[mask]
-        out[filled:filled + part.size] = part
-        filled += part.size
-    return out
 
 
 def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:

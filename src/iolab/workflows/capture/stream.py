@@ -186,10 +186,7 @@ class Parser:
         if patches.size:
             cols[1][patches[:, 0]] = patches[:, 1]
         if cols[0].size and (cols[0][1:] < cols[0][:-1]).any():  # a CPU's events read late: put them in order
-            order = np.argsort(cols[0], kind="stable")
-            for i, column in enumerate(cols):  # one column at a time: a single column's copy beside them
-                cols[i] = column[order]
-                del column
+            _sort_in_place(cols)
         if cols[0].size:  # in place: no second copy of a column
             t0 = cols[0][0]
             cols[0] -= t0
@@ -205,6 +202,27 @@ class Parser:
         for f in (*self._files.values(), self._patches):
             f.close()
         shutil.rmtree(self.spool, ignore_errors=True)
+
+
+def _sort_in_place(cols: list[np.ndarray], chunk: int = 1 << 16) -> None:
+    """Sort the columns by the first (stable). Requests whose events were read late are usually
+    few: then only the rows out of place move, and no copy of a whole column is made beside the
+    sort's order; otherwise each column is gathered anew, one at a time."""
+    order = np.argsort(cols[0], kind="stable")
+    out_of_place = [np.flatnonzero(order[a:a + chunk] != np.arange(a, min(a + chunk, order.size))) + a
+                    for a in range(0, order.size, chunk)]
+    if sum(part.size for part in out_of_place) > order.size // 8:
+        del out_of_place
+        for i, column in enumerate(cols):
+            cols[i] = column[order]
+            del column
+        return
+    moved = np.concatenate(out_of_place)
+    del out_of_place
+    source = order[moved]
+    del order
+    for column in cols:
+        column[moved] = column[source]  # the right side is gathered first
 
 
 def _fraction_ns(fraction: np.ndarray) -> np.ndarray:

@@ -244,13 +244,14 @@ TRACE_FORMAT = 1
 _HEADER = struct.Struct("<BI")
 
 
-def encode(trace: Trace, chunk: int = 1 << 16) -> bytes:
+def encode(trace: Trace, chunk: int = 1 << 16) -> bytearray:
     """The trace's columns as a compact blob (``comms``, lost events and duration go elsewhere).
     Compressed column by column into one zlib stream (level 1: 2 s less for a million requests
     than level 6, about a fifth larger: 5.6 bytes a request against 4.7 for 914k 4k random reads),
-    ``chunk`` rows at a time, so no copy of a whole column is made."""
+    ``chunk`` rows at a time, so no copy of a whole column is made; appended to one buffer, so
+    no second copy of the blob either (as joining its parts would make)."""
     packer = zlib.compressobj(1)
-    parts = [packer.compress(_HEADER.pack(TRACE_FORMAT, len(trace)))]
+    blob = bytearray(packer.compress(_HEADER.pack(TRACE_FORMAT, len(trace))))
 
     def gaps(a: int, b: int) -> np.ndarray:
         return np.diff(trace.issue_ns[a - 1:b]) if a else np.diff(trace.issue_ns[:b], prepend=0)
@@ -261,9 +262,9 @@ def encode(trace: Trace, chunk: int = 1 << 16) -> bytes:
     columns = (gaps, latencies, *((lambda a, b, c=c: c[a:b]) for c in trace.columns()[2:]))
     for column, dtype in zip(columns, _COLUMN_TYPES, strict=True):
         for a in range(0, len(trace), chunk):
-            parts.append(packer.compress(np.ascontiguousarray(column(a, a + chunk), dtype=dtype).data))
-    parts.append(packer.flush())
-    return b"".join(parts)
+            blob += packer.compress(np.ascontiguousarray(column(a, a + chunk), dtype=dtype).data)
+    blob += packer.flush()
+    return blob
 
 
 def decode(blob: bytes, comms: Mapping[int, str] | None = None, lost_events: int = 0,
