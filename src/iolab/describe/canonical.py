@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from .. import units
 from ..errors import SuiteError
@@ -290,15 +291,24 @@ def job_text_options(job_text: str, unknown_options: Sequence[str] | None, fio_v
                      size_bytes: int | None = None) -> dict[str, Options]:
     """Canonical options per fio job name of a job file. ``unknown_options`` is what an import says
     is unknown (``["*"]``: every absent option; None: nothing, the job file is complete, and a job
-    without ``size`` uses ``size_bytes``, its target's). Unreadable job text gives ``{}``."""
+    without ``size`` uses ``size_bytes``, its target's). Unreadable job text gives ``{}``. Worked
+    out once per distinct arguments (a report asks for each result's several times, and a
+    capture's replay job text holds hundreds of jobs)."""
+    unknown = None if unknown_options is None else tuple(unknown_options)
+    return dict(_job_text_options(job_text, unknown, fio_version, size_bytes))
+
+
+@lru_cache(maxsize=256)
+def _job_text_options(job_text: str, unknown_options: tuple[str, ...] | None, fio_version: str | None,
+                      size_bytes: int | None) -> tuple[tuple[str, Options], ...]:
     try:
         jobs = jobfile.effective_jobs(jobfile.parse(job_text))
     except SuiteError:
-        return {}
+        return ()
     unknown = None if unknown_options is not None and "*" in unknown_options else tuple(unknown_options or ())
     out: dict[str, Options] = {}
     for name, options in jobs:
         if unknown_options is None and "size" not in options and size_bytes:
             options = {**options, "size": str(size_bytes)}
         out.setdefault(name, canonical(options, unknown, fio_version))
-    return out
+    return tuple(out.items())
