@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iolab.workflows.capture import fingerprint as fp_mod
-from iolab.workflows.capture import replay, stream
+from iolab.workflows.capture import replay, stream, summary
 from iolab.workflows.capture import trace as trace_mod
 
 TASKS = ("fio", "kworker/0:1H", "jbd2/loop1p1-8", "blkid", "my app")
@@ -164,7 +164,7 @@ def _depth_reference(trace: trace_mod.Trace, duration_ns: int) -> dict[str, obje
     weights = np.bincount(depth, weights=spans)
     busy = float(spans[depth > 0].sum())
     at_issue = depth[np.clip(np.searchsorted(t, trace.issue_ns, side="right") - 1, 0, depth.size - 1)]
-    edges = np.linspace(0, int(t[-1] + spans[-1]), fp_mod.TIME_BINS + 1)
+    edges = np.linspace(0, int(t[-1] + spans[-1]), summary.TIME_BINS + 1)
     area = np.concatenate([[0.0], np.cumsum(spans * depth)])
     with np.errstate(invalid="ignore"):  # a zero-length trace: 0 / 0
         per_bin = np.diff(np.interp(edges, np.append(t, t[-1] + spans[-1]), area)) / np.diff(edges)
@@ -188,7 +188,7 @@ def test_the_chunked_depth_sweep_equals_the_whole_one(spec: list, chunk: int, ex
         if key == "depth_time_pct":
             assert mine[key].keys() == value.keys() and list(mine[key].values()) == pytest.approx(list(value.values()))
         elif key == "depth_over_time":  # a zero-length trace: zeros (the whole sweep divided 0 by 0)
-            assert mine[key] == (pytest.approx(value, abs=0.0011) if duration else (0.0,) * fp_mod.TIME_BINS)
+            assert mine[key] == (pytest.approx(value, abs=0.0011) if duration else (0.0,) * summary.TIME_BINS)
         elif key == "depth_at_issue":
             assert [getattr(mine[key], f) for f in ("mean", "p50", "p99", "max", "count")] == pytest.approx(
                 [getattr(value, f) for f in ("mean", "p50", "p99", "max", "count")])

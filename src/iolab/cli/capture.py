@@ -12,7 +12,7 @@ from ..model import Run
 from ..report.capture import fingerprint_table
 from ..units import parse_duration_us
 from ..workflows.capture import record
-from ..workflows.capture.fingerprint import Fingerprint
+from ..workflows.capture.summary import Fingerprint
 from . import emit_tables, err, store_of
 from .options import Naming, destroy_option, fio_command_options, format_option, naming_options
 from .show import print_run, run_document

@@ -2,7 +2,7 @@
 
 The charts draw the fingerprint's aggregates: requests per block size and direction, LBA heat over
 time (requests per time bin × LBA bin), and the mean in-flight depth over time. Pure: they read the
-fingerprint stored with the run (``workflows.capture.fingerprint.stored_fingerprint``), never the trace.
+fingerprint stored with the run (``workflows.capture.summary.stored_fingerprint``), never the trace.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from ..model import Run, to_jsonable
 from ..units import format_bytes
-from ..workflows.capture.fingerprint import Dist, Fingerprint, stored_fingerprint
+from ..workflows.capture.summary import Dist, Fingerprint, stored_fingerprint
 from .table import Cell, Column, Table
 
 _COLUMNS = (Column("metric", "metric"), Column("value", "value", True), Column("detail", "detail"))

@@ -89,18 +89,25 @@ def spec(chart: Any) -> dict[str, Any]:
     return chart.to_dict(validate=bool(os.environ.get("IOLAB_CHECK_CHARTS")))  # type: ignore[no-any-return]
 
 
+def config() -> Any:
+    """Every chart's look: a white background, the page's font, a light frame around each view."""
+    return alt.Config(background="white", font="Helvetica, Arial, sans-serif", view=alt.ViewConfig(stroke="#ddd"))
+
+
 def _finish(layer: Any, rows: list[Row], facet: str, sort: Sequence[str], title: str, subtitle: str,
             wide: bool = False) -> dict[str, Any]:
     """Facet ``layer`` by ``facet`` over inline ``rows`` and return the spec as a dict: the panels
     share the y scale unless ``y_scales(True)``; ``wide`` sizes them to the card (``panel_size``)."""
     width, height = panel_size(len(sort), wide)
-    chart = layer.properties(width=width, height=height).facet(
+    layer.width, layer.height = width, height  # set in place: altair's chained methods each copy the chart
+    chart = alt.FacetChart(
+        spec=layer, data=alt.Data(values=rows),
         facet=alt.Facet(f"{facet}:N", sort=list(sort), title=None,
                         header=alt.Header(labelFontWeight="bold", labelFontSize=12, labelLimit=width)),
-        columns=max(1, min(COLUMNS, len(sort))), data=alt.Data(values=rows),
-    ).resolve_scale(y="independent" if _INDEPENDENT_Y.get() else "shared", x="independent").properties(
-        title=alt.Title(title, subtitle=subtitle, anchor="start", fontSize=15),
-    ).configure(background="white", font="Helvetica, Arial, sans-serif").configure_view(stroke="#ddd")
+        columns=max(1, min(COLUMNS, len(sort))),
+        resolve=alt.Resolve(scale=alt.ScaleResolveMap(y="independent" if _INDEPENDENT_Y.get() else "shared",
+                                                      x="independent")),
+        title=alt.Title(title, subtitle=subtitle, anchor="start", fontSize=15), config=config())
     return spec(chart)
 
 

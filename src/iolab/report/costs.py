@@ -280,7 +280,7 @@ def over_time_chart(rows: list[Row]) -> dict[str, Any]:
     device rates over time, 0 s being the start of the measured phase (ramp dashed)."""
     import altair as alt  # only when reporting: `iolab show` uses this module too
 
-    from .charts import spec
+    from .charts import config, spec
 
     measures = [m for m in ("fio IOPS", "CPU busy %", "network MiB/s", "device IOPS") if any(r["measure"] == m
                                                                                             for r in rows)]
@@ -303,5 +303,6 @@ def over_time_chart(rows: list[Row]) -> dict[str, Any]:
     ).resolve_scale(y="independent").properties(
         title=alt.Title("Every host's cost over time", anchor="start", fontSize=15,
                         subtitle="node_exporter counters at 1 s beside fio's IOPS; dashed: ramp and file layout"),
-    ).configure(background="white", font="Helvetica, Arial, sans-serif").configure_view(stroke="#ddd")
+        config=config(),
+    )
     return spec(faceted)

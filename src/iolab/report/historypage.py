@@ -17,7 +17,7 @@ import altair as alt
 
 from ..analyze import changes
 from ..analyze.history import History, Series
-from .charts import CARD_WIDTH, Chart, spec
+from .charts import CARD_WIDTH, Chart, config, spec
 from .document import Finding, Report
 from .history import history_tables
 
@@ -78,7 +78,8 @@ def series_chart(s: Series) -> dict[str, Any]:
         width=CARD_WIDTH - 160, height=230,
         title=alt.Title(f"{s.key.name} on {s.key.target}" + (f" · {s.key.host}" if s.key.host else "")
                         + f": {s.metric.title}", subtitle=what, anchor="start", fontSize=14),
-    ).configure(background="white", font="Helvetica, Arial, sans-serif").configure_view(stroke="#ddd")
+        config=config(),
+    )
     return spec(chart)
 
 

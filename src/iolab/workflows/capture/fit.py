@@ -43,7 +43,8 @@ import numpy as np
 
 from ...errors import UsageError
 from ...fio import jobfile
-from .fingerprint import GRANULE_BYTES, Fingerprint, skew
+from .fingerprint import skew
+from .summary import GRANULE_BYTES, Fingerprint
 
 DISTRIBUTIONS = ("auto", "zipf", "pareto", "zoned", "random")
 EMPTY_HINT = ("capture again while the application does I/O, on the device under its files "

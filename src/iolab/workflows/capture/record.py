@@ -33,8 +33,9 @@ from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetF
 from ...store.database import Store
 from ...store.schema import traces
 from . import replay, tracefs
-from .fingerprint import ORIGIN, Tally, active_ns, fingerprint
-from .fingerprint import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
+from .fingerprint import Tally, active_ns, fingerprint
+from .summary import ORIGIN
+from .summary import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
 from .trace import OP_NAMES, READ, WRITE, Trace, decode, encode
 
 WORKLOAD = "capture"
