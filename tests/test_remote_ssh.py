@@ -15,6 +15,7 @@ import pytest
 from clirun import iolab, popen, wait_for
 from iolab.remote import hosts as host_specs
 from iolab.store.database import Store
+from iolab.workflows import crashtest
 from loopdev import MiB, loop_device, requires_loop
 from netns import Host, lab, listening_tcp, requires_netns, requires_sshd, start_sshds
 from test_remote_hosts import check_aggregates
@@ -322,3 +323,32 @@ def test_a_killed_run_resumes_on_ssh_hosts(tmp_path):
         done = iolab("run", str(suite), "--no-observe", "--destroy", str(data), db=db, env=env)
         assert done.returncode == 0, done.stderr
         assert f"fio may write only: {data} (--destroy)" in done.stderr
+
+
+def test_a_crash_test_on_an_ssh_host_logs_in_again_after_the_cut(tmp_path):
+    """The cut (``--trigger``, run here as a PDU would be) kills every process of the host's namespace
+    but sshd's listener: a power cut, and a boot that brought sshd back. iolab waits until it can log
+    in again, starts its fenced fio server there again and verifies both cuts; the verify phase
+    (``verify_only``, which fio opens read-write) runs in a fence that lets it open the file the run
+    laid out, and the second cut writes that file again though the host, checked again, now has it."""
+    with lab(1) as (host,):
+        env = start_sshds([host], tmp_path)
+        listener = (tmp_path / "h1" / "sshd.pid").read_text().strip()
+        cut = tmp_path / "cut.sh"
+        cut.write_text(f"#!/bin/sh\nfor p in $(ip netns pids {host.namespace}); do\n"
+                       f'  [ "$p" = "{listener}" ] || kill -9 "$p" 2>/dev/null\ndone\n')
+        cut.chmod(0o755)
+        target = tmp_path / "crash.bin"  # new: the run lays it out
+        db = tmp_path / "r.db"
+        proc = iolab("crash-test", "-t", f"f={target}", "--host", f"ssh://root@{host.address}", "size=8m",
+                     "rate_iops=500", "--cuts", "2", "--trigger-timeout", "2s", "--trigger", str(cut),
+                     "--settle", "1s", "--wait-timeout", "60s", db=db, env=env, timeout=240)
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+    run = Store(f"sqlite:///{db}").get_run(1)
+    outcomes = crashtest.cut_outcomes(run)
+    assert [o.verdict for o in outcomes] == [crashtest.CutVerdict.INTACT] * 2, proc.stdout
+    for o in outcomes:
+        assert o.issued is not None and o.issued > 500  # ~2 s of writes at 500 IOPS
+        assert o.checked is not None and o.checked >= o.issued - 8 and (o.lost, o.corrupt) == (0, 0)
+        assert o.waited_s is not None and o.waited_s >= 1.0  # the settle, then a new login
+    assert {r.status for r in run.results if r.workload == "crash-verify"} == {"ok"}

@@ -65,12 +65,11 @@ _URIS = {"nbd": "uri", "nfs": "nfs_url"}
 @dataclass(frozen=True)
 class SectionPaths:
     """One job section as fio runs it (``[global]`` sections and includes applied): ``writes``
-    whether fio opens its files for writing (``safety.writes``, or a writing ``rw`` with
-    ``verify_only``, which fio still opens read-write: ``filesetup.c`` ``file_open_flags``);
-    ``files`` its data files and devices (absolute, or relative to fio's working directory);
-    ``trees`` its ``opendir`` roots (every regular file beneath is a data file: ``filesetup.c``
-    ``recurse_dir``); ``engine``; ``address`` the storage an engine outside ``PATH_ENGINES``
-    reaches (None for path engines); ``options`` its effective options, in fio's names."""
+    whether fio opens its files for writing (``safety.opens_for_write``); ``files`` its data files
+    and devices (absolute, or relative to fio's working directory); ``trees`` its ``opendir`` roots
+    (every regular file beneath is a data file: ``filesetup.c`` ``recurse_dir``); ``engine``;
+    ``address`` the storage an engine outside ``PATH_ENGINES`` reaches (None for path engines);
+    ``options`` its effective options, in fio's names."""
 
     name: str
     writes: bool
@@ -130,7 +129,7 @@ def job_paths(text: str, env: Mapping[str, str] | None = None, base_dir: Path | 
     for name, options in _jobs(text, env, base_dir, fio, lenient):
         effective = dict(options)
         engine = _engine(effective)
-        writes = safety.writes(effective) or safety.mode(effective) in safety.WRITING_RW
+        writes = safety.opens_for_write(effective)
         address = None if engine in PATH_ENGINES or engine == "external" else _address(engine, effective, options)
         opendir = _last(options, "opendir")
         found.append(SectionPaths(name, writes, tuple(dict.fromkeys(_data_files(name, options))),

@@ -27,7 +27,7 @@ import re
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from ..describe.spec import Target
@@ -138,9 +138,21 @@ def preflight(target: Target, fio: str = "fio", timeout_s: float = PREFLIGHT_TIM
     found = [found_ssh.get(h) or gathered[h] for h in target.hosts] if target.ssh else None
     hosts = tuple(RemoteHost(spec, answers[spec][0], found[i] if found else None, answers[spec][1],  # type: ignore[index]
                              hellos.get(spec)) for i, spec in enumerate(target.hosts))
+    if known is not None and _where(known.target) == _where(target):  # checked again: a host was lost
+        hosts = tuple(_laid_out(h, known) for h in hosts)
     with _lock:
         _lost.difference_update(target.hosts)
     return RemoteTarget(target=target, hosts=hosts, kind=_kind(target, hosts))
+
+
+def _laid_out(host: RemoteHost, known: RemoteTarget) -> RemoteHost:
+    """``host`` with its target's facts as the run's first check found them when they said the path
+    was missing: the file there now is the one the run laid out (a crash test's, cut and checked
+    again after the host came back), which a remote host has no mark of iolab's to tell."""
+    before = next((h.facts.target for h in known.hosts if h.spec == host.spec and h.facts is not None), None)
+    if before is None or before.kind != "missing" or host.facts is None:
+        return host
+    return replace(host, facts=replace(host.facts, target=before))
 
 
 def _connect_ssh(target: Target, local_version: str, fenced: bool

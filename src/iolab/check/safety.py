@@ -236,6 +236,13 @@ def writes(options: Mapping[str, str | None]) -> bool:
     return _replays_writes(options)
 
 
+def opens_for_write(options: Mapping[str, str | None]) -> bool:
+    """Whether fio opens the job's files for writing: when it writes (``writes``), and for a writing
+    ``rw`` with ``verify_only``, which issues no write but opens read-write all the same
+    (``filesetup.c`` ``file_open_flags``). What a fence must let fio open, under the same rules."""
+    return writes(options) or mode(options) in WRITING_RW
+
+
 def mode(options: Mapping[str, str | None]) -> str:
     """The job's ``rw`` mode without its ``:<nr>`` suffix (fio's default ``read``; the later of
     ``rw``/``readwrite`` when a mapping holds both spellings)."""

@@ -102,10 +102,12 @@ lib, work = os.path.join(directory, "lib"), os.path.join(directory, "work")
 os.mkdir(lib, 0o700)
 os.mkdir(work, 0o700)
 server = None
+served = None  # (the fence asked for, the answer) of the running server
 
 
 def stop_server():
-    global server
+    global server, served
+    served = None
     if server is not None:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
@@ -255,7 +257,11 @@ def unfenced():
 
 
 def serve(request):
-    global server
+    global server, served
+    asked = json.dumps([request["writable"], request["read"], request["fenced"]], sort_keys=True)
+    if served is not None and served[0] == asked and server is not None and server.poll() is None:
+        say("IOLAB-SERVING", served[1])  # the same fence, and its server still runs (a cut may have killed it)
+        return
     stop_server()
     sock = os.path.join(work, "fio.sock")
     command = [fio, "--server=sock:" + sock]
@@ -290,7 +296,8 @@ def serve(request):
                 say("IOLAB-FAILED", {"error": "the fio server did not listen within %s s" % request["timeout_s"]})
                 return
             time.sleep(0.02)
-    say("IOLAB-SERVING", {"socket": RELAY, "argv": argv, "places": places, "work": work})
+    served = (asked, {"socket": RELAY, "argv": argv, "places": places, "work": work})
+    say("IOLAB-SERVING", served[1])
 
 
 while True:

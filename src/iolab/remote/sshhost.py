@@ -156,7 +156,6 @@ class Connection:
         self.local_socket = self.local_dir / "fio.sock"
         self.hello: Hello | None = None
         self.serving: Serving | None = None
-        self._request: str | None = None
         self._forwarded = False
         self._proc: subprocess.Popen[str] | None = None
         self._leaving: subprocess.Popen[str] | None = None
@@ -225,14 +224,11 @@ class Connection:
         reasons) and fio's work directory are writable and ``read`` is bound to be read (devices);
         unfenced when not ``fenced``. A server already running with the same request is kept.
         Raises ``SafetyError`` when the fence refuses (too many entries to protect) and ``HostError``
-        when the server does not start or ssh cannot forward its socket."""
+        when the server does not start or ssh cannot forward its socket. Always asked of the agent,
+        which alone knows whether its server still runs (a crash test's cut kills it)."""
         asked = {"op": "serve", "writable": dict(writable), "read": list(read), "fenced": fenced,
                  "timeout_s": timeout_s}
-        request = json.dumps(asked, sort_keys=True)
         with self._lock:
-            if request == self._request and self.serving is not None and self.alive:
-                return self.serving
-            self._request = None
             kind, data = self._ask(asked, timeout_s + 5, "starting the fio server")
             if kind == "IOLAB-REFUSED":
                 raise SafetyError(f"{self.spec}: {data['error']}", hint=data.get("hint"))
@@ -243,7 +239,6 @@ class Connection:
                                    work=data["work"])
             if not self._forwarded:
                 self._forward(self.serving.socket)
-            self._request = request
             return self.serving
 
     def facts(self, path: str | None, timeout_s: float) -> dict[str, Any]:
@@ -385,14 +380,14 @@ def connection(spec: HostSpec) -> Connection | None:
 _FAILED_FOR_S = 30.0
 
 
-def connect(spec: HostSpec, timeout_s: float = CONNECT_TIMEOUT_S) -> Connection:
-    """The connection to ``spec``, opened once per process (again when it was lost); one being
-    opened by another thread (``connect_soon``) is waited for. Raises ``HostError`` as
-    ``Connection.open``."""
+def connect(spec: HostSpec, timeout_s: float = CONNECT_TIMEOUT_S, retry: bool = False) -> Connection:
+    """The connection to ``spec``, opened once per process (again when it was lost; with ``retry``,
+    also within ``_FAILED_FOR_S`` of a failed attempt); one being opened by another thread
+    (``connect_soon``) is waited for. Raises ``HostError`` as ``Connection.open``."""
     with _lock:
         found = _connections.get(spec)
-        opener = found is None or (found.ready.is_set() and not found.alive and
-                                   (found.error is None or time.monotonic() - found.failed_at > _FAILED_FOR_S))
+        opener = found is None or (found.ready.is_set() and not found.alive and (
+            found.error is None or retry or time.monotonic() - found.failed_at > _FAILED_FOR_S))
         if opener:
             stale, found = found, Connection(spec)
             _connections[spec] = found
@@ -420,6 +415,16 @@ def connect(spec: HostSpec, timeout_s: float = CONNECT_TIMEOUT_S) -> Connection:
     finally:
         found.ready.set()
     return found
+
+
+def answers(spec: HostSpec, timeout_s: float) -> bool:
+    """Whether ``spec`` answers over ssh now: a connection (opened again when it was lost, as after
+    a host's power cut) whose agent replies within ``timeout_s``."""
+    try:
+        connect(spec, timeout_s, retry=True).facts(None, timeout_s)
+    except HostError:
+        return False
+    return True
 
 
 def connect_soon(specs: Sequence[HostSpec]) -> None:

@@ -83,7 +83,7 @@ def run_job(job_text: str, target: Target, workdir: Path, fio: str, destroy: Col
                                       remote_facts.GATHER_TIMEOUT_S + 10, "gathering facts")
         found = {spec: f.message if isinstance(f, HostError) else f for spec, f in gathered.items()}
     sections = jobfile.parse(job_text)
-    writes = any(safety.writes(o) for _, o in jobfile.effective_jobs(sections))
+    writes = any(safety.opens_for_write(o) for _, o in jobfile.effective_jobs(sections))  # as the local guard
     if target.ssh and writes:
         fresh = {s: f.target if isinstance(f, RemoteFacts) else None for s, f in found.items()}
         preflight.check_safety(target, fresh, True, destroy, 0, files=False)

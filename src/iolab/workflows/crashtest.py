@@ -166,9 +166,9 @@ Wait = Callable[["Target", Settings, Callable[[str], None]], float]
 def wait_for_target(target: Target, settings: Settings, note: Callable[[str], None],
                     clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
                     fio: str = "fio") -> float:
-    """Wait ``settle_s``, then until the target is back: every fio server of a remote target answers
-    its probe, a local target's path exists again. Returns the seconds waited. Raises ``HostError``
-    naming what did not come back within ``wait_timeout_s``."""
+    """Wait ``settle_s``, then until the target is back: every host of a remote target answers (a
+    fio server its probe, an ``ssh://`` host over ssh), a local target's path exists again. Returns
+    the seconds waited. Raises ``HostError`` naming what did not come back within ``wait_timeout_s``."""
     from ..remote import protocol  # here: reading a crash test's results needs neither fio nor the network
     from ..runner import local
     start = clock()
@@ -192,7 +192,8 @@ def wait_for_target(target: Target, settings: Settings, note: Callable[[str], No
 
 
 def _missing(target: Target, version: int) -> list[str]:
-    """What is not back yet: fio servers that do not answer, or a local path that does not exist."""
+    """What is not back yet: fio servers that do not answer, ``ssh://`` hosts that do not (iolab
+    starts their fio server again for the next job), or a local path that does not exist."""
     if not target.hosts:
         path = target.path or ""
         try:
@@ -200,9 +201,11 @@ def _missing(target: Target, version: int) -> list[str]:
         except OSError:
             return [path]
         return []
-    from ..remote import protocol
-    answers = protocol.probe_all(list(target.hosts), version, 2.0)
-    return [str(spec) for spec, answer in answers.items() if isinstance(answer, HostError)]
+    from ..remote import protocol, sshhost
+    served = [spec for spec in target.hosts if spec.kind != "ssh"]
+    answers = protocol.probe_all(served, version, 2.0) if served else {}
+    return [str(spec) for spec in target.hosts
+            if (isinstance(answers[spec], HostError) if spec in answers else not sshhost.answers(spec, 5.0))]
 
 
 @dataclass(frozen=True)
