@@ -108,12 +108,6 @@ def require_existing(url: str | None = None) -> None:
                          hint="`iolab run` and `iolab import` create one; check --db / $IOLAB_DB")
 
 
-try:  # ISA-L's deflate writes the same zlib stream as zlib (zlib.decompress reads it), several times faster
-    from isal import isal_zlib as raw_codec
-except ImportError:  # pragma: no cover - isal is installed where it has wheels (pyproject.toml)
-    raw_codec = zlib  # type: ignore[misc]
-
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -369,18 +363,16 @@ class Store:
 
     @_guarded("store a trace")
     def save_trace(self, result_id: int, requests: int, meta: Mapping[str, Any], data: bytes | bytearray) -> None:
-        """Store a capture's trace: ``data`` is ``workflows.capture.trace.encode``'s blob. SQLite gets
-        it written in place (a zeroblob inserted, then incremental blob I/O): bound as a parameter, it
-        would be copied twice inside SQLite (the value, then the record built from it), 40 MB for a
-        60-second capture of 3.4 M requests."""
-        row = traces.insert().values(result_id=result_id, requests=requests, meta=dict(meta))
+        """Store a capture's trace (``workflows.capture.trace.encode``'s blob). SQLite gets it in place
+        (a zeroblob, then incremental blob I/O): bound, it is copied twice inside SQLite (40 MB at 3.4 M
+        requests)."""
+        sqlite = self.engine.dialect.name == "sqlite"
         with self.engine.begin() as conn:
-            if self.engine.dialect.name != "sqlite":
-                conn.execute(row.values(data=data))
-                return
-            conn.execute(row.values(data=sa.func.zeroblob(len(data))))
-            with conn.connection.dbapi_connection.blobopen("traces", "data", result_id) as blob:  # type: ignore[union-attr]
-                blob.write(data)
+            conn.execute(traces.insert().values(result_id=result_id, requests=requests, meta=dict(meta),
+                                                data=sa.func.zeroblob(len(data)) if sqlite else data))
+            if sqlite:
+                with conn.connection.dbapi_connection.blobopen("traces", "data", result_id) as blob:  # type: ignore[union-attr]
+                    blob.write(data)
 
     @_guarded("store fio's logs")
     def save_time_series(self, result_id: int, series: Sequence[TimeSeries]) -> None:
