@@ -65,6 +65,26 @@ def test_the_streaming_parser_finds_what_the_reference_finds(requests: list, cut
     assert parsed.duration_ns == reference.duration_ns
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 400), st.lists(st.tuples(st.integers(0, 999), st.integers(1, 5)), max_size=300),
+       st.integers(1, 64))
+def test_columns_read_late_are_sorted_as_a_stable_argsort_sorts_them(seed: int, swaps: list, chunk: int) -> None:
+    """1,000 rows in time order, some pairs swapped a few places apart (events a CPU gave late) or,
+    with many swaps, well shuffled: every column ends as a stable argsort of the times orders it,
+    whether only the rows out of place move or every column is gathered anew."""
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.integers(0, 5_000, 1000))  # ties: the stable order must keep them as they came
+    for i, step in swaps:
+        j = min(999, i + step)
+        t[i], t[j] = t[j], t[i]
+    cols = [t.copy(), np.arange(1000, dtype=np.int64), rng.integers(0, 9, 1000).astype(np.uint8)]
+    order = np.argsort(t, kind="stable")
+    expected = [c[order] for c in cols]
+    stream._sort_in_place(cols, chunk)
+    for got, want in zip(cols, expected, strict=True):
+        assert got.tolist() == want.tolist()
+
+
 def test_a_task_name_with_spaces_and_a_command_are_read_by_the_general_pattern() -> None:
     text = ("        my app 2-4242    [001] .....   10.000100: block_rq_issue: 7,0 R 4096 () 80 + 8 be,0,4 [my app 2]\n"
             "     ksoftirqd/1-22      [001] ..s..   10.000200: block_rq_complete: 7,0 R () 80 + 8 be,0,4 [0]\n"
