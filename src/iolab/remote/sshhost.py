@@ -421,7 +421,7 @@ def answers(spec: HostSpec, timeout_s: float) -> bool:
     """Whether ``spec`` answers over ssh now: a connection (opened again when it was lost, as after
     a host's power cut) whose agent replies within ``timeout_s``."""
     try:
-        connect(spec, timeout_s, retry=True).facts(None, timeout_s)
+        connect(spec, retry=True).facts(None, timeout_s)
     except HostError:
         return False
     return True

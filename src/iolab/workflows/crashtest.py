@@ -202,10 +202,14 @@ def _missing(target: Target, version: int) -> list[str]:
             return [path]
         return []
     from ..remote import protocol, sshhost
+    from ..remote.hosts import on_each
     served = [spec for spec in target.hosts if spec.kind != "ssh"]
-    answers = protocol.probe_all(served, version, 2.0) if served else {}
+    ssh = [spec for spec in target.hosts if spec.kind == "ssh"]
+    probed = protocol.probe_all(served, version, 2.0) if served else {}
+    logged_in = on_each(ssh, lambda spec: sshhost.answers(spec, 5.0), sshhost.CONNECT_TIMEOUT_S + 15,
+                        "logging in again") if ssh else {}
     return [str(spec) for spec in target.hosts
-            if (isinstance(answers[spec], HostError) if spec in answers else not sshhost.answers(spec, 5.0))]
+            if isinstance(probed.get(spec), HostError) or (spec in logged_in and logged_in[spec] is not True)]
 
 
 @dataclass(frozen=True)
