@@ -5,6 +5,11 @@ looked at in Chromium and Firefox (test_report_browser, and the screenshots in t
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 from iolab.report import charts
 
 
@@ -68,3 +73,25 @@ def test_every_chart_group_has_its_own_report_section_id():
     assert groups <= set(html.GROUP_IDS), groups - set(html.GROUP_IDS)
     ids = list(html.GROUP_IDS.values())
     assert len(ids) == len(set(ids)) and "charts" not in ids
+
+
+def test_a_report_outside_the_tests_makes_the_charts_the_checked_ones_are():
+    """Outside the tests altair checks nothing as it builds (``charts.CHECKED`` off): the specs must be
+    the ones the tests check, byte for byte (a faceted bar chart, a capture's block sizes and heat)."""
+    program = """
+import json, sys
+from iolab.report import charts
+from iolab.report.capture import _bs_spec, _heat_spec
+from iolab.workflows.capture import fingerprint, trace
+rows = json.loads(sys.argv[1])
+fp = fingerprint.fingerprint(trace.from_rows([(i * 1000, i * 1000 + 50, i * 64, (4096, 65536)[i % 2], i % 2, 0, 1)
+                                              for i in range(500)]))
+print(json.dumps([charts.bars(rows, ["fast", "slow"], ["a", "b"], "iops", "IOPS", ",.0f"), _bs_spec(fp, "cap"),
+                  _heat_spec(fp, "cap")], sort_keys=True))
+"""
+    made = {}
+    for checked in ("1", ""):
+        made[checked] = subprocess.run([sys.executable, "-c", program, json.dumps(ROWS)], capture_output=True,
+                                       env={**os.environ, "IOLAB_CHECK_CHARTS": checked}, text=True,
+                                       check=True).stdout
+    assert made["1"] == made[""] and len(made["1"]) > 1000

@@ -28,6 +28,10 @@ from ..model import Run, TimeSeries
 from . import chartdata
 from .chartdata import Row
 
+#: Whether chart specs are checked against Vega-Lite's JSON schema (``spec``): the tests set it.
+CHECKED = bool(os.environ.get("IOLAB_CHECK_CHARTS"))
+if not CHECKED:  # altair also checks every object as it is made ("debug mode"): a third of a chart's time
+    alt.utils.schemapi.disable_debug_mode()
 #: Tableau 10: distinguishable, and readable in print.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac")
@@ -86,7 +90,7 @@ def spec(chart: Any) -> dict[str, Any]:
     """The chart's Vega-Lite spec as a dict. Checked against Vega-Lite's JSON schema only when
     ``IOLAB_CHECK_CHARTS`` is set (the tests set it): jsonschema's walk over a chart took a tenth of
     a report's time, every time, for specs the code builds the same way each time."""
-    return chart.to_dict(validate=bool(os.environ.get("IOLAB_CHECK_CHARTS")))  # type: ignore[no-any-return]
+    return chart.to_dict(validate=CHECKED)  # type: ignore[no-any-return]
 
 
 def config() -> Any:
