@@ -32,6 +32,7 @@ from .chartdata import Row
 CHECKED = bool(os.environ.get("IOLAB_CHECK_CHARTS"))
 if not CHECKED:  # altair also checks every object as it is made ("debug mode"): a third of a chart's time
     alt.utils.schemapi.disable_debug_mode()
+
 #: Tableau 10: distinguishable, and readable in print.
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
            "#bab0ac")
