@@ -174,24 +174,8 @@ def _depth(trace: Trace, duration_ns: int, chunk: int = DEPTH_CHUNK) -> dict[str
 
 
 def _dist_of_counts(counts: np.ndarray) -> Dist:
-    """``_dist`` of a sample given as a histogram (``counts[v]`` values equal to v): the same mean,
-    and the same percentiles (numpy's linear interpolation between order statistics)."""
-    total = int(counts.sum())
-    if total == 0:
-        return Dist()
-    cum = np.cumsum(counts)
-    values = np.arange(counts.size, dtype=np.float64)
-
-    def order_stat(k: int) -> float:  # the k-th smallest, from 0
-        return float(np.searchsorted(cum, k, side="right"))
-
-    def percentile(q: float) -> float:
-        pos = (total - 1) * q / 100.0
-        lo = int(np.floor(pos))
-        hi = min(lo + 1, total - 1)
-        return order_stat(lo) + (order_stat(hi) - order_stat(lo)) * (pos - lo)
-    return Dist(float((values * counts).sum() / total), percentile(50), percentile(99),
-                float(np.flatnonzero(counts)[-1]), total)
+    """``_dist`` of a sample given as a histogram (``counts[v]`` values equal to v)."""
+    return Tally.of_histogram(counts).dist()[0]
 
 
 def skew(offsets: np.ndarray, lengths: np.ndarray | None = None) -> tuple[float | None, float | None, int]:
@@ -261,6 +245,14 @@ class Tally:
     def __init__(self) -> None:
         self.values = np.zeros(0, dtype=np.int64)
         self.counts = np.zeros(0, dtype=np.int64)
+
+    @classmethod
+    def of_histogram(cls, counts: np.ndarray) -> Tally:
+        """The sample ``counts`` describes: ``counts[v]`` values equal to v."""
+        tally = cls()
+        tally.values = np.flatnonzero(counts)
+        tally.counts = np.asarray(counts, dtype=np.int64)[tally.values]
+        return tally
 
     def add(self, sample: np.ndarray) -> None:
         if not sample.size:
