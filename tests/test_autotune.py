@@ -9,6 +9,7 @@ from iolab.analyze import saturation
 from iolab.analyze.saturation import Point
 from iolab.describe import suite
 from iolab.describe.spec import Target
+from iolab.remote import hosts as remote_hosts
 from iolab.workflows import autotune
 from iolab.workflows.autotune import Axis, Descent, Measured, best_suite
 
@@ -83,6 +84,16 @@ def test_the_best_configuration_is_a_suite_iolab_runs_again(tmp_path):
         "io_uring", "2", "8", "30s")  # 16 outstanding I/Os over 2 jobs
     assert loaded.tune == {"scheduler": ("none",)} and loaded.method.pin == "mq"
     assert [t.path for t in loaded.targets] == ["/dev/loop9"]
+
+
+def test_the_best_suite_of_a_target_on_hosts_names_them_and_their_facts_over_ssh():
+    """Loopback specs only: the suite is written and read back, no host is contacted."""
+    target = Target("vm", "/dev/vdb", hosts=(remote_hosts.parse("ssh://lab@127.0.0.1:2222"),
+                                              remote_hosts.parse("127.0.0.1:8766")), ssh=True)
+    text = best_suite(target, {"rw": "randread", "bs": "4k", "ioengine": "libaio"}, (("numjobs", "2"),),
+                      Point(4, 1, 1000.0), "10s", "iolab autotune, run 3")
+    (loaded,) = suite.load_yaml(text, "best.yaml").targets
+    assert (loaded.path, loaded.hosts, loaded.ssh, loaded.size) == ("/dev/vdb", target.hosts, True, None)
 
 
 def test_a_best_whose_interval_overlaps_as_it_is_is_not_distinguishable_and_the_rounds_would_separate():

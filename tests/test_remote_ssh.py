@@ -352,3 +352,38 @@ def test_a_crash_test_on_an_ssh_host_logs_in_again_after_the_cut(tmp_path):
         assert o.checked is not None and o.checked >= o.issued - 8 and (o.lost, o.corrupt) == (0, 0)
         assert o.waited_s is not None and o.waited_s >= 1.0  # the settle, then a new login
     assert {r.status for r in run.results if r.workload == "crash-verify"} == {"ok"}
+
+
+def test_saturate_and_autotune_probe_an_ssh_host_and_the_best_suite_runs_there_again(tmp_path):
+    """``--host`` on the search commands: every probe of the saturation search and of the descent runs on
+    the ssh host, fenced there; the best configuration's suite names the host and runs there again. Axes
+    that tune this machine (block queues, pinning) are refused with ``--host``, before any host is contacted."""
+    with lab(1) as (host,):
+        env = start_sshds([host], tmp_path)
+        spec, target, db = f"ssh://root@{host.address}", tmp_path / "at.bin", tmp_path / "r.db"
+        best = tmp_path / "best.yaml"
+        refused = iolab("autotune", "-t", f"t={target}", "--host", spec, "--axes", "pin,numjobs", db=db, env=env)
+        assert refused.returncode == 2 and "--axes pin: tunes this machine's" in refused.stderr, refused.stderr
+        proc = iolab("autotune", "-t", f"t={target}", "--host", spec, "size=8m", "--axes", "ioengine", "--repeat", "2",
+                     "--probe-runtime", "1s", "--runtime", "1s", "--max-iodepth", "4", "--ramp-time", "0",
+                     "--no-observe", "--write-suite", str(best), db=db, env=env, timeout=240)
+        assert proc.returncode == 0, proc.stderr
+        run = Store(f"sqlite:///{db}").get_run(1)
+        assert len(run.results) >= 4 and {r.status for r in run.results} == {"ok"}
+        assert [h["host"] for r in run.results for h in r.extra["hosts"]] == [spec] * len(run.results)
+        assert f"{target} (new)" in run.results[0].extra["hosts"][0]["fence"]  # laid out there; read after
+        again = iolab("run", str(best), "--no-observe", db=db, env=env)
+        assert again.returncode == 0, again.stderr
+        assert [h["host"] for h in Store(f"sqlite:///{db}").get_run(2).results[0].extra["hosts"]] == [spec]
+
+
+def test_tuning_or_pinning_a_target_on_hosts_is_refused(tmp_path):
+    """``tune:`` and ``pin:`` set this machine's block queues and CPUs (the governor too), never a host's:
+    a suite asking for them on a target on hosts is refused by the plan, a dry run included."""
+    with lab(1) as hosts:
+        for extra, said in (("tune: {nomerges: 2}\n", "tuning (nomerges) sets this machine's"),
+                            ("pin: mq\n", "pin: mq: target many runs on its hosts")):
+            suite = tmp_path / "s.yaml"
+            suite.write_text(ssh_suite(hosts, tmp_path / "f.bin", extra=extra))
+            proc = iolab("run", str(suite), "--dry-run", db=tmp_path / "r.db")
+            assert proc.returncode == 2 and said in proc.stderr, proc.stderr

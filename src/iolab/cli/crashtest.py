@@ -8,18 +8,15 @@ from typing import Any
 import click
 
 from .. import units
-from ..describe import suite
-from ..describe.spec import Target
 from ..errors import DataLost, RunFailed, UsageError
-from ..remote import hosts as host_specs
 from ..report import results as results_report
 from ..report.crashtest import crash_table
 from ..run.plan import RunOptions
 from ..workflows import crashtest
 from ..workflows.crashtest import CutVerdict
-from ..workflows.prober import DEFAULT_SIZE, Prober, describe
+from ..workflows.prober import Prober, describe
 from . import emit_tables, err, store_of
-from .options import Naming, fio_command_options, format_option, run_options
+from .options import Naming, TargetArgs, fio_command_options, format_option, run_options, target_options
 from .progress import job_progress
 from .saturate import fio_options
 from .show import run_document
@@ -32,28 +29,9 @@ def _seconds(option: str, text: str) -> float:
         raise UsageError(f"{option} {text!r}: {exc}") from None
 
 
-def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str, str]) -> Target:
-    (name, path), = suite.parse_target_args([target_arg]).items()
-    try:
-        specs = tuple(host_specs.parse(h) for h in hosts)
-        host_specs.check_unique(list(specs))
-    except ValueError as exc:
-        raise UsageError(f"--host: {exc}") from None
-    if specs and not path.startswith("/"):
-        raise UsageError(f"--target {target_arg}: with --host, give the absolute path on each host")
-    if ssh and not specs:
-        raise UsageError("--ssh gathers facts on remote hosts: give them with --host")
-    size = None if "size" in options or path.startswith("/dev/") else DEFAULT_SIZE
-    return Target(name, path, size, hosts=specs, ssh=ssh)
-
-
 @click.command("crash-test")
 @click.argument("fio_args", nargs=-1, metavar="[FIO_OPTION=VALUE]...")
-@click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH",
-              help="The file or block device to write (on each --host, when given).")
-@click.option("--host", "hosts", multiple=True, metavar="HOST[:PORT]",
-              help="Run through the fio server on this host (repeatable): the target is on each.")
-@click.option("--ssh", is_flag=True, help="Check the hosts' devices over ssh (needed to write remote devices).")
+@target_options("The file or block device to write (on each --host, when given).")
 @click.option("--cuts", type=click.IntRange(1, 10000), default=1, show_default=True, help="How many cuts.")
 @click.option("--trigger-timeout", metavar="DURATION", help="Cut this long after fio starts (whole seconds).")
 @click.option("--trigger-file", metavar="PATH", help="Cut when this file appears (fio removes it).")
@@ -71,8 +49,8 @@ def _target(target_arg: str, hosts: Sequence[str], ssh: bool, options: dict[str,
 @click.option("--fail-on-loss", is_flag=True, help="Exit with code 3 when a cut lost an acknowledged write.")
 @format_option()
 @click.pass_context
-def crash_test(ctx: click.Context, fio_args: Sequence[str], target_arg: str, hosts: Sequence[str], ssh: bool,
-               cuts: int, settle: str, wait_timeout: str, no_wipe: bool, options: RunOptions, named: Naming,
+def crash_test(ctx: click.Context, fio_args: Sequence[str], target: TargetArgs, cuts: int, settle: str,
+               wait_timeout: str, no_wipe: bool, options: RunOptions, named: Naming,
                quiet: bool, no_observe: bool, fail_on_loss: bool, fmt: str, **trigger: Any) -> None:
     """Write with fio's verification, cut at a trigger, wait for the host, verify what was acknowledged.
 
@@ -93,16 +71,16 @@ def crash_test(ctx: click.Context, fio_args: Sequence[str], target_arg: str, hos
     """
     user = fio_options(fio_args)
     base = {**crashtest.DEFAULT_OPTIONS, **user}
-    target = _target(target_arg, hosts, ssh, user)
+    where = target.target(user)
     settings = crashtest.Settings(
         cuts=cuts, trigger_timeout=trigger["trigger_timeout"], trigger_file=trigger["trigger_file"],
         trigger=trigger["trigger"], trigger_remote=trigger["trigger_remote"], settle_s=_seconds("--settle", settle),
         wait_timeout_s=_seconds("--wait-timeout", wait_timeout), wipe=not no_wipe)
-    crashtest.check(settings, base, bool(target.hosts))
-    described = {"target": target_arg, "hosts": list(hosts), "fio_options": base, **crashtest.record(
+    crashtest.check(settings, base, bool(where.hosts))
+    described = {"target": target.text, "hosts": list(target.hosts), "fio_options": base, **crashtest.record(
         [], settings, base)["crash_test"]["settings"]}
     with job_progress(quiet) as progress:
-        prober = Prober(store_of(ctx), target, options, "crash-test", describe("iolab crash-test", described),
+        prober = Prober(store_of(ctx), where, options, "crash-test", describe("iolab crash-test", described),
                         named.label, named.tags, progress, observe=not no_observe)
         with prober:
             done = crashtest.run_cuts(prober, base, settings,

@@ -11,12 +11,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..errors import UsageError
 from . import DURATION, FORMATS, parse_tags
+
+if TYPE_CHECKING:
+    from ..describe.spec import Target
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -129,6 +132,54 @@ def run_options(*, fence_help: str = "Run fio without the fence (see `iolab run 
         click.option("--keep-files", is_flag=True, help=keep_help),
         click.option("--no-fence", is_flag=True, help=fence_help),
         click.option("--allow-exec", is_flag=True, help=exec_help),
+    ))
+
+
+@dataclass(frozen=True)
+class TargetArgs:
+    """``-t NAME=PATH`` (``text``) with ``--host`` (repeatable) and ``--ssh``: the one target a workflow
+    command (``saturate``, ``autotune``, ``crash-test``) measures, on this machine or on each host."""
+
+    text: str
+    hosts: tuple[str, ...] = ()
+    ssh: bool = False
+
+    def target(self, fio_options: Mapping[str, str]) -> Target:
+        """The ``describe.spec.Target``, sized as a scratch file (``workflows.prober.DEFAULT_SIZE``)
+        unless it is a block device (on hosts: a path under ``/dev/``) or ``fio_options`` set ``size``.
+        Raises ``UsageError`` (a host that does not parse, a relative path on hosts, ``--ssh``
+        without hosts)."""
+        import os
+
+        from ..describe import suite
+        from ..describe.spec import Target
+        from ..facts import targets
+        from ..remote import hosts as host_specs
+        from ..workflows.prober import DEFAULT_SIZE
+        (name, path), = suite.parse_target_args([self.text]).items()
+        try:
+            specs = tuple(host_specs.parse(h) for h in self.hosts)
+            host_specs.check_unique(list(specs))
+        except ValueError as exc:
+            raise UsageError(f"--host: {exc}") from None
+        if specs and not path.startswith("/"):
+            raise UsageError(f"--target {self.text}: with --host, give the absolute path on each host")
+        if self.ssh and not specs:
+            raise UsageError("--ssh gathers facts on remote hosts: give them with --host")
+        block = path.startswith("/dev/") if specs else targets.inspect(os.path.abspath(path)).kind == "block"
+        return Target(name, path, None if block or "size" in fio_options else DEFAULT_SIZE, hosts=specs, ssh=self.ssh)
+
+
+def target_options(help: str) -> Callable[[F], F]:
+    """``-t``/``--target``, ``--host`` and ``--ssh``, handed to the command as ``target: TargetArgs``."""
+    return _gathered("target", lambda target_arg, hosts, ssh: TargetArgs(target_arg, tuple(hosts), ssh), (
+        click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH", help=help),
+        click.option("--host", "hosts", multiple=True, metavar="HOST",
+                     help="Run on this host (repeatable), the target's PATH being on each: ssh://[USER@]HOST[:PORT] "
+                          "starts a fenced fio server there over ssh; HOST[:PORT] is a running fio server "
+                          "(`iolab server start`)."),
+        click.option("--ssh", is_flag=True, help="Check a fio server host's devices over ssh (needed to write "
+                                                 "remote devices; ssh:// hosts always are)."),
     ))
 
 

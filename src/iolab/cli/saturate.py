@@ -7,13 +7,12 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .. import units
 from ..analyze import saturation
-from ..describe import suite
 from ..describe.spec import Target
 from ..errors import UsageError
 from ..facts import targets
@@ -25,12 +24,15 @@ from ..report.sweeps import run_grids
 from ..report.table import Table
 from ..run import tuning
 from ..workflows import autotune
-from ..workflows.prober import DEFAULT_OPTIONS, DEFAULT_SIZE, Prober, describe
+from ..workflows.prober import DEFAULT_OPTIONS, Prober, describe, hosts_checked
 from ..workflows.saturate import fio_latency_target
 from ..workflows.saturate import saturate as saturate_search
 from . import emit_tables, err, store_of
-from .options import Naming, fio_command_options, format_option, run_options
+from .options import Naming, fio_command_options, format_option, run_options, target_options
 from .progress import JobProgress, job_progress
+
+if TYPE_CHECKING:
+    from ..check.remote import RemoteTarget
 
 #: Options the search itself sets.
 SEARCHED = ("iodepth", "numjobs", "runtime", "time_based", "name")
@@ -55,12 +57,12 @@ def search_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options ``saturate`` and ``autotune`` share."""
     for option in reversed((
         click.argument("fio_args", nargs=-1, metavar="[FIO_OPTION=VALUE]..."),
-        click.option("-t", "--target", "target_arg", required=True, metavar="NAME=PATH",
-                     help="The file, directory or block device to measure."),
+        target_options("The file, directory or block device to measure (on each --host, when given)."),
         click.option("--slo", help="Latency objective: p99<=2ms, p99.9<10ms, mean<=500us (completion latency; "
                      "lat_p99<=… for total latency; < is strict, <= or ≤ is not)."),
         click.option("--max-iodepth", type=int, default=256, show_default=True),
-        click.option("--max-numjobs", type=int, help="[default: the online CPUs]"),
+        click.option("--max-numjobs", type=int, help="[default: the online CPUs; with --host, the fewest of the "
+                                                     "hosts']"),
         click.option("--probe-runtime", default="3s", show_default=True, help="How long each probe runs."),
         click.option("--runtime", default="10s", show_default=True,
                      help="How long each full-length repetition runs."),
@@ -84,36 +86,40 @@ class _Setup:
     slo: saturation.Slo | None
     search: saturation.Search
     settings: dict[str, Any]
+    checked: RemoteTarget | None  # the hosts' preflight, made once for the run
+    cpus: int  # where the probes run: this machine's, or the fewest of the hosts'
 
 
 def _setup(args: Mapping[str, Any]) -> _Setup:
-    """The target, the workload's fio options, the SLO and the search of a command's arguments."""
-    (name, path), = suite.parse_target_args([args["target_arg"]]).items()
+    """The target, the workload's fio options, the SLO and the search of a command's arguments; a
+    remote target's hosts checked (``workflows.prober.hosts_checked``)."""
     user = fio_options(args["fio_args"])
     if "ramp_time" in user and args["ramp_time"] is not None:
         raise UsageError("give the probes' ramp once: --ramp-time or ramp_time=, not both")
     ramp = user.pop("ramp_time", None) or args["ramp_time"] or DEFAULT_OPTIONS["ramp_time"]
     objective = saturation.parse_slo(args["slo"]) if args["slo"] else None
-    cpus = os.cpu_count() or 1
+    target = args["target"].target(user)
+    checked, cpus = hosts_checked(target, args["options"])
     jobs = args["max_numjobs"] or cpus
     if jobs > cpus:
-        err.print(f"[yellow]warning[/]: up to {jobs} jobs on {cpus} CPUs: more jobs than CPUs measure the CPU "
+        where = "on the fewest of the hosts" if target.hosts else ""
+        err.print(f"[yellow]warning[/]: up to {jobs} jobs on {cpus} CPUs{where}: more jobs than CPUs measure the CPU "
                   "scheduler as much as the storage (lint P6)")
-    kind = targets.inspect(os.path.abspath(path)).kind
-    size = None if kind == "block" or "size" in user else DEFAULT_SIZE
     base = {**DEFAULT_OPTIONS, "ramp_time": ramp, **user}
-    settings = {"target": path, "fio_options": base, "slo": args["slo"], "max_iodepth": args["max_iodepth"],
+    settings = {"target": target.path, **({"hosts": list(args["target"].hosts)} if target.hosts else {}),
+                "fio_options": base, "slo": args["slo"], "max_iodepth": args["max_iodepth"],
                 "max_numjobs": jobs, "probe_runtime": args["probe_runtime"], "ramp_time": ramp,
                 "runtime": args["runtime"], "repeat": args["repeat"]}
-    return _Setup(Target(name, path, size), base, objective,
-                  saturation.Search(args["max_iodepth"], jobs, objective), settings)
+    return _Setup(target, base, objective, saturation.Search(args["max_iodepth"], jobs, objective), settings,
+                  checked, cpus)
 
 
 def _prober(ctx: click.Context, setup: _Setup, args: Mapping[str, Any], command: str,
             progress: JobProgress) -> Prober:
     named: Naming = args["named"]
     return Prober(store_of(ctx), setup.target, args["options"], command.split()[-1],
-                  describe(command, setup.settings), named.label, named.tags, progress, observe=not args["no_observe"])
+                  describe(command, setup.settings), named.label, named.tags, progress, observe=not args["no_observe"],
+                  checked=setup.checked)
 
 
 def _show(ctx: click.Context, run_id: int | None, fmt: str, summary: Callable[[Run], Table | None]) -> Run:
@@ -181,12 +187,17 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
     iolab autotune -t nvme=/dev/nvme1n1 --slo p99<=1ms --budget 15m --destroy /dev/nvme1n1
     iolab autotune -t ssd=/mnt/ssd/test.bin --axes ioengine,numjobs --budget 5m
     """
+    wanted = [a.strip() for a in axes.split(",") if a.strip()]
+    here = [a for a in wanted if a in autotune.HERE]
+    if args["target"].hosts and here and ctx.get_parameter_source("axes") != click.core.ParameterSource.DEFAULT:
+        raise UsageError(f"autotune --axes {','.join(here)}: tunes this machine's block queues and CPUs, not a host's",
+                         hint="with --host, try the fio settings: --axes ioengine,numjobs")
     setup = _setup(args)
     try:
         budget_s = units.parse_duration_us(budget, default_unit="s") / 1e6
-        device = targets.inspect(os.path.abspath(setup.target.path or "")).device  # a file's: the disk under it
-        chosen_axes = autotune.axes([a.strip() for a in axes.split(",") if a.strip()], tuning.snapshot(device),
-                                    setup.base, os.cpu_count() or 1, device)
+        device = None if setup.target.hosts else targets.inspect(os.path.abspath(setup.target.path or "")).device
+        chosen_axes = autotune.axes([a for a in wanted if not setup.target.hosts or a not in here],
+                                    tuning.snapshot(device) if device else {}, setup.base, setup.cpus, device)
     except ValueError as exc:
         raise UsageError(f"autotune: {exc}") from None
     setup.settings.update(budget=budget, axes=[a.name for a in chosen_axes], top=top)

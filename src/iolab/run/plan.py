@@ -305,6 +305,9 @@ def _pins(suite: Suite, facts: Mapping[str, TargetFacts]) -> dict[str, tuple[int
     out = {}
     for target in suite.targets:
         f = facts.get(target.name)
+        if target.hosts:
+            raise SuiteError(f"pin: {mode}: target {target.name} runs on its hosts, and pinning picks this "
+                             "machine's CPUs", hint="pin only local targets")
         if f is None or f.device is None:
             raise SuiteError(f"pin: {mode}: target {target.name} is not on a block device, so it has no queues or "
                              "NUMA node to pin to", hint="pin only targets on block devices")
@@ -318,6 +321,10 @@ def _check_method(suite: Suite, spec: JobSpec, facts: TargetFacts | None, remote
         raise SuiteError(f"target {spec.target.name}: precondition and drop_caches work on local targets only "
                          "(iolab cannot run them on a fio server's host)",
                          hint="precondition the remote hosts with a fill workload before the measured ones")
+    if remote and spec.tune:  # the governor too: it is this machine's
+        raise SuiteError(f"target {spec.target.name}: tuning ({', '.join(spec.tune)}) sets this machine's block "
+                         "queues and CPUs, and this target runs on its hosts",
+                         hint="tune the hosts before the run, or tune only local targets")
     tuning.knobs(spec.tune, device_of(facts))
     if suite.method.precondition is not None and not spec.target.path:
         raise SuiteError("precondition: a job file's own files cannot be preconditioned",

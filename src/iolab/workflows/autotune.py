@@ -40,6 +40,8 @@ from .saturate import Saturation, probe_name, saturate
 #: Axes in the order the descent tries them: what changes IOPS most first.
 ORDER = ("ioengine", "numjobs", "scheduler", "nomerges", "rq_affinity", "pin", "read_ahead_kb")
 HOST = ("scheduler", "nomerges", "rq_affinity", "read_ahead_kb")
+#: Axes that set this machine (its block queues, its CPUs): not tried on a target on remote hosts.
+HERE = (*HOST, "pin")
 ENGINES = ("libaio", "io_uring")
 
 Config = tuple[tuple[str, str], ...]
@@ -311,8 +313,11 @@ def best_suite(target: Target, base: Mapping[str, str], config: Config, point: P
     options, host, pin = configured(base, config, point)
     workload = {k: options[k] for k in ("rw", "bs", "iodepth", "numjobs") if k in options}
     defaults = {k: v for k, v in options.items() if k not in workload} | {"runtime": runtime}
-    doc: dict[str, Any] = {"name": "autotuned", "targets": {target.name: {"path": target.path, "size": target.size}
-                                                             if target.size else target.path}}
+    where: dict[str, Any] = {"path": target.path, "size": target.size} if target.size else {"path": target.path}
+    if target.hosts:
+        where["hosts"] = [str(h) for h in target.hosts]
+        where |= {"ssh": True} if target.ssh and any(h.kind != "ssh" for h in target.hosts) else {}
+    doc: dict[str, Any] = {"name": "autotuned", "targets": {target.name: where if len(where) > 1 else target.path}}
     if host:
         doc["tune"] = host
     if pin:

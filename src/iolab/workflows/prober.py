@@ -11,9 +11,10 @@ Scratch files are laid out once and kept until ``Prober.finish``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -29,6 +30,9 @@ from ..run.pipeline import Session, Watch
 from ..run.plan import RunOptions
 from ..store.database import Store
 
+if TYPE_CHECKING:
+    from ..check.remote import RemoteTarget
+
 #: What a probe runs unless the user says otherwise (fio options, verbatim).
 DEFAULT_OPTIONS = {"rw": "randread", "bs": "4k", "ioengine": "libaio", "direct": "1", "time_based": "1",
                    "ramp_time": "2s", "randrepeat": "0"}
@@ -42,17 +46,21 @@ class Prober:
 
     ``options`` are the run's (``keep_files`` is forced on until ``finish``); ``name`` is the run's
     suite name, ``description`` its suite text (what the workflow was asked); ``on_event`` is told
-    every job's progress; ``observe`` False observes no host (``--no-observe``).
+    every job's progress; ``observe`` False observes no host (``--no-observe``); ``checked`` is the
+    remote target's preflight when the caller made it (``hosts_checked``): its hosts are not probed again.
     """
 
     def __init__(self, store: Store, target: Target, options: RunOptions, name: str, description: str,
                  label: str | None = None, tags: Mapping[str, str] | None = None,
-                 on_event: Callable[[JobEvent], None] | None = None, observe: bool = True) -> None:
+                 on_event: Callable[[JobEvent], None] | None = None, observe: bool = True,
+                 checked: RemoteTarget | None = None) -> None:
         self.store, self.target, self.options, self.name, self.description = store, target, options, name, description
         self.observe = Observe() if observe else Observe(enabled=False, asked=True)
         self.findings: list[lint.Finding] = []
         self.session = Session(store, replace(options, keep_files=True), label=label, tags=dict(tags or {}),
                                watch=Watch(on_event))
+        if checked is not None:
+            self.session.checked[target.name] = checked
 
     @property
     def run_id(self) -> int | None:
@@ -99,6 +107,21 @@ class Prober:
             scratch.cleanup(self.store, self.run_id, keep=False)
         statuses = {r.status for r in run.results}
         self.store.finish_run(self.run_id, "complete" if statuses <= {"ok"} else "failed")
+
+
+def hosts_checked(target: Target, options: RunOptions) -> tuple[RemoteTarget | None, int]:
+    """A remote target's preflight (``check.remote.preflight``: ssh logins, fio servers, facts),
+    made once for the workflow's whole run, and the online CPUs where its probes run: the fewest of
+    the hosts whose facts are known, else this machine's. For a local target: (None, this machine's
+    CPUs). Raises what the preflight raises (``HostError``, ``SafetyError``)."""
+    here = os.cpu_count() or 1
+    if not target.hosts:
+        return None, here
+    from ..check.remote import preflight
+    from ..runner import local
+    checked = preflight(target, options.fio, fio_version=local.fio_version(options.fio), fenced=options.fence)
+    counts = [h.facts.host.cpu_count for h in checked.hosts if h.facts is not None and h.facts.host.cpu_count]
+    return checked, min(counts) if counts else here
 
 
 def describe(command: str, settings: Mapping[str, Any]) -> str:
