@@ -102,9 +102,9 @@ def _setup(args: Mapping[str, Any]) -> _Setup:
     checked, cpus = hosts_checked(target, args["options"])
     jobs = args["max_numjobs"] or cpus
     if jobs > cpus:
-        where = "on the fewest of the hosts" if target.hosts else ""
-        err.print(f"[yellow]warning[/]: up to {jobs} jobs on {cpus} CPUs{where}: more jobs than CPUs measure the CPU "
-                  "scheduler as much as the storage (lint P6)")
+        where = " (the fewest of the hosts')" if target.hosts else ""
+        err.print(f"[yellow]warning[/]: up to {jobs} jobs on {cpus} CPUs{where}: more jobs than CPUs measure the "
+                  "CPU scheduler as much as the storage (lint P6)")
     base = {**DEFAULT_OPTIONS, "ramp_time": ramp, **user}
     settings = {"target": target.path, **({"hosts": list(args["target"].hosts)} if target.hosts else {}),
                 "fio_options": base, "slo": args["slo"], "max_iodepth": args["max_iodepth"],
