@@ -102,3 +102,32 @@ def test_a_command_closes_its_database_and_its_exit_skips_the_full_collection(tm
     assert "wal False" in lines, done.stderr
     frozen = [int(line.split()[1]) for line in lines if line.startswith("frozen ")]
     assert frozen and frozen[0] > 10_000, done.stderr  # the command's objects, left to the process's end
+
+
+def test_a_commands_code_is_imported_without_collections_and_set_aside_and_collection_comes_back(tmp_path):
+    """Start-up makes ~90,000 objects that live as long as the process and no garbage: no collection
+    runs while the command's module is imported, and what was imported is frozen before the command runs
+    (no full collection walks it again). Collection is on inside the command, and after a command line
+    that was refused before any command ran."""
+    db = tmp_path / "t.db"
+    subprocess.run([sys.executable, "-m", "iolab", "--db", str(db), "import", str(SAMPLE)], check=True,
+                   capture_output=True)
+    code = ("import gc, sys\n"
+            "from iolab.cli import main, show\n"
+            "full = []\n"
+            "gc.callbacks.append(lambda phase, info: phase == 'start' and info['generation'] == 2 and full.append(1))\n"
+            "def seen(*a, **k):\n"
+            "    print('inside', gc.isenabled(), gc.get_freeze_count(), file=sys.stderr)\n"
+            "    return store_of(*a, **k)\n"
+            "store_of, show.store_of = show.store_of, seen\n"
+            "for argv in (sys.argv[1:], ['no-such-command']):\n"
+            "    try:\n"
+            "        main(argv)\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "    print('after', gc.isenabled(), len(full), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code, "--db", str(db), "runs"], capture_output=True, text=True)
+    lines = done.stderr.strip().splitlines()
+    inside = [line.split() for line in lines if line.startswith("inside ")]
+    assert inside and inside[0][1] == "True" and int(inside[0][2]) > 20_000, done.stderr
+    assert [line for line in lines if line.startswith("after ")] == ["after True 0", "after True 0"], done.stderr
