@@ -9,6 +9,7 @@ run's label and tags).
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -149,8 +150,6 @@ class TargetArgs:
         unless it is a block device (on hosts: a path under ``/dev/``) or ``fio_options`` set ``size``.
         Raises ``UsageError`` (a host that does not parse, a relative path on hosts, ``--ssh``
         without hosts)."""
-        import os
-
         from ..describe import suite
         from ..describe.spec import Target
         from ..facts import targets
