@@ -294,6 +294,33 @@ def test_an_open_loop_fit_of_several_sizes_paces_by_bytes() -> None:
     assert int(job["rate"] or 0) == pytest.approx(100 * 5120, rel=0.01)
 
 
+def test_a_random_fit_of_several_sizes_issues_exactly_its_sizes(tmp_path: Path) -> None:
+    """A random write trace of 4k, 8k, 24k and 36k requests over 16 MiB, fitted, run by fio until it has
+    covered the range twice: every request fio logs is one of the four sizes. fio's random map would cut
+    requests short where their blocks were done already (``io_u.c``, ``mark_random_map``), so the fit
+    turns it off; with the map, the same job logs other sizes."""
+    rng = np.random.default_rng(3)
+    sizes = rng.choice([4096, 8192, 24576, 36864], 4000, p=[0.3, 0.2, 0.2, 0.3])
+    rows = [(i * 50_000, i * 50_000 + 40_000, int(rng.integers(0, 4000)) * 8, int(size), WRITE, 0, 1)
+            for i, size in enumerate(sizes)]
+    job = fit.fit_job(fp_mod.fingerprint(trace_mod.from_rows(rows)))
+    options = dict(job.options)
+    assert options["rw"] == "randwrite" and "norandommap" in options
+
+    def logged(drop: tuple[str, ...]) -> set[int]:
+        log = tmp_path / f"{len(drop)}.log"
+        args = [f"--{k}" if v is None else f"--{k}={v}" for k, v in job.options
+                if k not in ("time_based", "runtime", "rate", "rate_iops", "offset", "ioengine", *drop)]
+        subprocess.run(["fio", "--name=fit", f"--filename={tmp_path / 'f.bin'}", "--ioengine=psync", "--direct=0",
+                        *[a for a in args if not a.startswith("--direct")], f"--io_size={32 * MiB}",
+                        f"--write_iolog={log}", "--output=/dev/null"], check=True)
+        fields = [line.split() for line in log.read_text().splitlines()]  # iolog v3: time file action offset len
+        return {int(f[4]) for f in fields if len(f) == 5 and f[2] == "write"}
+
+    assert logged(()) == {4096, 8192, 24576, 36864}
+    assert logged(("norandommap",)) - {4096, 8192, 24576, 36864}  # the map cuts some short
+
+
 def test_fingerprint_is_a_pure_function() -> None:
     rng = np.random.default_rng(1)
     rows = [(int(t), int(t) + 50, int(s) * 8, 4096, int(o), 0, 1)

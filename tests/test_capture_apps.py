@@ -107,6 +107,7 @@ def test_a_failing_command_is_stored_failed_with_its_status_and_its_own_duration
         assert replayed.returncode == 0, replayed.stderr
         quick = iolab("capture", loop.path, "--label", "false", "--format", "json", "--", "false", db=db)
     assert quick.returncode == 1
+    assert "stored as failed." in quick.stderr and "can be shown, replayed" not in quick.stderr  # no request
     # the command's own wall time (a few ms), not the capture's poll interval (0.2 s)
     assert json.loads(quick.stdout)["fingerprint"]["duration_s"] < 0.15
     assert _runs(db)["false"]["status"] == "failed"
@@ -162,6 +163,7 @@ def test_an_interrupted_capture_stores_what_it_captured(tmp_path: Path, mode: st
     assert _runs(db)["cut"]["status"] == "interrupted"
     shown = json.loads(iolab("show", "cut", "--format", "json", db=db).stdout)
     assert any("interrupted (SIGINT)" in w for w in shown["run"]["warnings"])
+    assert not any("exited with status" in w for w in shown["run"]["warnings"])  # iolab ended it: not a failure
 
 
 def test_an_empty_fingerprint_says_what_was_not_measured_and_cannot_be_fitted() -> None:
@@ -253,6 +255,7 @@ def test_ext4_lazy_init_write_zeroes_are_captured_and_replayed_as_writes(tmp_pat
     assert f"{fp['zeroes_ios']:,} write-zeroes request(s)" in replayed.stderr
     assert "replayed as writes" in replayed.stderr
     document = json.loads(replayed.stdout)
+    assert any("replayed as writes" in w for w in document["run"]["warnings"])  # stored with the replay
     written = sum(d["io_bytes"] for job in document["results"][0]["jobs"] for name, d in job["directions"].items()
                   if name == "write")
     assert written == fp["bytes"]["write"]

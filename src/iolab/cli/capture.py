@@ -65,8 +65,9 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
                   f"what was captured is stored as run {run_id}, status interrupted.")
         raise Interrupted(f"capture interrupted by {captured.interrupted}", shown=True)
     if captured.returncode:
+        kept = " (its trace can be shown, replayed and fitted)" if fp is not None and not fp.empty else ""
         err.print(f"[red]{command[0]} exited with status {captured.returncode}[/]: capture {run_id} is stored as "
-                  "failed (its trace can be shown, replayed and fitted).")
+                  f"failed{kept}.")
         raise IolabError(f"{command[0]} exited with status {captured.returncode}", shown=True)
 
 
@@ -151,6 +152,9 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     done = pipeline.run(store, suite, RunOptions(destroy=tuple(destroy)), repeat=repeat, label=named.label,
                         tags={"capture": str(run.info.id), **named.tags},
                         watch=Shown(job_progress(quiet), quiet=quiet, stored_as="Replay", notes=planned.notes))
+    if planned.caveats:
+        store.update_run(done.info.id, warnings=[*done.info.warnings, *planned.caveats])
+        done = store.get_run(done.info.id)
     print_run(done, fmt)
     if done.info.status != "complete":
         err.print(f"[red]The replay failed[/]; fio's messages are stored (iolab show {done.info.id}).")
@@ -178,9 +182,11 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
         no_observe: bool, fmt: str) -> None:
     """Write a fio job file that reproduces a capture's fingerprint; with --check, show how close it is.
 
-    The job has bssplit, rwmixread, percentage_random, random_distribution for the skew, and
-    iodepth (closed loop) or rate_iops (open loop), fsync for flushes, runtime = the capture's
-    duration. It is a normal job file: `iolab run job.fio --target …` runs it anywhere.
+    The job has bssplit, rwmixread, percentage_random, random_distribution for the skew (and
+    norandommap, so that fio issues the sizes whole), iodepth (closed loop) or the traced rate (open
+    loop: rate_iops, or rate in bytes/s for several sizes, as fio paces rate_iops by the smallest),
+    fsync for flushes, runtime = the capture's active span in whole seconds. It is a normal job file:
+    `iolab run job.fio --target …` runs it anywhere.
 
     \b
     iolab fit oltp -o oltp.fio

@@ -21,6 +21,9 @@ The job (``fit_job``), from the fingerprint alone:
   fio paces ``rate_iops`` by the smallest) and ``iodepth`` at the depth's 99th percentile. Not
   ``rate_process=poisson``, though bursty arrivals call for it: fio 3.33 died of SIGFPE with it in a
   write-only job (``got signal=8``), so the fitted arrivals are evenly spaced;
+- ``norandommap`` for random I/O: an application reads and writes blocks again, and fio's random map
+  would cut a request short where its blocks were done already (``io_u.c``, ``mark_random_map``),
+  turning a ``bssplit`` of 4 sizes into 9 at the device;
 - ``fsync=N`` when the trace flushes (one flush every N writes);
 - ``runtime`` the capture's active span in whole seconds (``Fingerprint.active_s``, the span its
   IOPS are over; the rates above are over it too), ``time_based``, ``direct=1``, ``ioengine=libaio``.
@@ -259,6 +262,8 @@ def fit_job(fp: Fingerprint, kind: str = "auto", what: str = "the capture") -> F
     dist = distribution(fp, kind)
     if dist and random:
         opts.append(("random_distribution", dist))
+    if random:  # fio's random map shrinks a request to the blocks not yet done (io_u.c, mark_random_map)
+        opts.append(("norandommap", None))
     busy_depth = fp.depth_mean_busy or 0.0
     closed = busy_depth >= 1.5 or fp.busy_pct >= 80
     if closed:

@@ -35,6 +35,12 @@ class ReplayPlan:
     classes: tuple[str, ...]
     notes: tuple[str, ...]
 
+    @property
+    def caveats(self) -> tuple[str, ...]:
+        """The notes that change what the replay's results mean (requests left out, write-zeroes sent
+        as data, offsets scaled): stored with the replay run as its warnings."""
+        return self.notes[1:]
+
 
 def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
                  settings: replay.ReplaySettings, processes: Sequence[str] = ()) -> ReplayPlan:

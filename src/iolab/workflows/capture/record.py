@@ -74,12 +74,12 @@ class Capture:
         if self.trace.lost_events:
             out.append(f"the kernel dropped {self.trace.lost_events} trace events (ring buffer overrun): the trace "
                        "is incomplete")
-        if self.returncode:
-            out.append(f"`{' '.join(self.command)}` exited with status {self.returncode}: the trace holds the I/O "
-                       "of a failed run of it")
-        if self.interrupted:
+        if self.interrupted:  # the command, if it was still running, was stopped by iolab: not its failure
             out.append(f"the capture was interrupted ({self.interrupted}) after {self.trace.duration_ns / 1e9:.2f} s: "
                        "the trace holds the requests until then")
+        elif self.returncode:
+            out.append(f"`{' '.join(self.command)}` exited with status {self.returncode}: the trace holds the I/O "
+                       "of a failed run of it")
         return out
 
 
