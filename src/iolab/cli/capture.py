@@ -150,11 +150,8 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     suite = replace(planned.suite, observe=with_args(planned.suite.observe, (), off=True)) if no_observe \
         else planned.suite
     done = pipeline.run(store, suite, RunOptions(destroy=tuple(destroy)), repeat=repeat, label=named.label,
-                        tags={"capture": str(run.info.id), **named.tags},
+                        tags={"capture": str(run.info.id), **named.tags}, warnings=planned.caveats,
                         watch=Shown(job_progress(quiet), quiet=quiet, stored_as="Replay", notes=planned.notes))
-    if planned.caveats:
-        store.update_run(done.info.id, warnings=[*done.info.warnings, *planned.caveats])
-        done = store.get_run(done.info.id)
     print_run(done, fmt)
     if done.info.status != "complete":
         err.print(f"[red]The replay failed[/]; fio's messages are stored (iolab show {done.info.id}).")

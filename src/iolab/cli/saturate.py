@@ -188,16 +188,18 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
     iolab autotune -t ssd=/mnt/ssd/test.bin --axes ioengine,numjobs --budget 5m
     """
     wanted = [a.strip() for a in axes.split(",") if a.strip()]
-    here = [a for a in wanted if a in autotune.HERE]
-    if args["target"].hosts and here and ctx.get_parameter_source("axes") != click.core.ParameterSource.DEFAULT:
-        raise UsageError(f"autotune --axes {','.join(here)}: tunes this machine's block queues and CPUs, not a host's",
-                         hint="with --host, try the fio settings: --axes ioengine,numjobs")
+    if args["target"].hosts:  # only fio's settings travel to the hosts
+        here = [a for a in wanted if a in autotune.HERE]
+        if here and ctx.get_parameter_source("axes") != click.core.ParameterSource.DEFAULT:
+            raise UsageError(f"autotune --axes {','.join(here)}: tunes this machine's block queues and CPUs, not a "
+                             "host's", hint="with --host, try the fio settings: --axes ioengine,numjobs")
+        wanted = [a for a in wanted if a not in here]
     setup = _setup(args)
     try:
         budget_s = units.parse_duration_us(budget, default_unit="s") / 1e6
         device = None if setup.target.hosts else targets.inspect(os.path.abspath(setup.target.path or "")).device
-        chosen_axes = autotune.axes([a for a in wanted if not setup.target.hosts or a not in here],
-                                    tuning.snapshot(device) if device else {}, setup.base, setup.cpus, device)
+        chosen_axes = autotune.axes(wanted, tuning.snapshot(device) if device else {}, setup.base, setup.cpus,
+                                    device)
     except ValueError as exc:
         raise UsageError(f"autotune: {exc}") from None
     setup.settings.update(budget=budget, axes=[a.name for a in chosen_axes], top=top)

@@ -9,7 +9,7 @@ same call on an old run), one ``run.job.run_job`` each, and removes the scratch 
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -41,14 +41,16 @@ if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks 
 
 
 def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = None,
-          tags: Mapping[str, str] | None = None, planned: Mapping[str, Any] | None = None) -> int:
+          tags: Mapping[str, str] | None = None, planned: Mapping[str, Any] | None = None,
+          warnings: Sequence[str] = ()) -> int:
     """Store the run and every planned invocation as pending; returns the run id.
 
-    The plan's lint findings (warnings) become the run's warnings. ``planned`` is stored with
-    every invocation (``PLANNED``: a workflow's crash-test phase)."""
+    The run's warnings are ``warnings`` (what the caller knows of the run: a replay's caveats), then
+    the plan's lint findings. ``planned`` is stored with every invocation (``PLANNED``: a workflow's
+    crash-test phase)."""
     store.check_writable(len(plan_.items))
     spool_mod.make()
-    warnings = [f.text() for f in plan_.findings]
+    warnings = [*warnings, *(f.text() for f in plan_.findings)]
     run_id = store.create_run(
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
         host=plan_.host, fio_version=plan_.host.fio_version, warnings=warnings,

@@ -10,7 +10,7 @@ which the CLI draws (``cli.plan``); nothing here prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -54,18 +54,21 @@ class Session:
 
     ``store`` is the results database, or what opens it: it is opened once the first plan has
     passed its checks, so that a refused plan leaves no database behind. ``label`` and ``tags``
-    name the run. Remote targets' hosts are probed once per session (``checked``), not per plan.
+    name the run, ``warnings`` are stored with it (before its plan's lint findings). Remote targets'
+    hosts are probed once per session (``checked``, which may start with the caller's preflights, by
+    target name), not per plan.
     """
 
     def __init__(self, store: Store | Callable[[], Store], options: RunOptions, *, label: str | None = None,
-                 tags: Mapping[str, str] | None = None, watch: Watch | None = None) -> None:
+                 tags: Mapping[str, str] | None = None, watch: Watch | None = None,
+                 warnings: Sequence[str] = (), checked: Mapping[str, RemoteTarget] | None = None) -> None:
         self._open: Callable[[], Store] = store if callable(store) else (lambda: store)
         self._store: Store | None = None
-        self.options, self.label, self.tags = options, label, tags
+        self.options, self.label, self.tags, self.warnings = options, label, tags, warnings
         self.watch = watch or Watch()
         self.run_id: int | None = None
         self.status: str | None = None
-        self.checked: dict[str, RemoteTarget] = {}
+        self.checked: dict[str, RemoteTarget] = dict(checked or {})
 
     @property
     def store(self) -> Store:
@@ -97,7 +100,7 @@ class Session:
         store = self.store
         if self.run_id is None:
             self.run_id, first = start(store, plan, self.options, label=self.label, tags=self.tags,
-                                       planned=planned), 0
+                                       planned=planned, warnings=self.warnings), 0
             self.watch.stored(self.run_id, store)
         else:
             first = extend(store, self.run_id, plan, first_repeat, planned)
@@ -108,11 +111,11 @@ class Session:
 
 def run(store: Store | Callable[[], Store], suite: Suite, options: RunOptions, *, repeat: int | None = None,
         label: str | None = None, tags: Mapping[str, str] | None = None, watch: Watch | None = None,
-        during: AbstractContextManager[object] | None = None) -> Run:
-    """The pipeline in one call: plan ``suite``, tell the plan, store the run, run its jobs with
-    progress; returns the stored run (``Run.info.status``: ``complete``, ``partial`` or ``failed``).
-    Raises as ``Session.run`` says."""
-    session = Session(store, options, label=label, tags=tags, watch=watch)
+        during: AbstractContextManager[object] | None = None, warnings: Sequence[str] = ()) -> Run:
+    """The pipeline in one call: plan ``suite``, tell the plan, store the run (with ``warnings``), run
+    its jobs with progress; returns the stored run (``Run.info.status``: ``complete``, ``partial`` or
+    ``failed``). Raises as ``Session.run`` says."""
+    session = Session(store, options, label=label, tags=tags, watch=watch, warnings=warnings)
     try:
         session.run(suite, repeat=repeat, during=during)
     finally:

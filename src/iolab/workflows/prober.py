@@ -58,9 +58,7 @@ class Prober:
         self.observe = Observe() if observe else Observe(enabled=False, asked=True)
         self.findings: list[lint.Finding] = []
         self.session = Session(store, replace(options, keep_files=True), label=label, tags=dict(tags or {}),
-                               watch=Watch(on_event))
-        if checked is not None:
-            self.session.checked[target.name] = checked
+                               watch=Watch(on_event), checked={target.name: checked} if checked else None)
 
     @property
     def run_id(self) -> int | None:

@@ -27,19 +27,21 @@ from .trace import of_processes
 
 @dataclass(frozen=True)
 class ReplayPlan:
-    """The suite to run and what the plan says about it: ``notes`` (timing, scaling) are printed."""
+    """The suite to run and what the plan says about it: ``description`` (classes, jobs, timing) and
+    ``caveats``, what changes the meaning of the replay's results (requests left out, write-zeroes sent
+    as data, offsets scaled), which are also stored with the replay run as its warnings."""
 
     suite: Suite
     directory: Path
     requests: int
     classes: tuple[str, ...]
-    notes: tuple[str, ...]
+    description: str
+    caveats: tuple[str, ...]
 
     @property
-    def caveats(self) -> tuple[str, ...]:
-        """The notes that change what the replay's results mean (requests left out, write-zeroes sent
-        as data, offsets scaled): stored with the replay run as its warnings."""
-        return self.notes[1:]
+    def notes(self) -> tuple[str, ...]:
+        """What is printed before the replay runs."""
+        return (self.description, *self.caveats)
 
 
 def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
@@ -80,19 +82,20 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     layout = ("lanes of the whole trace" if settings.as_fast_as_possible else
               f"lanes of windows of {window_ns / 1e9:.3g} s")
     groups = [name for name in iologs if "." not in name[3:]]
-    notes = [f"replay of capture {run.info.id}: {len(trace):,} requests in {len(groups)} class(es) "
-             f"({', '.join(groups)}) over {len(iologs)} fio job(s) at iodepth=1 ({layout}), {timing}; "
-             f"iologs in {directory}"]
+    description = (f"replay of capture {run.info.id}: {len(trace):,} requests in {len(groups)} class(es) "
+                   f"({', '.join(groups)}) over {len(iologs)} fio job(s) at iodepth=1 ({layout}), {timing}; "
+                   f"iologs in {directory}")
+    caveats: list[str] = []
     if processes:
-        notes.append(f"only the requests of {', '.join(processes)} and of kernel threads: "
-                     f"{sum(fp.left_out.values()):,} left out ({_names(fp.left_out)})")
+        caveats.append(f"only the requests of {', '.join(processes)} and of kernel threads: "
+                       f"{sum(fp.left_out.values()):,} left out ({_names(fp.left_out)})")
     if fp.zeroes_ios:
-        notes.append(f"{fp.zeroes_ios:,} write-zeroes request(s) ({fp.zeroes_bytes:,} bytes) are replayed as writes "
-                     "of their size: fio's iolog has no write-zeroes action, so their data is sent")
+        caveats.append(f"{fp.zeroes_ios:,} write-zeroes request(s) ({fp.zeroes_bytes:,} bytes) are replayed as "
+                       "writes of their size: fio's iolog has no write-zeroes action, so their data is sent")
     if scale > 1:
-        notes.append(f"the trace spans {end:,} bytes but {target_name} has {facts.size_bytes:,}: offsets are "
-                     f"divided by replay_scale={scale} (replay_align=4096)")
-    return ReplayPlan(suite, directory, len(trace), tuple(iologs), tuple(notes))
+        caveats.append(f"the trace spans {end:,} bytes but {target_name} has {facts.size_bytes:,}: offsets are "
+                       f"divided by replay_scale={scale} (replay_align=4096)")
+    return ReplayPlan(suite, directory, len(trace), tuple(iologs), description, tuple(caveats))
 
 
 def _names(counts: Mapping[str, int]) -> str:
