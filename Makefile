@@ -6,15 +6,29 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test setup setup-dev bench clean
+# The tiers (tests/conftest.py): `make test-fast` is lint, types and the fast tier (unit + cli: in-process, fio
+# replayed from recordings, no fio started); `make test` is that, then the integration and system tiers in
+# parallel, then the tests that must run alone (timing, throttled latency: marker `alone`).
+WORKERS ?= 4
+
+.PHONY: run test test-fast test-slow record setup setup-dev bench clean
 
 run: setup
 	$(BIN)/iolab run quick
 
-test: setup-dev
+test: test-fast test-slow
+
+test-fast: setup-dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 tests/unit tests/cli
+
+test-slow: setup-dev
+	$(BIN)/pytest $(wildcard tests/test_*.py)
+
+# Record with real fio what the fast tier's tests ask of fio and no recording holds yet (tests/data/fio-runs).
+record: setup-dev
+	IOLAB_RECORD=1 $(BIN)/pytest -p no:xdist tests/unit tests/cli
 
 setup: $(VENV)/.installed
 	scripts/system-packages run

@@ -1,4 +1,10 @@
-"""Shared fixtures and the CI rule on skips.
+"""The tiers, shared fixtures and the CI rule on skips.
+
+Every test is in one tier, by its folder, and carries the tier's marker: ``unit`` (``tests/unit/<package>/``)
+and ``cli`` (``tests/cli/``) are the fast tier: in-process, fio replayed from recordings (``fake_fio``,
+installed for each of their tests), and a ``fio`` first on PATH that fails the test if it is started
+(``no_fio``); ``integration`` drives real fio on files and loop devices; ``system`` needs root services
+(sshd in network namespaces, PostgreSQL, browsers, throttled devices).
 
 ``fake_sysfs``: build sysfs block-device trees in tmp for targets/host tests.
 
@@ -10,14 +16,71 @@ cannot pass as "skipped".
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from fakefio import RECORD, FakeFio
+from paths import TESTS
+
+TIERS = ("unit", "cli", "integration", "system")
+FAST = ("unit", "cli")
+NOFIO = TESTS / "support" / "nofio"
+
 # Every chart spec a test builds is checked against Vega-Lite's schema (``report.charts.spec``;
 # iolab itself skips the check), in-process and in the iolab processes the tests start.
 os.environ.setdefault("IOLAB_CHECK_CHARTS", "1")
+
+
+def tier_of(path: Path) -> str | None:
+    """The tier of a test file: the first folder under ``tests/``."""
+    parts = path.resolve().relative_to(TESTS).parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = tier_of(item.path)
+        if tier is not None:
+            item.add_marker(tier)
+
+
+@pytest.fixture(autouse=True)
+def _tier(request: pytest.FixtureRequest) -> None:
+    """The fast tier's tests run with ``fake_fio`` and ``no_fio``, and a state directory of their own."""
+    if tier_of(request.path) in FAST:
+        request.getfixturevalue("fake_fio")
+        request.getfixturevalue("no_fio")
+
+
+@pytest.fixture
+def fake_fio(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeFio]:
+    """fio replayed from the recordings of this test file (``tests/support/fakefio.py``); iolab's state
+    (spool, marks, tuning journal) in ``tmp_path/state``."""
+    from iolab.run import plan
+    plan._verdict.cache_clear()  # fio's verdicts are the recordings' (each test file has its own)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    module = str(request.path.resolve().relative_to(TESTS).with_suffix(""))
+    roots = {str(tmp_path): "@TMP@", str(tmp_path_factory.getbasetemp()): "@BASE@"}
+    fake = FakeFio(module, roots).install(monkeypatch)
+    yield fake
+    fake.finish()
+
+
+@pytest.fixture
+def no_fio(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """A ``fio`` first on PATH that notes each call and fails; the test fails if it was called.
+    (Recording, ``IOLAB_RECORD=1``, runs real fio.)"""
+    if RECORD:
+        yield
+        return
+    log = tmp_path / "fio-calls.log"
+    monkeypatch.setenv("PATH", f"{NOFIO}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("IOLAB_NOFIO_LOG", str(log))
+    yield
+    assert not log.exists(), f"a test of the fast tier started fio:\n{log.read_text()}"
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -16,8 +16,8 @@ from iolab import cli
 from iolab.cli import show as cli_show
 from iolab.store.database import Store
 from iolab.store.schema import results
+from paths import FIO as DATA
 
-DATA = Path(__file__).parent / "data" / "fio"
 GOOD = [DATA / n for n in ("fio-3.33_randrw_libaio.json", "fio-3.33_randrw_posixaio.json",
                            "fio-3.16_randrw_posixaio.json")]
 

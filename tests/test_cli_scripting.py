@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from clirun import iolab, wait_for
+from paths import FIO, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = Path(__file__).parent / "data" / "fio" / "fio-3.33_randrw_libaio.json"
+SAMPLE = FIO / "fio-3.33_randrw_libaio.json"
 
 
 def job(tmp_path: Path, runtime_s: int, name: str = "job.fio") -> Path:

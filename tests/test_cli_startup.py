@@ -7,16 +7,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 import pytest
 
 from iolab import cli
+from paths import FIO
 
 HEAVY = ("sqlalchemy", "pydantic", "numpy", "scipy", "altair", "alembic", "jinja2", "yaml", "iolab.report",
          "iolab.store", "iolab.model", "iolab.run.execute")
-SAMPLE = Path(__file__).parent / "data" / "fio" / "fio-3.33_randrw_libaio.json"
+SAMPLE = FIO / "fio-3.33_randrw_libaio.json"
 
 
 def imported_by(*argv: str, env: dict[str, str] | None = None) -> set[str]:

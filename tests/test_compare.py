@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,8 +22,8 @@ from iolab.report.table import read_csv, to_markdown
 from iolab.store.database import Store
 from iolab.store.records import PendingResult
 from iolab.workflows import importer
+from paths import FIO as DATA
 
-DATA = Path(__file__).parent / "data" / "fio"
 JOB = "[{name}]\nrw={rw}\nbs={bs}\niodepth=8\nioengine=libaio\ndirect=1\nsize=64m\ntime_based\nruntime={runtime}\n"
 
 
@@ -242,7 +241,7 @@ def test_unknown_default_metric_is_left_out_but_explicit_is_missing(store):
 def test_a_sync_direction_has_no_rate_and_its_clat_is_fios_lat(store, tmp_path):
     """fio times a sync call as a whole (``sync.lat_ns`` only) and reports no rate for it: asked for
     IOPS, a sync pair has no row (not a "missing" one); its clat p99 is the lat the results table shows."""
-    sample = Path(__file__).parent / "data" / "fio" / "fio-3.33_psync_fsync_all_percentiles.json"
+    sample = DATA / "fio-3.33_psync_fsync_all_percentiles.json"
     doc = json.loads(sample.read_text())
     for label in ("a", "b"):
         doc["timestamp"] += 1  # another file, not a duplicate

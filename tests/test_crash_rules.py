@@ -13,8 +13,9 @@ from iolab.errors import UsageError
 from iolab.model import DirectionStats, FioReport, JobResult
 from iolab.run import crashphase
 from iolab.workflows import crashtest
+from paths import FIO
 
-STATE = (Path(__file__).parent / "data" / "fio" / "not-output" / "local-pc-0-verify.state").read_bytes()
+STATE = (FIO / "not-output" / "local-pc-0-verify.state").read_bytes()
 
 
 def test_what_cannot_give_a_verified_crash_test_is_refused():

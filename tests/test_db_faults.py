@@ -27,6 +27,7 @@ from clirun import iolab, popen, wait_for
 from iolab.errors import StoreError
 from iolab.store import faults as dbfaults
 from iolab.store.database import Store
+from paths import DATA
 
 JOBS = 6
 
@@ -284,7 +285,7 @@ def test_sqlite_with_too_little_room_is_refused_before_fio_runs(tmp_path, small_
 @pytest.mark.root
 def test_read_only_database_is_named_as_such_and_still_read(tmp_path, small_fs):
     db = small_fs / "db.sqlite"
-    samples = Path(__file__).parent / "data" / "fio"
+    samples = DATA / "fio"
     imported = iolab("import", str(samples / "fio-3.33_randrw_libaio.json"),
                      str(samples / "fio-3.33_randrw_posixaio.json"), db=db)
     assert imported.returncode == 0, imported.stderr

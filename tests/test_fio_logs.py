@@ -10,8 +10,7 @@ import pytest
 from iolab.errors import ParseError
 from iolab.fio import logs
 from iolab.runner import local
-
-DATA = Path(__file__).parent / "data" / "fio"
+from paths import FIO as DATA
 
 
 def by_key(series):

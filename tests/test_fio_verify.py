@@ -5,14 +5,14 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from iolab.errors import ParseError
 from iolab.fio import verify
+from paths import FIO
 
-DATA = Path(__file__).parent / "data" / "fio" / "not-output"
+DATA = FIO / "not-output"
 STATE = DATA / "local-pc-0-verify.state"  # fio 3.33, a 4k randwrite cut by --trigger-timeout (FIO_NOTES §5.3)
 
 

@@ -8,10 +8,11 @@ import json
 import re
 from html import unescape
 
+from test_compare import store_run
+
 from clirun import iolab
 from iolab.report.table import read_csv
 from iolab.store.database import Store
-from test_compare import store_run
 
 #: (workload, a's repetitions, b's repetitions) of (IOPS, clat mean ns), and the verdict on IOPS.
 CASES = {

@@ -22,8 +22,8 @@ from iolab.fio import parse_output
 from iolab.fio.merge import by_job
 from iolab.model import to_jsonable
 from iolab.report.table import read_csv
+from paths import FIO as DATA
 
-DATA = Path(__file__).parent / "data" / "fio"
 DAY = 86_400
 T0 = 1_780_000_000  # 2026-05-28
 

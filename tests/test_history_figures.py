@@ -31,8 +31,8 @@ from iolab.run.plan import RunOptions
 from iolab.store import history as stored_history
 from iolab.store import schema
 from iolab.store.database import Store
+from paths import FIO as DATA
 
-DATA = Path(__file__).parent / "data" / "fio"
 T0 = 1_780_000_000
 
 

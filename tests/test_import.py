@@ -14,8 +14,9 @@ from iolab.fio import parse_output
 from iolab.model import FioReport, from_jsonable, to_json_text, to_jsonable
 from iolab.store.database import Store
 from iolab.workflows.importer import ALL_UNKNOWN, BARE_FLAGS, plan_results, read_source
+from paths import FIELD
+from paths import FIO as DATA
 
-DATA = Path(__file__).parent / "data" / "fio"
 NOT_OUTPUT = DATA / "not-output"
 OUTPUTS = sorted(p for p in DATA.glob("*") if p.is_file() and p.suffix in (".json", ".txt")
                  and p.name != "README.md" and not p.name.startswith("num2str"))
@@ -237,7 +238,6 @@ def test_stored_report_text_is_pydantics_json_and_reads_back(path):
     assert from_jsonable(FioReport, json.loads(text)) == report
 
 
-FIELD = Path(__file__).parent / "data" / "field"
 
 
 def test_outputs_of_one_job_on_different_devices_are_never_repetitions(tmp_path):

@@ -14,8 +14,8 @@ import pytest
 from clirun import iolab
 from iolab.store.database import Store
 from netns import wait_listening
+from paths import FIO as DATA
 
-DATA = Path(__file__).parent / "data" / "fio"
 LOGS = "write_bw_log=tl\nwrite_iops_log=tl\nwrite_lat_log=tl\nlog_avg_msec=1000\n"
 
 

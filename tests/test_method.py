@@ -17,8 +17,9 @@ from iolab.run import method
 from iolab.run.method import steady_state, window_verdict
 from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
+from paths import FIO
 
-SAMPLES = Path(__file__).parent / "data" / "fio"
+SAMPLES = FIO
 
 
 def test_flat_window_is_steady() -> None:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_remote_hosts import check_aggregates
 
 from clirun import iolab, popen, wait_for
 from iolab.remote import hosts as host_specs
@@ -18,7 +19,6 @@ from iolab.store.database import Store
 from iolab.workflows import crashtest
 from loopdev import MiB, loop_device, requires_loop
 from netns import Host, lab, listening_tcp, requires_netns, requires_sshd, start_sshds
-from test_remote_hosts import check_aggregates
 
 pytestmark = [requires_netns, requires_sshd, pytest.mark.root]
 

@@ -11,8 +11,7 @@ import pytest
 from iolab.errors import FioNotFound
 from iolab.runner import local
 from iolab.runner.status import StatusStream
-
-DATA = Path(__file__).parent / "data" / "fio"
+from paths import FIO as DATA
 
 
 def job(tmp_path: Path, **extra: str) -> str:
@@ -98,3 +97,16 @@ def test_status_stream_rates_from_real_interval_output():
     # FIO_NOTES §3.1: 175012-80000 ios over 1896-896 ms -> 95012 IOPS in the second interval
     assert statuses[1].iops == pytest.approx(95012.0)
     assert statuses[0].eta_s is None and statuses[2].eta_s == 1
+
+
+def test_fio_version_is_asked_once_per_binary(tmp_path):
+    """A run asks fio's version from several threads; a different binary at the same path (an upgrade
+    between two runs of a workflow) is asked anew."""
+    fake, ran = tmp_path / "fio", tmp_path / "ran"
+    fake.write_text(f"#!/bin/sh\necho x >> {ran}\necho fio-3.33\n")
+    fake.chmod(0o755)
+    assert local.fio_version(str(fake)) == local.fio_version(str(fake)) == "3.33"
+    assert len(ran.read_text().splitlines()) == 1
+    fake.write_text(f"#!/bin/sh\necho x >> {ran}\necho fio-3.41.1\n")  # another size: another binary
+    assert local.fio_version(str(fake)) == "3.41.1"
+    assert len(ran.read_text().splitlines()) == 2

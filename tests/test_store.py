@@ -27,6 +27,7 @@ from iolab.store.records import DuplicateSource, FinishedResult, FinishedRun, Im
 from iolab.store.schema import metadata
 from iolab.workflows.capture import record
 from iolab.workflows.capture import trace as trace_mod
+from paths import ROOT, TESTS
 
 SAMPLE = "data/fio/fio-3.33_randrw_libaio.jsonplus.json"
 
@@ -190,7 +191,7 @@ def _head() -> str:
     from alembic.config import Config
     from alembic.script import ScriptDirectory
     config = Config()
-    config.set_main_option("script_location", str(Path(__file__).parents[1] / "src/iolab/store/migrations"))
+    config.set_main_option("script_location", str(ROOT / "src/iolab/store/migrations"))
     return ScriptDirectory.from_config(config).get_current_head()  # type: ignore[return-value]
 
 
@@ -228,7 +229,7 @@ def test_stored_text_is_a_zlib_stream_whatever_the_codec(codec, monkeypatch, tmp
     """ISA-L (when installed) and zlib write the same format; raw_json reads either with zlib."""
     if codec == "zlib":
         monkeypatch.setattr(store_codecs, "raw_codec", zlib)
-    text = (Path(__file__).parent / SAMPLE).read_text()
+    text = (TESTS / SAMPLE).read_text()
     assert zlib.decompress(compress_raw(text.encode())) == text.encode()
     store = Store(f"sqlite:///{tmp_path}/t.db")
     result = FinishedResult(seq=0, target="local", target_path=None, workload="w", repeat=0, job_text="[w]\n",

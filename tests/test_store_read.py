@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -21,8 +20,7 @@ from iolab.model import DirectionStats, DiskUtil, FioReport, JobResult, Latency,
 from iolab.store.database import Store
 from iolab.store.records import FinishedResult, FinishedRun, ImportedFile, UnreadableRun
 from iolab.store.schema import results, runs
-
-DATA = Path(__file__).parent / "data" / "fio"
+from paths import FIO as DATA
 
 # -- values of every kind a parser could be tricked into: huge, negative, not finite, not numbers, bad text --
 

@@ -151,18 +151,7 @@ def run(
     interrupt is re-raised. ``timeout_s`` bounds the run: past it fio is stopped and the
     outcome is ``failed``. Raises ``FioNotFound``; ``FioError`` when fio cannot be started.
     """
-    workdir.mkdir(parents=True, exist_ok=True)
-    workdir = workdir.resolve()
-    (workdir / "job.fio").write_text(job_text)
-    output = workdir / OUTPUT_NAME
-    output.unlink(missing_ok=True)
-    for old in logs.find_logs(workdir, LOG_PREFIX):
-        old.unlink()
-    log_args = _log_args(job_text, workdir)
-    command = (
-        find_fio(fio), "--output-format=json+", f"--output={output}", "--status-interval=1",
-        *log_args, *extra_args, str(workdir / "job.fio"),
-    )
+    workdir, command = prepare(job_text, workdir, find_fio(fio), extra_args)
     started = datetime.now(UTC)
     with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
         try:
@@ -175,12 +164,37 @@ def run(
         except OSError as exc:
             raise FioError(f"cannot start fio: {exc}") from exc
         warm_up()
-        timed_out = _follow(proc, output, on_status, timeout_s)
-    ended = datetime.now(UTC)
-    outcome = _outcome(proc.returncode, command, started, ended, workdir, timed_out)
+        timed_out = _follow(proc, workdir / OUTPUT_NAME, on_status, timeout_s)
+    return collect(job_text, workdir, command, proc.returncode, started, datetime.now(UTC), timed_out=timed_out,
+                   fence=fence)
+
+
+def prepare(job_text: str, workdir: Path, fio_path: str, extra_args: Sequence[str] = ()
+            ) -> tuple[Path, tuple[str, ...]]:
+    """``workdir`` (created, resolved) made ready for a run of ``job_text``: the job file written, an
+    earlier run's output and logs removed; returns it and fio's command line (``fio_path`` first)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = workdir.resolve()
+    (workdir / "job.fio").write_text(job_text)
+    output = workdir / OUTPUT_NAME
+    output.unlink(missing_ok=True)
+    for old in logs.find_logs(workdir, LOG_PREFIX):
+        old.unlink()
+    command = (fio_path, "--output-format=json+", f"--output={output}", "--status-interval=1",
+               *_log_args(job_text, workdir), *extra_args, str(workdir / "job.fio"))
+    return workdir, command
+
+
+def collect(job_text: str, workdir: Path, command: tuple[str, ...], returncode: int | None, started: datetime,
+            ended: datetime, *, timed_out: bool = False, fence: Fence | None = None) -> Outcome:
+    """The Outcome of a fio run of ``job_text`` (``command``, as ``prepare`` made it) read from what it
+    left in ``workdir``: its output file, stdout and stderr, logs. ``returncode`` is fio's exit status
+    (negative: the signal that ended it); ``timed_out`` that iolab stopped it past its time bound. A
+    failure the ``fence`` caused is said so (see ``run``). Every run is read here, whoever ran fio."""
+    outcome = _outcome(returncode, command, started, ended, workdir, timed_out)
     if fence is not None:
         outcome = _stopped(outcome, workdir, fence)
-    return _with_logs(outcome, job_text, workdir) if log_args else outcome
+    return _with_logs(outcome, job_text, workdir) if _log_args(job_text, workdir) else outcome
 
 
 def not_a_device(done: Outcome, landed: list[str]) -> Outcome:

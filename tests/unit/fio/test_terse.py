@@ -5,14 +5,12 @@ Field layout: ``show_thread_status_terse_all()`` / ``show_ddir_status_terse()`` 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from iolab.errors import ParseError
 from iolab.fio import parse_output, parse_terse
+from paths import FIO as DATA
 
-DATA = Path(__file__).parent / "data" / "fio"
 KIB = 1024.0
 V3 = (DATA / "fio-3.33_randrw_libaio.terse-v3.txt").read_text().strip()
 # An unused direction as fio prints it (show_ddir_status_terse with runtime 0, no samples)

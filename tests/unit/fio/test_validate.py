@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,9 @@ from iolab.fio import parse_output, validate
 from iolab.fio.validate import Violation, check_report, fixed_block_size
 from iolab.histogram import Histogram
 from iolab.model import FioReport
+from paths import FIO as DATA
+from paths import SHARED_SAMPLES
 
-DATA = Path(__file__).parent / "data" / "fio"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "samples"
 OUTPUTS = sorted(p for p in DATA.glob("*") if p.suffix in (".json", ".txt") and not p.name.startswith("num2str"))
 
 
@@ -24,14 +23,14 @@ def read(name: str) -> str:
     return (DATA / name).read_text()
 
 
-@pytest.mark.parametrize("path", OUTPUTS + sorted(SHARED.glob("*.txt")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", OUTPUTS + sorted(SHARED_SAMPLES.glob("*.txt")), ids=lambda p: p.name)
 def test_every_real_output_passes(path):
     report = parse_output(path.read_text(errors="replace"), path.name)
     check_report(report)  # the parsers applied it; the rules hold for what they return
 
 
 def test_every_shared_sample_that_is_fio_output_passes():
-    samples = [p for p in sorted((SHARED / "fio").glob("*")) if p.suffix in (".json", ".txt")]
+    samples = [p for p in sorted((SHARED_SAMPLES / "fio").glob("*")) if p.suffix in (".json", ".txt")]
     samples = samples or OUTPUTS  # a checkout without the lab's shared samples: tests/data/fio holds copies
     assert samples
     not_output = {p.name for p in (DATA / "not-output").iterdir()}

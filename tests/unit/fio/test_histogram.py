@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fuzzing import edit
 from iolab.errors import ParseError
 from iolab.fio import parse_json, parse_output
 from iolab.fio.merge import merge_latency, percentiles_from_bins
 from iolab.histogram import Histogram
 from iolab.model import FioReport, Latency, from_jsonable, to_json_text, to_jsonable
-from test_fio_parse_properties import mutate
+from paths import FIO as DATA
 
-DATA = Path(__file__).parent / "data" / "fio"
 JSONPLUS = (DATA / "fio-3.33_randrw_libaio.jsonplus.json").read_text()
 FIO_BINS = json.loads(JSONPLUS)["jobs"][0]["read"]["clat_ns"]["bins"]
 
@@ -93,7 +92,7 @@ JSONPLUS_ALPHABET = st.sampled_from([*'0123456789,:{}"-. \n', "true", "1.5", "-1
 def test_damaged_jsonplus_histograms_are_valid_or_a_parse_error(edits):
     """Whatever a damaged json+ output holds, an imported histogram reads and stores without surprise."""
     start = JSONPLUS.index('"bins"')
-    damaged = mutate(JSONPLUS[start:start + 3000], edits)
+    damaged = edit(JSONPLUS[start:start + 3000], edits)
     try:
         report = parse_output(JSONPLUS[:start] + damaged + JSONPLUS[start + 3000:], "prop")
     except ParseError:

@@ -13,8 +13,9 @@ from iolab.describe.suite import load_yaml
 from iolab.run import pipeline
 from iolab.run.plan import RunOptions
 from iolab.store.database import Store
+from paths import ROOT
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "iolab"
+SRC = ROOT / "src" / "iolab"
 
 #: The layers, bottom to top: a package imports only packages of lower layers (peers in one layer do not
 #: import each other).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,7 @@ from iolab.errors import ParseError
 from iolab.fio import parse_output
 from iolab.fio.json import iter_documents, looks_like_json, parse_json
 from iolab.fio.jsonjob import plat_idx_to_val
-
-DATA = Path(__file__).parent / "data" / "fio"
+from paths import FIO as DATA
 
 
 def read(name: str) -> str:

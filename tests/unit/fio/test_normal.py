@@ -5,8 +5,6 @@ IOPS is checked against ``issued_total * 1000 / runtime_ms`` (stat.c), never the
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,8 +12,8 @@ from hypothesis import strategies as st
 from iolab.errors import ParseError
 from iolab.fio import clean_pasted, parse_json, parse_normal, parse_output
 from iolab.fio.num2str import io_size_fits, io_size_match, iops_display_warning, num2str
+from paths import FIO as DATA
 
-DATA = Path(__file__).parent / "data" / "fio"
 KIB = 1024.0
 
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import math
 import random
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fuzzing import edit
 from iolab.errors import ParseError
 from iolab.fio import clean_pasted, parse_json, parse_normal, parse_output, parse_terse
 from iolab.model import FioReport
+from paths import FIO as DATA
 
-DATA = Path(__file__).parent / "data" / "fio"
 NORMAL = [(DATA / n).read_text() for n in (
     "fio-3.33_randrw_libaio.normal.txt", "fio-2.2.8_randrw_posixaio.normal.txt",
     "fio-3.16_randrw_posixaio.normal.txt", "fio-3.33_status-interval-1s_normal.txt",
@@ -53,21 +53,6 @@ def check(parse, text: str) -> None:
                 assert d.iops == 1000 * d.total_ios / d.runtime_ms
 
 
-def mutate(text: str, edits: list[tuple[float, int, str]]) -> str:
-    chars = list(text)
-    for where, op, char in edits:
-        if not chars:
-            break
-        i = min(int(where * len(chars)), len(chars) - 1)
-        if op == 0:
-            chars[i] = char
-        elif op == 1:
-            chars.insert(i, char)
-        else:
-            del chars[i]
-    return "".join(chars)
-
-
 EDITS = st.lists(st.tuples(st.floats(0, 1), st.integers(0, 2), ALPHABET), min_size=1, max_size=8)
 
 
@@ -88,7 +73,7 @@ def test_shuffled_lines(text, rnd):
 @SETTINGS
 @given(st.sampled_from(ALL), EDITS)
 def test_byte_mutations(text, edits):
-    check(parse_output, mutate(text, edits))
+    check(parse_output, edit(text, edits))
 
 
 @SETTINGS
@@ -125,7 +110,7 @@ def test_each_parser_alone_raises_only_parse_error(kind, data):
     if how == "cut":
         text = text[: data.draw(st.integers(0, len(text)))]
     elif how == "mutate":
-        text = mutate(text, data.draw(EDITS))
+        text = edit(text, data.draw(EDITS))
     else:
         lines = text.split("\n")
         random.Random(data.draw(st.integers())).shuffle(lines)

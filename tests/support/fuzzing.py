@@ -33,9 +33,9 @@ from iolab.report import results as results_report
 from iolab.store.database import Store
 from iolab.store.records import UnreadableRun
 from iolab.workflows import importer
+from paths import FIO as DATA
+from paths import SHARED_SAMPLES
 
-DATA = Path(__file__).parent / "data" / "fio"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "samples"
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _JSON_VALUE = re.compile(r'("[^"\n]+"\s*:\s*)(-?\d+(?:\.\d+)?|"[^"\n]*")')
 
@@ -45,7 +45,7 @@ def seeds(extra: Mapping[str, str] | None = None) -> dict[str, bytes]:
     content once."""
     found: dict[str, bytes] = {}
     not_output = {p.name for p in (DATA / "not-output").iterdir()}
-    for folder in (DATA, SHARED / "fio", SHARED):
+    for folder in (DATA, SHARED_SAMPLES / "fio", SHARED_SAMPLES):
         for path in sorted(folder.glob("*")) if folder.is_dir() else ():
             if path.is_file() and path.suffix in (".json", ".txt") and path.name not in not_output \
                     and not path.name.startswith("num2str"):
@@ -314,3 +314,20 @@ def read_back(store: Store, tally: Tally) -> None:
         for result in stored.results:
             if result.report is not None:
                 tally.impossible += [f"run {run_id} ({stored.info.suite_name}): {p}" for p in impossible(result.report)]
+
+
+def edit(text: str, edits: list[tuple[float, int, str]]) -> str:
+    """``text`` with each edit ``(where, op, char)`` applied: at ``where`` (0–1 of the length) replace
+    (op 0), insert (1) or delete (2) a character."""
+    chars = list(text)
+    for where, op, char in edits:
+        if not chars:
+            break
+        i = min(int(where * len(chars)), len(chars) - 1)
+        if op == 0:
+            chars[i] = char
+        elif op == 1:
+            chars.insert(i, char)
+        else:
+            del chars[i]
+    return "".join(chars)

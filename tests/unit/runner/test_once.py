@@ -4,7 +4,6 @@ import threading
 
 import pytest
 
-from iolab.runner import local
 from iolab.runner.once import once
 
 
@@ -46,16 +45,3 @@ def test_a_failure_is_not_kept():
     with pytest.raises(OSError):
         flaky()
     assert flaky() == 2 and flaky() == 2 and len(tries) == 2
-
-
-def test_fio_version_is_asked_once_per_binary(tmp_path):
-    """A run asks fio's version from several threads; a different binary at the same path (an upgrade
-    between two runs of a workflow) is asked anew."""
-    fake, ran = tmp_path / "fio", tmp_path / "ran"
-    fake.write_text(f"#!/bin/sh\necho x >> {ran}\necho fio-3.33\n")
-    fake.chmod(0o755)
-    assert local.fio_version(str(fake)) == local.fio_version(str(fake)) == "3.33"
-    assert len(ran.read_text().splitlines()) == 1
-    fake.write_text(f"#!/bin/sh\necho x >> {ran}\necho fio-3.41.1\n")  # another size: another binary
-    assert local.fio_version(str(fake)) == "3.41.1"
-    assert len(ran.read_text().splitlines()) == 2
