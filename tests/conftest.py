@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+import pg
 from fakefio import RECORD, FakeFio
 from paths import TESTS
 
@@ -44,6 +45,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = tier_of(item.path)
         if tier is not None:
             item.add_marker(tier)
+        if item.get_closest_marker("postgres"):  # one worker runs them all: one server per test run
+            item.add_marker(pytest.mark.xdist_group("postgres"))
 
 
 @pytest.fixture(autouse=True)
@@ -81,6 +84,24 @@ def no_fio(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setenv("IOLAB_NOFIO_LOG", str(log))
     yield
     assert not log.exists(), f"a test of the fast tier started fio:\n{log.read_text()}"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pg.PostgresServer]:
+    """The test run's PostgreSQL server (tests marked ``postgres`` share an xdist group, so one worker
+    starts it); a test that stops or restarts it leaves it running again."""
+    if not pg.pg_bin():
+        pytest.skip("PostgreSQL server binaries are not installed (Debian package postgresql)")
+    server = pg.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(pg_server: pg.PostgresServer) -> Iterator[str]:
+    """A database of its own on the run's server for this test: its SQLAlchemy URL (dropped after)."""
+    with pg_server.database() as url:
+        yield url
 
 
 @pytest.hookimpl(hookwrapper=True)

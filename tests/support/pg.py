@@ -1,18 +1,24 @@
 """A throw-away PostgreSQL server for tests: initdb in a temp dir, unix socket only (no TCP).
 
 Uses Debian's server binaries (/usr/lib/postgresql/<ver>/bin). As root, the server runs as the
-``postgres`` user (PostgreSQL refuses to run as root). Everything is removed on ``stop``.
+``postgres`` user (PostgreSQL refuses to run as root). Everything is removed on ``stop``. A test run
+starts one (``conftest.pg_server``) and gives each test a database of its own (``database``).
 """
 
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+_numbers = itertools.count(1)
 
 
 def pg_bin() -> str | None:
@@ -48,6 +54,23 @@ class PostgresServer:
 
     def _as_owner(self, *argv: str) -> list[str]:
         return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else list(argv)
+
+    @contextmanager
+    def database(self) -> Iterator[str]:
+        """A new, empty database on this server: its URL; dropped when the block ends (its
+        connections closed first)."""
+        name = f"t{next(_numbers)}"
+        self._admin(f"CREATE DATABASE {name}")
+        try:
+            yield self.url.replace("@/postgres?", f"@/{name}?")
+        finally:
+            self._admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+        host = self.url.split("host=")[1].split("&")[0]
+        with psycopg.connect(host=host, port=self.port, user="postgres", dbname="postgres", autocommit=True) as c:
+            c.execute(sql)  # type: ignore[arg-type]
 
     def stop(self) -> None:
         subprocess.run(self._as_owner(f"{self.bindir}/pg_ctl", "-D", self.datadir, "-m", "immediate", "stop"),
