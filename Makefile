@@ -18,10 +18,13 @@ run: setup
 
 test: test-fast test-slow
 
+# The fast tier starts no fio, in its fixtures either: a fio first on PATH notes any call, and one fails it.
 test-fast: setup-dev
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
-	$(BIN)/pytest -n 2 tests/unit tests/cli
+	rm -f .nofio.log
+	PATH="$(CURDIR)/tests/support/nofio:$$PATH" IOLAB_NOFIO_LOG="$(CURDIR)/.nofio.log" $(BIN)/pytest -n 2 tests/unit tests/cli
+	@if [ -s .nofio.log ]; then echo "the fast tier started fio:"; cat .nofio.log; exit 1; fi
 
 test-slow: setup-dev
 	$(BIN)/pytest $(wildcard tests/test_*.py)

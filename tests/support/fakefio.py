@@ -41,7 +41,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -417,3 +417,15 @@ def record_machine() -> None:
 
 if __name__ == "__main__":
     record_machine()
+
+
+@contextlib.contextmanager
+def replayed(module: str, roots: Mapping[str, str]) -> Iterator[FakeFio]:
+    """The fake installed for as long as the block lasts, outside any test's ``monkeypatch``: for a
+    module- or session-scoped fixture of the fast tier that runs jobs once for many tests (its
+    recordings go to the book of ``module``; ``roots`` are its directories and their placeholders,
+    e.g. ``{str(tmp_path_factory.getbasetemp()): "@BASE@"}``)."""
+    with pytest.MonkeyPatch.context() as patch:
+        fake = FakeFio(module, roots).install(patch)
+        yield fake
+        fake.finish()
