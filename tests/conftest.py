@@ -16,6 +16,7 @@ cannot pass as "skipped".
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -47,6 +48,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(tier)
         if item.get_closest_marker("postgres"):  # one worker runs them all: one server per test run
             item.add_marker(pytest.mark.xdist_group("postgres"))
+
+
+@pytest.fixture(autouse=True)
+def _dev_null_intact() -> Iterator[None]:
+    """A test that leaves /dev/null other than the null device fails (and /dev/null is made again): a full
+    run of the suite once left a regular file there, which broke every later PostgreSQL start."""
+    yield
+    if not stat.S_ISCHR(os.lstat("/dev/null").st_mode):
+        if os.geteuid() == 0:
+            os.unlink("/dev/null")
+            os.mknod("/dev/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            os.chmod("/dev/null", 0o666)
+        pytest.fail("this test left /dev/null as something other than the null device (made again)")
 
 
 @pytest.fixture(autouse=True)
