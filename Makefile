@@ -27,7 +27,8 @@ test-fast: setup-dev
 	@if [ -s .nofio.log ]; then echo "the fast tier started fio:"; cat .nofio.log; exit 1; fi
 
 test-slow: setup-dev
-	$(BIN)/pytest $(wildcard tests/test_*.py)
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup -m "not alone" tests/integration tests/system
+	$(BIN)/pytest -m alone tests/integration tests/system
 
 # Record with real fio what the fast tier's tests ask of fio and no recording holds yet (tests/data/fio-runs).
 record: setup-dev

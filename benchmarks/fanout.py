@@ -1,6 +1,6 @@
 """What does iolab add to a run on N fio servers? `iolab run` against a bare `fio --client` on the same job.
 
-Hosts are network namespaces on this machine (tests/netns.py), each with a real `fio --server`; N = 1, 4,
+Hosts are network namespaces on this machine (tests/support/netns.py), each with a real `fio --server`; N = 1, 4,
 8, 16 by default. The job is iolab's own rendering of a one-workload suite (4k random reads, libaio,
 direct, iodepth 4, rate-limited to 200 IOPS per host so that N hosts do not load the 2 shared CPUs, 3 s)
 on a directory target, and the bare client gets exactly the job file iolab sends (its 1 s logs
@@ -49,7 +49,7 @@ from pathlib import Path
 
 from ratios import Ratio, add_json_option, emit, installed_env, say
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from iolab.fio import logs
 from iolab.runner.local import LOG_PREFIX
 from netns import lab, netns_unavailable_reason, start_sshds

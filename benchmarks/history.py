@@ -3,7 +3,7 @@ change-point accuracy on series made by importing fio outputs.
 
 Everything starts from one real fio run (4k random reads, psync, 1 s, on a file in the working directory;
 json+ for the scale database, json for the accuracy series), copied with its totals scaled consistently
-(tests/historydata.py: I/Os × f, latencies ÷ f).
+(tests/support/historydata.py: I/Os × f, latencies ÷ f).
 
 * **Scale.** One SQLite database of 1,000 runs × 20 workloads (20,000 results, json+ reports with their
   histograms), stored through the store API as ``iolab import`` stores outputs (``importer.plan_results``
@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # historydata: scaled real fio output
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))  # historydata: scaled fio output
 
 import historydata
 from iolab.analyze import history

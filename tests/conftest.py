@@ -56,10 +56,11 @@ def _dev_null_intact() -> Iterator[None]:
     run of the suite once left a regular file there, which broke every later PostgreSQL start."""
     yield
     if not stat.S_ISCHR(os.lstat("/dev/null").st_mode):
-        if os.geteuid() == 0:
-            os.unlink("/dev/null")
-            os.mknod("/dev/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-            os.chmod("/dev/null", 0o666)
+        if os.geteuid() == 0:  # made aside and renamed over it: /dev/null is never missing meanwhile
+            made = f"/dev/null.iolab-{os.getpid()}"
+            os.mknod(made, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            os.chmod(made, 0o666)
+            os.replace(made, "/dev/null")
         pytest.fail("this test left /dev/null as something other than the null device (made again)")
 
 
@@ -215,7 +216,7 @@ class FakeSysfs:
 
 @pytest.fixture(scope="session")
 def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real fio sweep in bench-fio's layout (tests/benchfio.py), run once per session: the
+    """A real fio sweep in bench-fio's layout (tests/support/benchfio.py), run once per session: the
     directory of its outputs and logs; the data file lies beside it."""
     import benchfio
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import hashlib
 import json
 import lzma
@@ -130,22 +131,29 @@ class FakeFio:
         status = fence_mod.Status(**machine["fence"])
         monkeypatch.setattr(fence_mod, "status", lambda bwrap="bwrap": status)
         self.known = {"options": set(machine["options"]), "aliases": dict(machine["aliases"]),
-                      "engines": dict(machine["engines"]), "file": os.devnull, "fio": "fio"}
+                      "engines": dict(machine["engines"]), "file": "", "fio": "fio"}
         monkeypatch.setattr(optionnames, "_cache", {"fio": self.known})
+        monkeypatch.setattr(optionnames, "_save", lambda known: None)  # ``finish`` keeps what fio was asked
         if not RECORD:
             monkeypatch.setattr(optionnames, "_alias_of", lambda name, fio: _not_recorded(f"--cmdhelp={name}"))
             monkeypatch.setattr(optionnames, "_engine_options", lambda name, fio: _not_recorded(f"--enghelp={name}"))
         return self
 
     def finish(self) -> None:
-        """After the test: in record mode, the option names fio was asked about join ``machine.json``."""
+        """After the test: in record mode, the option names fio was asked about join ``machine.json``
+        (merged under a lock and written whole: other processes record at the same time)."""
         if not RECORD or not self.known:
             return
-        machine = json.loads(MACHINE.read_text())
-        if (machine["aliases"], machine["engines"]) != (self.known["aliases"], self.known["engines"]):
-            machine.update(aliases=dict(sorted(self.known["aliases"].items())),
-                           engines=dict(sorted(self.known["engines"].items())))
-            MACHINE.write_text(json.dumps(machine, indent=1, sort_keys=True) + "\n")
+        with open(MACHINE.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            machine = json.loads(MACHINE.read_text())
+            merged = {"aliases": {**machine["aliases"], **self.known["aliases"]},
+                      "engines": {**machine["engines"], **self.known["engines"]}}
+            if merged != {"aliases": machine["aliases"], "engines": machine["engines"]}:
+                machine.update({key: dict(sorted(value.items())) for key, value in merged.items()})
+                tmp = MACHINE.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(machine, indent=1, sort_keys=True) + "\n")
+                tmp.replace(MACHINE)
 
     def run(self, job_text: str, workdir: Path, on_status: Callable[[Status], None] | None = None,
             fio: str = "fio", extra_args: Sequence[str] = (), timeout_s: float | None = None,
@@ -180,7 +188,7 @@ class FakeFio:
     def _replay(self, recording: Mapping[str, Any], workdir: Path, fault: _Fault | None,
                 on_status: Callable[[Status], None] | None) -> int:
         """Leave what the recorded fio left (as ``fault`` changes it); returns fio's exit status."""
-        files = {name: self._unplace(_decode(content), workdir) for name, content in recording["workdir"].items()}
+        files = {name: self._unplace_any(_decode(content), workdir) for name, content in recording["workdir"].items()}
         output = files.get(local.OUTPUT_NAME, "")
         output = _moved_to_now(output)
         returncode = recording["returncode"]
@@ -273,6 +281,10 @@ class FakeFio:
         for path, mark in {str(workdir): "@WORK@", **self.roots}.items():
             text = text.replace(mark, path)
         return text
+
+    def _unplace_any(self, content: str | bytes, workdir: Path) -> str | bytes:
+        """Text with its placeholders replaced; a binary file (a verify state) as it was recorded."""
+        return content if isinstance(content, bytes) else self._unplace(content, workdir)
 
     def _placed(self, made: dict[str, Any], workdir: Path) -> dict[str, Any]:
         return json.loads(self._place(json.dumps(made), workdir))

@@ -1,13 +1,15 @@
 """A seeded fuzzer of fio outputs, run through iolab's real import path into a real store.
 
-Inputs are real fio outputs (tests/data/fio, the lab's shared samples, outputs a test has fio write)
-with 1-3 mutations stacked: truncation, byte flips, lines deleted, duplicated or swapped, binary
-data, empty files, 400-digit numbers, NaN/infinity, negated numbers, a digit changed, a number
-scaled, wrong JSON types, duplicate JSON keys, deep nesting, odd characters (NUL, surrogate
-escapes, non-breaking spaces, CR), two outputs of different versions concatenated or spliced, and
-huge files. ``run`` imports each input on its own (``importer.import_files``), then reads every
-stored run back, renders it as ``iolab show`` does and checks it for impossible values with rules
-of its own (not ``fio.validate``'s). Used by tests/test_fuzz.py (CI) and scripts/fuzz-import (long).
+Inputs are real fio outputs (tests/data/fio, the lab's shared samples, fio's json+ reports recorded
+for the fast tier's fake fio in tests/data/fio-runs, or outputs fio writes now) with 1-3 mutations
+stacked: truncation, byte flips, lines deleted, duplicated or swapped, binary data, empty files,
+400-digit numbers, NaN/infinity, negated numbers, a digit changed, a number scaled, wrong JSON types,
+duplicate JSON keys, deep nesting, odd characters (NUL, surrogate escapes, non-breaking spaces, CR),
+two outputs of different versions concatenated or spliced, and huge files. ``run`` imports each
+input on its own (``importer.import_files``), then reads every stored run back, renders it as
+``iolab show`` does and checks it for impossible values with rules of its own (not
+``fio.validate``'s). Used by tests/unit/workflows/test_fuzz_import.py (CI) and scripts/fuzz-import
+(long).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import lzma
 import math
 import random
 import re
@@ -30,9 +33,11 @@ from typing import Any
 from iolab.errors import IolabError
 from iolab.model import FioReport, Run
 from iolab.report import results as results_report
+from iolab.runner.local import OUTPUT_NAME
 from iolab.store.database import Store
 from iolab.store.records import UnreadableRun
 from iolab.workflows import importer
+from paths import DATA as TEST_DATA
 from paths import FIO as DATA
 from paths import SHARED_SAMPLES
 
@@ -56,6 +61,20 @@ def seeds(extra: Mapping[str, str] | None = None) -> dict[str, bytes]:
     for name, data in found.items():
         unique.setdefault(data, name)
     return {name: data for data, name in unique.items()}
+
+
+def recorded_outputs(book: str) -> dict[str, str]:
+    """fio's final json+ report of every job in a book of the fake fio's recordings
+    (``tests/data/fio-runs/<book>.jsonl.xz``, tests/support/fakefio.py: real fio 3.33, with
+    ``--status-interval`` reports before the last), by a name of its own: real fio output to fuzz
+    beside the samples without running fio."""
+    out = {}
+    for line in lzma.decompress((TEST_DATA / "fio-runs" / f"{book}.jsonl.xz").read_bytes()).decode().splitlines():
+        entry = json.loads(line)
+        if entry["kind"] == "run":
+            output = entry["workdir"][OUTPUT_NAME]
+            out[f"recorded-{entry['key']}.jsonplus.json"] = output[output.rfind("\n{\n") + 1:]
+    return dict(sorted(out.items()))
 
 
 def fio_outputs(workdir: Path, fio: str = "fio") -> dict[str, str]:

@@ -1,5 +1,6 @@
-"""Histories made of real fio output: one short real fio run, then copies of its JSON output with
-totals scaled consistently, written as the outputs of runs at chosen times (for ``iolab import``).
+"""Histories made of real fio output: one short real fio run (``real_output``, or its recording
+``recorded_output``, which the fast tier uses), then copies of its JSON output with totals scaled
+consistently, written as the outputs of runs at chosen times (for ``iolab import``).
 
 ``scale_job(job, f)`` is the job as if the device had been ``f`` times as fast over the same runtime:
 ``total_ios`` × f (rounded), ``io_bytes`` = total_ios × the job's block size, ``iops``/``bw_bytes``
@@ -17,9 +18,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from paths import DATA
+
 DIRECTIONS = ("read", "write", "trim")
 LATENCIES = ("slat_ns", "clat_ns", "lat_ns")
 SAMPLES = ("bw_min", "bw_max", "bw_mean", "bw_dev", "iops_min", "iops_max", "iops_mean", "iops_stddev")
+#: ``real_output``'s run as it came out of real fio once (``tests/data/history/README.md``).
+RECORDED = DATA / "history" / "fio-3.33_randread_psync.jsonplus.json"
+#: The SQLite database (xz) of 16 real runs on a throttled loop device, before and after a change
+#: (tests/system/test_history_loop.py writes it with ``IOLAB_RECORD=1``; ``tests/data/history/README.md``).
+LOOP_RUNS = DATA / "history" / "throttled-loop-runs.db.xz"
+
+
+def recorded_output() -> dict[str, Any]:
+    """The json+ output of ``real_output``'s job (defaults), recorded once with real fio: no fio runs."""
+    return json.loads(RECORDED.read_text())  # type: ignore[no-any-return]
 
 
 def real_output(directory: Path, runtime_s: int = 1, fmt: str = "json+") -> dict[str, Any]:

@@ -4,6 +4,10 @@ files, with their time series) and stored in a real SQLite database under hostil
 Suites only allow plain target names, but a database can hold anything (imports, older
 versions, other tools), so the report must survive these: every user string carries HTML,
 a ``</script>`` or quotes.
+
+``hostile_runs`` runs real fio; ``replayed_hostile_runs`` replays it from the recordings in
+``tests/data/fio-runs/support/reportrun.jsonl.xz`` (the fast tier and the browser tests; ``make record``
+makes them again if that book is deleted).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+import fakefio
 from iolab.fio import jobfile
 from iolab.runner import local
 from iolab.runner.outcome import Outcome
@@ -35,6 +40,9 @@ def _job(path: Path, name: str, iodepth: int, rw: str = "randread") -> str:
     return (f"; {EVIL_LABEL} <img src=z onerror=alert(4)>\n[{name}]\nfilename={path}\nsize=16m\nrw={rw}\nbs=4k\n"
             f"ioengine=libaio\ndirect=1\niodepth={iodepth}\ntime_based=1\nruntime=2\nnumjobs=2\n")
 
+
+#: The book of recordings ``replayed_hostile_runs`` replays (``fakefio``).
+BOOK = "support/reportrun"
 
 #: Run B's qd4 workload runs with this on fio's command line: a real, large slowdown without
 #: changing the job file, so the comparison at the top of the report has real verdicts.
@@ -78,3 +86,11 @@ def hostile_runs(base: Path) -> Reported:
         ids.append(run_id)
     store.close()
     return Reported(db=base / "report.db", run_ids=(ids[0], ids[1]))
+
+
+def replayed_hostile_runs(basetemp: Path) -> Reported:
+    """``hostile_runs`` in ``basetemp / "hostile-runs"`` (``basetemp``: pytest's base temporary
+    directory) with fio replayed from the recordings of the same jobs run by real fio (``BOOK``): no
+    fio starts, unless recording (``IOLAB_RECORD=1``)."""
+    with fakefio.replayed(BOOK, {str(basetemp): "@BASE@"}):
+        return hostile_runs(basetemp / "hostile-runs")

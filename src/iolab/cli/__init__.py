@@ -44,8 +44,8 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 #: help (the first sentence of its own) for ``iolab --help`` and shell completion, which then
 #: import no command module. A command module is imported only when its command runs
 #: (``LazyGroup``), and with it SQLAlchemy, pydantic, numpy or the report package as it needs
-#: them. A new command is one line here (tests/test_cli_startup.py checks each line against its
-#: command).
+#: them. A new command is one line here (tests/unit/cli/test_command_table.py checks each line against
+#: its command).
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run:run", "Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file)."),
     "runs": ("show:runs", "List stored runs, newest first."),

@@ -1,0 +1,67 @@
+"""fio's bw/IOPS/latency logs: real log files from fio 3.33 (``tests/data/fio``). The runner asking fio
+for them: tests/unit/runner/test_fio_logs.py (fio replayed) and tests/integration/test_fio_logs.py."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from iolab.errors import ParseError
+from iolab.fio import logs
+from paths import FIO as DATA
+
+
+def by_key(series):
+    return {(s.job, s.job_index, s.direction, s.metric): s for s in series}
+
+
+def test_averaged_logs_of_a_randrw_job(tmp_path):
+    for path in DATA.glob("avg_*.1.log"):
+        shutil.copy(path, tmp_path)
+    (tmp_path / "avg_clat_hist.1.log").write_text("1000, 0, 4096, 0, 0\n")  # not ours to read
+    found = logs.find_logs(tmp_path)
+    assert [p.name for p in found] == ["avg_bw.1.log", "avg_clat.1.log", "avg_iops.1.log", "avg_lat.1.log",
+                                       "avg_slat.1.log"]
+    series = by_key(logs.read_logs(found, job_names=["randrw"]))
+    assert len(series) == 10  # 5 logs x read/write
+    clat = series[("randrw", 1, "read", "clat_ns")]
+    # the file has two read rows at 3000: the full window (67256) and the remnant of the
+    # draining I/Os (54256) that finalize_logs() flushes at the same time; the window stays
+    assert clat.t_ms == (1000, 2000, 3000) and clat.values == (71565, 69598, 67256)
+    assert clat.interval_ms == 1000 and clat.hostname is None
+    iops = series[("randrw", 1, "write", "iops")]
+    assert iops.t_ms == (1000, 2000) and iops.values == (49136, 51018)  # the final window is missing
+    assert series[("randrw", 1, "read", "bw_bytes_s")].values == (197788 * 1024, 203352 * 1024)
+
+
+def test_client_log_carries_the_host_and_its_interval(tmp_path):
+    (series,) = logs.read_logs([DATA / "cslog_iops.1.log.127.0.0.1"])
+    assert series.hostname == "127.0.0.1" and series.job == "cslog" and series.job_index == 1
+    assert series.interval_ms == 500 and series.t_ms[:3] == (500, 1000, 1500)
+
+
+def test_per_io_logs_are_averaged_into_windows(tmp_path):
+    rows = [(t, 100_000 + t, 0, 4096) for t in range(0, 2000, 2)]  # 500 reads/s for 2 s
+    (tmp_path / "p_clat.1.log").write_text("".join(f"{t}, {v}, {d}, {b}, 0\n" for t, v, d, b in rows))
+    (tmp_path / "p_iops.1.log").write_text("".join(f"{t}, 1, {d}, {b}, 0\n" for t, _, d, b in rows))
+    (tmp_path / "p_bw.1.log").write_text("".join(f"{t}, 9999, {d}, {b}, 0\n" for t, _, d, b in rows))
+    series = by_key(logs.read_logs(logs.find_logs(tmp_path, "p"), job_names=["j"]))
+    assert series[("j", 1, "read", "iops")].values[0] == pytest.approx(500)
+    assert series[("j", 1, "read", "bw_bytes_s")].values[0] == pytest.approx(500 * 4096)
+    assert series[("j", 1, "read", "clat_ns")].values[0] == pytest.approx(100_000 + 499)  # mean of t = 0, 2 … 998
+    assert series[("j", 1, "read", "clat_ns")].t_ms == (1000, 2000)
+
+
+def test_a_malformed_log_names_file_and_line(tmp_path):
+    (tmp_path / "x_iops.1.log").write_text("1000, 5, 0, 0, 0\nnot a row\n")
+    with pytest.raises(ParseError) as info:
+        logs.read_logs(logs.find_logs(tmp_path))
+    assert "x_iops.1.log:2:" in info.value.message
+
+
+def test_thread_numbers_follow_numjobs_in_file_order():
+    text = "[global]\nnumjobs=2\n[a]\nrw=read\n[b]\nnumjobs=3\n[c]\nnumjobs=bogus\n"
+    assert logs.thread_names(text) == ["a", "a", "b", "b", "b", "c"]
+    assert not logs.sets_own_logging(text)
+    assert logs.sets_own_logging("[a]\nwrite_bw_log=mine\n")
