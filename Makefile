@@ -8,8 +8,8 @@ BIN := $(VENV)/bin
 
 # The tiers (tests/conftest.py): `make test-fast` is lint, types and the fast tier (unit + cli: in-process, fio
 # replayed from recordings, no fio started); `make test` is that, then the integration and system tiers in
-# parallel, then the tests that must run alone (timing, throttled latency: marker `alone`).
-WORKERS ?= 4
+# parallel, the tests that measure time (marker `alone`) one after another in one of the workers.
+WORKERS ?= 5
 
 .PHONY: run test test-fast test-slow record setup setup-dev bench clean
 
@@ -27,8 +27,7 @@ test-fast: setup-dev
 	@if [ -s .nofio.log ]; then echo "the fast tier started fio:"; cat .nofio.log; exit 1; fi
 
 test-slow: setup-dev
-	$(BIN)/pytest -n $(WORKERS) --dist loadgroup -m "not alone" tests/integration tests/system
-	$(BIN)/pytest -m alone tests/integration tests/system
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup tests/integration tests/system
 
 # Record with real fio what the fast tier's tests ask of fio and no recording holds yet (tests/data/fio-runs).
 record: setup-dev

@@ -48,6 +48,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(tier)
         if item.get_closest_marker("postgres"):  # one worker runs them all: one server per test run
             item.add_marker(pytest.mark.xdist_group("postgres"))
+        if item.get_closest_marker("alone"):  # one after another in one worker: never two at once
+            item.add_marker(pytest.mark.xdist_group("alone"))
 
 
 @pytest.fixture(autouse=True)

@@ -27,7 +27,7 @@ BEFORE = AFTER = 8
 USUAL_IOPS, CAP_IOPS = 3000, 300
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # built once: the alone tests of other files run between these two
 def runs(request, tmp_path_factory) -> Iterator[Path]:
     """``BEFORE`` runs of a 4k random-read suite on a loop device (scheduler none, throttled at
     ``USUAL_IOPS``), then ``AFTER`` with the scheduler mq-deadline and the throttle at ``CAP_IOPS``; the

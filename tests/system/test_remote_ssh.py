@@ -315,7 +315,7 @@ def test_a_killed_run_resumes_on_ssh_hosts(tmp_path, shared):
     assert f"fio may write only: {data} (--destroy)" in done.stderr
 
 
-@pytest.mark.alone  # ~2 s of writes at 500 IOPS before each cut: 401 seen on a loaded machine
+@pytest.mark.alone
 def test_a_crash_test_on_an_ssh_host_logs_in_again_after_the_cut(tmp_path):
     """The cut (``--trigger``, run here as a PDU would be) kills every process of the host's namespace
     but sshd's listener: a power cut, and a boot that brought sshd back. iolab waits until it can log
@@ -339,7 +339,9 @@ def test_a_crash_test_on_an_ssh_host_logs_in_again_after_the_cut(tmp_path):
     outcomes = crashtest.cut_outcomes(run)
     assert [o.verdict for o in outcomes] == [crashtest.CutVerdict.INTACT] * 2, proc.stdout
     for o in outcomes:
-        assert o.issued is not None and o.issued > 500  # ~2 s of writes at 500 IOPS
+        # fio's trigger timeout counts from its start, its file's layout included: 2 s at 500 IOPS issued
+        # ~1,000 writes on a quiet machine, 401 beside four other test workers on 2 CPUs
+        assert o.issued is not None and o.issued > 100
         assert o.checked is not None and o.checked >= o.issued - 8 and (o.lost, o.corrupt) == (0, 0)
         assert o.waited_s is not None and o.waited_s >= 1.0  # the settle, then a new login
     assert {r.status for r in run.results if r.workload == "crash-verify"} == {"ok"}
