@@ -289,6 +289,17 @@ class RunInfo:
 
 
 @dataclass(frozen=True)
+class Accepted:
+    """An intended change, accepted by someone (``iolab accept``): from run ``run_id`` on, its series are
+    judged against their new level. ``by`` is who accepted it (``user@host``), ``at`` when."""
+
+    run_id: int
+    reason: str
+    at: datetime
+    by: str
+
+
+@dataclass(frozen=True)
 class ResultRecord:
     """One fio invocation of a run: a job on a target, one repetition.
 

@@ -24,9 +24,11 @@ and p99, and the observers' CPU µs per I/O where they measured it); a series wh
 measured a metric is left out. A result's figures of ``store.history.FIGURES`` and the cost metrics
 come from what the store keeps of it (``HistoryResult.figures``) when it is given, else from its report.
 
-**Change points** of a series are those ``changepoints.detect`` finds, with its segments' summaries;
-given a ``ChangeCache``, those of a series whose values were seen before are read from it instead
-(``changepoints.key``), and those found are added to it.
+**Change points** of a series are those ``changepoints.detect`` finds (the last one possibly
+unconfirmed: too few runs after it to be significant), with its segments' summaries; given a
+``ChangeCache``, those of a series whose values were seen before are read from it instead
+(``changepoints.key``), and those found are added to it. Changes people accepted as intended
+(``iolab accept``) are listed with the series whose runs they name (``Series.accepted``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import Any, NamedTuple, Protocol
 from .. import stats
 from ..describe import canonical
 from ..fio.merge import by_job
-from ..model import DirectionStats, FioReport, ResultRecord, RunInfo
+from ..model import Accepted, DirectionStats, FioReport, ResultRecord, RunInfo
 from ..store.history import FIGURES, HistoryResult, light_report
 from ..store.history import History as Stored
 from . import changepoints, changes
@@ -100,7 +102,9 @@ class ChangeAt:
     """A change point: ``run_id`` is the first run of the new level, ``previous_run`` the last of the
     old; ``before``/``after`` the two segments' means, ``change`` ``after / before - 1``; ``p_value``
     the permutation test's; ``verdict`` ``better`` or ``worse`` (the metric's direction);
-    ``what_changed`` the facts that differ between the two runs."""
+    ``what_changed`` the facts that differ between the two runs. ``confirmed`` False: too few runs
+    after it for the test to reach its level, ``runs_needed`` more at the new level would
+    (``changepoints.ChangePoint``)."""
 
     run_id: int
     previous_run: int
@@ -111,13 +115,16 @@ class ChangeAt:
     p_value: float
     verdict: str
     what_changed: tuple[changes.Change, ...]
+    confirmed: bool = True
+    runs_needed: int = 0
 
 
 @dataclass(frozen=True)
 class Series:
     """One metric of one workload over time. ``started_by``: for a series that began because its
     options stopped being comparable with the series before it (``key.part`` > 1), the options that
-    differ (``canonical.Difference``, blocking)."""
+    differ (``canonical.Difference``, blocking). ``accepted``: the changes accepted as intended at runs
+    of this series (``iolab accept``), oldest first."""
 
     key: SeriesKey
     metric: Metric
@@ -126,6 +133,7 @@ class Series:
     segments: tuple[Segment, ...]
     changes: tuple[ChangeAt, ...]
     started_by: tuple[canonical.Difference, ...] = ()
+    accepted: tuple[Accepted, ...] = ()
     #: The first observation of each run (for ``changed``).
     observed: Mapping[int, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -196,11 +204,12 @@ def figured(metrics: Sequence[Metric]) -> bool:
 
 
 def build(stored: Stored, metric_names: Sequence[str] | None = None, host: str | None = None,
-          cache: ChangeCache | None = None) -> History:
+          cache: ChangeCache | None = None, accepted: Mapping[int, Accepted] | None = None) -> History:
     """The history of the results ``stored`` (``Store.history``), for the metrics ``metric_names``
     (default ``DEFAULT_METRICS``), of the host ``host`` only when given; change points kept in and
-    read from ``cache`` when given. Results with stored figures need metrics ``figured`` gives. Raises
-    ``UsageError`` for an unknown metric."""
+    read from ``cache`` when given; the changes ``accepted`` (by run id) listed with their series.
+    Results with stored figures need metrics ``figured`` gives. Raises ``UsageError`` for an unknown
+    metric."""
     chosen = metrics_of(metric_names)
     runs = {r.id: r for r in stored.runs if host is None or host_of(r) == host}
     unreadable: dict[int, str] = {}
@@ -214,7 +223,7 @@ def build(stored: Stored, metric_names: Sequence[str] | None = None, host: str |
             known[k] = new[k] = _detected(points)
     if cache is not None and new:
         cache.put(new)
-    return History(tuple(_series(key, m, track, points, first, known[k])
+    return History(tuple(_series(key, m, track, points, first, known[k], accepted or {})
                          for k, (key, m, track, points, first) in zip(keys, found, strict=True)), chosen,
                    unreadable=tuple(unreadable.items()))
 
@@ -339,33 +348,36 @@ def _track_points(track: _Track, metrics: Sequence[Metric]) -> list[tuple[Series
 
 def _detected(points: Sequence[Point]) -> dict[str, Any]:
     """The change points of ``points`` (``changepoints.detect``) and their segments' summaries, as JSON
-    (``{"changes": [[index, p], …], "segments": [[n, mean, stdev, min, max, ci95 low, high], …]}``)."""
+    (``{"changes": [[index, p, confirmed, runs needed], …], "segments": [[n, mean, stdev, min, max, ci95 low,
+    high], …]}``)."""
     found = changepoints.detect([p.value for p in points])
     segments = segments_of(points, [c.index for c in found])
-    return {"changes": [[c.index, c.p_value] for c in found],
+    return {"changes": [[c.index, c.p_value, c.confirmed, c.runs_needed] for c in found],
             "segments": [[g.summary.n, g.summary.mean, g.summary.stdev, g.summary.minimum, g.summary.maximum,
                           *(g.summary.ci95 or (None, None))] for g in segments]}
 
 
 def _series(key: SeriesKey, m: Metric, track: _Track, points: tuple[Point, ...],
-            first: Mapping[int, _Observation], detected: Mapping[str, Any]) -> Series:
-    """One metric's series over ``track``: its change points and segments (``_detected``'s) and what
-    changed at each."""
-    starts = [int(index) for index, _ in detected["changes"]]
+            first: Mapping[int, _Observation], detected: Mapping[str, Any], accepted: Mapping[int, Accepted]) -> Series:
+    """One metric's series over ``track``: its change points and segments (``_detected``'s), what
+    changed at each, and the changes accepted at its runs."""
+    starts = [int(index) for index, *_ in detected["changes"]]
     bounds = [0, *starts, len(points)]
     segments = [Segment(a, b, points[a].run_id, points[b - 1].run_id,
                         stats.Summary(n, mean, stdev, low, high, None if lo is None else (lo, hi)))
                 for (a, b), (n, mean, stdev, low, high, lo, hi) in zip(itertools.pairwise(bounds),
                                                                       detected["segments"], strict=True)]
     at = []
-    for (index, p_value), before, after in zip(detected["changes"], segments, segments[1:], strict=False):
+    for (index, p_value, confirmed, needed), before, after in zip(detected["changes"], segments, segments[1:],
+                                                                  strict=False):
         old, new = points[index - 1], points[index]
         assert before.summary.mean is not None and after.summary.mean is not None
         ratio = after.summary.mean / before.summary.mean - 1 if before.summary.mean else 0.0
         at.append(ChangeAt(new.run_id, old.run_id, new.time, before.summary.mean, after.summary.mean, ratio,
                            p_value, Verdict.BETTER if (ratio > 0) == m.higher_is_better else Verdict.WORSE,
-                           what_changed(first[old.run_id], first[new.run_id])))
-    return Series(key, m, track.options[0], points, tuple(segments), tuple(at), track.started_by, first)
+                           what_changed(first[old.run_id], first[new.run_id]), confirmed, needed))
+    mine = tuple(accepted[p.run_id] for p in points if p.run_id in accepted)
+    return Series(key, m, track.options[0], points, tuple(segments), tuple(at), track.started_by, mine, first)
 
 
 def changed(series: Series, before_run: int, after_run: int) -> tuple[changes.Change, ...]:

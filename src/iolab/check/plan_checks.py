@@ -8,8 +8,8 @@ import os
 import shlex
 import stat
 import tempfile
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import units
@@ -137,25 +137,48 @@ def check_targets(suite: Suite, items: list[PlanItem], facts: Mapping[str, Targe
     distinct job (paths in iolab's planned work directory left out: each job's own). Raises
     ``SafetyError``."""
     scratch: list[str] = []
-    verdicts: list[guard.Checked] = []
-    needs: dict[str, int] = {}
+    jobs: list[LocalJob] = []
     for target in suite.targets:
         if target.hosts:
             continue  # check_remote_targets
-        mine = [i for i in items if i.job.spec.target.name == target.name]
         known = {target.path: facts[target.name]} if target.path and target.name in facts else {}
-        for item in {i.job_text: i for i in mine}.values():
-            verdicts.append(_own_paths_left_out(guard.check(
-                item.job_text, target.path, destroy, PLANNED_WORKDIR, allow_exec=allow_exec,
-                where=f"{item.job.spec.workload.origin} ({item.job.spec.workload.name})", facts=known,
-                writes=suite.method.precondition is not None, fenced=fenced)))
-            for path, size in file_needs(item.job_text, PLANNED_WORKDIR).items():
-                needs[path] = max(needs.get(path, 0), size)
+        jobs += [LocalJob(i.job_text, target.path, f"{i.job.spec.workload.origin} ({i.job.spec.workload.name})", known)
+                 for i in items if i.job.spec.target.name == target.name]
         f = facts.get(target.name)
         if f is not None and f.kind == "missing" and target.path:
             scratch.append(target.path)
-    check_room(needs, PLANNED_WORKDIR, workdir)
+    verdicts = check_jobs(jobs, destroy, allow_exec, fenced, writes=suite.method.precondition is not None,
+                          workdir=workdir)
     return tuple(scratch), verdicts
+
+
+@dataclass(frozen=True)
+class LocalJob:
+    """A job to check here: its text, its target's path (None: the job file's own files), where it is named
+    in refusals, and the paths already inspected for it."""
+
+    job_text: str
+    target_path: str | None
+    where: str
+    facts: Mapping[str, TargetFacts] = field(default_factory=dict)
+
+
+def check_jobs(jobs: Sequence[LocalJob], destroy: Collection[str], allow_exec: bool, fenced: bool = True, *,
+               writes: bool = False, owned: Collection[str] = (),
+               workdir: Path = PLANNED_WORKDIR) -> list[guard.Checked]:
+    """The static guard on each distinct job of ``jobs`` and the free space their files need together
+    (``check_targets``, which says what is checked); ``writes`` and ``owned`` as ``guard.check`` takes
+    them. Returns the guard's verdicts. Raises ``SafetyError``."""
+    verdicts: list[guard.Checked] = []
+    needs: dict[str, int] = {}
+    for job in {(j.job_text, j.target_path): j for j in jobs}.values():
+        verdicts.append(_own_paths_left_out(guard.check(
+            job.job_text, job.target_path, destroy, PLANNED_WORKDIR, allow_exec=allow_exec, where=job.where,
+            facts=job.facts, writes=writes, owned=owned, fenced=fenced)))
+        for path, size in file_needs(job.job_text, PLANNED_WORKDIR).items():
+            needs[path] = max(needs.get(path, 0), size)
+    check_room(needs, PLANNED_WORKDIR, workdir)
+    return verdicts
 
 
 def check_directory_exists(name: str, path: str) -> None:

@@ -57,6 +57,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                    "at each, and the level of each stretch."),
     "gate": ("history:gate", "Judge RUN against the history before it, for CI: exit 3 on a significant regression, "
                              "2 without history to judge it by."),
+    "accept": ("history:accept", "Accept the change RUN shows as intended: the gate judges its series against their "
+                                 "new level from it on."),
     "report": ("report:report", "Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."),
     "lint": ("method:lint_command", "Check a suite or fio job file for methodology problems (catalogue P1–P16), "
                                     "on the targets and host it would run on."),

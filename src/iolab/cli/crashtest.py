@@ -69,7 +69,7 @@ def crash_test(ctx: click.Context, fio_args: Sequence[str], target: TargetArgs, 
     iolab crash-test -t vm=/dev/vdb --host 10.0.0.5 --ssh --destroy /dev/vdb --trigger-timeout 10s \\
         --trigger 'virsh reset guest1'
     """
-    user = fio_options(fio_args)
+    user = fio_options(fio_args, searched=False)  # crashtest.check names what it sets itself
     base = {**crashtest.DEFAULT_OPTIONS, **user}
     where = target.target(user)
     settings = crashtest.Settings(

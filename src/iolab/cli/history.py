@@ -61,24 +61,29 @@ def gc_paused() -> Iterator[None]:
 def load_history(store: Store, selectors: Sequence[str] = (), targets: Sequence[str] = (),
                  workloads: Sequence[str] = (), since: datetime | None = None, host: str | None = None,
                  metrics: Sequence[str] | None = None,
-                 on_unreadable: Callable[[UnreadableRun], None] | None = None) -> History:
-    """The history of the stored runs ``selectors`` match (all runs when none), narrowed as
-    ``Store.history`` and ``analyze.history.build`` narrow it, from the stored figures where they suffice
-    and with the change points found before (``Store.change_points``). A run that cannot be read goes to
+                 on_unreadable: Callable[[UnreadableRun], None] | None = None,
+                 run_ids: Sequence[int] | None = None) -> History:
+    """The history of the stored runs ``selectors`` match (or the runs ``run_ids``; all runs when
+    neither), narrowed as ``Store.history`` and ``analyze.history.build`` narrow it, from the stored
+    figures where they suffice, with the change points found before (``Store.change_points``) and the
+    changes accepted (``store.history.Acceptances``). A run that cannot be read goes to
     ``on_unreadable`` (without it, it is raised). Raises ``UsageError`` when no series is left."""
     from ..analyze import history
     from ..store.database import UnreadableRun
+    from ..store.history import Acceptances
 
     chosen = history.metrics_of(metrics)  # a misspelt metric fails before the database is read
-    run_ids = sorted({i for s in selectors for i in store.resolve(s)}) if selectors else None
+    if selectors:
+        run_ids = sorted({i for s in selectors for i in store.resolve(s)})
     with gc_paused():
         stored = store.history(run_ids, since, targets, workloads, figures=history.figured(chosen))
         for bad in stored.unreadable:
             if on_unreadable is None:
                 raise bad
             on_unreadable(bad)
-        found = history.select(history.build(stored, [m.name for m in chosen], host, store.change_points()),
-                               workloads)
+        accepted = Acceptances(store.engine, store.guard).all()
+        found = history.select(history.build(stored, [m.name for m in chosen], host, store.change_points(),
+                                             accepted), workloads)
     for run_id, why in found.unreadable:
         bad = UnreadableRun(run_id, why)
         if on_unreadable is None:
@@ -152,46 +157,119 @@ def history(ctx: click.Context, selectors: Sequence[str], targets: Sequence[str]
 @click.option("--metric", "metrics", multiple=True, metavar="M",
               help="Metrics, repeatable or comma-separated [default: iops,bw,clat_mean,clat_p99,cpu_us_per_io].")
 @click.option("--max-regression", default="5%", show_default=True, metavar="PCT",
-              help="A run worse than its last stable segment by more than this (and significantly) fails the gate.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+              help="A run worse than its baseline by more than this (and significantly) fails the gate; a run off "
+                   "the baseline by more than this joins no later baseline until accepted.")
+@click.option("--baseline", "baselines", multiple=True, metavar="SELECTOR",
+              help="Judge against these runs (ids, labels, tags KEY=VALUE; repeatable) instead of the history.")
+@click.option("--label", metavar="L", help="Only runs labelled L (and RUN) make the history.")
+@click.option("--since", metavar="DATE", help="Only results from DATE on (2026-03-01) or an age ago (30d).")
+@click.option("--all", "every", is_flag=True, help="Show every series, not only the failing ones.")
+@click.option("--format", "fmt", type=click.Choice((*FORMATS, "junit")), default="table", show_default=True,
+              help="junit: JUnit XML, one test case per series, a failure per regression (for CI test reports).")
 @click.pass_context
-def gate(ctx: click.Context, run: str, metrics: Sequence[str], max_regression: str, fmt: str) -> None:
+def gate(ctx: click.Context, run: str, metrics: Sequence[str], max_regression: str, baselines: Sequence[str],
+         label: str | None, since: str | None, every: bool, fmt: str) -> None:
     """Judge RUN against the history before it, for CI: exit 3 on a significant regression, 2 without
     history to judge it by.
 
-    Exit 3 when RUN is significantly worse than the last stable segment of one of its series by more
-    than --max-regression, 2 when no series has the history to judge it by, 0 otherwise.
+    Exit 3 when RUN is significantly worse than the baseline of one of its series by more than
+    --max-regression, 2 when no series has the history to judge it by, 0 otherwise.
 
-    RUN is a run id, `latest`, a label or a tag KEY=VALUE matching one run. Each series of RUN is
-    segmented as `iolab history` does; RUN is tested against the runs since the last change point
-    (one-sided t-test of one more run, on logs, Holm-adjusted over the series).
+    RUN is a run id, `latest`, a label or a tag KEY=VALUE matching one run. The history is the runs of
+    RUN's suite (the same name and text; imported outputs, which have no suite, with the other imports),
+    narrowed by --label and --since. A series' baseline is its runs at its accepted level: a run off that
+    level by more than --max-regression never joins it, so a regression keeps failing until someone
+    accepts it as intended (iolab accept RUN --reason TEXT), which starts a new level. RUN is tested
+    against its baseline (one-sided t-test of one more run, on logs, Holm-adjusted over the series).
 
     \b
-    iolab run nightly.yaml --label nightly && iolab gate latest
-    iolab gate latest --metric iops,clat_p99 --max-regression 10%
+    iolab run nightly.yaml --label nightly && iolab gate latest --label nightly
+    iolab gate latest --metric iops,clat_p99 --max-regression 10% --format junit > gate.xml
+    iolab gate 42 --baseline 30 --baseline 31 --baseline 32
     """
     from ..analyze import gate as gate_mod
     from ..report import history as history_report
+    from ..store.history import Acceptances
 
     store = store_of(ctx)
-    ids = store.resolve(run)
-    if len(ids) > 1:
-        raise UsageError(f"{run!r} matches {len(ids)} runs ({ids[0]} … {ids[-1]}); the gate judges one",
-                         hint=f"give one run: its id, or latest (the newest is {ids[-1]})")
+    run_id = one_run(store, run)
     bound = parse_pct(max_regression, "--max-regression")
+    pinned = sorted({i for s in baselines for i in store.resolve(s)} - {run_id}) if baselines else None
     try:  # the run's own series say which targets and fio jobs to read the history of
-        own = load_history(store, (str(ids[0]),), metrics=split_metrics(metrics))
+        own = load_history(store, (str(run_id),), metrics=split_metrics(metrics))
     except UsageError:
-        raise UsageError(f"run {ids[0]} has no result with a fio report to judge",
+        raise UsageError(f"run {run_id} has no result with a fio report to judge",
                          hint="the gate judges a run whose jobs fio finished") from None
     targets = sorted({s.key.target for s in own.series})
     jobs = sorted({s.key.workload for s in own.series})
-    found = load_history(store, (), targets, jobs, None, None, split_metrics(metrics),
-                         lambda exc: report_unreadable(ctx, exc))
-    verdict = gate_mod.judge(found, ids[0], bound)
-    emit_tables([history_report.gate_table(verdict)], fmt, history_report.gate_document(verdict))
+    runs = [*pinned, run_id] if pinned is not None else same_suite(store, run_id, label)
+    found = load_history(store, (), targets, jobs, parse_since(since) if since else None, None, split_metrics(metrics),
+                         lambda exc: report_unreadable(ctx, exc), run_ids=runs)
+    verdict = gate_mod.judge(found, run_id, bound, accepted=Acceptances(store.engine, store.guard).all(),
+                             pinned=pinned)
+    if fmt == "junit":
+        click.echo(history_report.gate_junit(verdict), nl=False)
+    else:
+        emit_tables([history_report.gate_table(verdict, every)], fmt, history_report.gate_document(verdict))
     gate_mod.enforce(verdict)
     err.print(f"run {verdict.run_id}: no regression in {verdict.judged} series judged", highlight=False)
+
+
+def one_run(store: Store, selector: str) -> int:
+    """The one run ``selector`` names. Raises ``UsageError`` when it names several."""
+    ids = store.resolve(selector)
+    if len(ids) > 1:
+        raise UsageError(f"{selector!r} matches {len(ids)} runs ({ids[0]} … {ids[-1]}); give one",
+                         hint=f"give one run: its id, or latest (the newest is {ids[-1]})")
+    return ids[0]
+
+
+def same_suite(store: Store, run_id: int, label: str | None = None) -> list[int]:
+    """The runs of run ``run_id``'s suite, up to it: the same suite name and text (for runs without a suite
+    text, such as imports, the same origin); with ``label``, only those labelled so (and the run)."""
+    from ..model import RunInfo
+
+    infos = [r for r in store.list_runs() if isinstance(r, RunInfo)]
+    own = next(r for r in infos if r.id == run_id)
+    if own.suite_text:
+        same = [r for r in infos if (r.suite_name, r.suite_text) == (own.suite_name, own.suite_text)]
+    else:
+        same = [r for r in infos if not r.suite_text and r.origin == own.origin]
+    return sorted(r.id for r in same if r.id <= run_id and (label is None or r.label == label or r.id == run_id))
+
+
+@click.command()
+@click.argument("run", metavar="RUN")
+@click.option("--reason", required=True, metavar="TEXT", help="Why the change is intended (shown with it).")
+@click.pass_context
+def accept(ctx: click.Context, run: str, reason: str) -> None:
+    """Accept the change RUN shows as intended: the gate judges its series against their new level from it on.
+
+    A run the gate found worse (or better) than its baseline never joins a baseline on its own, so a
+    regression fails the gate night after night. Accepting it records the change with its reason, who
+    and when (shown by the gate, history and the history page); the stretch of runs off the old level
+    that ends at RUN becomes the new baseline, and the gate passes its series until that level has the
+    runs to judge by.
+
+    \b
+    iolab gate latest || iolab accept latest --reason "new controller firmware: writes are slower by design"
+    """
+    import getpass
+    import socket
+
+    from ..model import Accepted
+    from ..store.history import Acceptances
+
+    if not reason.strip():
+        raise UsageError("--reason is empty: say why the change is intended")
+    store = store_of(ctx)
+    run_id = one_run(store, run)
+    accepted = Accepted(run_id, reason.strip(), datetime.now(UTC), f"{getpass.getuser()}@{socket.gethostname()}")
+    replaced = Acceptances(store.engine, store.guard).accept(accepted)
+    if replaced is not None:
+        err.print(f"run {run_id} was accepted before ({replaced.reason!r}, {replaced.by}); the reason is replaced",
+                  style="yellow", markup=False, highlight=False)
+    click.echo(f"run {run_id}: change accepted as intended: {accepted.reason}")
 
 
 def parse_pct(text: str, flag: str) -> float:

@@ -14,7 +14,7 @@ import click
 from .. import units
 from ..analyze import saturation
 from ..describe.spec import Target
-from ..errors import UsageError
+from ..errors import RunFailed, UsageError
 from ..facts import targets
 from ..model import Run
 from ..report import results as results_report
@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 SEARCHED = ("iodepth", "numjobs", "runtime", "time_based", "name")
 
 
-def fio_options(args: Sequence[str]) -> dict[str, str]:
-    """``["rw=randwrite", "bs=8k"]`` as fio options (names verbatim). Raises ``UsageError``."""
+def fio_options(args: Sequence[str], searched: bool = True) -> dict[str, str]:
+    """``["rw=randwrite", "bs=8k"]`` as fio options (names verbatim); with ``searched``, none the search
+    sets (``SEARCHED``). Raises ``UsageError``."""
     out = {}
     for arg in args:
         key, sep, value = arg.partition("=")
@@ -47,7 +48,7 @@ def fio_options(args: Sequence[str]) -> dict[str, str]:
             raise UsageError(f"{arg!r}: expected a fio option as NAME=VALUE, such as rw=randwrite")
         if any(ord(c) < 0x20 or ord(c) == 0x7f for c in arg):
             raise UsageError(f"{arg!r}: holds a control character, which would start another line of the fio job file")
-        if key in SEARCHED:
+        if searched and key in SEARCHED:
             raise UsageError(f"{key} is what the search sets", hint="use --max-iodepth, --max-numjobs, --runtime")
         out[key] = value
     return out
@@ -133,6 +134,14 @@ def _show(ctx: click.Context, run_id: int | None, fmt: str, summary: Callable[[R
     return run
 
 
+def _fail_if_a_job_failed(run: Run) -> None:
+    """Raise ``RunFailed`` (exit 1, as ``iolab run``) when a job of the search's run failed: the search went
+    on without it, and what it found is shown and kept."""
+    if run.info.status not in ("complete", "partial"):
+        err.print(f"[red]Some jobs failed[/]; their fio messages are stored (iolab show {run.info.id}).")
+        raise RunFailed(f"some jobs of run {run.info.id} failed", shown=True)
+
+
 @click.command()
 @search_options
 @click.option("--fio-latency-target", "fio_target", is_flag=True,
@@ -162,7 +171,7 @@ def saturate(ctx: click.Context, fio_target: bool, **args: Any) -> None:
             own = fio_latency_target(prober, setup.base, setup.slo, args["max_iodepth"], args["runtime"])
             found = replace(found, fio_target=own)
         prober.finish(found.record(setup.slo, setup.settings))
-    _show(ctx, prober.run_id, args["fmt"], saturation_table)
+    _fail_if_a_job_failed(_show(ctx, prober.run_id, args["fmt"], saturation_table))
 
 
 @click.command("autotune")
@@ -225,3 +234,4 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
         edge += " (not distinguishable from as it is: see the table)" if judged and not judged.distinguishable else ""
         err.print(f"Best configuration ({autotune.describe(best.config)}){edge} written to {path}; run it again "
                   f"with: iolab run {path}")
+    _fail_if_a_job_failed(run)

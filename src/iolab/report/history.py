@@ -2,9 +2,8 @@
 
 ``history_tables``: one row per series with a compact trend (a sparkline of its points) and its
 levels, then every change point with what changed, then the series that began because options
-changed. ``history_document`` is the JSON (``iolab.history/1``), ``history_charts`` one Vega-Lite
-chart per series for the report page (points, segment means with their 95 % intervals, change
-markers labelled with what changed). ``gate_table``/``gate_document`` show a gate's verdicts.
+changed, and the changes accepted as intended. ``history_document`` is the JSON
+(``iolab.history/1``). ``gate_table``/``gate_document``/``gate_junit`` show a gate's verdicts.
 """
 
 from __future__ import annotations
@@ -14,8 +13,9 @@ from typing import Any
 
 from ..analyze import changes as changes_mod
 from ..analyze.compare import Verdict
-from ..analyze.gate import MIN_RUNS, Gate, GateVerdict
+from ..analyze.gate import Baseline, Gate, GateRow, GateVerdict
 from ..analyze.history import ChangeAt, History, Segment, Series
+from ..model import Accepted
 from .table import Cell, Column, Table, format_value
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -71,11 +71,26 @@ def segments_text(unit: str, segments: Sequence[Segment]) -> str:
     return " → ".join(map(one, shown))
 
 
+def change_text(c: ChangeAt) -> str:
+    """``run 7: −50.0 % (worse)``, or for an unconfirmed change ``run 7: −50.0 % (worse), unconfirmed: 2 more runs
+    at this level would confirm it``."""
+    text = f"run {c.run_id}: {_pct(c.change)} ({c.verdict})"
+    if not c.confirmed:
+        text += f", unconfirmed: {c.runs_needed} more run{'s' if c.runs_needed != 1 else ''} at this level would " \
+                "confirm it"
+    return text
+
+
+def accepted_text(a: Accepted) -> str:
+    """``accepted at run 9 by ci@lab1 on 2026-12-02: new controller firmware``."""
+    return f"accepted at run {a.run_id} by {a.by} on {a.at:%Y-%m-%d}: {a.reason}"
+
+
 def _last_change(series: Series) -> str:
-    if not series.changes:
-        return "–"
-    c = series.changes[-1]
-    return f"run {c.run_id}: {_pct(c.change)} ({c.verdict})"
+    last = series.changes[-1] if series.changes else None
+    if series.accepted and (last is None or series.accepted[-1].run_id >= last.run_id):
+        return accepted_text(series.accepted[-1])
+    return "–" if last is None else change_text(last)
 
 
 def history_table(history: History) -> Table:
@@ -89,7 +104,7 @@ def history_table(history: History) -> Table:
     rows = []
     for s in history.series:
         last = s.segments[-1]
-        style = "red" if s.changes and s.changes[-1].verdict == Verdict.WORSE else "green" if s.changes else None
+        style = ("red" if s.changes[-1].verdict == Verdict.WORSE else "green") if s.changes else None
         rows.append((Cell(s.key.target), Cell(s.key.name), Cell(s.key.host or "–"), Cell(s.metric.name),
                      Cell(str(len(s.points)), len(s.points)), Cell(f"{s.points[0].time:%Y-%m-%d}",
                                                                    s.points[0].time.isoformat()),
@@ -104,7 +119,8 @@ def history_table(history: History) -> Table:
 
 
 def changes_table(history: History) -> Table | None:
-    """Every change point of every series, with what changed between the runs on either side."""
+    """Every change point of every series, with what changed between the runs on either side; the changes
+    accepted as intended too (verdict ``accepted``, the reason as what changed)."""
     columns = (Column("target", "target"), Column("workload", "workload"), Column("host", "host"),
                Column("metric", "metric"), Column("run", "run", True),
                Column("previous_run", "after run", True, csv_only=True),
@@ -113,11 +129,19 @@ def changes_table(history: History) -> Table | None:
                Column("verdict", "verdict"), Column("what_changed", "what changed"))
     rows = []
     for s in history.series:
-        for c in s.changes:
-            rows.append(_change_row(s, c))
+        rows += [_change_row(s, c) for c in s.changes]
+        rows += [_accepted_row(s, a) for a in s.accepted]
     if not rows:
         return None
     return Table("change points", columns, tuple(rows))
+
+
+def _accepted_row(s: Series, a: Accepted) -> tuple[Cell, ...]:
+    time = next(p.time for p in s.points if p.run_id == a.run_id)
+    return (Cell(s.key.target), Cell(s.key.name), Cell(s.key.host or "–"), Cell(s.metric.name),
+            Cell(str(a.run_id), a.run_id), Cell("–"), Cell(f"{time:%Y-%m-%d %H:%M}", time.isoformat()), Cell("–"),
+            Cell("–"), Cell("–"), Cell("–"), Cell("accepted", style="cyan"),
+            Cell(f"{a.reason} ({a.by}, {a.at:%Y-%m-%d})"))
 
 
 def _change_row(s: Series, c: ChangeAt) -> tuple[Cell, ...]:
@@ -126,7 +150,9 @@ def _change_row(s: Series, c: ChangeAt) -> tuple[Cell, ...]:
             Cell(str(c.run_id), c.run_id), Cell(str(c.previous_run), c.previous_run),
             Cell(f"{c.time:%Y-%m-%d %H:%M}", c.time.isoformat()), Cell(format_value(unit, c.before), c.before),
             Cell(format_value(unit, c.after), c.after), Cell(_pct(c.change), round(c.change * 100, 3)),
-            Cell(_p(c.p_value), c.p_value), Cell(c.verdict, style="red" if c.verdict == Verdict.WORSE else "green"),
+            Cell(_p(c.p_value), c.p_value),
+            Cell(c.verdict if c.confirmed else f"{c.verdict}, unconfirmed: {c.runs_needed} more run(s) would "
+                 "confirm it", c.verdict, style="red" if c.verdict == Verdict.WORSE else "green"),
             Cell(changes_mod.describe(c.what_changed)))
 
 
@@ -153,7 +179,12 @@ def history_tables(history: History) -> list[Table]:
 def _change_doc(c: ChangeAt) -> dict[str, Any]:
     return {"run": c.run_id, "previous_run": c.previous_run, "time": c.time.isoformat(), "before": c.before,
             "after": c.after, "change_pct": c.change * 100, "p_value": c.p_value, "verdict": c.verdict,
+            "confirmed": c.confirmed, "runs_needed": c.runs_needed,
             "what_changed": [{"what": w.what, "before": w.before, "after": w.after} for w in c.what_changed]}
+
+
+def accepted_document(a: Accepted) -> dict[str, Any]:
+    return {"run": a.run_id, "reason": a.reason, "at": a.at.isoformat(), "by": a.by}
 
 
 def series_document(s: Series) -> dict[str, Any]:
@@ -167,55 +198,119 @@ def series_document(s: Series) -> dict[str, Any]:
         "segments": [{"first_run": g.first_run, "last_run": g.last_run, "runs": g.summary.n, "mean": g.summary.mean,
                       "ci95": list(g.summary.ci95) if g.summary.ci95 else None} for g in s.segments],
         "change_points": [_change_doc(c) for c in s.changes],
+        "accepted": [accepted_document(a) for a in s.accepted],
         "started_by": [{"option": d.option, "before": d.a, "after": d.b} for d in s.started_by],
     }
 
 
 def history_document(history: History) -> dict[str, Any]:
     """``{"schema": "iolab.history/1", "method", "series": [{"target", "workload", "metric", "points": [{"run",
-    "time", "value"}], "change_points": [{"run", "before", "after", "change_pct", "p_value", "what_changed"}],
-    …}]}``: values in the metric's ``unit`` (``IOPS``, ``B/s``, ``ns``, ``µs``), ``before``/``after`` the
-    segment means either side, ``change_pct`` in percent, times ISO 8601 (UTC)."""
+    "time", "value"}], "change_points": [{"run", "before", "after", "change_pct", "p_value", "confirmed",
+    "runs_needed", "what_changed"}], "accepted": [{"run", "reason", "at", "by"}], …}]}``: values in the
+    metric's ``unit`` (``IOPS``, ``B/s``, ``ns``, ``µs``), ``before``/``after`` the segment means either
+    side, ``change_pct`` in percent, times ISO 8601 (UTC); an unconfirmed change (too few runs after it to
+    be significant) has ``confirmed`` false and ``runs_needed`` the runs at its level that would confirm it."""
     return {"schema": "iolab.history/1", "method": history.method,
             "series": [series_document(s) for s in history.series]}
 
 
-def gate_table(gate: Gate) -> Table:
-    """The gate's verdict per series: the run against the last stable segment before it."""
+def baseline_text(unit: str, b: Baseline | None, verdict: GateVerdict) -> str:
+    """``runs 1–6: 15079 ± 38.9 (n=6); left out: 7, 8`` (off the level), with the accepted change it began
+    with, or how many runs it still needs."""
+    if b is None:
+        return "– (no earlier run)"
+    if not b.points:
+        text = "– (no run at this level yet)"
+    else:
+        text = f"runs {b.first_run}–{b.last_run}: {format_value(unit, b.summary.mean)}"
+        if b.summary.ci95 is not None:
+            text += f" ± {format_value(unit, (b.summary.ci95[1] - b.summary.ci95[0]) / 2)}"
+        text += f" (n={b.summary.n})"
+    if b.pinned:
+        text += ", pinned"
+    if b.left_out:
+        text += f"; left out (off the level): {_runs(b.left_out)}"
+    if b.accepted is not None:
+        text += f"; since {accepted_text(b.accepted)}"
+    if verdict in (GateVerdict.NO_HISTORY, GateVerdict.ACCEPTED):
+        text += f", {len(b.points)} of the {b.needed} runs needed to judge"
+    return text
+
+
+def _runs(ids: Sequence[int], shown: int = 6) -> str:
+    return ", ".join(map(str, ids[:shown])) + (f" … ({len(ids)} runs)" if len(ids) > shown else "")
+
+
+def gate_table(gate: Gate, every: bool = False) -> Table:
+    """The gate's verdict per series, the failing ones first, only those unless ``every``
+    (``Gate.shown``): the run against its baseline."""
     columns = (Column("target", "target"), Column("workload", "workload"), Column("metric", "metric"),
-               Column("segment", "last stable segment"), Column("value", "run", True),
+               Column("baseline", "baseline"), Column("value", "run", True),
                Column("change_pct", "change", True, unit="%"), Column("p_value", "p", True),
                Column("adjusted_p", "p (Holm)", True), Column("verdict", "verdict"),
-               Column("what_changed", "what changed since the segment's last run"))
+               Column("what_changed", "what changed since the baseline's last run"))
     rows = []
-    for r in gate.rows:
+    for r in gate.shown(every):
         unit = r.metric.unit
-        segment = (f"runs {r.segment.first_run}–{r.segment.last_run}: {level(unit, r.segment)}" if r.segment is not None
-                   else "– (no earlier run)")
-        if r.verdict == GateVerdict.NO_HISTORY and r.segment is not None:
-            segment += f", {r.segment.end - r.segment.start} of the {MIN_RUNS} needed"
         style = {GateVerdict.REGRESSION: "red", GateVerdict.WORSE: "yellow", GateVerdict.BETTER: "green",
-                 GateVerdict.NO_HISTORY: "yellow"}.get(r.verdict)
-        rows.append((Cell(r.key.target), Cell(r.key.name), Cell(r.metric.name), Cell(segment),
-                     Cell(format_value(unit, r.value), r.value),
+                 GateVerdict.NO_HISTORY: "yellow", GateVerdict.ACCEPTED: "cyan"}.get(r.verdict)
+        rows.append((Cell(r.key.target), Cell(r.key.name), Cell(r.metric.name),
+                     Cell(baseline_text(unit, r.baseline, r.verdict)), Cell(format_value(unit, r.value), r.value),
                      Cell(_pct(r.change), None if r.change is None else round(r.change * 100, 3)),
                      Cell(_p(r.p_value), r.p_value), Cell(_p(r.adjusted_p), r.adjusted_p),
                      Cell(r.verdict, style=style), Cell(changes_mod.describe(r.what_changed))))
-    notes = (f"regression: worse than the segment's mean by more than {gate.max_regression * 100:g} % and Holm-"
-             f"adjusted p < {gate.alpha:g}; test: {gate.method}",)
+    counts = {v: sum(r.verdict == v for r in gate.rows) for v in GateVerdict}
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    hidden = len(gate.rows) - len(rows)
+    notes = (f"{len(gate.rows)} series: {summary}" + (f" ({hidden} not shown: --all shows every series)"
+                                                        if hidden else ""),
+             f"regression: worse than the baseline's mean by more than {gate.max_regression * 100:g} % and Holm-"
+             f"adjusted p < {gate.alpha:g}; test: {gate.method}")
     return Table(f"gate: run {gate.run_id} against its history", columns, tuple(rows), notes)
 
 
+def _row_document(r: GateRow) -> dict[str, Any]:
+    b = r.baseline
+    return {"target": r.key.target, "workload": r.key.workload, "label": r.key.label, "direction": r.key.direction,
+            "host": r.key.host, "metric": r.metric.name, "unit": r.metric.unit, "value": r.value,
+            "baseline": None if b is None else {
+                "runs": [p.run_id for p in b.points], "mean": b.summary.mean,
+                "ci95": list(b.summary.ci95 or ()) or None, "left_out": list(b.left_out), "pinned": b.pinned,
+                "accepted": None if b.accepted is None else accepted_document(b.accepted)},
+            "change_pct": None if r.change is None else r.change * 100, "p_value": r.p_value,
+            "adjusted_p": r.adjusted_p, "verdict": r.verdict,
+            "what_changed": [{"what": w.what, "before": w.before, "after": w.after} for w in r.what_changed]}
+
+
 def gate_document(gate: Gate) -> dict[str, Any]:
-    """The gate as JSON (``iolab.gate/1``): per series the segment, value, change, p-values, verdict."""
-    return {"schema": "iolab.gate/1", "run": gate.run_id, "max_regression_pct": gate.max_regression * 100,
-            "alpha": gate.alpha, "method": gate.method, "regressions": len(gate.regressions), "rows": [{
-                "target": r.key.target, "workload": r.key.workload, "label": r.key.label, "direction": r.key.direction,
-                "host": r.key.host, "metric": r.metric.name, "unit": r.metric.unit, "value": r.value,
-                "segment": None if r.segment is None else {
-                    "first_run": r.segment.first_run, "last_run": r.segment.last_run, "runs": r.segment.summary.n,
-                    "mean": r.segment.summary.mean, "ci95": list(r.segment.summary.ci95 or ()) or None},
-                "change_pct": None if r.change is None else r.change * 100, "p_value": r.p_value,
-                "adjusted_p": r.adjusted_p, "verdict": r.verdict,
-                "what_changed": [{"what": w.what, "before": w.before, "after": w.after} for w in r.what_changed],
-            } for r in gate.rows]}
+    """The gate as JSON (``iolab.gate/2``): per series (failing ones first) the baseline (its runs, mean,
+    95 % CI, the runs left out as off its level, whether pinned, the accepted change it began with), the
+    run's value, change (%), p-values and verdict."""
+    return {"schema": "iolab.gate/2", "run": gate.run_id, "max_regression_pct": gate.max_regression * 100,
+            "alpha": gate.alpha, "method": gate.method, "regressions": len(gate.regressions),
+            "rows": [_row_document(r) for r in gate.shown(every=True)]}
+
+
+def gate_junit(gate: Gate) -> str:
+    """The gate as JUnit XML, as CI systems show test results: one ``testsuite`` for the run, one
+    ``testcase`` per series (``classname`` its target, ``name`` its workload and metric), a ``failure`` per
+    regression, ``worse`` as a passing case with its text in ``system-out``, a series with too little
+    history ``skipped``. (The JUnit XML of Ant's ``junitreport``, which Jenkins, GitLab and GitHub read.)"""
+    import xml.etree.ElementTree as ET
+
+    suite = ET.Element("testsuite", name=f"iolab gate: run {gate.run_id}", tests=str(len(gate.rows)),
+                       failures=str(len(gate.regressions)),
+                       skipped=str(sum(r.verdict == GateVerdict.NO_HISTORY for r in gate.rows)), errors="0")
+    for r in gate.shown(every=True):
+        case = ET.SubElement(suite, "testcase", classname=r.key.target, name=f"{r.key.name} {r.metric.name}")
+        text = (f"{r.verdict}: run {format_value(r.metric.unit, r.value)} against "
+                f"{baseline_text(r.metric.unit, r.baseline, r.verdict)}; change {_pct(r.change)}, p {_p(r.p_value)}, "
+                f"p (Holm) {_p(r.adjusted_p)}; what changed: {changes_mod.describe(r.what_changed)}")
+        if r.verdict == GateVerdict.REGRESSION:
+            ET.SubElement(case, "failure", message=f"{r.metric.name} {_pct(r.change)}", type="regression").text = text
+        elif r.verdict == GateVerdict.NO_HISTORY:
+            ET.SubElement(case, "skipped", message=text)
+        else:
+            ET.SubElement(case, "system-out").text = text
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode") + "\n"

@@ -2,8 +2,9 @@
 
 Each chart (Vega-Lite, built with Altair; the page is rendered by ``report.html`` like every report,
 self-contained) shows a series' points over time, each segment's mean as a line across its runs with
-its 95 % interval as a band, and each change point as a dashed rule labelled with its size and what
-changed (``analyze.changes.describe``). Latencies are drawn in µs, bandwidth in MiB/s.
+its 95 % interval as a band (split at an unconfirmed change too), each change point as a dashed rule
+labelled with its size and what changed (``analyze.changes.describe``), and each change accepted as
+intended as a solid rule labelled with its reason. Latencies are drawn in µs, bandwidth in MiB/s.
 """
 
 from __future__ import annotations
@@ -41,10 +42,16 @@ def series_rows(s: Series) -> list[dict[str, Any]]:
                      "t2": s.points[g.end - 1].time.isoformat(), "mean": g.summary.mean / divisor,
                      "lo": lo / divisor, "hi": hi / divisor, "runs": f"{g.first_run}–{g.last_run}", "n": g.summary.n})
     for c in s.changes:
+        unconfirmed = "" if c.confirmed else f" · unconfirmed ({c.runs_needed} more runs)"
         rows.append({"kind": "change", "t": c.time.isoformat(), "run": c.run_id, "verdict": c.verdict,
-                     "label": f"run {c.run_id}: {c.change * 100:+.1f} % · "
+                     "label": f"run {c.run_id}: {c.change * 100:+.1f} %{unconfirmed} · "
                               f"{changes.describe(c.what_changed, LABEL_CHANGES)}",
                      "what": changes.describe(c.what_changed, 99), "p": c.p_value})
+    times = {p.run_id: p.time for p in s.points}
+    for a in s.accepted:
+        rows.append({"kind": "accepted", "t": times[a.run_id].isoformat(), "run": a.run_id,
+                     "label": f"run {a.run_id}: accepted · {a.reason}",
+                     "what": f"{a.reason} ({a.by}, {a.at:%Y-%m-%d})"})
     return rows
 
 
@@ -73,8 +80,14 @@ def series_chart(s: Series) -> dict[str, Any]:
                                     alt.Tooltip("p:Q", title="p-value", format=".3g")])
     labels = marked.mark_text(align="left", baseline="top", dx=4, dy=4, fontSize=11, limit=460).encode(
         x=x, y=alt.value(0), text="label:N", color=colour)
-    what = "segment means with 95 % intervals; dashed: change points"
-    chart = alt.layer(band, means, points, rules, labels, data=alt.Data(values=series_rows(s))).properties(
+    accepted = base.transform_filter("datum.kind == 'accepted'")
+    accepted_rules = accepted.mark_rule(strokeWidth=2, color="#76b7b2").encode(
+        x=x, tooltip=[alt.Tooltip("label:N", title="accepted"), alt.Tooltip("what:N", title="reason")])
+    accepted_labels = accepted.mark_text(align="left", baseline="bottom", dx=4, dy=-4, fontSize=11, limit=460,
+                                         color="#76b7b2").encode(x=x, y=alt.value(230), text="label:N")
+    what = "segment means with 95 % intervals; dashed: change points; solid: accepted changes"
+    chart = alt.layer(band, means, points, rules, labels, accepted_rules, accepted_labels,
+                      data=alt.Data(values=series_rows(s))).properties(
         width=CARD_WIDTH - 160, height=230,
         title=alt.Title(f"{s.key.name} on {s.key.target}" + (f" · {s.key.host}" if s.key.host else "")
                         + f": {s.metric.title}", subtitle=what, anchor="start", fontSize=14),

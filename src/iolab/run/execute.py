@@ -15,14 +15,17 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import interrupts
+from ..check import plan_checks, safety
 from ..check.remote import RemoteTarget, preflight
 from ..describe import tiers as tier_specs
 from ..describe.spec import Target
-from ..errors import HostError, Interrupted, StoreError
+from ..errors import HostError, Interrupted, SafetyError, StoreError
+from ..facts import targets
 from ..facts.owner import owner_record
 from ..fio import jobfile
-from ..model import Run
+from ..model import ResultRecord, Run
 from ..observe.watch import Observers
+from ..runner import fence as fence_mod
 from ..store import faults as dbfaults
 from ..store.faults import DatabaseUnavailable
 from ..units import format_duration
@@ -33,6 +36,7 @@ from . import tuning
 from .job import Events, JobEvent, run_job
 from .plan import Plan, RunOptions, job_seconds, method_options
 from .precondition import JobMethod
+from .runners import writes_data
 from .spool import Spool
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported while the plan's checks run (``cli.import_store_meanwhile``)
@@ -55,6 +59,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
         host=plan_.host, fio_version=plan_.host.fio_version, warnings=warnings,
         options={"keep_files": options.keep_files, "scratch": list(plan_.scratch), "source": plan_.suite.source,
+                 "destroy": list(options.destroy),
                  "created": list(plan_.created),
                  "method": method_options(plan_),
                  "targets": {t.name: t.path for t in plan_.suite.targets},
@@ -108,7 +113,7 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 def execute(store: Store, run_id: int, options: RunOptions,
             on_event: Callable[[JobEvent], None] = lambda e: None,
-            checked: Mapping[str, RemoteTarget] | None = None) -> str:
+            checked: Mapping[str, RemoteTarget] | None = None, resuming: bool = False) -> str:
     """Run every invocation of ``run_id`` that has not ended yet; returns the run's status.
 
     First the results the spool holds for the run (finished, but not stored: the database was away,
@@ -116,7 +121,8 @@ def execute(store: Store, run_id: int, options: RunOptions,
     are removed (``spool``). Then the database must take a write, with room for the results to come
     (``Store.check_writable``, raises ``StoreError`` before any job). ``checked`` are the remote
     targets the run's plan checked (``Plan.remote``): their hosts are not probed again (a resume,
-    without them, probes).
+    without them, probes). ``resuming``: the run's plan was checked by another process, so every job
+    left is checked again as a plan's are (``check_remaining``) before any starts.
 
     Status: ``complete`` (all ok), ``partial`` (hosts of a remote target were lost mid-run; the
     other hosts' results are kept) or ``failed`` (some job failed; fio's message is stored).
@@ -142,6 +148,8 @@ def execute(store: Store, run_id: int, options: RunOptions,
         store.finish_run(run_id, "failed")
         hint = f"{exc.hint}; then " if exc.hint else ""
         raise HostError(exc.message, hint=f"{hint}finish the run with: iolab run --resume {run_id}") from None
+    if resuming:
+        check_remaining(run, todo, replace(options, owned=(*options.owned, *run.info.options.get("created", ()))))
     # who runs it now: a reader sees it `interrupted` once this process is gone (owner.py)
     store.update_run(run_id, status="running", finished_at=None, options={**run.info.options, "owner": owner_record()})
     # the files this run created are its own, marked or not: a job killed before its files were marked
@@ -173,6 +181,33 @@ def execute(store: Store, run_id: int, options: RunOptions,
     status = "complete" if statuses <= {"ok"} else ("partial" if statuses <= {"ok", "partial"} else "failed")
     store.finish_run(run_id, status)
     return status
+
+
+def check_remaining(run: Run, todo: Sequence[ResultRecord], options: RunOptions) -> None:
+    """The jobs left of ``run`` (``todo``) checked as a plan's are, before any starts: a block device
+    they write as ``safety.check_block_write`` does, every job by the static guard and the room its
+    files need (``check.plan_checks.check_jobs``), and the fence a writing job needs. Remote targets'
+    hosts are checked by their preflight. Raises ``SafetyError``, its hint naming the ``--destroy`` the
+    run was started with."""
+    local = [r for r in todo if remote_run.target_from_options(r.target, r.target_path, run.info.options) is None]
+    facts = {p: targets.inspect(p) for p in {r.target_path for r in local if r.target_path}}
+    precondition = bool((run.info.options.get("method") or {}).get("precondition"))
+    writing = [r for r in local if precondition or writes_data(r.job_text)]
+    try:
+        for r in writing:
+            if r.target_path and facts[r.target_path].kind == "block":
+                safety.check_block_write(facts[r.target_path], options.destroy)
+        plan_checks.check_jobs([plan_checks.LocalJob(r.job_text, r.target_path, f"{r.target} / {r.workload}",
+                                                     {r.target_path: facts[r.target_path]} if r.target_path else {})
+                                for r in local], options.destroy, options.allow_exec, options.fence,
+                               writes=precondition, owned=options.owned)
+        if writing and options.fence:
+            fence_mod.require()
+    except SafetyError as exc:
+        given = run.info.options.get("destroy") or []
+        was = f"the interrupted run was started with {' '.join(f'--destroy {d}' for d in given)}" if given else \
+            "the interrupted run was started without --destroy"
+        raise SafetyError(exc.message, hint=f"{exc.hint}; {was}" if exc.hint else was) from None
 
 
 def _mark_stopped(store: Store, run: Run, keep_files: bool) -> None:

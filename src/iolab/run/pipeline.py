@@ -125,12 +125,13 @@ def run(store: Store | Callable[[], Store], suite: Suite, options: RunOptions, *
 
 
 def resume(store: Store, run_id: int, options: RunOptions, *, watch: Watch | None = None) -> Run:
-    """Finish the stored run ``run_id`` (``--resume``): what has not ended runs, its remote hosts
-    probed again first; returns the run. Raises as ``run.execute.execute`` says."""
+    """Finish the stored run ``run_id`` (``--resume``): what has not ended runs, every job left checked
+    again first as a plan's are and its remote hosts probed again; returns the run. Raises as
+    ``run.execute.execute`` says."""
     watch = watch or Watch()
     try:
         with watch.running():
-            execute(store, run_id, options, on_event=watch.event)
+            execute(store, run_id, options, on_event=watch.event, resuming=True)
     finally:
         sshhost.close_all()
     return store.get_run(run_id)

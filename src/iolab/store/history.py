@@ -1,7 +1,8 @@
 """What ``Store.history`` reads: every ``ok`` result with its figures (``result_figures``: written with
 the result, a few numbers per fio job and direction), or, where they are not stored or not enough, its
 report decoded but not validated (``analyze.history`` reads thousands of them; ``Store.get_run`` would
-take ten times as long); and the change points found before (``ChangePointCache``)."""
+take ten times as long); the change points found before (``ChangePointCache``); and the changes people
+accepted as intended (``Acceptances``)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..fio.merge import by_job, job_ios, latency_figure
 from ..histogram import Histogram
-from ..model import DirectionStats, FioReport, JobResult, Latency, RunInfo, TargetFacts
+from ..model import Accepted, DirectionStats, FioReport, JobResult, Latency, RunInfo, TargetFacts
 from .codecs import utc
 from .faults import Guard
 from .records import ROW_ERRORS, UnreadableRun, column, unreadable
-from .schema import change_points, result_figures, results, runs
+from .schema import accepted_changes, change_points, result_figures, results, runs
 
 #: The ``compare`` metrics ``Figures.jobs`` holds, in its order: IOPS, bandwidth (B/s), clat mean and
 #: p99 (ns), as ``analyze.metrics.metric(name).value`` gives them of ``by_job(light_report(…))``.
@@ -212,3 +213,39 @@ class ChangePointCache:
                 conn.execute(dialect.insert(change_points).on_conflict_do_nothing(), rows)
         except sa.exc.SQLAlchemyError:
             pass  # best effort (see the class docstring): the entries are found again next time
+
+
+class Acceptances:
+    """The changes accepted as intended (``iolab accept``), by run id: the gate judges a run's series against
+    their new level from such a run on (``analyze.gate``)."""
+
+    def __init__(self, engine: Engine, guard: Guard) -> None:
+        self.engine, self.guard = engine, guard
+
+    def all(self) -> dict[int, Accepted]:
+        """Every accepted change, by run id. Raises ``StoreError`` as every read does."""
+        def read() -> dict[int, Accepted]:
+            with self.engine.connect() as conn:
+                rows = conn.execute(sa.select(accepted_changes).order_by(accepted_changes.c.run_id)).mappings()
+                return {r["run_id"]: _accepted(r) for r in rows}
+        return self.guard.call("read the accepted changes", read)
+
+    def accept(self, accepted: Accepted) -> Accepted | None:
+        """Store ``accepted``; returns the acceptance it replaced (the same run accepted before), or None.
+        Raises ``StoreError`` as every write does."""
+        def write() -> Accepted | None:
+            with self.engine.begin() as conn:
+                old = conn.execute(sa.select(accepted_changes).where(
+                    accepted_changes.c.run_id == accepted.run_id)).mappings().first()
+                conn.execute(sa.delete(accepted_changes).where(accepted_changes.c.run_id == accepted.run_id))
+                conn.execute(sa.insert(accepted_changes).values(
+                    run_id=accepted.run_id, reason=accepted.reason, accepted_at=accepted.at,
+                    accepted_by=accepted.by))
+            return None if old is None else _accepted(old)
+        return self.guard.call("store the accepted change", write)
+
+
+def _accepted(row: sa.RowMapping) -> Accepted:
+    at = utc(row["accepted_at"])
+    assert at is not None  # the column is NOT NULL
+    return Accepted(row["run_id"], row["reason"], at, row["accepted_by"])

@@ -117,6 +117,16 @@ change_points = sa.Table(
     sa.Column("found", sa.JSON, nullable=False),
 )
 
+#: Changes people accepted as intended (``iolab accept``; 0008_accepted_changes): the gate judges a run's series
+#: against their new level from that run on (``analyze.gate``).
+accepted_changes = sa.Table(
+    "accepted_changes", metadata,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("accepted_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("accepted_by", sa.String(200), nullable=False),
+)
+
 MIGRATIONS = resources.files("iolab.store") / "migrations"
 
 
