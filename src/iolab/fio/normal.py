@@ -213,20 +213,35 @@ def _finish_direction(
     bw = 1000 * nbytes / runtime if nbytes is not None and runtime else None
     return DirectionStats(
         direction=d.name, total_ios=total, io_bytes=nbytes, runtime_ms=runtime, iops=iops, bw_bytes_s=bw,
-        bw_bytes_s_shown=_bw_shown(d.bw_shown) if bw is None else None,
+        bw_bytes_s_shown=_bw_shown(job, d, warnings) if bw is None else None,
         iops_shown=_iops_shown(d.iops_shown) if iops is None else None,
         slat=_latency(d, "slat"), clat=_latency(d, "clat"), lat=_latency(d, "lat"),
         short_ios=short, drop_ios=_pick(job.dropped, d.name), bw_samples=d.bw, iops_samples=d.iops,
     )
 
 
-def _bw_shown(text: str | None) -> float | None:
-    """fio's printed bandwidth in B/s (``18.8MiB/s``, ``98.6MB/s``, ``500B/s``), rounded as printed;
-    None for bits (``unit_base=1``) or what cannot be read."""
+def _bw_shown(job: JobBlock, d: DirBlock, warnings: list[str]) -> float | None:
+    """fio's printed bandwidth in B/s, rounded as printed: the first of its two displays
+    (``BW=18.8MiB/s (19.7MB/s)``: IEC then SI with kb_base=1024, fio 2.17+), unless they disagree
+    beyond their rounding. fio 2.20-3.25 num2str() drops the carry, which only ever lowers a display
+    (33505000 B/s prints as ``31.0MiB/s (33.5MB/s)``, 31.95 MiB/s; FIO_NOTES §2.3): then the larger is
+    taken and a warning says so. None for bits (``unit_base=1``) or what cannot be read."""
+    first, other = _bw_decoded(d.bw_shown), _bw_decoded(d.bw_other)
+    if first is None or other is None or abs(first[0] - other[0]) <= first[1] + other[1]:
+        return first[0] if first is not None else None
+    larger, lower = (d.bw_shown, d.bw_other) if first[0] > other[0] else (d.bw_other, d.bw_shown)
+    warnings.append(f"job {job.name!r} {d.name}: the printed bandwidths {d.bw_shown} and {d.bw_other} disagree "
+                    f"beyond their rounding: fio 2.20-3.25 num2str() drops the carry when the decimals round up to "
+                    f"1, which lowers a display (FIO_NOTES §2.3); {larger} is used, not {lower}")
+    return max(first[0], other[0])
+
+
+def _bw_decoded(text: str | None) -> tuple[float, float] | None:
+    """A printed bandwidth (``18.8MiB/s``, ``98.6MB/s``, ``500B/s``) in B/s and its last digit's
+    step; None for bits (``unit_base=1``) or what cannot be read."""
     if not text or not text.endswith("B/s"):
         return None
-    found = decode(text.removesuffix("B/s"))
-    return found[0] if found else None
+    return decode(text.removesuffix("B/s"))
 
 
 def _iops_shown(text: str | None) -> float | None:
