@@ -295,6 +295,8 @@ def parse_normal(text: str, name: str = "<input>") -> FioReport:
     reader = BlockParser(name)
     for job in kept:
         reader.read(job, text)
+        if not (job.dirs or job.cpu or job.depths or job.issued):
+            raise _no_report_lines(job, text, name)
     version = printed_version(text)
     warnings: list[str] = []
     if scan.superseded:
@@ -340,6 +342,27 @@ def _locate(text: str, kept: list[JobBlock], violation: Violation) -> tuple[int 
     found = next((i for i in range(max(start, 0), len(lines)) if lines[i].startswith(prefix) and holds in lines[i]),
                  start)
     return job.lineno + 1 + found, None, validate.UNKNOWN
+
+
+class NoReportLines(ParseError):
+    """A job line without any of the lines fio prints under it (see ``_no_report_lines``): in a
+    pasted text, a job line quoted in prose rather than an output (``fio.pasted``)."""
+
+
+def _no_report_lines(job: JobBlock, text: str, name: str) -> NoReportLines:
+    """The error for a job line followed by none of the lines fio prints under it.
+
+    fio prints a ``cpu`` and an ``IO depths`` line under every job line, whatever became of the job
+    (``show_thread_status_normal()`` in stat.c, 2.x to 3.42), and a direction line for each
+    direction that moved data. A job line without them was quoted, or cut off, or its lines carry
+    a prefix fio does not print; reading it as a job would store a result without figures."""
+    line = text[text.rfind("\n", 0, job.body - 1) + 1:job.body - 1].strip()
+    return NoReportLines(
+        f"{name}, line {job.lineno}: the job line {line[:80]!r} is followed by none of the lines fio prints "
+        f"under it ('read: IOPS=…', 'cpu          : usr=…', 'IO depths    : …'): cut off, quoted, or its lines "
+        f"carry a prefix fio does not print",
+        hint="paste fio's output as fio printed it (line numbers counting 1, 2, 3 … from a block's first line "
+             "are removed)")
 
 
 def _job_of(block: Block, lineno: int) -> JobBlock:

@@ -16,7 +16,9 @@ from ..model import DISK_AGGREGATE_KEYS, DiskUtil, SampleStats, pct_key
 from . import validate
 from .num2str import decode
 
-_JOB = re.compile(
+#: A job's report line, ``name: (groupid=0, jobs=4): err= 0: pid=9048: <local time>`` (``err=95 (verror)``
+#: when the job failed; stat.c ``show_thread_status_normal()``).
+JOB_LINE = re.compile(
     r"^(?P<name>.*?): \(groupid=(?P<g>\d+), jobs=(?P<n>\d+)\): err=\s*(?P<err>-?\d+)"
     r"(?: \((?P<verror>.*)\))?: pid=(?P<pid>\d+)"
 )
@@ -221,7 +223,7 @@ class Scan:
                 if line not in seen_headers and (match := _HEADER.match(line)):
                     scan._header(match)
                 seen_headers.add(line)
-            elif match := _JOB.match(line):
+            elif match := JOB_LINE.match(line):
                 if after_jobs:
                     report, after_jobs = report + 1, False
                     scan.report_starts.append(start)
