@@ -60,6 +60,8 @@ _LAYOUT = re.compile(r".*?: Laying out IO file")
 #: sections, and ETA lines (on a terminal).
 _TAIL = re.compile(r"Run status group \d+|(?:READ|WRITE|TRIM|MIXED)\s*:|Disk stats \(read/write\):|\S+: ios=\d|"
                    r"Jobs: \d")
+#: A line that is neither blank nor ``_TAIL``.
+_NOT_TAIL = re.compile(r"^[ \t]*(?![ \t]|$|" + _TAIL.pattern + r")", re.MULTILINE)
 #: Needles of the lines ``split`` looks at, found with ``str.split`` (C speed) rather than line by line.
 _NEEDLES = (": (groupid=", "Run status group", "fio-", "Starting ", ": (g=", ": Laying out IO file")
 _JOB, _STATUS, _START = range(3)
@@ -143,9 +145,12 @@ def _cut(parts: list[Part], text: str, offset: int) -> Part:
 
 
 def _adjacent(text: str, status: int, job: int) -> bool:
-    """Whether only fio's report tail and ETA lines stand between a ``Run status`` line and a job line."""
-    lines = (unprefixed(line) for line in text[status:job].split("\n"))
-    return all(not line or _TAIL.match(line) for line in lines)
+    """Whether only fio's report tail and ETA lines stand between a ``Run status`` line and a job line
+    (one regex search over them: a long ``--status-interval`` stream asks this for every snapshot)."""
+    gap = text[status:job]
+    if "<" not in gap:
+        return _NOT_TAIL.search(gap) is None
+    return all(not line or _TAIL.match(line) for line in map(unprefixed, gap.split("\n")))  # client mode
 
 
 @dataclass(frozen=True)
