@@ -13,14 +13,16 @@ parts, one per fio run, by what fio prints once per run and what it prints per r
 
 * **A run starts** with lines fio prints before any report: a job's header line (``name: (g=0):
   rw=…``), the version line (``fio-3.7``), ``Starting 4 threads``, ``name: Laying out IO file``, or
-  a JSON document with ``"fio version"`` (in one run fio prints JSON before normal output, so JSON
-  after a job report is another run). Such a line after a job report starts the next part.
+  a JSON document with ``"fio version"`` (fio prints a report's JSON before its normal text, so
+  JSON after a job report is another run, unless it follows that report's tail directly: the next
+  snapshot of ``--output-format=json,normal --status-interval``). Such a line after a job report
+  starts the next part.
 * **A report** is the job blocks (``name: (groupid=0, jobs=4): err= 0: pid=9048: <local time>``),
   then a ``Run status group`` section per group, then ``Disk stats``. A job line after a ``Run
   status`` section continues the part only as the next ``--status-interval`` snapshot: it names a
-  job of the part (name, group, pid) and nothing but fio's report tail (group and disk lines) and
-  ETA lines stands between them. Otherwise it starts the next part (a run pasted without its
-  start lines).
+  job of the part (name, group, pid) and nothing but fio's report tail (group and disk lines), ETA
+  lines and that snapshot's JSON document stand between them. Otherwise it starts the next part (a
+  run pasted without its start lines).
 
 Each part is then read as one output, with the line numbers of the whole text (``fio.parse_cleaned``).
 What is not an output is passed over with a note (``Outputs.notes``), never read as figures:
@@ -57,9 +59,13 @@ _STARTING = re.compile(r"Starting \d+ (?:process|processes|thread|threads)\b")
 _HEADER = re.compile(r".*?: \(g=\d+\): rw=")
 _LAYOUT = re.compile(r".*?: Laying out IO file")
 #: What fio prints between two ``--status-interval`` snapshots: the previous one's group and disk
-#: sections, and ETA lines (on a terminal).
+#: sections, and ETA lines (on a terminal); with ``--output-format=json,normal`` also the next
+#: snapshot's JSON document (``_JSON_DOCUMENT``), which fio prints before its normal report.
 _TAIL = re.compile(r"Run status group \d+|(?:READ|WRITE|TRIM|MIXED)\s*:|Disk stats \(read/write\):|\S+: ios=\d|"
                    r"Jobs: \d")
+#: A JSON document as fio prints it: ``{`` and ``}`` alone on their lines, everything inside indented
+#: (``json_print_object()`` in json.c).
+_JSON_DOCUMENT = re.compile(r"^\{\n.*?^\}$", re.MULTILINE | re.DOTALL)
 #: A line that is neither blank nor ``_TAIL``.
 _NOT_TAIL = re.compile(r"^[ \t]*(?![ \t]|$|" + _TAIL.pattern + r")", re.MULTILINE)
 #: Needles of the lines ``split`` looks at, found with ``str.split`` (C speed) rather than line by line.
@@ -100,7 +106,7 @@ def split(text: str) -> list[Part]:
             status = start if status < 0 and part.job_lines else status
             continue
         if kind == _START:
-            if part.job_lines:
+            if part.job_lines and not (line.startswith("{") and status >= 0 and _adjacent(text, status, start)):
                 part, keys, status = _cut(parts, text, start), set(), -1
             part.started = True
         else:
@@ -148,6 +154,8 @@ def _adjacent(text: str, status: int, job: int) -> bool:
     """Whether only fio's report tail and ETA lines stand between a ``Run status`` line and a job line
     (one regex search over them: a long ``--status-interval`` stream asks this for every snapshot)."""
     gap = text[status:job]
+    if "\n{" in gap:
+        gap = _JSON_DOCUMENT.sub("", gap)
     if "<" not in gap:
         return _NOT_TAIL.search(gap) is None
     return all(not line or _TAIL.match(line) for line in map(unprefixed, gap.split("\n")))  # client mode

@@ -170,6 +170,20 @@ def test_status_interval_snapshots_and_json_beside_normal_stay_one_output():
     assert len(split(clean_pasted((DATA / "fio-3.33_status-interval-1s_normal.txt").read_text()))) == 1
 
 
+def test_json_and_normal_snapshots_of_one_run_stay_one_output_and_another_runs_json_does_not():
+    """``--output-format=json,normal --status-interval``: each snapshot prints its JSON document, then its
+    normal report; JSON after a report's tail with prose between is another run's output."""
+    text = (DATA / "fio-3.33_steadystate_json_plus_normal.txt").read_text()
+    head, snapshot = text.split("Starting 1 process\n")
+    later = snapshot.replace("15:48:28", "15:48:29")
+    (output,) = parse_outputs(head + "Starting 1 process\n" + snapshot + later, "stream.txt").outputs
+    assert output.report.source_format == "json"  # JSON wins, as for one snapshot
+    normal = lines(ESXI, 66, 116)
+    pasted = parse_outputs(normal + "\nAnd with --output-format=json:\n\n" + snapshot.split("\n\nss:")[0], "two.txt")
+    assert [o.report.source_format for o in pasted.outputs] == ["normal", "json"]
+    assert [o.report.disk_util[-1].name for o in pasted.outputs] == ["nvme0n1", "vda"]
+
+
 # --- texts that hold no output: the reason names what they hold ---------------------------------------------
 
 
