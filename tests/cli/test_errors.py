@@ -57,7 +57,7 @@ def damaged_db(tmp_path_factory):
     return db
 
 
-UNREADABLE = ("Error: run 2 cannot be read: result 0 (local / randrw): report: jobs.0.latency_dist_pct.2000ms: "
+UNREADABLE = ("Error: run 2 cannot be read: result 0 (vda / randrw): report: jobs.0.latency_dist_pct.2000ms: "
               "Input should be a valid number, got None\n")
 
 

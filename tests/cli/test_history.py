@@ -104,8 +104,8 @@ def history_report_sparks() -> str:
 
 def test_since_target_and_host_narrow_the_history(imported):
     db, _ = imported
-    done = iolab("history", "--since", "2026-06-27", "--target", "local", "--metric", "iops", "--format", "json",
-                 db=db)
+    done = iolab("history", "--since", "2026-06-27", "--target", "vda", "--metric", "iops", "--format", "json",
+                 db=db)  # an imported result's target: the device its disk statistics name
     assert done.returncode == 0, done.stderr
     series = json.loads(done.stdout)["series"]
     assert all(p["time"] >= "2026-06-27" for s in series for p in s["points"])
@@ -144,7 +144,7 @@ def test_gate_exits_2_without_history_0_for_a_usual_run_and_3_for_a_slow_one(bas
     assert iolab("import", str(slow_path), "--tag", "build=4711", db=db).returncode == 0
     failed = iolab("gate", "latest", "--metric", "iops", db=db)
     assert failed.returncode == 3, failed.stdout + failed.stderr
-    assert "Error: run 25 is worse than its history in 1 series (first: steady (read) on local, iops -20." \
+    assert "Error: run 25 is worse than its history in 1 series (first: steady (read) on vda, iops -20." \
            in failed.stderr
     row = next(line for line in failed.stdout.splitlines() if "steady" in line)
     assert "regression" in row and "tag build (not set) → 4711" in row

@@ -21,17 +21,18 @@ from paths import FIO as DATA
 
 #: (file, target, fio job, direction): total_ios, runtime_ms, io_bytes, clat mean ns, clat p99 ns — read from
 #: the files by hand (2.2.8 JSON: io_bytes in KiB, latencies in µs; normal: issued totals, unit per line).
+#: A local result's target is the device its disk statistics name: vda in every sample.
 EXPECTED = {
-    ("seed001_local_ssd_fio316.txt", "local", "test", "write"): (71936, 60071, None, 106.80e6, 180e6),
-    ("seed001_ceph_rbd_fio316.txt", "local", "test", "write"): (288149, 60015, None, 26.42e6, 317e6),
-    ("fio-2.2.8_randrw_posixaio.json", "local", "randrw", "read"): (51499, 2001, 205996 * 1024, 431_140, 700_000),
-    ("fio-2.2.8_randrw_posixaio.json", "local", "randrw", "write"): (22053, 2001, 88212 * 1024, None, None),
-    ("fio-2.2.8_randrw_posixaio.normal.txt", "local", "randrw", "read"): (50071, 2001, 50071 * 4096, 445_070,
+    ("seed001_local_ssd_fio316.txt", "vda", "test", "write"): (71936, 60071, None, 106.80e6, 180e6),
+    ("seed001_ceph_rbd_fio316.txt", "vda", "test", "write"): (288149, 60015, None, 26.42e6, 317e6),
+    ("fio-2.2.8_randrw_posixaio.json", "vda", "randrw", "read"): (51499, 2001, 205996 * 1024, 431_140, 700_000),
+    ("fio-2.2.8_randrw_posixaio.json", "vda", "randrw", "write"): (22053, 2001, 88212 * 1024, None, None),
+    ("fio-2.2.8_randrw_posixaio.normal.txt", "vda", "randrw", "read"): (50071, 2001, 50071 * 4096, 445_070,
                                                                           764_000),
-    ("fio-3.33_randrw_libaio.normal.txt", "local", "randrw", "read"): (214015, 3001, 214015 * 4096, 145_160,
+    ("fio-3.33_randrw_libaio.normal.txt", "vda", "randrw", "read"): (214015, 3001, 214015 * 4096, 145_160,
                                                                        355_000),
-    ("fio-3.33_randrw_libaio.json", "local", "randrw", "read"): (213160, 3001, 873103360, 144298.934345, 423936),
-    ("fio-3.33_randrw_libaio.terse-v5.txt", "local", "randrw", "read"): (None, 2001, 609624 * 1024, None, None),
+    ("fio-3.33_randrw_libaio.json", "vda", "randrw", "read"): (213160, 3001, 873103360, 144298.934345, 423936),
+    ("fio-3.33_randrw_libaio.terse-v5.txt", "vda", "randrw", "read"): (None, 2001, 609624 * 1024, None, None),
     ("fio-3.33_client_two_hosts.json", "127.0.0.1:8765", "cs-randread", "read"): (108877, 2001, None, None, None),
     ("fio-3.33_client_two_hosts.json", "127.0.0.1:8766", "cs-randread", "read"): (109527, 2001, None, None, None),
 }
@@ -142,7 +143,7 @@ def test_unknown_stays_unknown_in_every_format(tmp_path):
     assert iolab("import", str(seed), str(terse), db=db).returncode == 0
     table = iolab("show", "1", db=db).stdout
     row = next(line for line in table.splitlines() if " write " in line).split()
-    assert row[:5] == ["local", "test", "write", "1", "1,198"]
+    assert row[:5] == ["vda", "test", "write", "1", "1,198"]  # the target its disk statistics name
     assert row[5] == "≈4.68"  # MiB/s: no block size known, so fio's printed 4790KiB/s, marked as rounded
     csv = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
     header, values = csv[0].split(","), csv[1].split(",")

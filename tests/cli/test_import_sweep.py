@@ -19,6 +19,7 @@ from importchecks import KINDS, attached, check_sweep_import, said
 from inprocess import iolab
 from iolab.report.table import read_csv
 from iolab.store.database import Store
+from iolab.workflows.importer.plan import device_of
 
 
 @pytest.fixture
@@ -40,8 +41,11 @@ def test_show_names_rows_by_the_options_that_vary_and_draws_grids(sweep_dir, tmp
     shown = iolab("show", "1", db=db).stdout
     header = next(line for line in shown.splitlines() if "iodepth" in line and "IOPS" in line).split()
     assert header[:5] == ["target", "rw", "iodepth", "numjobs", "dir"]
-    first = next(line for line in shown.splitlines() if line.strip().startswith("local"))
-    assert first.split()[:4] == ["local", "randread", "1", "1"]  # in option order, not file order
+    (target,) = {r.target for r in Store(f"sqlite:///{db}").get_run(1).results}
+    assert target not in ("local", "") and target == device_of(Store(f"sqlite:///{db}").get_run(1).results[0].report
+                                                              .disk_util)  # named from fio's disk statistics
+    first = next(line for line in shown.splitlines() if line.strip().startswith(target))
+    assert first.split()[:4] == [target, "randread", "1", "1"]  # in option order, not file order
     assert "every row: 4k" in shown
     for title in ("IOPS · randread 4k", "clat p99 · randwrite 4k"):
         assert title in shown
@@ -161,7 +165,8 @@ def test_a_suite_sweep_shows_and_draws_as_an_imported_one(tmp_path):
         text = iolab("show", run, db=db).stdout
         header = next(line for line in text.splitlines() if "IOPS" in line and "dir" in line).split()[1:]
         titles = [line.strip() for line in text.splitlines() if line.startswith(("IOPS ·", "clat p99 ·"))]
-        rows = [tuple(line.split()[1:3]) for line in text.splitlines() if line.strip().startswith(("file", "local"))]
+        imported = Store(f"sqlite:///{db}").get_run(2).results[0].target  # named from fio's disk statistics
+        rows = [tuple(line.split()[1:3]) for line in text.splitlines() if line.strip().startswith(("file", imported))]
         return header, titles, rows
 
     assert shown("1") == shown("2")

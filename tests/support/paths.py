@@ -14,3 +14,6 @@ SHARED_SAMPLES = ROOT.parent / "shared" / "samples"
 FIO = DATA / "fio"
 #: Field reports as people pasted them (``tests/data/field``).
 FIELD = DATA / "field"
+#: The five field reports iolab was started from, as their authors published them (``../shared/field-reports``:
+#: its README says what each holds).
+FIELD_REPORTS = SHARED_SAMPLES.parent / "field-reports"

@@ -35,8 +35,11 @@ def import_(ctx: click.Context, paths: Sequence[Path], named: Naming, label_from
     iolab compare sdb sdc
     iolab import reports/ --label-from name          # a run per file: directpath.txt is run directpath
 
-    Outputs of one job whose disk statistics name different devices are two storage paths, never
-    repetitions: each becomes a target of its own (named after its devices), and the run says so.
+    A text holding several fio outputs (a field report: outputs pasted one after another, prose,
+    line numbers and a recap of figures between them) becomes one run with a result per output.
+    A result's target is named after the devices its disk statistics name (nvme0n1, sdb). Outputs of
+    one job whose disk statistics name different devices are two storage paths, never repetitions:
+    each becomes a target of its own, and the run says so; so do the outputs of one pasted text.
 
     fio's logs (write_*_log) are attached to the results they belong to. A file already
     imported (same sha256) is skipped, naming its run. When some files fail, the others are
@@ -79,6 +82,8 @@ def _say(o: importer.Outcome) -> None:
     if o.run_id is None:
         return
     detail = f"{', '.join(o.formats)}, fio {', '.join(o.fio_versions) or '?'}, {o.results} result(s)"
+    if o.outputs > o.files:  # a pasted text holding several outputs
+        detail += f" from {o.outputs} outputs"
     if o.directory:
         detail = f"{o.files} file(s): " + detail
     if o.warnings:

@@ -1,10 +1,14 @@
 """fio's own formats, read as fio reads them: job files (``jobfile``), and its output in every format
-and version (one entry point, ``parse_output``), its logs (``logs``) and verify states (``verify``).
+and version (``parse_output``; ``parse_outputs`` for a text holding several), its logs (``logs``) and
+verify states (``verify``).
 
 >>> report = parse_output(open("result.txt").read(), name="result.txt")   # doctest: +SKIP
+>>> pasted = parse_outputs(open("field-report.txt").read(), "field-report.txt")  # doctest: +SKIP
 
-``parse_output`` first normalises text pasted from web pages (``clean_pasted``), then detects
-the format and dispatches:
+``parse_output`` reads one output (a file fio wrote); ``parse_outputs`` reads a text that may hold
+several, pasted one after another with prose between them, as one report per output
+(``fio.pasted``). ``parse_output`` first normalises text pasted from web pages (``clean_pasted``),
+then detects the format and dispatches:
 
 * ``json`` — any line-leading JSON object carrying ``"fio version"``: json, json+, client/server
   JSON, text before the JSON, concatenated ``--status-interval`` documents (``json.parse_json``);
@@ -31,12 +35,14 @@ from . import validate
 if TYPE_CHECKING:
     from .json import parse_json
     from .normal import parse_normal
+    from .pasted import parse_outputs
     from .terse import parse_terse
 
-__all__ = ["clean_pasted", "detect_format", "parse_json", "parse_normal", "parse_output", "parse_terse"]
+__all__ = ["clean_pasted", "detect_format", "format_of", "parse_cleaned", "parse_json", "parse_normal", "parse_output",
+           "parse_outputs", "parse_terse"]
 
 #: The parsers, imported when first used: reading stored runs (``fio.validate``) needs none of them.
-_LAZY = {"parse_json": ".json", "parse_normal": ".normal", "parse_terse": ".terse"}
+_LAZY = {"parse_json": ".json", "parse_normal": ".normal", "parse_terse": ".terse", "parse_outputs": ".pasted"}
 
 
 def __getattr__(name: str) -> Any:
@@ -63,10 +69,11 @@ def clean_pasted(text: str) -> str:
     CRLF and lone CR (fio's ETA lines end in ``\\r``) become ``\\n``; non-breaking and other
     Unicode spaces, tabs, vertical tabs and form feeds become spaces; zero-width characters and
     soft hyphens are removed; Unicode line separators become ``\\n``. Line numbers that code
-    blocks glue to each line (``" 1fio-3.16"``, ``"10    clat percentiles"``) are removed only
-    when every line, up to trailing blank ones, starts with its own number 1, 2, … N (N >= 2),
-    so a real fio line that starts with a digit (terse ``3;…``) is never touched.
-    Clean text comes back unchanged.
+    blocks glue to each line (``" 1fio-3.16"``, ``"10    clat percentiles"``) are removed from
+    every run of consecutive lines that start with 1, 2, … N (N >= 2), one run per code block: a
+    web page pasting several outputs numbers each block from 1, with prose between them. A line
+    that starts with a digit out of such a count (terse ``3;…``, prose ``1、安装``) is never
+    touched. Clean text comes back unchanged.
     """
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
@@ -75,31 +82,47 @@ def clean_pasted(text: str) -> str:
     return _strip_line_numbers(text)
 
 
+#: A line that starts (after spaces) with 1, followed by one that starts with 2: where a numbered
+#: code block may begin. It starts with a literal newline, which the regex engine scans for at C
+#: speed (``^`` in MULTILINE mode is tried at every character: 10x slower on a long status stream).
+_NUMBERED_START = re.compile(r"\n *1[^\n]*\n *2")
+
+
 def _strip_line_numbers(text: str) -> str:
-    first = text.split("\n", 1)[0].lstrip(" ")
-    if not first.startswith("1") or "\n" not in text:
-        return text  # the common case, decided without splitting the whole text
+    """``text`` without the numbers glued to the lines of its numbered code blocks (see
+    ``clean_pasted``): each run of lines counting 1, 2, … N (N >= 2) loses its numbers."""
+    if _NUMBERED_START.search("\n" + text[:4096]) is None and _NUMBERED_START.search(text) is None:
+        return text  # the common case, decided without splitting the text
     lines = text.split("\n")
-    end = len(lines)
-    while end and not lines[end - 1].strip():
-        end -= 1
-    if end < 2:
-        return text
-    stripped = []
-    for number, line in enumerate(lines[:end], 1):
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        run = _numbered_run(lines, i)
+        if len(run) >= 2:
+            out += run
+            i += len(run)
+        else:
+            out.append(lines[i])
+            i += 1
+    return "\n".join(out)
+
+
+def _numbered_run(lines: list[str], start: int) -> list[str]:
+    """The bodies of the lines from ``start`` on that carry the numbers 1, 2, 3 … (empty when
+    ``lines[start]`` does not start with 1)."""
+    bodies = []
+    for number, line in enumerate(lines[start:], 1):
         body = line.lstrip(" ")
         label = str(number)
         if not body.startswith(label):
-            return text
-        stripped.append(body[len(label):])
-    return "\n".join(stripped + lines[end:])
+            break
+        bodies.append(body[len(label):])
+    return bodies
 
 
-def detect_format(text: str, name: str = "<input>") -> str:
-    """``"json"``, ``"normal"`` or ``"terse"``: which parser reads ``text`` (after cleaning).
-
-    Raises ``ParseError`` when the text looks like none of fio's outputs.
-    """
+def format_of(text: str) -> str | None:
+    """``"json"``, ``"normal"`` or ``"terse"``: which parser reads ``text`` (after cleaning), or None
+    when it looks like none of fio's outputs."""
     from .json import looks_like_json
     if looks_like_json(text):
         return "json"
@@ -107,11 +130,20 @@ def detect_format(text: str, name: str = "<input>") -> str:
         return "normal"
     if _TERSE_LINE.search(text):
         return "terse"
-    raise ParseError(
-        f"{name}: not a fio output: expected JSON with \"fio version\", a normal report line "
-        f"'job: (groupid=0, jobs=1): err= 0: …', or terse lines '3;fio-3.33;job;0;0;…'",
-        hint="pass fio's own output file (--output-format=json is the most exact)",
-    )
+    return None
+
+
+def detect_format(text: str, name: str = "<input>") -> str:
+    """``"json"``, ``"normal"`` or ``"terse"``: which parser reads ``text`` (after cleaning).
+
+    Raises ``ParseError`` when the text looks like none of fio's outputs, saying what it holds
+    instead (fio commands, a job file, figures quoted from an output: ``pasted.not_output``).
+    """
+    fmt = format_of(text)
+    if fmt is None:
+        from .pasted import not_output
+        raise not_output(text, name)
+    return fmt
 
 
 _PARSERS = {"json": "parse_json", "normal": "parse_normal", "terse": "parse_terse"}
@@ -124,9 +156,16 @@ def parse_output(text: str, name: str = "<input>") -> FioReport:
     ``clean_pasted`` first. If the JSON part of a mixed output is broken, the normal or terse part
     is read instead. Raises ``ParseError`` and nothing else: a bug that would raise another
     exception on strange input is reported as a ``ParseError`` naming the exception.
+
+    The text is taken to be *one* output (a file fio wrote): the job reports of several runs pasted
+    one after another would be read as the jobs of one run. ``parse_outputs`` reads such a text.
     """
+    return parse_cleaned(clean_pasted(text), name)
+
+
+def parse_cleaned(cleaned: str, name: str = "<input>") -> FioReport:
+    """``parse_output`` of a text ``clean_pasted`` has cleaned already."""
     try:
-        cleaned = clean_pasted(text)
         fmt = detect_format(cleaned, name)
         try:
             return __getattr__(_PARSERS[fmt])(cleaned, name)  # type: ignore[no-any-return]

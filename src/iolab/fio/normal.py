@@ -213,20 +213,35 @@ def _finish_direction(
     bw = 1000 * nbytes / runtime if nbytes is not None and runtime else None
     return DirectionStats(
         direction=d.name, total_ios=total, io_bytes=nbytes, runtime_ms=runtime, iops=iops, bw_bytes_s=bw,
-        bw_bytes_s_shown=_bw_shown(d.bw_shown) if bw is None else None,
+        bw_bytes_s_shown=_bw_shown(job, d, warnings) if bw is None else None,
         iops_shown=_iops_shown(d.iops_shown) if iops is None else None,
         slat=_latency(d, "slat"), clat=_latency(d, "clat"), lat=_latency(d, "lat"),
         short_ios=short, drop_ios=_pick(job.dropped, d.name), bw_samples=d.bw, iops_samples=d.iops,
     )
 
 
-def _bw_shown(text: str | None) -> float | None:
-    """fio's printed bandwidth in B/s (``18.8MiB/s``, ``98.6MB/s``, ``500B/s``), rounded as printed;
-    None for bits (``unit_base=1``) or what cannot be read."""
+def _bw_shown(job: JobBlock, d: DirBlock, warnings: list[str]) -> float | None:
+    """fio's printed bandwidth in B/s, rounded as printed: the first of its two displays
+    (``BW=18.8MiB/s (19.7MB/s)``: IEC then SI with kb_base=1024, fio 2.17+), unless they disagree
+    beyond their rounding. fio 2.20-3.25 num2str() drops the carry, which only ever lowers a display
+    (33505000 B/s prints as ``31.0MiB/s (33.5MB/s)``, 31.95 MiB/s; FIO_NOTES §2.3): then the larger is
+    taken and a warning says so. None for bits (``unit_base=1``) or what cannot be read."""
+    first, other = _bw_decoded(d.bw_shown), _bw_decoded(d.bw_other)
+    if first is None or other is None or abs(first[0] - other[0]) <= first[1] + other[1]:
+        return first[0] if first is not None else None
+    larger, lower = (d.bw_shown, d.bw_other) if first[0] > other[0] else (d.bw_other, d.bw_shown)
+    warnings.append(f"job {job.name!r} {d.name}: the printed bandwidths {d.bw_shown} and {d.bw_other} disagree "
+                    f"beyond their rounding: fio 2.20-3.25 num2str() drops the carry when the decimals round up to "
+                    f"1, which lowers a display (FIO_NOTES §2.3); {larger} is used, not {lower}")
+    return max(first[0], other[0])
+
+
+def _bw_decoded(text: str | None) -> tuple[float, float] | None:
+    """A printed bandwidth (``18.8MiB/s``, ``98.6MB/s``, ``500B/s``) in B/s and its last digit's
+    step; None for bits (``unit_base=1``) or what cannot be read."""
     if not text or not text.endswith("B/s"):
         return None
-    found = decode(text.removesuffix("B/s"))
-    return found[0] if found else None
+    return decode(text.removesuffix("B/s"))
 
 
 def _iops_shown(text: str | None) -> float | None:
@@ -280,6 +295,8 @@ def parse_normal(text: str, name: str = "<input>") -> FioReport:
     reader = BlockParser(name)
     for job in kept:
         reader.read(job, text)
+        if not (job.dirs or job.cpu or job.depths or job.issued):
+            raise _no_report_lines(job, text, name)
     version = printed_version(text)
     warnings: list[str] = []
     if scan.superseded:
@@ -325,6 +342,27 @@ def _locate(text: str, kept: list[JobBlock], violation: Violation) -> tuple[int 
     found = next((i for i in range(max(start, 0), len(lines)) if lines[i].startswith(prefix) and holds in lines[i]),
                  start)
     return job.lineno + 1 + found, None, validate.UNKNOWN
+
+
+class NoReportLines(ParseError):
+    """A job line without any of the lines fio prints under it (see ``_no_report_lines``): in a
+    pasted text, a job line quoted in prose rather than an output (``fio.pasted``)."""
+
+
+def _no_report_lines(job: JobBlock, text: str, name: str) -> NoReportLines:
+    """The error for a job line followed by none of the lines fio prints under it.
+
+    fio prints a ``cpu`` and an ``IO depths`` line under every job line, whatever became of the job
+    (``show_thread_status_normal()`` in stat.c, 2.x to 3.42), and a direction line for each
+    direction that moved data. A job line without them was quoted, or cut off, or its lines carry
+    a prefix fio does not print; reading it as a job would store a result without figures."""
+    line = text[text.rfind("\n", 0, job.body - 1) + 1:job.body - 1].strip()
+    return NoReportLines(
+        f"{name}, line {job.lineno}: the job line {line[:80]!r} is followed by none of the lines fio prints "
+        f"under it ('read: IOPS=…', 'cpu          : usr=…', 'IO depths    : …'): cut off, quoted, or its lines "
+        f"carry a prefix fio does not print",
+        hint="paste fio's output as fio printed it (line numbers counting 1, 2, 3 … from a block's first line "
+             "are removed)")
 
 
 def _job_of(block: Block, lineno: int) -> JobBlock:

@@ -16,7 +16,9 @@ from ..model import DISK_AGGREGATE_KEYS, DiskUtil, SampleStats, pct_key
 from . import validate
 from .num2str import decode
 
-_JOB = re.compile(
+#: A job's report line, ``name: (groupid=0, jobs=4): err= 0: pid=9048: <local time>`` (``err=95 (verror)``
+#: when the job failed; stat.c ``show_thread_status_normal()``).
+JOB_LINE = re.compile(
     r"^(?P<name>.*?): \(groupid=(?P<g>\d+), jobs=(?P<n>\d+)\): err=\s*(?P<err>-?\d+)"
     r"(?: \((?P<verror>.*)\))?: pid=(?P<pid>\d+)"
 )
@@ -99,6 +101,7 @@ class DirBlock:
     io_shown: str | None = None
     runtime_ms: int | None = None
     bw_shown: str | None = None
+    bw_other: str | None = None  # the display in parentheses: SI when bw_shown is IEC, and vice versa
     stats: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)
     pcts: dict[str, dict[str, float]] = field(default_factory=dict)
     bw: SampleStats | None = None
@@ -220,7 +223,7 @@ class Scan:
                 if line not in seen_headers and (match := _HEADER.match(line)):
                     scan._header(match)
                 seen_headers.add(line)
-            elif match := _JOB.match(line):
+            elif match := JOB_LINE.match(line):
                 if after_jobs:
                     report, after_jobs = report + 1, False
                     scan.report_starts.append(start)
@@ -356,8 +359,9 @@ class BlockParser:
         m3 = _DIR3.match(s)
         m2 = None if m3 else _DIR2.match(s)
         job = self.job
+        other = None
         if m3 is not None:
-            name, iops, bw, _, io, runt, _ = m3.groups()
+            name, iops, bw, other, io, runt, _ = m3.groups()
             prefix = _BW_PREFIX.search(bw)  # "279MiB/s": kb_base 1024 prints IEC first
             if prefix is not None:
                 job.kb_base = 1024 if prefix[1] else 1000
@@ -368,7 +372,8 @@ class BlockParser:
             raise self._bad(s, "direction line (read/write/trim/mixed)")
         if name in job.dirs:
             raise self.error(f"job {job.name!r} prints direction {name!r} twice")
-        self.dir = job.dirs[name] = DirBlock(name, iops.strip(), io.strip(), _count(runt), bw.strip())
+        self.dir = job.dirs[name] = DirBlock(name, iops.strip(), io.strip(), _count(runt), bw.strip(),
+                                             other.strip() if other else None)
         self.pct = None
 
     def _latency(self, s: str) -> None:

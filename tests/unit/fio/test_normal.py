@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from iolab.errors import ParseError
 from iolab.fio import clean_pasted, parse_json, parse_normal, parse_output
 from iolab.fio.num2str import io_size_fits, io_size_match, iops_display_warning, num2str
+from paths import FIELD_REPORTS
 from paths import FIO as DATA
 
 KIB = 1024.0
@@ -73,6 +74,22 @@ def test_seed_comparison_reads_like_the_wiki_page():
     ceph = load("seed001_ceph_rbd_fio316.txt").jobs[0].directions["write"]
     assert ceph.iops / ssd.iops == pytest.approx(4.00937, abs=1e-5)
     assert (ssd.clat.percentile(99), ceph.clat.percentile(99)) == (180e6, 317e6)
+
+
+def test_a_bandwidth_display_that_lost_fios_carry_is_not_used():
+    """fio 3.16 printed ``BW=31.0MiB/s (33.5MB/s)`` for 1923MiB in 60187 ms (31.95 MiB/s; the KVM field report's
+    third output): num2str() of fio 2.20-3.25 drops the carry, so the IEC display is 3 % low and the SI one right.
+    Without a job header line the block size is unknown, so the display is all there is."""
+    text = "\n".join(next(FIELD_REPORTS.glob("001_*.txt")).read_text().split("\n")[133:166])
+    report = parse_output(text, "kvm-iommu.txt")
+    w = report.jobs[0].directions["write"]
+    assert w.bw_bytes_s is None and w.bw_bytes_s_shown == 33.5e6
+    (warning,) = report.warnings
+    assert warning == ("job 'test' write: the printed bandwidths 31.0MiB/s and 33.5MB/s disagree beyond their "
+                       "rounding: fio 2.20-3.25 num2str() drops the carry when the decimals round up to 1, which "
+                       "lowers a display (FIO_NOTES §2.3); 33.5MB/s is used, not 31.0MiB/s")
+    first = load("seed001_local_ssd_fio316.txt").jobs[0].directions["write"]  # 4790KiB/s (4905kB/s): they agree
+    assert first.bw_bytes_s_shown == 4790 * 1024
 
 
 def test_clean_pasted_removes_glued_line_numbers_only():

@@ -1,6 +1,9 @@
 """Import existing fio output as stored runs (origin ``imported``): a file, or a directory of them.
 
-**A file is a run; a directory is a run.** ``iolab import a.json b.txt`` stores each file as its
+**A file is a run; a directory is a run.** A file holds one fio output, or several when it is a
+pasted text (a field report: outputs one after another with prose between them,
+``fio.parse_outputs``): each output is a result of its own, never summed with the others, and the
+parts of the text that are no output are noted with the run. ``iolab import a.json b.txt`` stores each file as its
 own run (a label or tag groups them, and ``analyze.compare`` pools runs of one label as repetitions).
 ``iolab import DIR`` stores everything below ``DIR`` as *one* run whose results are all the jobs
 found: a sweep (bench-fio's flat ``randread-16-8.json`` layout, its nested ``<device>/<bs>/…``
@@ -39,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import IolabError, ParseError, UsageError
-from ...fio import clean_pasted, detect_format, jobfile, parse_output
+from ...fio import clean_pasted, detect_format, jobfile, parse_outputs
 from ...fio import logs as fio_logs
 from ...fio.json import looks_like_json
 from ...model import FioReport
@@ -128,7 +131,8 @@ class FileNote:
 class Outcome:
     """What importing one source did. ``run_id`` is None when nothing new was stored.
 
-    ``files`` counts the stored files; ``logs_attached``/``logs_skipped`` the log files stored and
+    ``files`` counts the stored files, ``outputs`` the fio outputs in them (a pasted text may hold
+    several); ``logs_attached``/``logs_skipped`` the log files stored and
     those not stored (in a directory: every other fio log in it; else those named by a result's
     options); ``log_notes`` has one line per result that did not get logs named like its own, and
     why.
@@ -138,6 +142,7 @@ class Outcome:
     directory: bool
     run_id: int | None = None
     files: int = 0
+    outputs: int = 0
     results: int = 0
     formats: tuple[str, ...] = ()
     fio_versions: tuple[str, ...] = ()
@@ -176,14 +181,31 @@ def _read(path: Path) -> tuple[str, bytes, bytes]:
 
 @dataclass(frozen=True)
 class _File:
-    """One output file read and planned (nothing stored yet)."""
+    """One output file read and planned (nothing stored yet): its outputs (a pasted text may hold
+    several, ``fio.parse_outputs``), the lines each spans, and notes on the parts of the text that
+    are no output."""
 
     path: Path
     sha256: str
     size: int
     utf8: bytes
-    report: FioReport
+    reports: tuple[FioReport, ...]
     planned: tuple[PlannedResult, ...]
+    lines: tuple[tuple[int, int], ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def format(self) -> str:
+        """The file's format, as stored with it: its outputs' formats (``normal``; ``json, normal``)."""
+        return ", ".join(dict.fromkeys(r.source_format for r in self.reports))
+
+    def warnings(self) -> list[str]:
+        """Its outputs' warnings (``output 2 (lines 127–361): …`` in a text holding several), then its notes."""
+        if len(self.reports) == 1:
+            return [*self.reports[0].warnings, *self.notes]
+        return [f"output {k} (lines {a}–{b}): {w}" for k, (r, (a, b)) in enumerate(zip(self.reports, self.lines,
+                                                                                      strict=True), 1)
+                for w in r.warnings] + list(self.notes)
 
 
 def _parse(path: Path, in_directory: bool) -> _File | FileNote:
@@ -198,11 +220,14 @@ def _parse(path: Path, in_directory: bool) -> _File | FileNote:
         text, data, utf8 = _read(path)
         if in_directory and not _looks_like_fio(text):
             return FileNote(str(path), "not fio")
-        report = parse_output(text, str(path))
-        planned = tuple(plan_results(report, path.name))
+        pasted = parse_outputs(text, str(path))
+        several = len(pasted.outputs) > 1
+        planned = tuple(p for k, o in enumerate(pasted.outputs, 1)
+                        for p in plan_results(o.report, path.name, k if several else 0, str(path)))
     except IolabError as exc:
         return FileNote(str(path), "failed", error=exc)
-    return _File(path, hashlib.sha256(data).hexdigest(), len(data), utf8, report, planned)
+    return _File(path, hashlib.sha256(data).hexdigest(), len(data), utf8, tuple(o.report for o in pasted.outputs),
+                 planned, tuple((o.first_line, o.last_line) for o in pasted.outputs), pasted.notes)
 
 
 def _looks_like_fio(text: str) -> bool:
@@ -333,7 +358,9 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
     for seq, ((f, p), place) in enumerate(zip(planned, placed, strict=True)):
         extra: dict[str, Any] = {
             "unknown_options": list(p.unknown_options),
-            "source": {"path": os.path.abspath(f.path), "sha256": f.sha256, "format": f.report.source_format}}
+            "source": {"path": os.path.abspath(f.path), "sha256": f.sha256, "format": p.report.source_format}}
+        if p.output:  # one of several outputs in its text: which, and where
+            extra["source"].update(output=p.output, lines=list(f.lines[p.output - 1]))
         if logs.files[seq]:
             extra["log_files"] = [str(path) for path in logs.files[seq]]
         if logs.notes[seq]:
@@ -346,20 +373,21 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
             extra=extra, series=tuple(EncodedSeries.of(s) for s in logs.series[seq])))
         seen.add(f.path)
     warnings = (*placing, *(f"{f.path.relative_to(source.path)}: {w}" if source.directory else w
-                            for f in files for w in f.report.warnings))
-    versions = tuple(dict.fromkeys(f.report.fio_version for f in files if f.report.fio_version))
-    formats = tuple(dict.fromkeys(f.report.source_format for f in files))
+                            for f in files for w in f.warnings()))
+    versions = tuple(dict.fromkeys(r.fio_version for f in files for r in f.reports if r.fio_version))
+    formats = tuple(dict.fromkeys(r.source_format for f in files for r in f.reports))
     where = Path(os.path.abspath(source.path))  # not resolve(): a system call per path component, per file
     described = {"format": "directory", "files": str(len(files))} if source.directory else \
         {"format": formats[0], "sha256": files[0].sha256}
     run = FinishedRun(
         suite_name=where.name or str(where), origin="imported",
         source={"path": str(where), "name": where.name, **described, "size_bytes": str(sum(f.size for f in files))},
-        files=tuple(ImportedFile(f.sha256, os.path.abspath(f.path), f.report.source_format, f.size) for f in files),
+        files=tuple(ImportedFile(f.sha256, os.path.abspath(f.path), f.format, f.size) for f in files),
         results=tuple(results), label=source.label or label, tags=tags, fio_version=", ".join(versions) or None,
         warnings=warnings)
     outcome = Outcome(
-        str(source.path), source.directory, files=len(files), results=len(results), formats=formats,
+        str(source.path), source.directory, files=len(files), outputs=sum(len(f.reports) for f in files),
+        results=len(results), formats=formats,
         fio_versions=versions, series=sum(len(s) for s in logs.series), logs_attached=logs.attached,
         logs_skipped=source.logs - logs.attached if source.directory else logs.skipped,
         log_notes=tuple(n for n in logs.notes if n), warnings=warnings)

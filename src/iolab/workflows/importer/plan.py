@@ -2,9 +2,12 @@
 results of many files (a sweep's directory) are named, placed and counted as repetitions. Pure
 (reading the files is ``importer``'s job).
 
-Each file holds one result per host: client/server output (``fio --client``) gives one result per
-server (target ``host:port``); any other output one result with target ``local``. The result's
-workload identity is derived from what the file tells, since there is no iolab suite:
+Each output holds one result per host: client/server output (``fio --client``) gives one result per
+server (target ``host:port``); any other output one result on this machine, whose target is named
+after the devices its disk statistics name (``device_of``: ``nvme0n1``, ``sdb``; ``local`` without
+them). A file usually holds one output; a pasted text may hold several (``fio.parse_outputs``), each
+planned on its own (``output``, its number in the text). The result's workload identity is derived
+from what the output tells, since there is no iolab suite:
 
 * ``job_text`` is a job file rebuilt from the options the output reports, one section per fio job
   name, headed by a comment saying so. JSON lists ``global options`` and each job's ``job
@@ -21,9 +24,12 @@ Many files make one run (``assemble``): results of the same workload (target, na
 are repetitions, numbered in file order (bench-fio's ``run-1``, ``run-2`` … directories); a job
 name that several different workloads share (bench-fio names every job of a sweep alike) gets the
 sweep's label (``analyze.sweep.full_label``: ``randwrite 4k QD8 ×4``); when the local results name
-several files or devices, each becomes a target named after it (``sdb``, ``sdc``); and results of one
-workload whose disk statistics name different devices are never repetitions of each other: each
-device path is a target (``_by_device``).
+several files or devices in their job options, each becomes a target named after it (``sdb``,
+``sdc``), else after its disk statistics, so results of one workload whose disk statistics name
+different devices are never repetitions of each other (``_targets``). Outputs of one pasted text
+are never repetitions of each other either: people paste one output per machine or storage path,
+and two machines' disks can share a name (two VMs' ``vda``); such outputs become targets named
+after their device and their number in the text (``vda#1``, ``vda#2``; ``_apart``).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from ...analyze import sweep
 from ...describe import canonical
 from ...fio import jobfile
 from ...fio.num2str import version_tuple
-from ...model import FioReport, JobResult
+from ...model import DiskUtil, FioReport, JobResult
 
 #: fio options of type FIO_OPT_STR_SET (options.c@fio-3.33): the ones a job file may give without a
 #: value. fio's JSON omits options given that way (json.c drops empty values), so their absence from
@@ -61,14 +67,23 @@ class PlannedResult:
     report: FioReport
     status: str = "ok"
     error: str | None = None
+    #: The devices its disk statistics name (``device_of``), for a result on this machine.
+    device: str | None = None
+    #: Its output's number in a text holding several (1, 2, …), 0 for a text holding one; and that
+    #: text (its path), which tells outputs of different texts apart.
+    output: int = 0
+    text: str = ""
 
     @property
     def job_hash(self) -> str:
         return jobfile.params_hash(self.params)
 
 
-def plan_results(report: FioReport, name: str) -> list[PlannedResult]:
-    """The results ``report`` (read from the file called ``name``) is stored as, one per host."""
+def plan_results(report: FioReport, name: str, output: int = 0, text: str = "") -> list[PlannedResult]:
+    """The results ``report`` (read from the file called ``name``) is stored as, one per host.
+
+    ``output`` is the report's number among the outputs of the text ``text`` (its path) when that
+    text holds several, else 0 (see ``PlannedResult``)."""
     hosts: dict[tuple[str | None, int | None], list[JobResult]] = {}
     for job in report.jobs:
         hosts.setdefault((job.hostname, job.port), []).append(job)
@@ -76,8 +91,24 @@ def plan_results(report: FioReport, name: str) -> list[PlannedResult]:
     for (hostname, port), jobs in hosts.items():
         part = report if len(hosts) == 1 else replace(
             report, jobs=tuple(jobs), disk_util=tuple(d for d in report.disk_util if d.hostname == hostname))
-        planned.append(_plan_one(part, name, f"{hostname}:{port}" if hostname and port else hostname or LOCAL))
+        target = f"{hostname}:{port}" if hostname and port else hostname or LOCAL
+        planned.append(replace(_plan_one(part, name, target), output=output, text=text,
+                               device=device_of(part.disk_util) if target == LOCAL else None))
     return planned
+
+
+def device_of(disks: Sequence[DiskUtil]) -> str | None:
+    """The devices fio's disk statistics name, joined by ``+`` (``nvme0n1``, ``sdb+sdc``), or None
+    without disk statistics.
+
+    fio lists the disk under each file its jobs used (``Disk stats (read/write):`` in normal output,
+    ``disk_util`` in JSON, the disk fields of terse v3+). A disk with slaves (device-mapper, md) is
+    listed with ``aggr*`` figures summed over them, then each slave on a line of its own
+    (diskutil.c; FIO_NOTES §1.1): the slaves are the devices, so ``dm-2`` over ``nvme0n1`` is
+    ``nvme0n1``. Disks with aggregates name the target only when no other disk is listed.
+    """
+    names = [d.name for d in disks if d.aggregate is None and d.name] or [d.name for d in disks if d.name]
+    return "+".join(dict.fromkeys(names)) or None
 
 
 def _plan_one(report: FioReport, name: str, target: str) -> PlannedResult:
@@ -156,7 +187,8 @@ class Placed:
 def assemble(planned: Sequence[PlannedResult]) -> tuple[list[Placed], list[str]]:
     """Targets, workload names and repetition numbers for the results of one run, in order (see the
     module docstring), and a line for each thing people should know of how they were placed."""
-    targets, notes = _by_device(planned, _targets(planned))
+    targets, notes = _targets(planned)
+    targets, apart = _apart(planned, targets)
     names = _names(planned)
     counts: dict[tuple[str, str, str], int] = {}
     placed = []
@@ -164,45 +196,52 @@ def assemble(planned: Sequence[PlannedResult]) -> tuple[list[Placed], list[str]]
         key = (target, name, p.job_hash)
         placed.append(Placed(target, name, counts.get(key, 0)))
         counts[key] = counts.get(key, 0) + 1
-    return placed, notes
+    return placed, notes + apart
 
 
-def _targets(planned: Sequence[PlannedResult]) -> list[str]:
-    """Local results keep ``local`` unless they name several files or devices: then each is named
-    after its path's last part (the whole path when two share it)."""
+def _targets(planned: Sequence[PlannedResult]) -> tuple[list[str], list[str]]:
+    """Each result's target, and a line when one workload ran on several devices.
+
+    A host's results keep ``host:port``. Local results are named after their path's last part (the
+    whole path when two share it) when they name several files or devices in their job options,
+    else after the devices in their disk statistics (``PlannedResult.device``), else ``local``.
+    """
     paths = list(dict.fromkeys(p.target_path for p in planned if p.target == LOCAL and p.target_path))
-    if len(paths) < 2:
-        return [p.target for p in planned]
-    short = {path: Path(path).name or path for path in paths}
+    short = {path: Path(path).name or path for path in paths} if len(paths) > 1 else {}
     if len(set(short.values())) < len(short):
         short = {path: path for path in paths}
-    return [short[p.target_path] if p.target == LOCAL and p.target_path else p.target for p in planned]
-
-
-def _devices(p: PlannedResult) -> frozenset[str]:
-    """The block devices fio's disk statistics name for a result (empty without them)."""
-    return frozenset(d.name for d in p.report.disk_util)
-
-
-def _by_device(planned: Sequence[PlannedResult], targets: list[str]) -> tuple[list[str], list[str]]:
-    """``targets`` with local results on different devices apart: when results of one workload
-    (target, job name, options) name different devices in fio's disk statistics (a disk passed
-    through, ``nvme0n1``, and a virtual disk, ``sdb``), they are two storage paths, not repetitions,
-    and every local result's target is named after the devices that tell its path from the others
-    (``nvme0n1``; ``no disk stats`` when it names none). Returns the targets and why, one line."""
-    groups: dict[tuple[str, str, str], set[frozenset[str]]] = {}
+    targets = [p.target if p.target != LOCAL else short.get(p.target_path or "") or p.device or LOCAL
+               for p in planned]
+    devices: dict[tuple[str, str], set[str]] = {}
     for p, target in zip(planned, targets, strict=True):
-        if target == LOCAL:
-            groups.setdefault((target, p.workload, p.job_hash), set()).add(_devices(p))
-    if all(len(found) < 2 for found in groups.values()):
+        if p.target == LOCAL and p.device and not short:
+            devices.setdefault((p.workload, p.job_hash), set()).add(target)
+    spread = sorted({d for found in devices.values() if len(found) > 1 for d in found})
+    if not spread:
         return targets, []
-    every = {_devices(p) for p, t in zip(planned, targets, strict=True) if t == LOCAL}
-    common = frozenset.intersection(*every)
-    named = {found: "+".join(sorted(found - common)) or "no disk stats" for found in every}
-    out = [named[_devices(p)] if t == LOCAL else t for p, t in zip(planned, targets, strict=True)]
-    why = (f"the same job ran on different devices ({'; '.join(sorted(named.values()))} in fio's disk statistics): "
-           "stored as one target each, not as repetitions of one")
-    return out, [why]
+    return targets, [f"the same job ran on different devices ({'; '.join(spread)} in fio's disk statistics): "
+                     "stored as one target each, not as repetitions of one"]
+
+
+def _apart(planned: Sequence[PlannedResult], targets: list[str]) -> tuple[list[str], list[str]]:
+    """``targets`` with the outputs of one text that would be repetitions of one workload told apart
+    by their number in the text (``vda#1``, ``vda#2``), and a line for each such group."""
+    groups: dict[tuple[str, str, str, str], list[int]] = {}
+    for i, (p, target) in enumerate(zip(planned, targets, strict=True)):
+        if p.output:
+            groups.setdefault((p.text, target, p.workload, p.job_hash), []).append(i)
+    out, notes = list(targets), []
+    for (text, target, workload, _), members in groups.items():
+        outputs = sorted({planned[i].output for i in members})
+        if len(outputs) < 2:
+            continue
+        for i in members:
+            out[i] = f"{target}#{planned[i].output}"
+        numbers = ", ".join(map(str, outputs[:-1])) + f" and {outputs[-1]}"
+        notes.append(f"outputs {numbers} of {Path(text).name} ran the same job ({workload}) on targets named "
+                     f"{target!r} (a pasted text's outputs are separate runs, and two machines' disks can share a "
+                     f"name): stored as {', '.join(f'{target}#{n}' for n in outputs)}, not as repetitions of one")
+    return out, notes
 
 
 def _names(planned: Sequence[PlannedResult]) -> list[str]:
