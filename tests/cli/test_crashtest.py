@@ -152,8 +152,6 @@ def test_what_cannot_give_a_verified_crash_test_is_refused_before_anything_runs(
     assert fake_fio.runs == [] and not (tmp_path / "db.sqlite").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="crash-test parses its fio options with saturate's, which refuses runtime "
-                   "as 'what the search sets' and hints --max-iodepth/--runtime, options crash-test does not have")
 def test_an_option_the_crash_test_sets_itself_is_named_so(tmp_path, fake_fio):
     proc = crash(tmp_path, "runtime=10", "--trigger-timeout", "1s", "--trigger", "true")
     assert proc.returncode == 2 and "runtime: the crash test sets these itself" in proc.stderr

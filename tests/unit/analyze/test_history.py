@@ -43,9 +43,11 @@ def test_a_step_is_found_where_it_is_and_flat_noise_gets_none():
 
 
 def test_six_runs_cannot_show_a_significant_change():
-    """3 + 3 values have 20 orderings: the smallest p-value a permutation test can give is 1/20."""
-    assert changepoints.permutation_p([1.0, 1.0, 1.0, 2.0, 2.0, 2.0]) >= 1 / 20
-    assert changepoints.detect([1.0, 1.0, 1.0, 2.0, 2.0, 2.0]) == []
+    """3 + 3 values have C(6, 3) = 20 arrangements: the smallest p-value a permutation test can give is
+    2/20, so the step is shown unconfirmed: 9 more runs at its level give 2 / C(15, 3) < 0.005."""
+    assert changepoints.permutation_p([1.0, 1.0, 1.0, 2.0, 2.0, 2.0]) == pytest.approx(2 / 20)
+    (step,) = changepoints.detect([1.0, 1.0, 1.0, 2.0, 2.0, 2.0])
+    assert (step.index, step.confirmed, step.runs_needed) == (3, False, 9)
 
 
 def test_holm_adjustment():

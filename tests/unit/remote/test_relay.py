@@ -68,10 +68,11 @@ class Server:
 
 def client(port: int, address: str, first: bytes, rest: bytes = b"", pause_s: float = 0.0) -> tuple[bytes, float]:
     """fio's client's part: connect to the relay, send ``first``, wait ``pause_s``, send ``rest``, read
-    until the relay closes. Returns what came back, and when ``first`` was sent."""
+    until the relay closes. Returns what came back, and when ``first`` began to be sent (the relay may
+    connect on as soon as its last byte is in)."""
     with socket.create_connection((address, port), timeout=10) as sock:
-        sock.sendall(first)
         sent_at = time.monotonic()
+        sock.sendall(first)
         time.sleep(pause_s)
         if rest:
             sock.sendall(rest)
