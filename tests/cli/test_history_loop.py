@@ -1,8 +1,5 @@
-"""History and gate, in-process, over real runs of a real loop device before and after a change made to it:
-its I/O scheduler switched (a fact iolab records) and its blkio throttle lowered tenfold (recorded by the
-team as a tag, as one records what iolab cannot see). The runs before are throttled too, so that their
-IOPS are the throttle's and not this shared machine's: a CI machine's neighbours once made a usual run
-42 % slower than its history, and the gate rightly failed it.
+"""History, gate and accept, in-process, over real runs of a real loop device before and after a change
+made to it (``historyloop`` says which and what is checked).
 
 The runs are recorded: the database that tests/system/test_history_loop.py made with real fio on a
 throttled loop device (``historydata.LOOP_RUNS``; ``tests/data/history/README.md``), where the same checks
@@ -10,67 +7,31 @@ run on fresh runs."""
 
 from __future__ import annotations
 
-import json
 import lzma
 from pathlib import Path
 
 import pytest
 
 import historydata
+from historyloop import check_accept, check_gate, check_history
 from inprocess import iolab
-
-BEFORE = AFTER = 8
-USUAL_IOPS, CAP_IOPS = 3000, 300
 
 
 @pytest.fixture
 def runs(tmp_path) -> Path:
-    """``BEFORE`` runs of a 4k random-read suite on a loop device (scheduler none, throttled at
-    ``USUAL_IOPS``), then ``AFTER`` with the scheduler mq-deadline and the throttle at ``CAP_IOPS``: a copy
-    of the recorded database."""
+    """A copy of the recorded database (``historyloop``: 8 runs, then 8 after the change)."""
     db = tmp_path / "iolab.db"
     db.write_bytes(lzma.decompress(historydata.LOOP_RUNS.read_bytes()))
     return db
 
 
 def test_history_finds_the_change_and_what_changed(runs):
-    done = iolab("history", "nightly", "--metric", "iops,clat_mean", "--format", "json", db=runs)
-    assert done.returncode == 0, done.stderr
-    series = {s["metric"]: s for s in json.loads(done.stdout)["series"]}
-    assert set(series) == {"iops", "clat_mean"}
-    for name, s in series.items():
-        assert (s["target"], s["workload"], s["direction"]) == ("loop", "randread-4k", "read")
-        assert [p["run"] for p in s["points"]] == list(range(1, BEFORE + AFTER + 1))
-        (change,) = s["change_points"]
-        assert (change["run"], change["previous_run"]) == (BEFORE + 1, BEFORE), name
-        assert change["p_value"] <= 0.005
-        assert change["verdict"] == "worse"
-        what = {w["what"]: (w["before"], w["after"]) for w in change["what_changed"]}
-        assert what["scheduler"] == ("none", "mq-deadline")
-        assert what["tag blkio"] == (f"read_iops {USUAL_IOPS}", f"read_iops {CAP_IOPS}")
-    iops = series["iops"]["change_points"][0]
-    assert iops["after"] < CAP_IOPS * 1.05 and USUAL_IOPS * 0.8 < iops["before"] < USUAL_IOPS * 1.05
-    table = iolab("history", "nightly", "--metric", "iops", db=runs)
-    assert "run 9: -" in table.stdout and "scheduler none →" in table.stdout and "mq-deadline;" in table.stdout
+    check_history(iolab, runs)
 
 
 def test_gate_passes_a_usual_run_fails_the_first_throttled_one_and_wants_history(runs):
-    # a usual run's IOPS are its throttle's; its p99 is still this shared machine's (a scheduling hiccup
-    # is a tail event), so the usual run is judged on IOPS and bandwidth; the change is 10x on every metric
-    usual = iolab("gate", str(BEFORE), "--max-regression", "30%", "--metric", "iops", "--metric", "bw", db=runs)
-    assert usual.returncode == 0, usual.stdout + usual.stderr
-    assert f"run {BEFORE}: no regression in" in usual.stderr
-    throttled = iolab("gate", str(BEFORE + 1), "--max-regression", "30%", db=runs)
-    assert throttled.returncode == 3, throttled.stdout + throttled.stderr
-    assert throttled.stderr.startswith(f"Error: run {BEFORE + 1} is worse than its history in ")
-    rows = {line.split()[3]: line for line in throttled.stdout.splitlines() if "randread-4k" in line}
-    assert set(rows) == {"iops", "bw", "clat_mean", "clat_p99", "cpu_us_per_io"}, throttled.stdout
-    assert all("scheduler none →" in line for line in rows.values())
-    # a blkio throttle releases I/O in time slices, so under either cap the p99 is about a slice (~0.1 s)
-    assert all("regression" in line for metric, line in rows.items() if metric != "clat_p99"), throttled.stdout
-    assert throttled.stdout.count("mq-deadline; nr_requests") == 5  # the table wraps what changed
-    early = iolab("gate", "3", db=runs)
-    assert early.returncode == 2
-    assert "Error: no history to judge run 3 against: its series have at most 2 comparable run(s)" in early.stderr
-    several = iolab("gate", "nightly", db=runs)
-    assert several.returncode == 2 and f"matches {BEFORE + AFTER} runs" in several.stderr
+    check_gate(iolab, runs)
+
+
+def test_a_regression_fails_every_run_until_accepted(runs, tmp_path):
+    check_accept(iolab, runs, tmp_path)
