@@ -1,13 +1,14 @@
 """The smallest step history finds, by run-to-run noise and by how many runs there are after it.
 
-Series of 20 runs at one level, then a step down by 2, 5, 10, 20 or 50 % and 3, 5, 10 or 20 runs at the
-new level, with log-normal run-to-run noise of 1, 3, 5 or 10 % (seeded: the same table every time), go
-through ``analyze.changepoints.detect`` as ``iolab history`` does for each series. A step is **found** when
-a confirmed change point lies within 2 runs of it, **shown** when one is there confirmed or unconfirmed
-(too few runs after it to be significant: the history says how many more would confirm it). For each
-noise level and number of runs after, the table gives the smallest step found, and shown, in at least
-90 % of ``--series`` series (40: a share's sampling error is about ±5 %); and flat series (no step) of
-each length say how often noise alone is called a change.
+Series of 5, 10 or 20 runs at one level, then a step down by 2, 5, 10, 20 or 50 % and 3 to 20 runs at the
+new level (``SHAPES``), with log-normal run-to-run noise of 1, 3, 5 or 10 % (seeded: the same table every
+time), go through ``analyze.changepoints.detect`` as ``iolab history`` does for each series. A step is
+**found** when a confirmed change point lies within ``NEAR`` runs of it, **shown** when one is there
+confirmed or unconfirmed (too few runs after it to be significant: the history says how many more would
+confirm it). For each noise level and shape, the table gives the smallest step found, and shown, in at
+least 90 % of ``--series`` series (40: a share's sampling error is about ±5 %); and flat series (no
+step) of each length say how often noise alone is called a change. (``benchmarks/history.py`` measures
+5 % steps in 60-run series imported as fio outputs.)
 
     .venv/bin/python benchmarks/changepoints.py [--series 40] [--markdown] [--json]
 """
@@ -21,37 +22,39 @@ import time
 from iolab.analyze import changepoints
 from ratios import Ratio, add_json_option, emit, say
 
-BEFORE = 20
 NOISES = (0.01, 0.03, 0.05, 0.10)
-AFTERS = (3, 5, 10, 20)
+#: Runs before and after the step.
+SHAPES = ((5, 3), (5, 5), (10, 5), (20, 3), (20, 10), (20, 20))
 STEPS = (0.02, 0.05, 0.10, 0.20, 0.50)
 #: A step counts as found (or shown) when this share of its series has it.
 SHARE = 0.9
 #: How far from the step a change point may be and still be it (runs).
-NEAR = 2
+NEAR = 3
 
 
-def series(rng: random.Random, noise: float, after: int, step: float) -> list[float]:
-    """``BEFORE`` runs at 10,000 IOPS, ``after`` at ``(1 - step)`` of that, each × a log-normal of sd ``noise``."""
-    return [10_000 * (1 - step * (i >= BEFORE)) * rng.lognormvariate(0, noise) for i in range(BEFORE + after)]
+def series(rng: random.Random, noise: float, before: int, after: int, step: float) -> list[float]:
+    """``before`` runs at 10,000 IOPS, ``after`` at ``(1 - step)`` of that, each × a log-normal of sd ``noise``."""
+    return [10_000 * (1 - step * (i >= before)) * rng.lognormvariate(0, noise) for i in range(before + after)]
 
 
-def rates(noise: float, after: int, step: float, count: int) -> tuple[float, float]:
+def rates(noise: float, shape: tuple[int, int], step: float, count: int) -> tuple[float, float]:
     """The shares of ``count`` series with the step found (confirmed) and shown (confirmed or not)."""
-    rng = random.Random(f"{noise}-{after}-{step}")
+    before, after = shape
+    rng = random.Random(f"{noise}-{before}-{after}-{step}")
     found = shown = 0
     for _ in range(count):
-        near = [c for c in changepoints.detect(series(rng, noise, after, step)) if abs(c.index - BEFORE) <= NEAR]
+        near = [c for c in changepoints.detect(series(rng, noise, before, after, step))
+                if abs(c.index - before) <= NEAR]
         found += any(c.confirmed for c in near)
         shown += bool(near)
     return found / count, shown / count
 
 
-def smallest(noise: float, after: int, count: int) -> tuple[float | None, float | None]:
-    """The smallest step found, and the smallest shown, in ``SHARE`` of the series (None: not even 50 %)."""
+def smallest(noise: float, shape: tuple[int, int], count: int) -> tuple[float | None, float | None]:
+    """The smallest step found, and the smallest shown, in ``SHARE`` of the series (None: none of them)."""
     found_at = shown_at = None
     for step in STEPS:
-        found, shown = rates(noise, after, step, count)
+        found, shown = rates(noise, shape, step, count)
         if shown_at is None and shown >= SHARE:
             shown_at = step
         if found >= SHARE:
@@ -78,28 +81,27 @@ def main() -> None:
     add_json_option(parser)
     args = parser.parse_args()
     started = time.monotonic()
-    table = {(noise, after): smallest(noise, after, args.series) for noise in NOISES for after in AFTERS}
-    flats = {(noise, BEFORE + after): flat_rate(noise, BEFORE + after, args.series * 2)
-             for noise in (0.03,) for after in AFTERS}
+    table = {(noise, shape): smallest(noise, shape, args.series) for noise in NOISES for shape in SHAPES}
+    flats = {runs: flat_rate(0.03, runs, args.series * 2) for runs in sorted({sum(s) for s in SHAPES})}
     say(f"{len(table)} cells × up to {len(STEPS)} steps × {args.series} series in {time.monotonic() - started:.0f} s",
         args.json)
-    head = "| noise | " + " | ".join(f"{a} runs after" for a in AFTERS) + " |"
-    lines = [head, "|---|" + "---|" * len(AFTERS)]
+    head = "| noise | " + " | ".join(f"{b} + {a} runs" for b, a in SHAPES) + " |"
+    lines = [head, "|---|" + "---|" * len(SHAPES)]
     for noise in NOISES:
-        cells = [f"{_pct(found)}" + (f" ({_pct(shown)} shown)" if shown != found else "")
-                 for found, shown in (table[noise, a] for a in AFTERS)]
+        cells = [_pct(found) + (f" ({_pct(shown)})" if shown != found else "")
+                 for found, shown in (table[noise, shape] for shape in SHAPES)]
         lines.append(f"| {noise * 100:g} % | " + " | ".join(cells) + " |")
-    say(f"smallest step down found (confirmed) in {SHARE:.0%} of series, {BEFORE} runs before it; in brackets "
-        "the smallest shown, confirmed or unconfirmed, where smaller:", args.json)
+    say(f"smallest step down found (a confirmed change point within {NEAR} runs of it) in {SHARE:.0%} of series, "
+        "by runs before + after it; in brackets the smallest shown, confirmed or unconfirmed, where smaller:",
+        args.json)
     say("\n".join(lines) if args.markdown else "\n".join(line.replace("|", " ") for line in lines), args.json)
-    say("flat series with a change point (3 % noise): " + ", ".join(f"{runs} runs {rate:.1%}"
-                                                                    for (_, runs), rate in flats.items()), args.json)
-    found_5, _ = rates(0.03, 10, 0.05, args.series)
+    say("flat series with a change point, confirmed or not (3 % noise): " + ", ".join(
+        f"{runs} runs {rate:.1%}" for runs, rate in flats.items()), args.json)
     emit("changepoints", [
-        Ratio("5 % steps at 3 % noise, 10 runs after, found (share)", found_5, 0.9, "higher"),
-        Ratio("50 % steps at 3 % noise, 3 runs after, shown (share)", rates(0.03, 3, 0.5, args.series)[1], 0.9,
+        Ratio("50 % steps at 3 % noise, 5 + 3 runs, shown (share)", rates(0.03, (5, 3), 0.5, args.series)[1], 0.9,
               "higher"),
-        Ratio("flat 30-run series at 3 % noise with a change point (share)", flats[0.03, 30], 0.02, "lower"),
+        Ratio("flat series of 8 runs at 3 % noise with a change point (share)", flats[8], 0.02, "lower"),
+        Ratio("flat series of 40 runs at 3 % noise with a change point (share)", flats[40], 0.02, "lower"),
     ], args.json)
 
 
