@@ -4,6 +4,7 @@ its result stored the moment it ends (``run_job``), and the events that tell its
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,8 +30,9 @@ if TYPE_CHECKING:
     from ..store.database import Store
 
 #: What a plan says about an invocation beyond its job, kept in the result's ``extra``: its warm-up
-#: pass (1..N, ``describe.spec.PlannedJob.pass_index``) and a crash test's phase (``crashphase.Phase``).
-PLANNED = ("pass", "crash")
+#: pass (1..N, ``describe.spec.PlannedJob.pass_index``), a crash test's phase (``crashphase.Phase``)
+#: and what a replay's trace took (``workflows.capture.plan.ReplayPlan.planned``).
+PLANNED = ("pass", "crash", "replay")
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,12 @@ def _job_end(result: ResultRecord, events: Events, options: RunOptions, method: 
             counted = method.counted_devices(facts, target is not None)
             before = tiers_mod.snapshot(counted.values()) if counted else None
             with observers.watch(result.target) as watch:
+                cpu_before = os.times()
                 done = _runner(result, options, target, facts, events.expected_s).run(result.job_text, workdir, events)
+                cpu_after = os.times()
                 samples, usage = watch.finish(done.report, done.started_at, done.ended_at, done.measured_start_ms)
+            if target is None:
+                extra["cpu_s"] = process_cpu(cpu_before, cpu_after)
             if before is not None:
                 extra["tiers"] = {"devices": counted, "before": before, "after": tiers_mod.snapshot(counted.values())}
     except KeyboardInterrupt:
@@ -150,6 +156,16 @@ def _job_end(result: ResultRecord, events: Events, options: RunOptions, method: 
     return JobEnd(status=done.status, command=shlex.join(done.command), started_at=done.started_at,
                   ended_at=done.ended_at, error=done.error, report=done.report, raw_json=done.raw_json,
                   target_facts=facts, extra=extra, series=done.time_series, observations=samples or ())
+
+
+def process_cpu(before: os.times_result, after: os.times_result) -> dict[str, float]:
+    """CPU seconds (user + system) of fio and of iolab while a local job ran: fio's are the processes
+    iolab waited for in that time (``os.times``' children: fio with all its threads, and its fence,
+    whose CPU the kernel adds to their parent's as each is reaped), iolab's its own (every thread:
+    progress, observers, the store). Stored with a local result as ``extra["cpu_s"]``."""
+    return {"fio": round((after.children_user + after.children_system)
+                         - (before.children_user + before.children_system), 3),
+            "iolab": round((after.user + after.system) - (before.user + before.system), 3)}
 
 
 def _checked_facts(result: ResultRecord, options: RunOptions, method: JobMethod) -> TargetFacts | None:
