@@ -132,6 +132,7 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     iolab compare oltp-on-ssd oltp-on-hdd
     """
     from ..describe.observe import with_args
+    from ..report.pace import behind_summary
     from ..run import pipeline  # here: capture itself runs no fio
     from ..run.plan import RunOptions
     from ..workflows.capture import plan as plan_mod
@@ -151,8 +152,11 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
         else planned.suite
     done = pipeline.run(store, suite, RunOptions(destroy=tuple(destroy)), repeat=repeat, label=named.label,
                         tags={"capture": str(run.info.id), **named.tags}, warnings=planned.caveats,
-                        watch=Shown(job_progress(quiet), quiet=quiet, stored_as="Replay", notes=planned.notes))
+                        watch=Shown(job_progress(quiet), quiet=quiet, stored_as="Replay", notes=planned.notes),
+                        planned={"replay": planned.planned})
     print_run(done, fmt)
+    if behind := behind_summary(done):
+        err.print(f"[yellow]{behind}[/]")
     if done.info.status != "complete":
         err.print(f"[red]The replay failed[/]; fio's messages are stored (iolab show {done.info.id}).")
         raise RunFailed(f"the replay {done.info.id} failed", shown=True)

@@ -10,8 +10,9 @@ two replays' job options are equal and ``iolab compare`` pairs them — and retu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ...describe import suite as suite_mod
 from ...describe.spec import Suite
@@ -20,7 +21,7 @@ from ...facts import targets
 from ...model import Run
 from ...store.database import Store
 from . import record, replay
-from .fingerprint import fingerprint
+from .fingerprint import active_ns, fingerprint
 from .fit import EMPTY_HINT
 from .trace import of_processes
 
@@ -29,7 +30,9 @@ from .trace import of_processes
 class ReplayPlan:
     """The suite to run and what the plan says about it: ``description`` (classes, jobs, timing) and
     ``caveats``, what changes the meaning of the replay's results (requests left out, write-zeroes sent
-    as data, offsets scaled), which are also stored with the replay run as its warnings."""
+    as data, offsets scaled), which are also stored with the replay run as its warnings; ``planned``
+    what the trace took, stored with each replay result (``extra["replay"]``: ``analyze.pace`` sets
+    the replay's durations against it)."""
 
     suite: Suite
     directory: Path
@@ -37,6 +40,7 @@ class ReplayPlan:
     classes: tuple[str, ...]
     description: str
     caveats: tuple[str, ...]
+    planned: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -95,7 +99,9 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     if scale > 1:
         caveats.append(f"the trace spans {end:,} bytes but {target_name} has {facts.size_bytes:,}: offsets are "
                        f"divided by replay_scale={scale} (replay_align=4096)")
-    return ReplayPlan(suite, directory, len(trace), tuple(iologs), description, tuple(caveats))
+    planned = {"capture": run.info.id, "recorded_ms": active_ns(trace) / 1e6, "rate_pct": settings.rate_pct,
+               "as_fast_as_possible": settings.as_fast_as_possible, "classes": replay.class_service(trace)}
+    return ReplayPlan(suite, directory, len(trace), tuple(iologs), description, tuple(caveats), planned)
 
 
 def _names(counts: Mapping[str, int]) -> str:

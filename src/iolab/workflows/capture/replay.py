@@ -95,6 +95,21 @@ def classes(trace: Trace) -> dict[str, np.ndarray]:
     return {size_class(int(tops[k])): _rows_of(klass, k) for k in np.unique(klass[klass < 255]).tolist()}
 
 
+def class_service(trace: Trace) -> dict[str, dict[str, float]]:
+    """Per class (``classes``): its requests (data and flushes) and the sum of their service times
+    (complete - issue, ms; requests without a completion count none), what ``analyze.pace`` sets a
+    replay's time spent on the target against. A chunk at a time."""
+    out = {}
+    for name, indices in classes(trace).items():
+        total = 0
+        for a in range(0, indices.size, 1 << 16):
+            rows = indices[a:a + (1 << 16)]
+            done = trace.complete_ns[rows]
+            total += int((done - trace.issue_ns[rows])[done >= 0].sum())
+        out[name] = {"requests": int(indices.size), "service_ms": total / 1e6}
+    return out
+
+
 def _rows_of(klass: np.ndarray, k: int, step: int = 1 << 16) -> np.ndarray:
     """The rows where ``klass == k``, sorted: int32 when the trace's rows fit (4 bytes a request,
     not 8), gathered a chunk at a time into an array sized by their count."""
