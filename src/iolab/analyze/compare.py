@@ -11,12 +11,13 @@ first, the baseline.
 
 **Pairing.** A side's results become *slots*: one per target × fio job × canonical options
 (``describe.canonical``) × direction, holding every repetition's merged figures (``fio.merge.by_job``: numjobs
-clones summed, percentiles from merged histograms). Slots of the two sides
-pair when their directions agree and no known option differs (options made equal by ``ignore``
-and ``SOFT`` options such as ``runtime`` do not count); among several candidates the same target,
-then the same job name, then the fewest unknown options win. Slots left over pair, as "not
-comparable", when their job names agree, or when each side has exactly one left for a direction;
-the rest are "missing" on the other side.
+clones summed, percentiles from merged histograms; a ``sync`` direction's rate is its calls over the
+job's runtime, ``fio.merge.with_sync_rates``, so a replay's syncs compare with a capture's flushes).
+Slots of the two sides pair when their directions agree and no known option differs (options made
+equal by ``ignore`` and ``SOFT`` options such as ``runtime`` do not count); among several candidates
+the same target, then the same job name, then the fewest unknown options win. Slots left over pair,
+as "not comparable", when their job names agree, or when each side has exactly one left for a
+direction; the rest are "missing" on the other side.
 
 **Statistics** per metric (``analyze.metrics``): each side's mean over its repetitions with a 95 % Student-t
 interval (n >= 2); the absolute and relative change and the ratio of the means. With at least two
@@ -37,6 +38,12 @@ side). A geometric mean of the ratios summarises each metric over the tested-or-
 **Words.** ``verdict_word`` is the one word every format shows (terminal, Markdown, CSV, HTML and
 the JSON ``verdict``): a verdict beyond the threshold without a test is ``better (untested)`` or
 ``worse (untested)``, never a bare ``better``, and the summary counts it apart from tested ones.
+
+**Replays behind pace.** A side's slot that is a replay's size class which fell more than 5 % behind
+the recorded pace (``analyze.pace``) did not measure the target at the application's pace: its rate is
+the replay's, and the target or the replayer held it (the pair's ``behind`` says which). Every weighed
+verdict of such a pair carries ``REPLAY_BEHIND`` in its word (``worse (untested; replay behind pace)``)
+instead of a bare ``worse``.
 """
 
 from __future__ import annotations
@@ -50,10 +57,11 @@ from typing import Any
 from .. import stats
 from ..describe import canonical
 from ..errors import UsageError
-from ..fio.merge import by_job
+from ..fio.merge import by_job, with_sync_rates
 from ..model import DirectionStats, ResultRecord, Run
 from .environment import EnvDifference, environment, imported
 from .metrics import DEFAULT_METRICS, Metric, metric
+from .pace import ClassPace, slot_pace
 
 
 class Verdict(enum.StrEnum):
@@ -71,6 +79,8 @@ class Verdict(enum.StrEnum):
 #: The verdicts of a pair whose figures were weighed (a ratio means something).
 _TESTED = (Verdict.BETTER, Verdict.WORSE, Verdict.UNCHANGED, Verdict.INCONCLUSIVE)
 UNTESTED_SUFFIX = " (untested)"
+#: The caveat of a verdict where a side is a replay that fell behind the recorded pace (``analyze.pace``).
+REPLAY_BEHIND = "replay behind pace"
 #: Every word ``verdict_word`` gives (what every format shows).
 WORDS = (*Verdict, Verdict.BETTER + UNTESTED_SUFFIX, Verdict.WORSE + UNTESTED_SUFFIX)
 ALPHA = 0.05
@@ -117,7 +127,9 @@ class MetricRow:
     ``relative_change`` ``change / a``, ``ratio`` ``b / a``; ``ratio_ci95`` and ``p_value`` only
     when tested (for ``METHOD_WELCH`` the interval is of the difference, in ``ratio_ci95`` divided
     by the baseline mean). ``rounded``: a side's values are fio's rounded display (``Metric.rounded``):
-    changes within that rounding (up to half a unit of the last printed digit) are not resolved."""
+    changes within that rounding (up to half a unit of the last printed digit) are not resolved.
+    ``caveat`` (``REPLAY_BEHIND``) marks a weighed verdict of a pair where a side is a replay's class
+    that fell behind the recorded pace (``Pair.behind``)."""
 
     metric: Metric
     a: stats.Summary
@@ -133,6 +145,7 @@ class MetricRow:
     tested: bool
     verdict: Verdict
     rounded: bool = False
+    caveat: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,7 +153,9 @@ class Pair:
     """A slot of the baseline and its counterpart (either may be None: missing on that side).
 
     ``differences`` are every option the two disagree on (``describe.canonical.Difference.effect`` says
-    whether it blocks); ``unchecked`` the key options a side does not record.
+    whether it blocks); ``unchecked`` the key options a side does not record. ``behind``: the side
+    (``a`` or ``b``) whose slot is a replay's class that fell behind the recorded pace, and that
+    class's pace (``analyze.pace.slot_pace``: the repetition furthest behind).
     """
 
     a: Slot | None
@@ -149,6 +164,7 @@ class Pair:
     differences: tuple[canonical.Difference, ...]
     unchecked: tuple[str, ...]
     metrics: tuple[MetricRow, ...]
+    behind: tuple[tuple[str, ClassPace], ...] = ()
 
     @property
     def direction(self) -> str:
@@ -178,12 +194,14 @@ class Pair:
 
 @dataclass(frozen=True)
 class GeoMean:
-    """The geometric mean of one metric's ratios over the pairs with a ratio, and the verdicts."""
+    """The geometric mean of one metric's ratios over the pairs with a ratio, and the verdicts (their
+    words without a caveat); ``behind`` counts the rows marked ``REPLAY_BEHIND``."""
 
     metric: Metric
     pairs: int
     ratio: float | None
     verdicts: Mapping[Verdict, int]
+    behind: int = 0
 
 
 @dataclass(frozen=True)
@@ -236,7 +254,7 @@ def slots(runs: Sequence[Run]) -> list[Slot]:
                     entry["failed"] += 1
                     entry["runs"][run.info.id] = None
                 continue
-            for (job, direction), stats_ in by_job(result.report).items():
+            for (job, direction), stats_ in with_sync_rates(by_job(result.report)).items():
                 opts = options.get(job) or canonical.Options({}, None)
                 entry = found.setdefault((result.target, job, opts.key, direction), _entry(result, job, opts))
                 entry["values"].append(stats_)
@@ -418,7 +436,16 @@ def _verdict(m: Metric, row: Mapping[str, Any], threshold: float, alpha: float, 
 
 def verdict_word(row: MetricRow) -> str:
     """The verdict as every format shows it: ``better (untested)`` for a change beyond the threshold
-    that no test backs (one repetition on a side), else the verdict itself."""
+    that no test backs (one repetition on a side), else the verdict itself; with a caveat,
+    ``worse (untested; replay behind pace)``, ``unchanged (replay behind pace)``."""
+    word = base_word(row)
+    if row.caveat is None:
+        return word
+    return f"{word[:-1]}; {row.caveat})" if word.endswith(")") else f"{word} ({row.caveat})"
+
+
+def base_word(row: MetricRow) -> str:
+    """``verdict_word`` without the caveat: one of ``WORDS``."""
     untested = row.verdict in (Verdict.BETTER, Verdict.WORSE) and not row.tested
     return row.verdict + (UNTESTED_SUFFIX if untested else "")
 
@@ -430,6 +457,7 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
     if a is not None and b is not None:
         diffs, unchecked = canonical.differences(a.options, b.options, ignore)
     comparable = a is not None and b is not None and not any(d.effect == "blocking" for d in diffs)
+    behind = _behind(a, b)
     rows = []
     sync = any(s is not None and s.direction == "sync" for s in (a, b))
     for m in metrics:
@@ -437,7 +465,7 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
         unmeasured = all(v is None for v in (*a_values, *b_values)) and \
             not ((a and a.failed and not a.values) or (b and b.failed and not b.values))
         if unmeasured and (not explicit or (m.unit in ("IOPS", "B/s") and sync)):
-            continue  # a default metric neither side measured (slat of a sync engine); fio reports no rate for syncs
+            continue  # a default metric neither side measured (slat of a sync engine); no bandwidth for syncs
         row = compare_metric(m, a_values, b_values, threshold, alpha)
         verdict = row.verdict
         if a is None or b is None:
@@ -450,8 +478,16 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
             row = MetricRow(**{**row.__dict__, "verdict": verdict, "tested": False})
         if m.rounded is not None and any(m.rounded(d) for s in (a, b) if s is not None for d in s.values):
             row = replace(row, rounded=True)
+        if behind and row.verdict in _TESTED:
+            row = replace(row, caveat=REPLAY_BEHIND)
         rows.append(row)
-    return Pair(a, b, comparable, tuple(diffs), tuple(unchecked), tuple(rows))
+    return Pair(a, b, comparable, tuple(diffs), tuple(unchecked), tuple(rows), behind)
+
+
+def _behind(a: Slot | None, b: Slot | None) -> tuple[tuple[str, ClassPace], ...]:
+    """The sides whose slot is a replay's class that fell behind the recorded pace (``analyze.pace``)."""
+    found = ((side, slot_pace(s.results, s.job)) for side, s in (("a", a), ("b", b)) if s is not None)
+    return tuple((side, p) for side, p in found if p is not None)
 
 
 def _values(m: Metric, slot: Slot | None) -> tuple[float | None, ...]:
@@ -471,8 +507,9 @@ def _geomeans(pairs: Sequence[Pair], metrics: Sequence[Metric]) -> tuple[GeoMean
             continue
         ratios = [r.ratio for r in rows if r.verdict in _TESTED and r.ratio and r.ratio > 0]
         ratio = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
-        counts = {v: sum(1 for r in rows if verdict_word(r) == v) for v in WORDS}
-        out.append(GeoMean(m, len(ratios), ratio, {k: n for k, n in counts.items() if n}))
+        counts = {v: sum(1 for r in rows if base_word(r) == v) for v in WORDS}
+        out.append(GeoMean(m, len(ratios), ratio, {k: n for k, n in counts.items() if n},
+                           sum(1 for r in rows if r.caveat)))
     return tuple(out)
 
 
