@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -130,6 +131,24 @@ def by_job(report: FioReport | None) -> dict[tuple[str, str], DirectionStats]:
         jobs.setdefault(job.name, []).append(job)
     return {(name, direction): merged for name, parts in jobs.items()
             for direction, merged in summarize(parts).items()}
+
+
+def with_sync_rates(merged: Mapping[tuple[str, str], DirectionStats]) -> dict[tuple[str, str], DirectionStats]:
+    """``by_job``'s stats with each ``sync`` direction's rate where fio gave none: its calls over
+    the job's runtime (the longest of its other directions': the time the syncs were issued in),
+    as ``runtime_ms`` and ``iops``. fio reports a sync's count and latency only (``stat.c``,
+    ``show_thread_status_json``: the ``sync`` object holds ``total_ios`` and ``lat_ns``); a replay's
+    syncs are its flushes, and a
+    capture's flushes have their rate (``workflows.capture.record.capture_report``): so the two compare."""
+    runtimes: dict[str, int] = {}
+    for (job, direction), d in merged.items():
+        if direction != "sync" and d.runtime_ms:
+            runtimes[job] = max(runtimes.get(job, 0), d.runtime_ms)
+    out = dict(merged)
+    for (job, direction), d in merged.items():
+        if direction == "sync" and d.iops is None and d.total_ios is not None and runtimes.get(job):
+            out[(job, direction)] = replace(d, runtime_ms=runtimes[job], iops=1000.0 * d.total_ios / runtimes[job])
+    return out
 
 
 def _sum(values: Sequence[Any]) -> Any:
