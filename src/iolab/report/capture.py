@@ -1,7 +1,8 @@
 """A capture's fingerprint as tables (``iolab show``), JSON (``fingerprint``) and charts (report).
 
 The charts draw the fingerprint's aggregates: requests per block size and direction, LBA heat over
-time (requests per time bin × LBA bin), and the mean in-flight depth over time. Pure: they read the
+time (requests per time bin × LBA bin), the mean in-flight depth over time, and the flushes over
+time (their rate and mean service time per bin) when the capture has any. Pure: they read the
 fingerprint stored with the run (``workflows.capture.summary.stored_fingerprint``), never the trace.
 """
 
@@ -49,6 +50,13 @@ def _rate(fp: Fingerprint) -> tuple[Cell, ...]:
     return _row("IOPS", f"{fp.iops:,.0f}", fp.iops, f"{format_bytes(fp.bw_bytes_s)}/s{span}")
 
 
+def _flush_rate(fp: Fingerprint) -> str:
+    """`` · 2,063 flush requests, 2,725/s``: the flush requests (a replay's syncs) and their rate over
+    the active span; empty without any."""
+    flushes, span = fp.ios.get("flush", 0), fp.active_s or fp.duration_s
+    return f" · {flushes:,} flush requests, {flushes / span:,.0f}/s" if flushes and span else ""
+
+
 def _lba(fp: Fingerprint) -> tuple[Cell, ...]:
     if fp.lba_first_bytes is None or fp.lba_end_bytes is None:
         return _row("LBA range", "–", None, "no read or write request")
@@ -92,7 +100,7 @@ def fingerprint_rows(fp: Fingerprint) -> list[tuple[Cell, ...]]:
              + (" (every block a request covers)" if fp.granules_by == "covered" else " (by request start)")),
         _lba(fp),
         _row("flush / FUA", _pct(fp.flush_pct), fp.flush_pct,
-             f"FUA {_pct(fp.fua_pct)} · sync writes {_pct(fp.sync_write_pct)}"),
+             f"FUA {_pct(fp.fua_pct)} · sync writes {_pct(fp.sync_write_pct)}" + _flush_rate(fp)),
         *(_row(f"service time {k}", _num(d.mean, ",.1f", " µs"), d.mean, _us(d)) for k, d in fp.latency_us.items()),
         _row("processes", str(len(fp.processes)), len(fp.processes),
              ", ".join(f"{k} {v:,}" for k, v in fp.processes.items())),
@@ -119,7 +127,8 @@ def fingerprint_document(run: Run) -> dict[str, Any] | None:
 
 
 def capture_charts(runs: Sequence[Run]) -> tuple[Any, ...]:
-    """Block-size histogram, LBA heat over time and depth over time of every capture among ``runs``."""
+    """Block-size histogram, LBA heat over time, depth over time and (with flushes) flushes over
+    time of every capture among ``runs``."""
     from .charts import Chart
     out = []
     for run in runs:
@@ -135,6 +144,10 @@ def capture_charts(runs: Sequence[Run]) -> tuple[Any, ...]:
             Chart(f"capture-{run.info.id}-depth", f"{name}: depth over time", "Captured workload",
                   "Mean requests in flight per time bin (time-weighted).", _depth_spec(fp, name)),
         ]
+        if fp.flushes_over_time:
+            out.append(Chart(f"capture-{run.info.id}-flushes", f"{name}: flushes over time", "Captured workload",
+                             "Flush requests per second in each time bin (what a replay syncs), and their mean "
+                             "service time at the device.", _flush_spec(fp, name)))
     return tuple(out)
 
 
@@ -175,6 +188,25 @@ def _heat_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     out = spec(chart)  # checked (tests) with one cell: altair checks every data row against its schema
     out["data"] = {"values": rows}  # up to 60 x 32 cells: 1.6 s of validation for a busy capture
     return out
+
+
+def _flush_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
+    """Flushes per second per time bin (a line) over their mean service time per bin (points), two
+    y axes: the rate and the latency of an fsync-bound application's commits."""
+    import altair as alt
+
+    from .charts import CARD_WIDTH, spec
+    rows = [{"t_s": round((i + 0.5) * fp.bin_s, 3), "flushes_s": round(n / fp.bin_s, 1) if fp.bin_s else None,
+             "service_us": fp.flush_service_over_time[i] if i < len(fp.flush_service_over_time) else None}
+            for i, n in enumerate(fp.flushes_over_time)]
+    base = alt.Chart(alt.Data(values=rows)).encode(x=alt.X("t_s:Q", title="time (s)"))
+    rate = base.mark_line(point=True, color="#59a14f").encode(
+        y=alt.Y("flushes_s:Q", title="flushes/s"), tooltip=["t_s:Q", "flushes_s:Q", "service_us:Q"])
+    latency = base.mark_point(color="#e15759").encode(
+        y=alt.Y("service_us:Q", title="mean service time (µs)"), tooltip=["t_s:Q", "flushes_s:Q", "service_us:Q"])
+    chart = alt.layer(rate, latency).resolve_scale(y="independent").properties(
+        width=CARD_WIDTH - 120, height=200, title=alt.Title(f"{name}: flushes over time", anchor="start"))
+    return spec(chart)
 
 
 def _depth_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
