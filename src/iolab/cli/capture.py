@@ -232,6 +232,7 @@ def _check(ctx: click.Context, run: Run, original: Fingerprint, text: str, outpu
     """``fit --check``: the replay and the fitted job on the check device (``workflows.capture.check``),
     then the fingerprints and the performance side by side."""
     from ..report.capture import closeness_table, performance_table
+    from ..report.pace import pace_table
     from ..workflows.capture import fit as fit_mod
     from ..workflows.capture.check import check_fit
     from .plan import Shown
@@ -248,7 +249,9 @@ def _check(ctx: click.Context, run: Run, original: Fingerprint, text: str, outpu
     replayed = record.stored_fingerprint(done.replay_capture) if done.replay_capture else None
     assert fitted is not None
     rows = fit_mod.closeness(original, fitted, replayed)
-    tables = [closeness_table(rows), performance_table(run, done.fitted_run, done.replay_run)]
+    paced = pace_table(done.replay_run)  # a device difference of a replay behind pace is partly the replayer's
+    tables = [closeness_table(rows), performance_table(run, done.fitted_run, done.replay_run),
+              *((paced,) if paced is not None else ())]
     emit_tables(tables, fmt, {"job": text, "closeness": [
         {"metric": r.metric, "unit": r.unit, "original": r.original, "replayed": r.replayed, "fitted": r.fitted,
          "error": r.error, "device_difference": r.device} for r in rows],
