@@ -6,7 +6,10 @@ class takes as long as the trace did (its active span, ``fingerprint.active_ns``
 ``--time-scale``). The plan stores that with each replay result (``extra["replay"]``)::
 
     {"capture": 1, "recorded_ms": 757.0, "rate_pct": 100, "as_fast_as_possible": false,
-     "classes": {"bs-4k": {"requests": 5141, "service_ms": 1371.2}, …}}   # service: Σ the device's times
+     "classes": {"bs-4k": {"requests": 5141, "service_ms": 1371.2,       # Σ the traced service times
+                           "lag_ms": {"1.5": 0.0, "2": 3.1, …, "100": 1180.0}}, …}}
+                           # how late the class would end were the target that many times slower
+                           # (``workflows.capture.replay.slowdown_lags``)
 
 **Pace** per class (``ClassPace``): its replayed duration is fio's runtime of the class's group (the
 longest of its directions: fio takes a group's runtime as its longest member's), set against the
@@ -15,8 +18,8 @@ than recorded, so its IOPS and bandwidth are the replay's pace, not the trace's.
 possible (``replay_no_stall``) has no pace to keep.
 
 **The limit** of a class that fell behind (``Limit``), from the figures stored with its result — the
-observers' (``observe.usage``: ``extra["observed"]``), fio's and iolab's CPU (``extra["cpu_s"]``,
-``run.job.process_cpu``) and fio's report — in this order:
+observers' (``observe.usage``: ``extra["observed"]``), fio's CPU (its report: ``fio.merge.jobs_cpu_s``)
+and iolab's (``extra["iolab_cpu_s"]``, ``run.job.own_cpu_s``) — in this order:
 
 1. **the target**, when the device was busy ``BUSY_LIMIT`` (90 %) of the replay or more
    (``node_disk_io_time_seconds_total``), or its queue was full: its mean requests in flight
@@ -26,10 +29,12 @@ observers' (``observe.usage``: ``extra["observed"]``), fio's and iolab's CPU (``
 2. **the replayer**, when the host's CPUs were ``CPU_LIMIT`` (90 %) busy or more (fio, iolab and
    whatever else ran: their shares are named), or iolab kept one CPU that busy (its threads share
    one interpreter lock): fio could not issue on time;
-3. **the target** (its latency), when the requests took longer on the target than on the traced
-   device by at least the lag in all: a lane at iodepth 1 issues its next request only once the last
-   completed, so slower requests delay the rest (a cap before the device's queue, such as a cgroup's
-   blkio throttle, shows here and not as busy time);
+3. **the target** (its latency), when the target's slowdown explains at least half the lag: the
+   requests took ``s`` times as long as traced (fio's mean latency over the traced mean service
+   time), and a target that much slower makes the class end ``lag_ms(s)`` late (the plan's model of
+   its lanes, interpolated between the slowdowns it modelled): a lane at iodepth 1 issues its next
+   request only once the last completed, and fio never makes up the delay. A cap before the device's
+   queue (a cgroup's blkio throttle) shows here and not as busy time;
 4. else **the replayer**: fio's replay lag. fio sleeps until each logged time since its previous
    issue and never makes up a sleep's overshoot (``iolog.c``, ``iolog_delay``), so a lane's lateness
    grows with its requests while neither the target nor the CPU is at its limit.
@@ -40,11 +45,12 @@ unless fio's disk statistics or the latency rule decide it.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..fio.merge import by_job, latency_figure
+from ..fio.merge import by_job, jobs_cpu_s, latency_figure
 from ..model import DirectionStats, ResultRecord
 from ..observe import usage
 
@@ -54,6 +60,8 @@ QUEUE_LIMIT = 0.90
 CPU_LIMIT = 0.90
 #: The directions whose requests a replay times (fio's ``sync`` is a replayed flush).
 TIMED = ("read", "write", "sync")
+#: The share of a lag the target's slowdown must explain to be named its limit (rule 3).
+EXPLAINED = 0.5
 
 
 @dataclass(frozen=True)
@@ -87,15 +95,17 @@ class Figures:
 @dataclass(frozen=True)
 class ClassPace:
     """One size class of one replay result: ``recorded_ms`` what the trace took at the replay's time
-    scale, ``replayed_ms`` fio's runtime of the class (None when fio ran none of it); ``extra_io_ms``
-    how much longer its requests took on the target than on the traced device, in all (None when
-    either is unknown); ``limit`` only for a class that fell behind."""
+    scale, ``replayed_ms`` fio's runtime of the class (None when fio ran none of it); ``slowdown``
+    how many times as long its requests took on the target as on the traced device (fio's latency
+    over the traced service time, None when either is unknown) and ``explained_ms`` the lag a target
+    that much slower causes (the plan's model: rule 3); ``limit`` only for a class that fell behind."""
 
     result_id: int
     job: str
     recorded_ms: float
     replayed_ms: float | None
-    extra_io_ms: float | None = None
+    slowdown: float | None = None
+    explained_ms: float | None = None
     limit: Limit | None = None
 
     @property
@@ -137,18 +147,19 @@ def result_pace(result: ResultRecord) -> tuple[ClassPace, ...]:
         runtimes = [d.runtime_ms for d in directions.values() if d.runtime_ms]
         replayed = float(max(runtimes)) if runtimes else None
         traced = (plan.get("classes") or {}).get(job) or {}
-        extra = _extra_io_ms(directions, traced.get("service_ms"))
-        found = ClassPace(result.id, job, recorded, replayed, extra)
+        slowdown = _slowdown(directions, traced.get("service_ms"))
+        explained = _explained(traced.get("lag_ms"), slowdown)
+        found = ClassPace(result.id, job, recorded, replayed, slowdown, explained)
         if found.behind:
-            found = ClassPace(result.id, job, recorded, replayed, extra, attribute(found, figures))
+            found = replace(found, limit=attribute(found, figures))
         out.append(found)
     return tuple(out)
 
 
-def _extra_io_ms(directions: Mapping[str, DirectionStats], traced_ms: float | None) -> float | None:
+def _slowdown(directions: Mapping[str, DirectionStats], traced_ms: float | None) -> float | None:
     """Σ over the class's timed requests of fio's latency (``lat``: issue to completion; a sync's
-    call) less the traced device's service times (``traced_ms``), ms."""
-    if traced_ms is None:
+    call) over the traced device's service times (``traced_ms``, their sum)."""
+    if not traced_ms:
         return None
     total = 0.0
     for name in TIMED:
@@ -159,20 +170,34 @@ def _extra_io_ms(directions: Mapping[str, DirectionStats], traced_ms: float | No
         if mean is None:
             return None
         total += d.total_ios * mean / 1e6
-    return total - float(traced_ms)
+    return total / float(traced_ms)
+
+
+def _explained(lags: Mapping[str, float] | None, slowdown: float | None) -> float | None:
+    """The modelled lag (ms) at ``slowdown``: linear in the slowdown between the modelled ones, none
+    at 1 or below, the largest modelled beyond them; None without a model."""
+    if not lags or slowdown is None:
+        return None
+    points = sorted((float(f), float(v)) for f, v in lags.items())
+    xs, ys = [1.0, *(f for f, _ in points)], [0.0, *(v for _, v in points)]
+    if slowdown <= 1.0:
+        return 0.0
+    if slowdown >= xs[-1]:
+        return ys[-1]
+    i = bisect.bisect_right(xs, slowdown)
+    return ys[i - 1] + (ys[i] - ys[i - 1]) * (slowdown - xs[i - 1]) / (xs[i] - xs[i - 1])
 
 
 def result_figures(result: ResultRecord) -> Figures:
     """The figures ``attribute`` reads of ``result`` (see the module docstring)."""
-    cpu = (result.extra or {}).get("cpu_s") or {}
-    base = Figures(fio_cpu_s=cpu.get("fio"), iolab_cpu_s=cpu.get("iolab"))
+    base = Figures(fio_cpu_s=jobs_cpu_s(result.report), iolab_cpu_s=(result.extra or {}).get("iolab_cpu_s"))
     device = result.target_facts.device if result.target_facts else None
     names = [n for n in (device.name, device.parent) if n] if device else []
     local = [u for u in usage.usages(result) if u.role == "local"]
     host = local[0] if local else None
     if host is None or not host.window_s:
         why = host.error if host is not None and host.error else "not observed"
-        return _fio_disk(result, Figures(**{**base.__dict__, "why_unobserved": why}), names)
+        return _fio_disk(result, replace(base, why_unobserved=why), names)
     window = host.window_s
     disk = next((host.disks[n] for n in names if n in host.disks), None)
     return _fio_disk(result, Figures(
@@ -193,7 +218,7 @@ def _fio_disk(result: ResultRecord, figures: Figures, names: Sequence[str]) -> F
         return figures
     runtime = max((d.runtime_ms or 0 for _, d in by_job(result.report).items()), default=0)
     queue = disk.in_queue_ms / runtime if disk.in_queue_ms is not None and runtime else figures.queue
-    return Figures(**{**figures.__dict__, "device": disk.name, "busy": disk.util_pct / 100, "queue": queue})
+    return replace(figures, device=disk.name, busy=disk.util_pct / 100, queue=queue)
 
 
 def attribute(pace: ClassPace, f: Figures) -> Limit:
@@ -207,15 +232,17 @@ def attribute(pace: ClassPace, f: Figures) -> Limit:
     if replayer:
         return Limit("replayer", "; ".join(replayer))
     lag = pace.behind_ms or 0.0
-    if pace.extra_io_ms is not None and pace.extra_io_ms >= lag:
-        return Limit("target", f"its requests took {pace.extra_io_ms:,.0f} ms longer in all than on the traced device, "
-                               f"more than the {lag:,.0f} ms lag (each lane waits for its last request)")
+    if pace.explained_ms is not None and pace.slowdown is not None and pace.explained_ms >= EXPLAINED * lag:
+        return Limit("target", f"its requests took ×{pace.slowdown:.1f} their traced service time, which delays the "
+                               f"class by about {pace.explained_ms:,.0f} ms of the {lag:,.0f} ms lag (each lane waits "
+                               "for its last request)")
     if f.busy is None and f.host_cpu is None:
-        return Limit("unknown", f"{f.why_unobserved or 'not observed'}: no device or CPU figures to tell the target "
-                                "from the replayer (replay again without --no-observe)")
-    seen = ", ".join(x for x in (_busy_text(f), _cpu_text(f)) if x)
-    return Limit("replayer", f"fio's replay lag: neither was at its limit ({seen}); fio does not make up a "
-                             "sleep's overshoot between logged I/Os")
+        why = f.why_unobserved or "not observed"
+        hint = " (replay again without --no-observe)" if why == "not observed" else ""
+        return Limit("unknown", f"{why}: no device or CPU figures to tell the target from the replayer{hint}")
+    seen = ", ".join(x for x in (_busy_text(f), _cpu_text(f) + _shares(f)) if x)
+    return Limit("replayer", f"fio's replay lag: fio issued late while neither was at its limit ({seen}): its jobs' "
+                             "start, sleeps between logged I/Os it does not make up")
 
 
 def _target_signs(f: Figures) -> list[str]:
@@ -240,7 +267,7 @@ def _shares(f: Figures) -> str:
     """`` (fio 0.4, iolab 1.1 of 18.4 CPU-s)``: whose CPU time it was, when known."""
     if f.host_cpu_s is None or (f.fio_cpu_s is None and f.iolab_cpu_s is None):
         return ""
-    parts = [f"{name} {value:,.1f}" for name, value in (("fio", f.fio_cpu_s), ("iolab", f.iolab_cpu_s))
+    parts = [f"{name} {value:,.2f}" for name, value in (("fio", f.fio_cpu_s), ("iolab", f.iolab_cpu_s))
              if value is not None]
     return f" ({', '.join(parts)} of {f.host_cpu_s:,.1f} CPU-s)"
 
@@ -250,7 +277,7 @@ def _busy_text(f: Figures) -> str:
 
 
 def _cpu_text(f: Figures) -> str:
-    return f"the host's CPUs {f.host_cpu:.0%} busy" if f.host_cpu is not None else ""
+    return f"the host's CPUs {f.host_cpu:.0%} busy" if f.host_cpu is not None else "the host's CPUs not observed"
 
 
 def slot_pace(results: Sequence[ResultRecord], job: str) -> ClassPace | None:

@@ -176,6 +176,19 @@ def job_ios(report: FioReport | None) -> int | None:
     return sum(counts) if counts else None
 
 
+def jobs_cpu_s(report: FioReport | None) -> float | None:
+    """CPU seconds (user + system) of fio's job threads or processes: each job's ``usr_cpu`` and
+    ``sys_cpu`` (percent of its runtime) times its ``job_runtime``, summed; a reporting group's
+    shares are of its members' summed runtime, which ``job_runtime`` is (``stat.c``,
+    ``sum_thread_stats``, ``show_thread_status_json``). fio's main thread is not a job: not counted.
+    None without a report or when no job says."""
+    if report is None:
+        return None
+    parts = [((j.usr_cpu_pct or 0.0) + (j.sys_cpu_pct or 0.0)) / 100 * j.job_runtime_ms / 1000 for j in report.jobs
+             if j.job_runtime_ms is not None and (j.usr_cpu_pct is not None or j.sys_cpu_pct is not None)]
+    return sum(parts) if parts else None
+
+
 def latency_figure(d: DirectionStats, kind: str, stat: str) -> float | None:
     """One figure of a direction's latency in ns: ``kind`` ``clat``, ``lat`` or ``slat``, ``stat`` ``mean``,
     ``max`` or ``pNN`` (a ``pct_key``: ``p99``, ``p99.9``). A sync direction's ``clat`` is its ``lat``

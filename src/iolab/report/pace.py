@@ -2,7 +2,7 @@
 ``report``) and as the run document's ``"pace"``::
 
     "pace": [{"result_id": 2, "repeat": 0, "job": "bs-4k", "recorded_ms": 757.0, "replayed_ms": 1832.0,
-              "ratio": 2.42, "behind": true, "extra_io_ms": 1204.5,
+              "ratio": 2.42, "behind": true, "slowdown": 1.4, "explained_ms": 12.5,
               "limit": {"by": "replayer", "why": "the host's CPUs were 100 % busy (…)"} | null}, …]
 """
 
@@ -64,7 +64,8 @@ def pace_table(run: Run) -> Table | None:
 def pace_document(run: Run) -> list[dict[str, Any]]:
     """The run's pace as JSON (see the module docstring); empty for a run that is no timed replay."""
     return [{"result_id": p.result_id, "repeat": repeat, "job": p.job, "recorded_ms": p.recorded_ms,
-             "replayed_ms": p.replayed_ms, "ratio": p.ratio, "behind": p.behind, "extra_io_ms": p.extra_io_ms,
+             "replayed_ms": p.replayed_ms, "ratio": p.ratio, "behind": p.behind, "slowdown": p.slowdown,
+             "explained_ms": p.explained_ms,
              "limit": {"by": p.limit.by, "why": p.limit.why} if p.limit else None}
             for repeat, p in run_pace(run)]
 

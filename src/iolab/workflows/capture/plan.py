@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...describe import suite as suite_mod
 from ...describe.spec import Suite
 from ...errors import UsageError
@@ -23,7 +25,7 @@ from ...store.database import Store
 from . import record, replay
 from .fingerprint import active_ns, fingerprint
 from .fit import EMPTY_HINT
-from .trace import of_processes
+from .trace import Trace, of_processes
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,8 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     settings = replace(settings, scale=scale)
     directory = record.replay_dir(store, run.info.id, processes)
     device = str((run.info.options or {}).get("device", "capture"))
-    iologs, window_ns = replay.write_iologs(trace, directory, device, settings)
+    dealt = replay.replay_jobs(trace, windowed=not settings.as_fast_as_possible)
+    iologs, window_ns = replay.write_iologs(trace, directory, device, settings, dealt)
     text = replay.job_text(iologs, settings, f"replay of capture {run.info.id}")
     text = text.replace("[global]\n", f"[global]\nreplay_redirect={target_path}\n", 1)
     job = directory / "replay.fio"
@@ -99,9 +102,21 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     if scale > 1:
         caveats.append(f"the trace spans {end:,} bytes but {target_name} has {facts.size_bytes:,}: offsets are "
                        f"divided by replay_scale={scale} (replay_align=4096)")
-    planned = {"capture": run.info.id, "recorded_ms": active_ns(trace) / 1e6, "rate_pct": settings.rate_pct,
-               "as_fast_as_possible": settings.as_fast_as_possible, "classes": replay.class_service(trace)}
-    return ReplayPlan(suite, directory, len(trace), tuple(iologs), description, tuple(caveats), planned)
+    return ReplayPlan(suite, directory, len(trace), tuple(iologs), description, tuple(caveats),
+                      _planned(run, trace, settings, dealt[0]))
+
+
+def _planned(run: Run, trace: Trace, settings: replay.ReplaySettings,
+             jobs: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """What a replay's results keep of its trace (``ReplayPlan.planned``, ``analyze.pace``): the
+    capture, the active span (ms), the timing, and per class its requests, their service times'
+    sum (ms) and, for a timed replay, the lag a slower target would cause (``replay.slowdown_lags``)."""
+    classes = replay.class_service(trace)
+    if not settings.as_fast_as_possible:
+        for name, lags in replay.slowdown_lags(trace, jobs, settings.rate_pct).items():
+            classes.setdefault(name, {})["lag_ms"] = lags
+    return {"capture": run.info.id, "recorded_ms": active_ns(trace) / 1e6, "rate_pct": settings.rate_pct,
+            "as_fast_as_possible": settings.as_fast_as_possible, "classes": classes}
 
 
 def _names(counts: Mapping[str, int]) -> str:
