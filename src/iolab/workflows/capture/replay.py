@@ -333,7 +333,7 @@ def iolog_name(job: str, settings: ReplaySettings = ReplaySettings()) -> str:
 
 
 #: How many times slower than traced a target's service is modelled (``slowdown_lags``).
-SLOWDOWNS = (1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 100.0)
+SLOWDOWNS = (1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
 
 
 def slowdown_lags(trace: Trace, jobs: Mapping[str, np.ndarray], rate_pct: int = 100,
