@@ -7,9 +7,10 @@ from iolab.runner.local import measured_start_ms
 
 
 def _report(timestamp_ms: int, *runtimes: int) -> str:
-    jobs = ",\n".join('    {\n      "jobname" : "bs-4k",\n      "job_runtime" : %d,\n      "write" : {\n'
-                      '        "runtime" : %d\n      }\n    }' % (r * 60, r) for r in runtimes)
-    return '{\n  "fio version" : "fio-3.33",\n  "timestamp_ms" : %d,\n  "jobs" : [\n%s\n  ]\n}' % (timestamp_ms, jobs)
+    """A JSON report as fio writes it (its spacing: ``"key" : value``), one job per runtime."""
+    jobs = ",\n".join(f'    {{\n      "jobname" : "bs-4k",\n      "job_runtime" : {r * 60},\n      "write" : {{\n'
+                      f'        "runtime" : {r}\n      }}\n    }}' for r in runtimes)
+    return f'{{\n  "fio version" : "fio-3.33",\n  "timestamp_ms" : {timestamp_ms},\n  "jobs" : [\n{jobs}\n  ]\n}}'
 
 
 def test_a_replays_stale_interim_runtime_does_not_shorten_the_window() -> None:

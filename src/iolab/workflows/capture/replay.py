@@ -349,10 +349,11 @@ def slowdown_lags(trace: Trace, jobs: Mapping[str, np.ndarray], rate_pct: int = 
     k is issued ``max(gap_k, f × service_{k-1})`` after request k-1, so the lane ends ``Σ max(0,
     f × service_{k-1} - gap_k)`` later than traced, plus its last request's ``f × service``. Issue
     times are stretched as ``replay_time_scale=rate_pct`` stretches them; a request without a
-    completion takes none. A class's lag is its latest lane's end past the trace's end (0 when none
+    completion takes none. A class's lag is its latest lane's end past the trace's end (its active
+    span, stretched as the times are: what ``analyze.pace`` sets the replay against; 0 when no lane
     passes it). Pure; vectorized per lane."""
     stretch = 100 / max(1, rate_pct)
-    end = max(trace.issue_ns.max(initial=0) * stretch, float(trace.complete_ns.max(initial=0))) if len(trace) else 0.0
+    end = float(max(trace.issue_ns.max(initial=0), trace.complete_ns.max(initial=0))) * stretch  # as analyze.pace
     latest: dict[str, np.ndarray] = {}
     for name, rows in jobs.items():
         if not rows.size:
@@ -364,7 +365,8 @@ def slowdown_lags(trace: Trace, jobs: Mapping[str, np.ndarray], rate_pct: int = 
         ends = [float(t[-1] + np.maximum(0.0, f * service[:-1] - gaps).sum() + f * service[-1]) for f in factors]
         klass = name.partition(".")[0]
         latest[klass] = np.maximum(latest.get(klass, np.zeros(len(factors))), ends)
-    return {klass: {f"{f:g}": round(max(0.0, float(e) - end) / 1e6, 3) for f, e in zip(factors, ends, strict=True)}
+    return {klass: {f"{f:g}": round(max(0.0, float(e) - end) / 1e6, 3) for f, e in zip(factors, ends.tolist(),
+                                                                                       strict=True)}
             for klass, ends in latest.items()}
 
 
