@@ -265,11 +265,14 @@ def _replayer_signs(f: Figures) -> list[str]:
 
 
 def _shares(f: Figures) -> str:
-    """`` (fio 0.4, iolab 1.1 of 18.4 CPU-s)``: whose CPU time it was, when known."""
+    """`` (fio 0.40, iolab 1.10, the rest 16.90 of 18.4 CPU-s)``: whose CPU time it was, when known
+    (the rest: every other process on the host, and fio's main thread, which no job's figure holds)."""
     if f.host_cpu_s is None or (f.fio_cpu_s is None and f.iolab_cpu_s is None):
         return ""
     parts = [f"{name} {value:,.2f}" for name, value in (("fio", f.fio_cpu_s), ("iolab", f.iolab_cpu_s))
              if value is not None]
+    if f.fio_cpu_s is not None and f.iolab_cpu_s is not None:
+        parts.append(f"the rest {max(0.0, f.host_cpu_s - f.fio_cpu_s - f.iolab_cpu_s):,.2f}")
     return f" ({', '.join(parts)} of {f.host_cpu_s:,.1f} CPU-s)"
 
 
