@@ -19,7 +19,9 @@ possible (``replay_no_stall``) has no pace to keep.
 
 **The limit** of a class that fell behind (``Limit``), from the figures stored with its result — the
 observers' (``observe.usage``: ``extra["observed"]``), fio's CPU (its report: ``fio.merge.jobs_cpu_s``)
-and iolab's (``extra["iolab_cpu_s"]``, ``run.job.own_cpu_s``) — in this order:
+and iolab's (``extra["iolab_cpu_s"]``, ``run.job.own_cpu_s``). Rules 1 and 3 are the target's signs,
+rule 2 the replayer's; both found name both (``target and replayer``: a starved replayer also reaps
+its completions late, which fio counts as latency), else the one found, else rule 4:
 
 1. **the target**, when the device was busy ``BUSY_LIMIT`` (90 %) of the replay or more
    (``node_disk_io_time_seconds_total``), or its queue was full: its mean requests in flight
@@ -223,8 +225,10 @@ def _fio_disk(result: ResultRecord, figures: Figures, names: Sequence[str]) -> F
 
 
 def attribute(pace: ClassPace, f: Figures) -> Limit:
-    """The limit of a class that fell behind (the module docstring's rules, in order)."""
-    target = _target_signs(f)
+    """The limit of a class that fell behind (the module docstring's rules): the target's signs (busy,
+    queue full, its slowdown explaining the lag) and the replayer's (CPU) together name one, or both;
+    with neither, fio's replay lag, or ``unknown`` without figures to tell."""
+    target = [*_target_signs(f), *_latency_sign(pace)]
     replayer = _replayer_signs(f)
     if target and replayer:
         return Limit("target and replayer", "; ".join((*target, *replayer)))
@@ -232,11 +236,6 @@ def attribute(pace: ClassPace, f: Figures) -> Limit:
         return Limit("target", "; ".join(target))
     if replayer:
         return Limit("replayer", "; ".join(replayer))
-    lag = pace.behind_ms or 0.0
-    if pace.explained_ms is not None and pace.slowdown is not None and pace.explained_ms >= EXPLAINED * lag:
-        return Limit("target", f"its requests took ×{pace.slowdown:.1f} their traced service time, which alone would "
-                               f"make the class about {pace.explained_ms:,.0f} ms late (it was {lag:,.0f} ms): each "
-                               "lane waits for its last request")
     if f.busy is None and f.host_cpu is None:
         why = f.why_unobserved or "not observed"
         hint = " (replay again without --no-observe)" if why == "not observed" else ""
@@ -244,6 +243,15 @@ def attribute(pace: ClassPace, f: Figures) -> Limit:
     seen = ", ".join(x for x in (_busy_text(f), _cpu_text(f) + _shares(f)) if x)
     return Limit("replayer", f"fio's replay lag: fio issued late while neither was at its limit ({seen}): its jobs' "
                              "start, its status reports (iolab's progress), sleeps it does not make up")
+
+
+def _latency_sign(pace: ClassPace) -> list[str]:
+    """Rule 3: the target's slowdown explains at least ``EXPLAINED`` of the lag (the plan's model)."""
+    lag = pace.behind_ms or 0.0
+    if pace.explained_ms is None or pace.slowdown is None or pace.explained_ms < EXPLAINED * lag:
+        return []
+    return [f"its requests took ×{pace.slowdown:.1f} their traced service time, which alone would make the class "
+            f"about {pace.explained_ms:,.0f} ms late (it was {lag:,.0f} ms): each lane waits for its last request"]
 
 
 def _target_signs(f: Figures) -> list[str]:

@@ -101,6 +101,9 @@ def test_a_target_whose_slowdown_explains_the_lag_is_the_limit_though_idle() -> 
     assert found.slowdown == pytest.approx(10.0, rel=1e-6) and found.explained_ms == pytest.approx(900.0)
     assert found.limit is not None and found.limit.by == "target"
     assert "took ×10.0 their traced service time" in found.limit.why and "900 ms late" in found.limit.why
+    starved = _only(_replay(write_lat_ns=800_000.0, sync_lat_ns=2_656_000.0,
+                            observed=[_host(cpu_busy=0.96, disk_busy=0.10)]))  # a starved fio reaps late too
+    assert starved.limit is not None and starved.limit.by == "target and replayer"
 
 
 def test_a_lag_that_neither_explains_is_fios_replay_lag() -> None:
