@@ -199,8 +199,8 @@ def _flush_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     rows = [{"t_s": round((i + 0.5) * fp.bin_s, 3), "flushes_s": round(n / fp.bin_s, 1) if fp.bin_s else None,
              "service_us": fp.flush_service_over_time[i] if i < len(fp.flush_service_over_time) else None}
             for i, n in enumerate(fp.flushes_over_time)]
-    base = alt.Chart(alt.Data(values=rows)).encode(x=alt.X("t_s:Q", title="time (s)"))
-    rate = base.mark_line(point=True, color="#59a14f").encode(
+    base = alt.Chart(alt.Data(values=rows)).encode(x=alt.X("t_s:Q", title="time (s)", axis=alt.Axis(tickCount=10)))
+    rate = base.mark_line(point=alt.OverlayMarkDef(color="#59a14f"), color="#59a14f").encode(
         y=alt.Y("flushes_s:Q", title="flushes/s"), tooltip=["t_s:Q", "flushes_s:Q", "service_us:Q"])
     latency = base.mark_point(color="#e15759").encode(
         y=alt.Y("service_us:Q", title="mean service time (µs)"), tooltip=["t_s:Q", "flushes_s:Q", "service_us:Q"])
