@@ -31,3 +31,12 @@ def test_a_fresh_interim_report_gives_the_exact_start() -> None:
 
 def test_no_runtime_no_start() -> None:
     assert measured_start_ms(_report(1_000_000, 0)) is None
+
+
+def test_a_report_in_the_ramp_does_not_pull_the_start_into_it() -> None:
+    """During ``ramp_time`` a report's runtimes count from the job's start (measured with fio 3.33:
+    871 ms into a 1 s ramp, numjobs=4 and group_reporting): an interim report before the last is not
+    used, and the final report (written 64 ms after the last) is later than the last's start."""
+    text = "\n".join((_report(1_000_000, 871), _report(1_001_136, 1_002), _report(1_004_136, 4_005),
+                      _report(1_004_200, 4_037)))
+    assert measured_start_ms(text) == 1_004_136 - 4_005
