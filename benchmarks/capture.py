@@ -192,7 +192,8 @@ FIT_TARGETS = {"%": 3.0, "": 0.25, "IOPS": 0.25, "µs": 0.5}
 
 def fit_error(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio]:
     """Per round: the known job captured on one device, fitted and checked on another (``iolab fit
-    --check``); each metric's error per round, the median over rounds counts."""
+    --check``, which also replays the capture there); each metric's error (the fitted job against that
+    replay) per round, the median over rounds counts."""
     db = tmp / "fit.db"
     errors: dict[tuple[str, str], list[float]] = {}
     originals: dict[str, list[float]] = {}
@@ -210,11 +211,15 @@ def fit_error(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio
             if fitted.returncode != 0:
                 sys.exit(fitted.stderr)
             for row in json.loads(fitted.stdout)["closeness"]:
-                if row["original"] in (None, 0) or row["fitted"] is None:
+                # the fit error is against the capture's replay on the same device (fit --check runs it),
+                # so the device's own difference (row["device_difference"]) is not counted as the fit's
+                reference = row["replayed"] if row.get("replayed") is not None else row["original"]
+                if reference in (None, 0) or row["fitted"] is None:
                     continue
                 pct = row["unit"] == "%"
-                value = abs(row["error"]) if pct else abs(row["fitted"] / row["original"] - 1)
-                say(f"  round {r + 1} {row['metric']}: {row['original']:.2f} -> {row['fitted']:.2f}", as_json)
+                value = abs(row["error"]) if pct else abs(row["fitted"] / reference - 1)
+                say(f"  round {r + 1} {row['metric']}: {row['original']:.2f} (replayed {reference:.2f}) -> "
+                    f"{row['fitted']:.2f}", as_json)
                 errors.setdefault((row["metric"], row["unit"]), []).append(value)
                 if not pct:
                     originals.setdefault(row["metric"], []).append(row["original"])

@@ -417,7 +417,10 @@ class DiskUsage:
     """One block device over a job's measured phase, from /proc/diskstats through node_exporter:
     completed reads, writes and discards (``node_disk_{reads,writes,discards}_completed_total``),
     bytes (``node_disk_read_bytes_total``, ``node_disk_written_bytes_total``) and busy time in
-    seconds (``node_disk_io_time_seconds_total``: time with at least one I/O in flight)."""
+    seconds (``node_disk_io_time_seconds_total``: time with at least one I/O in flight);
+    ``weighted_s`` is the time-weighted I/O time (``node_disk_io_time_weighted_seconds_total``:
+    I/Os in flight × time, so its increase over a window's length is the mean number in flight),
+    None where the source did not give it (figures stored before it was kept)."""
 
     reads: float
     writes: float
@@ -425,6 +428,7 @@ class DiskUsage:
     write_bytes: float
     busy_s: float
     discards: float = 0.0
+    weighted_s: float | None = None
 
 
 @dataclass(frozen=True)

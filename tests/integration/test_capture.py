@@ -129,8 +129,12 @@ def test_a_capture_is_a_stored_run_that_show_and_selectors_see(tmp_path: Path) -
     assert fitted.returncode == 0, fitted.stderr
     options = dict(line.split("=", 1) for line in job.read_text().splitlines() if "=" in line)
     assert options["rw"] == "read" and options["bssplit"] == "64k/100" and options["size"] == str(64 * 65536)
-    checked = subprocess.run(["fio", "--parse-only", str(job)], capture_output=True, text=True, check=False)
-    assert checked.returncode == 0, checked.stderr  # a normal job file fio accepts
+    env = {k: v for k, v in os.environ.items() if k != "TARGET"}
+    checked = subprocess.run(["fio", "--parse-only", str(job)], capture_output=True, text=True, check=False,
+                             env={**env, "TARGET": str(tmp_path / "target")})
+    assert checked.returncode == 0, checked.stderr  # a normal job file fio accepts, given its target
+    unset = subprocess.run(["fio", "--parse-only", str(job)], capture_output=True, text=True, check=False, env=env)
+    assert unset.returncode != 0 and "filename=${TARGET}" in unset.stderr  # and refuses without one
     store = Store(str(db))
     run = store.get_run(store.resolve("dd-read")[0])
     trace = record.load_trace(store, run)

@@ -9,9 +9,12 @@ tests/cli/test_capture_replay.py; a replay under a blkio cap: tests/system/test_
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,16 +54,22 @@ def _flat(text: str) -> str:
 
 @requires_loop
 def test_sqlite_captured_then_replayed(tmp_path: Path) -> None:
+    """SQLite captured on ext4 and replayed for real: request for request as fast as possible; at its
+    recorded times, saying per class whether it kept pace (and what held it when it did not); its
+    flushes compared with the replay's syncs, shown and charted; a fitted job that plain fio refuses
+    without ``TARGET``, checked on a third device with its fit error beside the device difference."""
     db = tmp_path / "iolab.db"
     cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}  # the replay's iologs
     app = tmp_path / "app.py"
     app.write_text(APP)
     with loop_device(tmp_path, size_bytes=64 * MiB, name="app.img") as disk, \
-            loop_device(tmp_path, size_bytes=64 * MiB, name="a.img") as fast:
+            loop_device(tmp_path, size_bytes=64 * MiB, name="a.img") as fast, \
+            loop_device(tmp_path, size_bytes=64 * MiB, name="c.img") as check:
         disk.make_ext4()
         mnt = disk.mount(tmp_path / "mnt")
         done = iolab("capture", disk.path, "--label", "sqlite", "--format", "json", "--",
-                     sys.executable, str(app), str(mnt / "app.sqlite"), str(COMMITS), db=db)
+                     sys.executable, str(app), str(mnt / "app.sqlite"), str(COMMITS), db=db,
+                     env=cache)  # its job text names the replay's iologs there: compare pairs them
         assert done.returncode == 0, done.stderr
         fp = json.loads(done.stdout)["fingerprint"]
         assert fp["ios"]["write"] >= COMMITS  # a journal and a database write per commit at least
@@ -75,8 +84,76 @@ def test_sqlite_captured_then_replayed(tmp_path: Path) -> None:
         plain = iolab("replay", "sqlite", "--target", f"fast={fast.path}", "--destroy", fast.path,
                       "--as-fast-as-possible", "--label", "plain", "--format", "json", db=db, env=cache)
         assert plain.returncode == 0, plain.stderr
+        timed = iolab("replay", "sqlite", "--target", f"fast={fast.path}", "--destroy", fast.path, "--label", "timed",
+                      db=db, env=cache)
+        assert timed.returncode == 0, timed.stderr
+        _fit_checked(tmp_path, db, cache, check.path, fp)
     assert "replay of capture" in plain.stderr and "as fast as possible" in plain.stderr
     assert data_ios(json.loads(plain.stdout)) == traced
+    print(timed.stdout)  # shown with -s: the pace table, as the replay printed it
+    _kept_pace_or_said_why(db, fp)
+    _flushes_compared(tmp_path, db, fp)
+
+
+def _kept_pace_or_said_why(db: Path, fp: dict[str, Any]) -> None:
+    """The timed replay's pace, per class: its duration against the active span the trace took, and for
+    a class behind by more than 5 % its limit, named from the figures the observers took."""
+    doc = json.loads(iolab("show", "timed", "--format", "json", db=db).stdout)
+    classes = [job["name"] for job in doc["results"][0]["jobs"]]
+    assert [p["job"] for p in doc["pace"]] == classes
+    for paced in doc["pace"]:
+        assert paced["recorded_ms"] == pytest.approx(fp["active_s"] * 1000, rel=1e-3)
+        assert paced["replayed_ms"] >= 0.95 * paced["recorded_ms"]  # fio runs each class to the trace's end
+        assert paced["behind"] == (paced["replayed_ms"] > 1.05 * paced["recorded_ms"])
+        if paced["behind"]:  # observed: the target or the replayer, with the figures that say so
+            assert paced["limit"]["by"] in ("target", "replayer", "target and replayer"), paced["limit"]
+        else:
+            assert paced["limit"] is None
+    assert "did the replay keep the recorded pace?" in iolab("show", "timed", db=db).stdout
+
+
+def _flushes_compared(tmp_path: Path, db: Path, fp: dict[str, Any]) -> None:
+    """The capture's flushes and the timed replay's syncs side by side: their rate and latency, each
+    verdict of a class behind pace marked so; the capture's report charts its flushes over time."""
+    doc = json.loads(iolab("compare", "sqlite", "timed", "--format", "json", db=db).stdout)
+    pairs = doc["comparisons"][0]["pairs"]
+    (sync,) = [p for p in pairs if p["direction"] == "sync"]
+    assert sync["a"] is not None and sync["b"] is not None and sync["comparable"]
+    rate = {m["metric"]: m for m in sync["metrics"]}["iops"]
+    assert rate["a"]["values"] == [pytest.approx(fp["ios"]["flush"] / fp["active_s"], rel=0.01)]
+    assert rate["b"]["values"][0] > 0
+    paced = {p["job"]: p for p in json.loads(iolab("show", "timed", "--format", "json", db=db).stdout)["pace"]}
+    for pair in pairs:
+        behind = paced[pair["b"]["job"]]["behind"]
+        assert all(("replay behind pace" in m["verdict"]) == behind for m in pair["metrics"]
+                   if m["verdict"].split(" (")[0] in ("better", "worse", "unchanged", "inconclusive"))
+    page = tmp_path / "sqlite.html"
+    assert iolab("report", "sqlite", "-o", str(page), db=db).returncode == 0
+    assert "flushes over time" in page.read_text()
+
+
+def _fit_checked(tmp_path: Path, db: Path, cache: dict[str, str], device: str, fp: dict[str, Any]) -> None:
+    """The fitted job: plain fio refuses it without ``TARGET`` and lays no file out where it runs;
+    ``fit --check`` replays the capture on ``device`` and runs the job there, the fit error and the
+    device difference apart."""
+    job = tmp_path / "sqlite.fio"
+    work = tmp_path / "plain-fio"
+    work.mkdir()
+    assert iolab("fit", "sqlite", "-o", str(job), db=db).returncode == 0
+    env = {k: v for k, v in os.environ.items() if k != "TARGET"}
+    plain = subprocess.run(["fio", str(job)], cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    assert plain.returncode != 0 and "failed parsing filename=${TARGET}" in plain.stderr + plain.stdout
+    assert list(work.iterdir()) == []
+    checked = iolab("fit", "sqlite", "-o", str(job), "--check", f"chk={device}", "--destroy", device, "--format",
+                    "json", db=db, env=cache)
+    assert checked.returncode == 0, checked.stderr
+    doc = json.loads(checked.stdout)
+    rows = {r["metric"]: r for r in doc["closeness"]}
+    mix = rows["read share (rwmixread)"] if fp["ios"].get("read") else rows["flush share"]
+    assert mix["device_difference"] == pytest.approx(0.0, abs=5.0)  # the replay's requests are the trace's
+    assert rows["IOPS (device)"]["replayed"] and rows["IOPS (device)"]["fitted"]
+    assert all("error" in r and "device_difference" in r for r in doc["closeness"])
+    assert doc["replay_run"] and doc["replay_capture"] and doc["fitted_capture"]
 
 
 @requires_loop

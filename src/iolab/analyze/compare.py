@@ -11,12 +11,13 @@ first, the baseline.
 
 **Pairing.** A side's results become *slots*: one per target × fio job × canonical options
 (``describe.canonical``) × direction, holding every repetition's merged figures (``fio.merge.by_job``: numjobs
-clones summed, percentiles from merged histograms). Slots of the two sides
-pair when their directions agree and no known option differs (options made equal by ``ignore``
-and ``SOFT`` options such as ``runtime`` do not count); among several candidates the same target,
-then the same job name, then the fewest unknown options win. Slots left over pair, as "not
-comparable", when their job names agree, or when each side has exactly one left for a direction;
-the rest are "missing" on the other side.
+clones summed, percentiles from merged histograms; a ``sync`` direction's rate is its calls over the
+job's runtime, ``fio.merge.with_sync_rates``, so a replay's syncs compare with a capture's flushes).
+Slots of the two sides pair when their directions agree and no known option differs (options made
+equal by ``ignore`` and ``SOFT`` options such as ``runtime`` do not count); among several candidates
+the same target, then the same job name, then the fewest unknown options win. Slots left over pair,
+as "not comparable", when their job names agree, or when each side has exactly one left for a
+direction; the rest are "missing" on the other side.
 
 **Statistics** per metric (``analyze.metrics``): each side's mean over its repetitions with a 95 % Student-t
 interval (n >= 2); the absolute and relative change and the ratio of the means. With at least two
@@ -37,6 +38,12 @@ side). A geometric mean of the ratios summarises each metric over the tested-or-
 **Words.** ``verdict_word`` is the one word every format shows (terminal, Markdown, CSV, HTML and
 the JSON ``verdict``): a verdict beyond the threshold without a test is ``better (untested)`` or
 ``worse (untested)``, never a bare ``better``, and the summary counts it apart from tested ones.
+
+**Replays behind pace.** A side's slot that is a replay's size class which fell more than 5 % behind
+the recorded pace (``analyze.pace``) did not measure the target at the application's pace: its rate is
+the replay's, and the target or the replayer held it (the pair's ``behind`` says which). Every weighed
+verdict of such a pair carries ``REPLAY_BEHIND`` in its word (``worse (untested; replay behind pace)``)
+instead of a bare ``worse``.
 """
 
 from __future__ import annotations
@@ -50,9 +57,11 @@ from typing import Any
 from .. import stats
 from ..describe import canonical
 from ..errors import UsageError
-from ..fio.merge import by_job
+from ..fio.merge import by_job, with_sync_rates
 from ..model import DirectionStats, ResultRecord, Run
+from .environment import EnvDifference, environment, imported
 from .metrics import DEFAULT_METRICS, Metric, metric
+from .pace import ClassPace, slot_pace
 
 
 class Verdict(enum.StrEnum):
@@ -70,6 +79,8 @@ class Verdict(enum.StrEnum):
 #: The verdicts of a pair whose figures were weighed (a ratio means something).
 _TESTED = (Verdict.BETTER, Verdict.WORSE, Verdict.UNCHANGED, Verdict.INCONCLUSIVE)
 UNTESTED_SUFFIX = " (untested)"
+#: The caveat of a verdict where a side is a replay that fell behind the recorded pace (``analyze.pace``).
+REPLAY_BEHIND = "replay behind pace"
 #: Every word ``verdict_word`` gives (what every format shows).
 WORDS = (*Verdict, Verdict.BETTER + UNTESTED_SUFFIX, Verdict.WORSE + UNTESTED_SUFFIX)
 ALPHA = 0.05
@@ -116,7 +127,9 @@ class MetricRow:
     ``relative_change`` ``change / a``, ``ratio`` ``b / a``; ``ratio_ci95`` and ``p_value`` only
     when tested (for ``METHOD_WELCH`` the interval is of the difference, in ``ratio_ci95`` divided
     by the baseline mean). ``rounded``: a side's values are fio's rounded display (``Metric.rounded``):
-    changes within that rounding (up to half a unit of the last printed digit) are not resolved."""
+    changes within that rounding (up to half a unit of the last printed digit) are not resolved.
+    ``caveat`` (``REPLAY_BEHIND``) marks a weighed verdict of a pair where a side is a replay's class
+    that fell behind the recorded pace (``Pair.behind``)."""
 
     metric: Metric
     a: stats.Summary
@@ -132,6 +145,7 @@ class MetricRow:
     tested: bool
     verdict: Verdict
     rounded: bool = False
+    caveat: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,7 +153,9 @@ class Pair:
     """A slot of the baseline and its counterpart (either may be None: missing on that side).
 
     ``differences`` are every option the two disagree on (``describe.canonical.Difference.effect`` says
-    whether it blocks); ``unchecked`` the key options a side does not record.
+    whether it blocks); ``unchecked`` the key options a side does not record. ``behind``: the side
+    (``a`` or ``b``) whose slot is a replay's class that fell behind the recorded pace, and that
+    class's pace (``analyze.pace.slot_pace``: the repetition furthest behind).
     """
 
     a: Slot | None
@@ -148,6 +164,7 @@ class Pair:
     differences: tuple[canonical.Difference, ...]
     unchecked: tuple[str, ...]
     metrics: tuple[MetricRow, ...]
+    behind: tuple[tuple[str, ClassPace], ...] = ()
 
     @property
     def direction(self) -> str:
@@ -177,21 +194,14 @@ class Pair:
 
 @dataclass(frozen=True)
 class GeoMean:
-    """The geometric mean of one metric's ratios over the pairs with a ratio, and the verdicts."""
+    """The geometric mean of one metric's ratios over the pairs with a ratio, and the verdicts (their
+    words without a caveat); ``behind`` counts the rows marked ``REPLAY_BEHIND``."""
 
     metric: Metric
     pairs: int
     ratio: float | None
     verdicts: Mapping[Verdict, int]
-
-
-@dataclass(frozen=True)
-class EnvDifference:
-    """One fact about where the runs ran that differs between the sides (None = unknown)."""
-
-    item: str
-    a: str | None
-    b: str | None
+    behind: int = 0
 
 
 @dataclass(frozen=True)
@@ -244,7 +254,7 @@ def slots(runs: Sequence[Run]) -> list[Slot]:
                     entry["failed"] += 1
                     entry["runs"][run.info.id] = None
                 continue
-            for (job, direction), stats_ in by_job(result.report).items():
+            for (job, direction), stats_ in with_sync_rates(by_job(result.report)).items():
                 opts = options.get(job) or canonical.Options({}, None)
                 entry = found.setdefault((result.target, job, opts.key, direction), _entry(result, job, opts))
                 entry["values"].append(stats_)
@@ -426,7 +436,16 @@ def _verdict(m: Metric, row: Mapping[str, Any], threshold: float, alpha: float, 
 
 def verdict_word(row: MetricRow) -> str:
     """The verdict as every format shows it: ``better (untested)`` for a change beyond the threshold
-    that no test backs (one repetition on a side), else the verdict itself."""
+    that no test backs (one repetition on a side), else the verdict itself; with a caveat,
+    ``worse (untested; replay behind pace)``, ``unchanged (replay behind pace)``."""
+    word = base_word(row)
+    if row.caveat is None:
+        return word
+    return f"{word[:-1]}; {row.caveat})" if word.endswith(")") else f"{word} ({row.caveat})"
+
+
+def base_word(row: MetricRow) -> str:
+    """``verdict_word`` without the caveat: one of ``WORDS``."""
     untested = row.verdict in (Verdict.BETTER, Verdict.WORSE) and not row.tested
     return row.verdict + (UNTESTED_SUFFIX if untested else "")
 
@@ -438,6 +457,7 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
     if a is not None and b is not None:
         diffs, unchecked = canonical.differences(a.options, b.options, ignore)
     comparable = a is not None and b is not None and not any(d.effect == "blocking" for d in diffs)
+    behind = _behind(a, b)
     rows = []
     sync = any(s is not None and s.direction == "sync" for s in (a, b))
     for m in metrics:
@@ -445,7 +465,7 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
         unmeasured = all(v is None for v in (*a_values, *b_values)) and \
             not ((a and a.failed and not a.values) or (b and b.failed and not b.values))
         if unmeasured and (not explicit or (m.unit in ("IOPS", "B/s") and sync)):
-            continue  # a default metric neither side measured (slat of a sync engine); fio reports no rate for syncs
+            continue  # a default metric neither side measured (slat of a sync engine); no bandwidth for syncs
         row = compare_metric(m, a_values, b_values, threshold, alpha)
         verdict = row.verdict
         if a is None or b is None:
@@ -458,8 +478,16 @@ def _pair(a: Slot | None, b: Slot | None, metrics: Sequence[Metric], threshold: 
             row = MetricRow(**{**row.__dict__, "verdict": verdict, "tested": False})
         if m.rounded is not None and any(m.rounded(d) for s in (a, b) if s is not None for d in s.values):
             row = replace(row, rounded=True)
+        if behind and row.verdict in _TESTED:
+            row = replace(row, caveat=REPLAY_BEHIND)
         rows.append(row)
-    return Pair(a, b, comparable, tuple(diffs), tuple(unchecked), tuple(rows))
+    return Pair(a, b, comparable, tuple(diffs), tuple(unchecked), tuple(rows), behind)
+
+
+def _behind(a: Slot | None, b: Slot | None) -> tuple[tuple[str, ClassPace], ...]:
+    """The sides whose slot is a replay's class that fell behind the recorded pace (``analyze.pace``)."""
+    found = ((side, slot_pace(s.results, s.job)) for side, s in (("a", a), ("b", b)) if s is not None)
+    return tuple((side, p) for side, p in found if p is not None)
 
 
 def _values(m: Metric, slot: Slot | None) -> tuple[float | None, ...]:
@@ -479,67 +507,10 @@ def _geomeans(pairs: Sequence[Pair], metrics: Sequence[Metric]) -> tuple[GeoMean
             continue
         ratios = [r.ratio for r in rows if r.verdict in _TESTED and r.ratio and r.ratio > 0]
         ratio = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
-        counts = {v: sum(1 for r in rows if verdict_word(r) == v) for v in WORDS}
-        out.append(GeoMean(m, len(ratios), ratio, {k: n for k, n in counts.items() if n}))
+        counts = {v: sum(1 for r in rows if base_word(r) == v) for v in WORDS}
+        out.append(GeoMean(m, len(ratios), ratio, {k: n for k, n in counts.items() if n},
+                           sum(1 for r in rows if r.caveat)))
     return tuple(out)
-
-
-# ---------------------------------------------------------------------------------------------
-# Environment
-
-
-_HOST_FACTS = (("host", "hostname"), ("kernel", "kernel"), ("distribution", "distribution"), ("CPU", "cpu_model"),
-               ("CPUs", "cpu_count"), ("memory bytes", "memory_bytes"), ("virtualization", "virtualization"),
-               ("CPU governor", "cpu_governor"))
-
-
-def _facts(runs: Sequence[Run]) -> dict[str, set[str]]:
-    """Facts about where a side's runs ran, each as the set of values seen."""
-    facts: dict[str, set[str]] = {}
-
-    def add(item: str, value: Any) -> None:
-        facts.setdefault(item, set())
-        if value is not None and value != "":
-            facts[item].add(str(value))
-
-    for run in runs:
-        info, host = run.info, run.info.host
-        add("fio version", info.fio_version)
-        add("source", f"imported {info.source.get('format')} output" if info.source else "iolab run")
-        for item, attr in _HOST_FACTS:
-            add(item, getattr(host, attr) if host else None)
-        for result in run.results:
-            for label, other in _other_hosts_facts(result).items():  # fio servers, watched hosts
-                for item, attr in _HOST_FACTS:
-                    add(f"{item} ({label})", getattr(other, attr))
-            t = result.target_facts
-            d = t.device if t else None
-            add("target kind", t.kind if t else None)
-            add("filesystem", t.fs_type if t else None)
-            add("mount options", t.mount_options if t else None)
-            for item, attr in (("device", "name"), ("device model", "model"), ("scheduler", "scheduler"),
-                               ("rotational", "rotational"), ("write cache", "write_cache"),
-                               ("nr_requests", "nr_requests"), ("read_ahead_kb", "read_ahead_kb")):
-                add(item, getattr(d, attr) if d else None)
-            if result.report is not None:
-                for disk in result.report.disk_util:
-                    add("disks (fio disk stats)", disk.name)
-    return facts
-
-
-def environment(a_runs: Sequence[Run], b_runs: Sequence[Run]) -> tuple[EnvDifference, ...]:
-    """The facts that differ between two sides; a fact neither side knows is left out."""
-    fa, fb = _facts(a_runs), _facts(b_runs)
-    out = []
-    for item in dict.fromkeys([*fa, *fb]):
-        va, vb = fa.get(item, set()), fb.get(item, set())
-        if va != vb:
-            out.append(EnvDifference(item, " | ".join(sorted(va)) or None, " | ".join(sorted(vb)) or None))
-    return tuple(out)
-
-
-def _imported(runs: Sequence[Run]) -> bool:
-    return any(r.info.origin == "imported" for r in runs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -568,15 +539,7 @@ def compare(sides: Sequence[tuple[Side, Sequence[Run]]], metrics: Sequence[str] 
         pairs = tuple(_pair(a, b, chosen, threshold, ignore, alpha, explicit=bool(metrics))
                       for a, b in pair_slots(base_slots, slots(runs), ignore))
         env = environment(base_runs, runs)
-        unknown_imported = any((e.a is None and _imported(base_runs)) or (e.b is None and _imported(runs)) for e in env)
+        unknown_imported = any((e.a is None and imported(base_runs)) or (e.b is None and imported(runs)) for e in env)
         results.append(SideComparison(base_side, side, pairs, _geomeans(pairs, chosen), env, unknown_imported))
     return Comparison(tuple(s for s, _ in sides), tuple(results), tuple(chosen), threshold, tuple(ignore), alpha)
 
-
-def _other_hosts_facts(result: ResultRecord) -> dict[str, Any]:
-    """``observe.usage.other_hosts_facts``, imported only for a result that has other hosts or was
-    observed (the observers' modules bring ssh and the fence: 0.2 s of a report's start-up)."""
-    if not {"hosts", "observed"} & set(result.extra or {}):
-        return {}
-    from ..observe import usage
-    return usage.other_hosts_facts(result)

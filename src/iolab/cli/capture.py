@@ -132,6 +132,7 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
     iolab compare oltp-on-ssd oltp-on-hdd
     """
     from ..describe.observe import with_args
+    from ..report.pace import behind_summary
     from ..run import pipeline  # here: capture itself runs no fio
     from ..run.plan import RunOptions
     from ..workflows.capture import plan as plan_mod
@@ -151,8 +152,11 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
         else planned.suite
     done = pipeline.run(store, suite, RunOptions(destroy=tuple(destroy)), repeat=repeat, label=named.label,
                         tags={"capture": str(run.info.id), **named.tags}, warnings=planned.caveats,
-                        watch=Shown(job_progress(quiet), quiet=quiet, stored_as="Replay", notes=planned.notes))
+                        watch=Shown(job_progress(quiet), quiet=quiet, stored_as="Replay", notes=planned.notes),
+                        planned={"replay": planned.planned})
     print_run(done, fmt)
+    if behind := behind_summary(done):
+        err.print(f"[yellow]{behind}[/]")
     if done.info.status != "complete":
         err.print(f"[red]The replay failed[/]; fio's messages are stored (iolab show {done.info.id}).")
         raise RunFailed(f"the replay {done.info.id} failed", shown=True)
@@ -165,11 +169,13 @@ def replay(ctx: click.Context, capture_run: str, target: str, destroy: Sequence[
 @click.option("--distribution", type=click.Choice(("auto", "zipf", "pareto", "zoned", "random")), default="auto",
               show_default=True, help="random_distribution for the skew (auto: zipf, or uniform when not skewed).")
 @click.option("--check", "check", metavar="NAME=DEVICE",
-              help="Run the fitted job on this block device through iolab (destroying its contents), capture it, "
-                   "and print its fingerprint beside the original's.")
+              help="Replay the capture and run the fitted job on this block device through iolab (destroying its "
+                   "contents), capturing each, and print the fit error (fitted vs replay) beside the device "
+                   "difference (replay vs original).")
 @destroy_option("Allow writes to this block device (for --check).")
-@click.option("--replay", "replay_run", metavar="RUN", help="A replay of the capture to set the fitted run's IOPS "
-              "and latency beside (default: the capture's own figures).")
+@click.option("--replay", "replay_run", metavar="RUN", help="With --check: a replay of the capture on the check "
+              "device to measure the fitted job's IOPS and latency against, instead of replaying it again (its "
+              "fingerprint is then not known: the fingerprint's fit error is against the original).")
 @_process_option
 @fio_command_options("--check run")
 @format_option()
@@ -182,8 +188,14 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     The job has bssplit, rwmixread, percentage_random, random_distribution for the skew (and
     norandommap, so that fio issues the sizes whole), iodepth (closed loop) or the traced rate (open
     loop: rate_iops, or rate in bytes/s for several sizes, as fio paces rate_iops by the smallest),
-    fsync for flushes, runtime = the capture's active span in whole seconds. It is a normal job file:
-    `iolab run job.fio --target …` runs it anywhere.
+    fsync for flushes, runtime = the capture's active span in whole seconds. Its target is
+    filename=${TARGET}: `TARGET=/dev/sdX fio job.fio` runs it with plain fio (without TARGET fio
+    refuses it rather than write a file in the current directory), `iolab run job.fio --target …`
+    anywhere.
+
+    With --check, the capture is replayed on the check device and the fitted job run there, each
+    captured: the fit error is the fitted job against that replay, the device difference the replay
+    against the original.
 
     \b
     iolab fit oltp -o oltp.fio
@@ -191,18 +203,14 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     """
     from pathlib import Path
 
-    from ..report.capture import closeness_table, performance_table
     from ..workflows.capture import fit as fit_mod
-    from ..workflows.capture.check import check_fit
-    from .plan import Shown
-    from .progress import job_progress
 
     run = _one_capture(ctx, capture_run)
     original = _fingerprint(ctx, run, processes)
     which = f"capture {run.info.id}" + (f" (processes {', '.join(processes)})" if processes else "")
     job = fit_mod.fit_job(original, distribution, what=which)
     text = job.text([f"fitted by iolab to {which} ({(run.info.options or {}).get('device', '')})",
-                     *_left_out_note(original), job.reason])
+                     *_left_out_note(original), job.reason], Path(output).name)
     try:
         Path(output).write_text(text)
     except OSError as exc:
@@ -214,18 +222,42 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     name, sep, device = check.partition("=")
     if not sep or not name or not device:
         raise UsageError(f"--check {check!r}: expected NAME=DEVICE")
-    fitted_run, fitted_capture = check_fit(store_of(ctx), output, name, device, destroy, run.info.id,
-                                           watch=Shown(job_progress(quiet), quiet=quiet, stored_as=None),
-                                           label=named.label, tags=named.tags, observe=not no_observe)
-    err.print(f"Fitted job: run {fitted_run.info.id}; its capture: run {fitted_capture.info.id}")
-    fitted = record.stored_fingerprint(fitted_capture)
+    _check(ctx, run, original, text, output, (name, device), destroy, replay_run, processes, named, quiet,
+           no_observe, fmt)
+
+
+def _check(ctx: click.Context, run: Run, original: Fingerprint, text: str, output: str, target: tuple[str, str],
+           destroy: Sequence[str], replay_run: str | None, processes: Sequence[str], named: Naming, quiet: bool,
+           no_observe: bool, fmt: str) -> None:
+    """``fit --check``: the replay and the fitted job on the check device (``workflows.capture.check``),
+    then the fingerprints and the performance side by side."""
+    from ..report.capture import closeness_table, performance_table
+    from ..report.pace import pace_table
+    from ..workflows.capture import fit as fit_mod
+    from ..workflows.capture.check import check_fit
+    from .plan import Shown
+    from .progress import job_progress
+
+    given = _one_run(ctx, replay_run) if replay_run else None
+    done = check_fit(store_of(ctx), output, target[0], target[1], destroy, run,
+                     watch=Shown(job_progress(quiet), quiet=quiet, stored_as=None), label=named.label,
+                     tags=named.tags, observe=not no_observe, replay_run=given, processes=processes)
+    err.print(f"Replay: run {done.replay_run.info.id}"
+              + (f"; its capture: run {done.replay_capture.info.id}" if done.replay_capture else "")
+              + f". Fitted job: run {done.fitted_run.info.id}; its capture: run {done.fitted_capture.info.id}")
+    fitted = record.stored_fingerprint(done.fitted_capture)
+    replayed = record.stored_fingerprint(done.replay_capture) if done.replay_capture else None
     assert fitted is not None
-    baseline = _one_run(ctx, replay_run) if replay_run else run
-    tables = [closeness_table(fit_mod.closeness(original, fitted)), performance_table(baseline, fitted_run)]
+    rows = fit_mod.closeness(original, fitted, replayed)
+    paced = pace_table(done.replay_run)  # a device difference of a replay behind pace is partly the replayer's
+    tables = [closeness_table(rows), performance_table(run, done.fitted_run, done.replay_run),
+              *((paced,) if paced is not None else ())]
     emit_tables(tables, fmt, {"job": text, "closeness": [
-        {"metric": r.metric, "unit": r.unit, "original": r.original, "fitted": r.fitted, "error": r.error}
-        for r in fit_mod.closeness(original, fitted)], "fitted_run": fitted_run.info.id,
-        "fitted_capture": fitted_capture.info.id})
+        {"metric": r.metric, "unit": r.unit, "original": r.original, "replayed": r.replayed, "fitted": r.fitted,
+         "error": r.error, "device_difference": r.device} for r in rows],
+        "fitted_run": done.fitted_run.info.id, "fitted_capture": done.fitted_capture.info.id,
+        "replay_run": done.replay_run.info.id,
+        "replay_capture": done.replay_capture.info.id if done.replay_capture else None})
 
 
 def _fingerprint(ctx: click.Context, run: Run, processes: Sequence[str]) -> Fingerprint:

@@ -29,13 +29,17 @@ def _carries(run: Run, key: str) -> bool:
 
 def _extra_tables(run: Run) -> list[Table]:
     """The tables that follow the results when the run has them: a capture's fingerprint
-    (``report.capture``), every host's cost when it was observed (``report.costs``), the warm-up
+    (``report.capture``), whether a replay kept the recorded pace (``report.pace``), every host's
+    cost when it was observed (``report.costs``), the warm-up
     curve of a run with passes and its cache counters (``report.warmup``), the cuts of a crash test
     (``report.crashtest``)."""
     tables: list[Table | None] = []
     if run.info.origin == "capture":
         from ..report.capture import fingerprint_table
         tables.append(fingerprint_table(run))
+    if _carries(run, "replay"):
+        from ..report.pace import pace_table
+        tables.append(pace_table(run))
     if _carries(run, "observed"):
         from ..report.costs import cost_table
         tables.append(cost_table(run))
@@ -52,8 +56,8 @@ def run_document(run: Run) -> dict[str, Any]:
     """The run's JSON document (``report.results.run_document``) with every table ``show`` prints
     beside the results: each observed host's cost per result (``results[].host_costs``) and as the
     cost table's rows (``host_costs``, ``report.costs.cost_document``), and the warm-up curves and
-    crash-test cuts and a capture's fingerprint when it has them (``"warmup"``, ``"crash_test"``,
-    ``"fingerprint"``)."""
+    crash-test cuts, a capture's fingerprint and a replay's pace when it has them (``"warmup"``,
+    ``"crash_test"``, ``"fingerprint"``, ``"pace"``: ``report.pace``)."""
     from ..report import results as results_report
     document = results_report.run_document(run)
     if _carries(run, "observed"):
@@ -71,6 +75,10 @@ def run_document(run: Run) -> dict[str, Any]:
         from ..report.crashtest import crash_document
         if crashes := crash_document(run):
             document["crash_test"] = crashes
+    if _carries(run, "replay"):
+        from ..report.pace import pace_document
+        if paces := pace_document(run):
+            document["pace"] = paces
     if run.info.origin == "capture":
         from ..report.capture import fingerprint_document
         if fingerprint := fingerprint_document(run):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
@@ -132,6 +133,24 @@ def by_job(report: FioReport | None) -> dict[tuple[str, str], DirectionStats]:
             for direction, merged in summarize(parts).items()}
 
 
+def with_sync_rates(merged: Mapping[tuple[str, str], DirectionStats]) -> dict[tuple[str, str], DirectionStats]:
+    """``by_job``'s stats with each ``sync`` direction's rate where fio gave none: its calls over
+    the job's runtime (the longest of its other directions': the time the syncs were issued in),
+    as ``runtime_ms`` and ``iops``. fio reports a sync's count and latency only (``stat.c``,
+    ``show_thread_status_json``: the ``sync`` object holds ``total_ios`` and ``lat_ns``); a replay's
+    syncs are its flushes, and a
+    capture's flushes have their rate (``workflows.capture.record.capture_report``): so the two compare."""
+    runtimes: dict[str, int] = {}
+    for (job, direction), d in merged.items():
+        if direction != "sync" and d.runtime_ms:
+            runtimes[job] = max(runtimes.get(job, 0), d.runtime_ms)
+    out = dict(merged)
+    for (job, direction), d in merged.items():
+        if direction == "sync" and d.iops is None and d.total_ios is not None and runtimes.get(job):
+            out[(job, direction)] = replace(d, runtime_ms=runtimes[job], iops=1000.0 * d.total_ios / runtimes[job])
+    return out
+
+
 def _sum(values: Sequence[Any]) -> Any:
     """The sum, or None (unknown) when any part is unknown."""
     return None if any(v is None for v in values) else sum(values)
@@ -155,6 +174,19 @@ def job_ios(report: FioReport | None) -> int | None:
     counts = [d.total_ios for j in report.jobs for name, d in j.directions.items()
               if name in IO_DIRECTIONS and d.total_ios is not None]
     return sum(counts) if counts else None
+
+
+def jobs_cpu_s(report: FioReport | None) -> float | None:
+    """CPU seconds (user + system) of fio's job threads or processes: each job's ``usr_cpu`` and
+    ``sys_cpu`` (percent of its runtime) times its ``job_runtime``, summed; a reporting group's
+    shares are of its members' summed runtime, which ``job_runtime`` is (``stat.c``,
+    ``sum_thread_stats``, ``show_thread_status_json``). fio's main thread is not a job: not counted.
+    None without a report or when no job says."""
+    if report is None:
+        return None
+    parts = [((j.usr_cpu_pct or 0.0) + (j.sys_cpu_pct or 0.0)) / 100 * j.job_runtime_ms / 1000 for j in report.jobs
+             if j.job_runtime_ms is not None and (j.usr_cpu_pct is not None or j.sys_cpu_pct is not None)]
+    return sum(parts) if parts else None
 
 
 def latency_figure(d: DirectionStats, kind: str, stat: str) -> float | None:

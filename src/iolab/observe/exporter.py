@@ -12,7 +12,8 @@ Series kept (node_exporter 1.x names; units in the names, from ``/proc/stat``, `
 * ``node_cpu_seconds_total{mode}``: summed over the ``cpu`` label (seconds of all CPUs per mode);
 * ``node_network_{receive,transmit}_bytes_total{device}``, ``node_network_speed_bytes{device}``;
 * ``node_disk_{reads,writes,discards}_completed_total{device}``, ``node_disk_read_bytes_total``,
-  ``node_disk_written_bytes_total``, ``node_disk_io_time_seconds_total`` (per device);
+  ``node_disk_written_bytes_total``, ``node_disk_io_time_seconds_total``,
+  ``node_disk_io_time_weighted_seconds_total`` (per device);
 * every ``node_bcache_*`` series, with its labels (bcache collector: cache hits, misses, bypassed
   bytes … per backing device and cache set).
 
@@ -41,6 +42,7 @@ PER_DEVICE = (
     "node_network_receive_bytes_total", "node_network_transmit_bytes_total", "node_network_speed_bytes",
     "node_disk_reads_completed_total", "node_disk_writes_completed_total", "node_disk_discards_completed_total",
     "node_disk_read_bytes_total", "node_disk_written_bytes_total", "node_disk_io_time_seconds_total",
+    "node_disk_io_time_weighted_seconds_total",
 )
 BCACHE_PREFIX = "node_bcache_"
 

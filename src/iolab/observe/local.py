@@ -13,9 +13,10 @@ Sources and conversions (as node_exporter 1.x does them, ``collector/*_linux.go`
   irq softirq steal), in USER_HZ ticks, divided by ``sysconf(SC_CLK_TCK)``; summed over CPUs as
   ``exporter.reduce`` sums them; the CPU count is the number of ``cpuN`` lines;
 * ``node_disk_{reads,writes,discards}_completed_total``, ``node_disk_{read,written}_bytes_total``
-  (sectors × 512), ``node_disk_io_time_seconds_total`` (ms / 1000): ``/proc/diskstats`` fields 4, 6,
-  8, 10, 13 and 15. node_exporter's default ``device-exclude`` leaves out partitions and ``ram``, ``zram``
-  and ``fd`` devices; so does this reader, but it keeps **loop devices**, which iolab's users test on;
+  (sectors × 512), ``node_disk_io_time_seconds_total``, ``node_disk_io_time_weighted_seconds_total``
+  (ms / 1000): ``/proc/diskstats`` fields 4, 6, 8, 10, 13, 14 and 15. node_exporter's default
+  ``device-exclude`` leaves out partitions and ``ram``, ``zram`` and ``fd`` devices; so does this
+  reader, but it keeps **loop devices**, which iolab's users test on;
 * ``node_network_{receive,transmit}_bytes_total``: ``/proc/net/dev`` without ``lo`` (as node_exporter
   1.5); ``node_network_speed_bytes``: ``/sys/class/net/*/speed`` (Mbit/s × 125,000), left out where the
   kernel does not know the speed (``-1``, which node_exporter exports as -125000, or an error).
@@ -69,6 +70,7 @@ def _disks(text: str) -> dict[Key, float]:
         values[("node_disk_writes_completed_total", labels)] = float(f[7])
         values[("node_disk_written_bytes_total", labels)] = float(f[9]) * SECTOR_BYTES
         values[("node_disk_io_time_seconds_total", labels)] = float(f[12]) / 1000
+        values[("node_disk_io_time_weighted_seconds_total", labels)] = float(f[13]) / 1000
         if len(f) >= 18:  # discards: kernel 4.18 and later
             values[("node_disk_discards_completed_total", labels)] = float(f[14])
     return values

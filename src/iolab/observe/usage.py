@@ -30,7 +30,9 @@ Formulas (node_exporter metric names; seconds and bytes as node_exporter reports
 * **device I/Os per fio I/O** = (reads + writes + discards completed by the device,
   ``node_disk_*_completed_total``) / fio's I/Os: 1.0 for a plain device under a direct-I/O job,
   below 1 for I/Os merged or served by a cache, above for read-ahead, RAID or journal writes.
-  Device **busy** = ``node_disk_io_time_seconds_total`` increase / window seconds.
+  Device **busy** = ``node_disk_io_time_seconds_total`` increase / window seconds; its **mean queue**
+  (requests in flight) = ``node_disk_io_time_weighted_seconds_total`` increase / window seconds
+  (``Documentation/admin-guide/iostats.rst``, field 11: each I/O's time counted once per I/O in flight).
 """
 
 from __future__ import annotations
@@ -164,6 +166,7 @@ def _disks(deltas: Counters) -> dict[str, DiskUsage]:
                                 read_bytes=c.get("read_bytes_total", 0.0),
                                 write_bytes=c.get("written_bytes_total", 0.0),
                                 busy_s=c.get("io_time_seconds_total", 0.0),
+                                weighted_s=c.get("io_time_weighted_seconds_total"),
                                 discards=c.get("discards_completed_total", 0.0))
     return out
 

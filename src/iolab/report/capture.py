@@ -1,7 +1,8 @@
 """A capture's fingerprint as tables (``iolab show``), JSON (``fingerprint``) and charts (report).
 
 The charts draw the fingerprint's aggregates: requests per block size and direction, LBA heat over
-time (requests per time bin × LBA bin), and the mean in-flight depth over time. Pure: they read the
+time (requests per time bin × LBA bin), the mean in-flight depth over time, and the flushes over
+time (their rate and mean service time per bin) when the capture has any. Pure: they read the
 fingerprint stored with the run (``workflows.capture.summary.stored_fingerprint``), never the trace.
 """
 
@@ -49,6 +50,13 @@ def _rate(fp: Fingerprint) -> tuple[Cell, ...]:
     return _row("IOPS", f"{fp.iops:,.0f}", fp.iops, f"{format_bytes(fp.bw_bytes_s)}/s{span}")
 
 
+def _flush_rate(fp: Fingerprint) -> str:
+    """`` · 2,063 flush requests, 2,725/s``: the flush requests (a replay's syncs) and their rate over
+    the active span; empty without any."""
+    flushes, span = fp.ios.get("flush", 0), fp.active_s or fp.duration_s
+    return f" · {flushes:,} flush requests, {flushes / span:,.0f}/s" if flushes and span else ""
+
+
 def _lba(fp: Fingerprint) -> tuple[Cell, ...]:
     if fp.lba_first_bytes is None or fp.lba_end_bytes is None:
         return _row("LBA range", "–", None, "no read or write request")
@@ -92,7 +100,7 @@ def fingerprint_rows(fp: Fingerprint) -> list[tuple[Cell, ...]]:
              + (" (every block a request covers)" if fp.granules_by == "covered" else " (by request start)")),
         _lba(fp),
         _row("flush / FUA", _pct(fp.flush_pct), fp.flush_pct,
-             f"FUA {_pct(fp.fua_pct)} · sync writes {_pct(fp.sync_write_pct)}"),
+             f"FUA {_pct(fp.fua_pct)} · sync writes {_pct(fp.sync_write_pct)}" + _flush_rate(fp)),
         *(_row(f"service time {k}", _num(d.mean, ",.1f", " µs"), d.mean, _us(d)) for k, d in fp.latency_us.items()),
         _row("processes", str(len(fp.processes)), len(fp.processes),
              ", ".join(f"{k} {v:,}" for k, v in fp.processes.items())),
@@ -119,7 +127,8 @@ def fingerprint_document(run: Run) -> dict[str, Any] | None:
 
 
 def capture_charts(runs: Sequence[Run]) -> tuple[Any, ...]:
-    """Block-size histogram, LBA heat over time and depth over time of every capture among ``runs``."""
+    """Block-size histogram, LBA heat over time, depth over time and (with flushes) flushes over
+    time of every capture among ``runs``."""
     from .charts import Chart
     out = []
     for run in runs:
@@ -135,6 +144,10 @@ def capture_charts(runs: Sequence[Run]) -> tuple[Any, ...]:
             Chart(f"capture-{run.info.id}-depth", f"{name}: depth over time", "Captured workload",
                   "Mean requests in flight per time bin (time-weighted).", _depth_spec(fp, name)),
         ]
+        if fp.flushes_over_time:
+            out.append(Chart(f"capture-{run.info.id}-flushes", f"{name}: flushes over time", "Captured workload",
+                             "Flush requests per second in each time bin (what a replay syncs), and their mean "
+                             "service time at the device.", _flush_spec(fp, name)))
     return tuple(out)
 
 
@@ -177,6 +190,25 @@ def _heat_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     return out
 
 
+def _flush_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
+    """Flushes per second per time bin (a line) over their mean service time per bin (points), two
+    y axes: the rate and the latency of an fsync-bound application's commits."""
+    import altair as alt
+
+    from .charts import CARD_WIDTH, spec
+    rows = [{"t_s": round((i + 0.5) * fp.bin_s, 3), "flushes_s": round(n / fp.bin_s, 1) if fp.bin_s else None,
+             "service_us": fp.flush_service_over_time[i] if i < len(fp.flush_service_over_time) else None}
+            for i, n in enumerate(fp.flushes_over_time)]
+    base = alt.Chart(alt.Data(values=rows)).encode(x=alt.X("t_s:Q", title="time (s)", axis=alt.Axis(tickCount=10)))
+    rate = base.mark_line(point=alt.OverlayMarkDef(color="#59a14f"), color="#59a14f").encode(
+        y=alt.Y("flushes_s:Q", title="flushes/s"), tooltip=["t_s:Q", "flushes_s:Q", "service_us:Q"])
+    latency = base.mark_point(color="#e15759").encode(
+        y=alt.Y("service_us:Q", title="mean service time (µs)"), tooltip=["t_s:Q", "flushes_s:Q", "service_us:Q"])
+    chart = alt.layer(rate, latency).resolve_scale(y="independent").properties(
+        width=CARD_WIDTH - 120, height=200, title=alt.Title(f"{name}: flushes over time", anchor="start"))
+    return spec(chart)
+
+
 def _depth_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     import altair as alt
 
@@ -189,49 +221,86 @@ def _depth_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
     return spec(chart)
 
 
+def _figure(value: float | None, unit: str) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.1f}{' ' + unit if unit else ''}" if abs(value) >= 10 or unit == "%" else f"{value:.2f}"
+
+
+def _diff(error: float | None, relative: float | None, unit: str) -> str:
+    """A difference as the closeness table shows it: points for shares, else the relative change."""
+    if error is None:
+        return "–"
+    if unit == "%":
+        return f"{error:+.1f} pt"
+    return f"{100 * relative:+.1f} %" if relative is not None else f"{error:+.2f}"
+
+
 def closeness_table(rows: Sequence[Any]) -> Table:
-    """``workflows.capture.fit.closeness`` rows: metric, original, fitted, error."""
-    def num(value: float | None, unit: str) -> str:
-        if value is None:
-            return "–"
-        return f"{value:,.1f}{' ' + unit if unit else ''}" if abs(value) >= 10 or unit == "%" else f"{value:.2f}"
-    cols = (Column("metric", "metric"), Column("original", "original", True), Column("fitted", "fitted", True),
-            Column("error", "error", True))
+    """``workflows.capture.fit.closeness`` rows: metric, original, (replay on the check device,) fitted,
+    fit error and (device difference): see ``workflows.capture.check``."""
+    replayed = any(r.with_replay for r in rows)
+    cols = (Column("metric", "metric"), Column("original", "original", True),
+            *((Column("replayed", "replay (check device)", True),) if replayed else ()),
+            Column("fitted", "fitted (check device)" if replayed else "fitted", True),
+            Column("error", "fit error", True), *((Column("device", "device difference", True),) if replayed else ()))
     out = []
     for r in rows:
-        error = r.error
-        text = "–" if error is None else (f"{error:+.1f} pt" if r.unit == "%" else
-                                          f"{100 * r.relative:+.1f} %" if r.relative is not None else f"{error:+.2f}")
-        out.append((Cell(r.metric), Cell(num(r.original, r.unit), r.original), Cell(num(r.fitted, r.unit), r.fitted),
-                    Cell(text, error)))
-    return Table("fingerprint: original vs fitted job (captured)", cols, tuple(out),
-                 notes=("error: percentage points for shares, relative change for the rest",))
+        out.append((Cell(r.metric), Cell(_figure(r.original, r.unit), r.original),
+                    *((Cell(_figure(r.replayed, r.unit), r.replayed),) if replayed else ()),
+                    Cell(_figure(r.fitted, r.unit), r.fitted), Cell(_diff(r.error, r.relative, r.unit), r.error),
+                    *((Cell(_diff(r.device, r.device_relative, r.unit), r.device),) if replayed else ())))
+    notes = ["differences: percentage points for shares, relative change for the rest"]
+    if replayed:
+        notes.append("fit error: the fitted job against the capture's replay, both on the check device; device "
+                     "difference: that replay against the original (the same requests at the same times)")
+    return Table("fingerprint: original vs fitted job (captured)", cols, tuple(out), notes=tuple(notes))
 
 
-def performance_table(baseline: Run, fitted: Run) -> Table:
-    """IOPS and clat p99 per direction: the baseline (the capture, or a replay of it) beside the fitted job's run."""
-    from ..fio.merge import by_job
-    def totals(run: Run) -> dict[str, tuple[float, float | None]]:
-        out: dict[str, list[Any]] = {}
-        for result in run.results:
-            for (_, direction), d in by_job(result.report).items():
-                out.setdefault(direction, []).append(d)
-        summary = {}
-        for direction, ds in out.items():
-            p99s = [d.clat.percentile(99) for d in ds if d.clat and d.clat.percentile(99) is not None]
-            summary[direction] = (sum(d.iops or 0 for d in ds), max(p99s) if p99s else None)
-        return summary
-    a, b = totals(baseline), totals(fitted)
-    cols = (Column("direction", "dir"), Column("metric", "metric"), Column("a", f"run {baseline.info.id}", True),
-            Column("b", f"fitted run {fitted.info.id}", True), Column("change", "change", True))
+def _totals(run: Run) -> dict[str, tuple[float | None, float | None]]:
+    """Per direction (read, write, sync) of ``run``: IOPS summed over its classes (a sync's rate:
+    ``fio.merge.with_sync_rates``) and the worst class's clat p99 (a sync's lat), ns."""
+    from ..fio.merge import by_job, latency_figure, with_sync_rates
+    found: dict[str, list[Any]] = {}
+    for result in run.results:
+        for (_, direction), d in with_sync_rates(by_job(result.report)).items():
+            found.setdefault(direction, []).append(d)
+    out = {}
+    for direction, ds in found.items():
+        p99s = [v for v in (latency_figure(d, "clat", "p99") for d in ds) if v is not None]
+        rates = [d.iops for d in ds if d.iops is not None]
+        out[direction] = (sum(rates) if rates else None, max(p99s) if p99s else None)
+    return out
+
+
+def performance_table(original: Run, fitted: Run, replay: Run | None = None) -> Table:
+    """IOPS (syncs/s for sync) and clat p99 per direction: the original (the capture, or a replay of
+    it) and the fitted job's run, and with ``replay`` (the capture replayed on the check device) that
+    replay between them, the fit error (fitted vs replay) and the device difference (replay vs original)."""
+    runs = [original, *((replay,) if replay is not None else ()), fitted]
+    totals = [_totals(r) for r in runs]
+    cols = (Column("direction", "dir"), Column("metric", "metric"),
+            Column("a", f"run {original.info.id}", True),
+            *((Column("replay", f"replay run {replay.info.id}", True),) if replay is not None else ()),
+            Column("b", f"fitted run {fitted.info.id}", True),
+            Column("change", "fit error" if replay is not None else "change", True),
+            *((Column("device", "device difference", True),) if replay is not None else ()))
     rows = []
-    for direction in ("read", "write"):
-        if direction not in a or direction not in b:
+    for direction in ("read", "write", "sync"):
+        if not all(direction in t for t in totals):
             continue
-        for i, metric in enumerate(("IOPS", "clat p99 (worst class)")):
-            x, y = a[direction][i], b[direction][i]
-            change = f"{100 * (y / x - 1):+.1f} %" if x and y is not None else "–"
-            fmt = (lambda v: f"{v:,.0f}") if i == 0 else (lambda v: f"{v / 1000:,.1f} µs")
-            rows.append((Cell(direction), Cell(metric), Cell(fmt(x) if x is not None else "–", x),
-                         Cell(fmt(y) if y is not None else "–", y), Cell(change)))
-    return Table(f"{baseline.info.suite_name} vs the fitted job", cols, tuple(rows))
+        for i, metric in enumerate(("syncs/s" if direction == "sync" else "IOPS", "clat p99 (worst class)")):
+            values = [t[direction][i] for t in totals]
+            shown = [("–" if v is None else f"{v:,.0f}" if i == 0 else f"{v / 1000:,.1f} µs") for v in values]
+            changes = [_change(values[-2], values[-1])]
+            if replay is not None:
+                changes.append(_change(values[0], values[1]))
+            rows.append((Cell(direction), Cell(metric), *(Cell(text, v) for text, v in zip(shown, values, strict=True)),
+                         *(Cell(c) for c in changes)))
+    notes = ("fit error: the fitted job against the capture's replay on the same device; device difference: that "
+             "replay against the original",) if replay is not None else ()
+    return Table(f"{original.info.suite_name} vs the fitted job", cols, tuple(rows), notes=notes)
+
+
+def _change(before: float | None, after: float | None) -> str:
+    return f"{100 * (after / before - 1):+.1f} %" if before and after is not None else "–"

@@ -20,14 +20,18 @@ JSON document (``comparison_document``)::
            "b": {…} | null,
            "differences": [{"option", "a", "b", "effect": "blocking|ignored|soft"}],
            "unchecked": ["bs", …],                       # key options a side does not record
+           "behind": [{"side": "b", "job": "bs-4k", "recorded_ms", "replayed_ms", "ratio",
+                       "limit": {"by": "target|replayer|…", "why": "…"} | null}],  # only for a replay behind pace
            "metrics": [{"metric": "iops", "unit": "IOPS", "higher_is_better": true,
                         "a": {"n", "mean", "stdev", "ci95": [lo, hi] | null, "values": [...]},
                         "b": {…}, "change": b-a, "relative_change": (b-a)/a, "ratio": b/a,
                         "ratio_ci95": [lo, hi] | null, "p_value": p | null, "method": "…",
-                        "tested": bool,
+                        "tested": bool, "caveat": "replay behind pace",   # only with a caveat
                         "verdict": "better|worse|better (untested)|worse (untested)|unchanged|inconclusive|
-                                    not comparable|missing|failed"}]}],  # the word every format shows
-        "geometric_means": [{"metric", "pairs", "ratio", "verdicts": {"better": 1, …}}],
+                                    not comparable|missing|failed"}]}],  # the word every format shows;
+                                    # with a caveat: "worse (untested; replay behind pace)"
+        "geometric_means": [{"metric", "pairs", "ratio", "verdicts": {"better": 1, …},
+                             "behind": 2}],              # rows with a caveat, only when any
         "environment": [{"item": "kernel", "a": "6.1.0" | null, "b": …}]}]}
 
 Units: IOPS, bytes/s and ns as the metric's ``unit``; null is unknown, never zero.
@@ -48,6 +52,7 @@ from ..analyze.compare import (
     METHOD_LOG_WELCH,
     METHOD_SINGLE,
     METHOD_WELCH,
+    REPLAY_BEHIND,
     Comparison,
     MetricRow,
     Nearest,
@@ -106,9 +111,10 @@ def _p(p: float | None) -> str:
 
 
 def _verdict(row: MetricRow) -> Cell:
-    """The verdict word (``verdict_word``); an untested one is not coloured as a finding."""
+    """The verdict word (``verdict_word``); an untested one is not coloured as a finding, one with a
+    caveat (a replay behind pace) is yellow."""
     word = verdict_word(row)
-    return Cell(word, word, _STYLE.get(row.verdict) if word == row.verdict else None)
+    return Cell(word, word, _STYLE.get(row.verdict) if word == row.verdict else "yellow" if row.caveat else None)
 
 
 def describe_side(side: Side) -> str:
@@ -171,7 +177,7 @@ def metric_table(c: SideComparison, threshold: float) -> Table:
             unit = r.metric.unit
             rows.append((
                 *((Cell(pair.target),) if several_targets else ()), *names,
-                Cell(pair.direction), Cell(r.metric.title, r.metric.name), Cell(unit),
+                Cell(pair.direction), Cell(_title(pair, r.metric), r.metric.name), Cell(unit),
                 Cell(f"{r.a.n}/{r.b.n}"), _side_cell(unit, r.a, r.rounded), _half(r.a),
                 _side_cell(unit, r.b, r.rounded), _half(r.b),
                 Cell(_change(unit, r.change, r.relative_change), r.change),
@@ -182,6 +188,11 @@ def metric_table(c: SideComparison, threshold: float) -> Table:
     title = f"{describe_side(c.baseline)} → {describe_side(c.other)}"
     notes = _notes(c, threshold) + ((str(naming.note()),) if naming.note() else ())
     return Table(title=title, columns=columns, rows=tuple(rows), notes=notes)
+
+
+def _title(pair: Pair, m: Metric) -> str:
+    """The metric's title; a sync pair's IOPS is its rate of syncs (flushes, for a capture and its replays)."""
+    return "syncs/s" if pair.direction == "sync" and m.name == "iops" else m.title
 
 
 def _options(pair: Pair) -> canonical.Options:
@@ -209,11 +220,28 @@ def _notes(c: SideComparison, threshold: float) -> tuple[str, ...]:
     if any(r.a.ci95 or r.b.ci95 for r in rows):
         notes.append("±CI95: the half-width of a side's 95% t-interval of the mean over its repeats, in % of the "
                      "mean (n = A/B)")
-    notes += _pairing_notes(c)
+    if any(p.direction == "sync" and p.a is not None and p.b is not None for p in c.pairs):
+        notes.append("sync: fio's sync calls (a replayed flush each; a capture's flushes): their rate over the job's "
+                     "runtime and their latency (fio times the whole call; a capture, the device's service time)")
+    notes += _pairing_notes(c) + _behind_notes(c)
     unchecked = sorted({u for p in c.pairs for u in p.unchecked})
     if unchecked:
         notes.append(f"not recorded by a side's fio output, so not checked: {', '.join(unchecked)}")
     return tuple(notes)
+
+
+def _behind_notes(c: SideComparison) -> list[str]:
+    """A note per replay class that fell behind the recorded pace (``analyze.pace``): by how much and
+    what held it (the verdicts of its pairs say ``replay behind pace``)."""
+    names = {"a": c.baseline.selector, "b": c.other.selector}
+    notes = []
+    for p in c.pairs:
+        for side, pace in p.behind:
+            limit = f"; limit: {pace.limit.by} ({pace.limit.why})" if pace.limit else ""
+            notes.append(f"{REPLAY_BEHIND}: {names[side]}'s {pace.job} took {pace.replayed_ms:,.0f} ms against "
+                         f"{pace.recorded_ms:,.0f} ms recorded (×{pace.ratio:.2f}){limit}: its rate is the replay's "
+                         "pace, not the application's")
+    return list(dict.fromkeys(notes))
 
 
 def _pairing_notes(c: SideComparison) -> list[str]:
@@ -284,7 +312,8 @@ def summary_table(c: SideComparison) -> Table:
                Column("other", "other"))
     rows = []
     for g in c.geomeans:
-        other = ", ".join(f"{n} {v}" for v, n in g.verdicts.items() if v not in shown)
+        other = ", ".join([f"{n} {v}" for v, n in g.verdicts.items() if v not in shown]
+                          + ([f"{g.behind} {REPLAY_BEHIND}"] if g.behind else []))
         rows.append((Cell(g.metric.title), Cell(str(g.pairs), g.pairs),
                      Cell("–" if g.ratio is None else f"×{g.ratio:.3f}", g.ratio),
                      *(Cell(str(g.verdicts.get(v, 0)), g.verdicts.get(v, 0)) for v in shown), Cell(other)))
@@ -368,7 +397,7 @@ def _row(r: MetricRow) -> dict[str, Any]:
             "a": _summary(r.a, r.a_values), "b": _summary(r.b, r.b_values), "change": r.change,
             "relative_change": r.relative_change, "ratio": r.ratio,
             "ratio_ci95": list(r.ratio_ci95) if r.ratio_ci95 else None, "p_value": r.p_value, "method": r.method,
-            **({"rounded": True} if r.rounded else {}),
+            **({"rounded": True} if r.rounded else {}), **({"caveat": r.caveat} if r.caveat else {}),
             "tested": r.tested, "verdict": verdict_word(r)}
 
 
@@ -376,7 +405,10 @@ def _pair(p: Pair) -> dict[str, Any]:
     return {"label": p.label, "target": p.target, "direction": p.direction, "comparable": p.comparable,
             "a": _slot(p.a), "b": _slot(p.b),
             "differences": [{"option": d.option, "a": d.a, "b": d.b, "effect": d.effect} for d in p.differences],
-            "unchecked": list(p.unchecked), "metrics": [_row(r) for r in p.metrics]}
+            "unchecked": list(p.unchecked), "metrics": [_row(r) for r in p.metrics],
+            **({"behind": [{"side": side, "job": b.job, "recorded_ms": b.recorded_ms, "replayed_ms": b.replayed_ms,
+                            "ratio": b.ratio, "limit": {"by": b.limit.by, "why": b.limit.why} if b.limit else None}
+                           for side, b in p.behind]} if p.behind else {})}
 
 
 def comparison_document(comparison: Comparison) -> dict[str, Any]:
@@ -390,7 +422,8 @@ def comparison_document(comparison: Comparison) -> dict[str, Any]:
             "baseline": 0, "side": index,
             "pairs": [_pair(p) for p in c.pairs],
             "geometric_means": [{"metric": g.metric.name, "pairs": g.pairs, "ratio": g.ratio,
-                                 "verdicts": dict(g.verdicts)} for g in c.geomeans],
+                                 "verdicts": dict(g.verdicts), **({"behind": g.behind} if g.behind else {})}
+                                for g in c.geomeans],
             "environment": [{"item": e.item, "a": e.a, "b": e.b} for e in c.environment],
         } for index, c in enumerate(comparison.comparisons, 1)],
     }

@@ -21,6 +21,7 @@ from . import facts, saturation, warmup
 from .capture import capture_charts
 from .chartdata import run_name, subjects
 from .comparison import comparison_tables
+from .pace import pace_table
 from .results import results_table
 from .saturation import saturation_table
 from .table import Table
@@ -77,13 +78,15 @@ def summary_tables(runs: Sequence[Run], comparison: Comparison | None = None) ->
     (``report.comparison.comparison_tables``: per compared side the geometric-mean summary, put
     first so that it is not below a long table, the verdict table, option and environment
     differences). Without one, one run gives its results table (``report.results.
-    results_table``) and several runs are compared with ``compare_runs`` and its defaults.
+    results_table``; a replay's pace after it, ``report.pace``) and several runs are compared with
+    ``compare_runs`` and its defaults.
     """
     if comparison is None:
         if len(runs) == 1:
             run = runs[0]
-            return tuple(t for t in (results_table(run), saturation_table(run), warmup.warmup_table(run),
-                                     warmup.cache_table(run), _crash_table(run)) if t is not None)
+            return tuple(t for t in (results_table(run), pace_table(run), saturation_table(run),
+                                     warmup.warmup_table(run), warmup.cache_table(run), _crash_table(run))
+                         if t is not None)
         comparison = compare_runs(runs)
     saturated = saturation.comparison_table([(run_name(r, runs), r) for r in runs])
     curves = warmup.comparison_table([(run_name(r, runs), [r]) for r in runs])

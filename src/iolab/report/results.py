@@ -20,7 +20,7 @@ from typing import Any
 from .. import stats
 from ..analyze import sweep
 from ..describe import canonical
-from ..fio.merge import by_job, summarize
+from ..fio.merge import by_job, summarize, with_sync_rates
 from ..model import DirectionStats, ResultRecord, Run, to_jsonable
 from ..remote.hosts import label_of
 from ..units import format_iops, format_ns, format_rate
@@ -122,7 +122,7 @@ def result_rows(run: Run) -> list[ResultRow]:
         if result.status == "partial":
             partial[key] = partial.get(key, 0) + 1
             continue
-        for (job, direction), d in by_job(result.report).items():
+        for (job, direction), d in with_sync_rates(by_job(result.report)).items():
             values.setdefault((*key, job, direction, ALL_HOSTS if hosts else None), []).append(d)
     groups = list(dict.fromkeys(k[:5] for k in values))
     rows = []
@@ -330,7 +330,7 @@ def run_document(run: Run) -> dict[str, Any]:
         doc["jobs"] = _strip_bins(to_jsonable(list(report.jobs))) if report else []
         doc["disk_util"] = to_jsonable(list(report.disk_util)) if report else []
         doc["summary"] = {f"{job}/{direction}" if job != r.workload else direction: _strip_bins(to_jsonable(d))
-                          for (job, direction), d in by_job(r.report).items()}
+                          for (job, direction), d in with_sync_rates(by_job(r.report)).items()}
         by_host: dict[str, dict[str, Any]] = {}
         for (host, job, direction), d in per_host(r).items():
             key = f"{job}/{direction}" if job != r.workload else direction

@@ -111,13 +111,15 @@ class Session:
 
 def run(store: Store | Callable[[], Store], suite: Suite, options: RunOptions, *, repeat: int | None = None,
         label: str | None = None, tags: Mapping[str, str] | None = None, watch: Watch | None = None,
-        during: AbstractContextManager[object] | None = None, warnings: Sequence[str] = ()) -> Run:
-    """The pipeline in one call: plan ``suite``, tell the plan, store the run (with ``warnings``), run
-    its jobs with progress; returns the stored run (``Run.info.status``: ``complete``, ``partial`` or
-    ``failed``). Raises as ``Session.run`` says."""
+        during: AbstractContextManager[object] | None = None, warnings: Sequence[str] = (),
+        planned: Mapping[str, Any] | None = None) -> Run:
+    """The pipeline in one call: plan ``suite``, tell the plan, store the run (with ``warnings``; with
+    ``planned`` stored with each invocation, as ``Session.run`` says), run its jobs with progress;
+    returns the stored run (``Run.info.status``: ``complete``, ``partial`` or ``failed``). Raises as
+    ``Session.run`` says."""
     session = Session(store, options, label=label, tags=tags, watch=watch, warnings=warnings)
     try:
-        session.run(suite, repeat=repeat, during=during)
+        session.run(suite, repeat=repeat, during=during, planned=planned)
     finally:
         sshhost.close_all()  # the ssh hosts' servers end with the run
     assert session.run_id is not None

@@ -200,9 +200,10 @@ def test_unknown_default_metric_is_left_out_but_explicit_is_missing(store):
 
 
 
-def test_a_sync_direction_has_no_rate_and_its_clat_is_fios_lat(store, tmp_path):
-    """fio times a sync call as a whole (``sync.lat_ns`` only) and reports no rate for it: asked for
-    IOPS, a sync pair has no row (not a "missing" one); its clat p99 is the lat the results table shows."""
+def test_a_sync_direction_is_rated_over_its_jobs_runtime_and_its_clat_is_fios_lat(store, tmp_path):
+    """fio times a sync call as a whole (``sync.lat_ns`` only) and reports no rate for it: a sync's
+    IOPS is its calls over its job's runtime (4,048 fsyncs in 1,001 ms: ``fio.merge.with_sync_rates``,
+    as a capture's flushes are rated); its clat p99 is the lat the results table shows."""
     sample = DATA / "fio-3.33_psync_fsync_all_percentiles.json"
     doc = json.loads(sample.read_text())
     for label in ("a", "b"):
@@ -211,6 +212,6 @@ def test_a_sync_direction_has_no_rate_and_its_clat_is_fios_lat(store, tmp_path):
         list(importer.import_sources(store, importer.discover([tmp_path / f"{label}.json"]), label=label))
     pairs = run_compare(store, "a", "b", metrics=["iops", "clat_p99"]).comparisons[0].pairs
     sync = [p for p in pairs if p.direction == "sync"]
-    assert sync and [r.metric.name for p in sync for r in p.metrics] == ["clat_p99"]
-    assert [r.a.mean for p in sync for r in p.metrics] == [536576.0]
+    assert sync and [r.metric.name for p in sync for r in p.metrics] == ["iops", "clat_p99"]
+    assert [r.a.mean for p in sync for r in p.metrics] == [pytest.approx(4048 * 1000 / 1001), 536576.0]
     assert all(r.verdict != cmp.Verdict.MISSING for p in pairs for r in p.metrics)

@@ -123,30 +123,35 @@ def test_a_path_that_is_not_a_block_device_is_refused(tmp_path: Path) -> None:
                           st.sampled_from([READ, WRITE, FLUSH])), min_size=1, max_size=60))
 def test_the_capture_report_summarises_service_times_as_numpy_does(rows: list[tuple[int, int, int, int]]) -> None:
     """Each class's fio-shaped figures, tallied 7 requests at a time, are numpy's on the class's
-    whole columns: counts, bytes, min/max/mean/stddev and the percentiles (linear interpolation)."""
+    whole columns: counts, bytes, min/max/mean/stddev and the percentiles (linear interpolation); the
+    flushes are the sync direction of their class (as a replay's fio reports them), rated over the
+    active span, their service time fio's sync ``lat``."""
     trace = trace_mod.from_rows([(t, -1 if c < 0 else t + c, 8 * i, size if op != FLUSH else 0, op, 0, 1)
                                  for i, (t, c, size, op) in enumerate(rows)])
     report = record.capture_report(trace, chunk=7)
     per_class = replay_mod.classes(trace)
     assert [job.name for job in report.jobs] == list(per_class)
+    duration_ms = max(1, round(fp_mod.active_ns(trace) / 1e6))
     for job, indices in zip(report.jobs, per_class.values(), strict=True):
-        for op, name in ((READ, "read"), (WRITE, "write")):
+        for op, name in ((READ, "read"), (WRITE, "write"), (FLUSH, "sync")):
             mine = indices[trace.op[indices] == op]
             if not mine.size:
                 assert name not in job.directions
                 continue
             stats = job.directions[name]
-            assert (stats.total_ios, stats.io_bytes) == (mine.size, int(trace.nbytes[mine].sum()))
+            assert stats.total_ios == mine.size and stats.iops == pytest.approx(1000 * mine.size / duration_ms)
+            assert stats.io_bytes == (int(trace.nbytes[mine].sum()) if op != FLUSH else None)
             done = trace.complete_ns[mine] >= 0
             service = (trace.complete_ns[mine] - trace.issue_ns[mine])[done]
+            latency = stats.clat if op != FLUSH else stats.lat
             if not service.size:
-                assert stats.clat is None
+                assert latency is None
                 continue
-            assert stats.clat is not None and stats.clat.samples == service.size
-            assert (stats.clat.min_ns, stats.clat.max_ns) == (service.min(), service.max())
-            assert stats.clat.mean_ns == pytest.approx(service.mean())
-            assert stats.clat.stddev_ns == pytest.approx(service.std(), abs=1e-6)
-            for p, value in stats.clat.percentiles_ns.items():
+            assert latency is not None and latency.samples == service.size
+            assert (latency.min_ns, latency.max_ns) == (service.min(), service.max())
+            assert latency.mean_ns == pytest.approx(service.mean())
+            assert latency.stddev_ns == pytest.approx(service.std(), abs=1e-6)
+            for p, value in latency.percentiles_ns.items():
                 assert value == pytest.approx(np.percentile(service, float(p))), p
 
 

@@ -26,7 +26,9 @@ I/O scheduler's merging):
   (``granules_by`` = ``"covered"``; fingerprints stored before counted only the block where each
   request starts: ``"start"``).
 - **latency**: device service time, complete - issue, of each completed request.
-- **flushes**: requests that are a flush or carry REQ_PREFLUSH, REQ_FUA, REQ_SYNC.
+- **flushes**: requests that are a flush or carry REQ_PREFLUSH, REQ_FUA, REQ_SYNC; the flush
+  requests themselves (what a replay's fio ``sync`` actions are) per time bin, and their mean service
+  time per bin, for the capture's chart.
 - **left out**: requests of tasks the trace left out (``trace.PROBE_TASKS``: iolab's own signature
   probes; the tasks outside ``--process``), by task name; no other figure counts them.
 """
@@ -427,6 +429,28 @@ def _heat(trace: Trace, duration_ns: int, first: int, end: int, chunk: int) -> t
     return tuple(tuple(int(x) for x in row) for row in grid.reshape(TIME_BINS, LBA_BINS))
 
 
+def _flushes(trace: Trace, duration_ns: int, chunk: int) -> dict[str, tuple[float | None, ...]]:
+    """Flush requests per time bin (``TIME_BINS`` over ``duration_ns``, by issue time) and their mean
+    service time per bin in µs (None where none completed); empty without flushes."""
+    count = np.zeros(TIME_BINS, dtype=np.int64)
+    done = np.zeros(TIME_BINS, dtype=np.int64)
+    service = np.zeros(TIME_BINS, dtype=np.float64)
+    for a in range(0, len(trace), chunk):
+        rows = np.flatnonzero(trace.op[a:a + chunk] == FLUSH) + a
+        if not rows.size:
+            continue
+        bins = np.minimum(trace.issue_ns[rows] * TIME_BINS // max(duration_ns, 1), TIME_BINS - 1)
+        count += np.bincount(bins, minlength=TIME_BINS)
+        completed = trace.complete_ns[rows] >= 0
+        done += np.bincount(bins[completed], minlength=TIME_BINS)
+        service += np.bincount(bins[completed], weights=(trace.complete_ns[rows] - trace.issue_ns[rows])[completed],
+                               minlength=TIME_BINS)
+    if not count.any():
+        return {"flushes_over_time": (), "flush_service_over_time": ()}
+    means = tuple(round(float(s) / int(n) / 1000, 1) if n else None for s, n in zip(service, done, strict=True))
+    return {"flushes_over_time": tuple(int(x) for x in count), "flush_service_over_time": means}
+
+
 def active_ns(trace: Trace) -> int:
     """The active span: from the first issue (time 0) to the last issue or completion, ns (at least 1)."""
     return max(1, int(trace.issue_ns.max(initial=0)), int(trace.complete_ns.max(initial=0)))
@@ -480,4 +504,5 @@ def fingerprint(trace: Trace, chunk: int = CHUNK) -> Fingerprint:
         heat=_heat(trace, duration_ns, c.first or 0, c.end or 0, chunk), active_s=active / 1e9 if n else 0.0,
         zeroes_ios=c.zeroes_ios, zeroes_bytes=c.zeroes_bytes,
         left_out=dict(sorted(trace.left_out.items(), key=lambda kv: -kv[1])), granules_by="covered",
+        **_flushes(trace, duration_ns, chunk),  # type: ignore[arg-type]
     )

@@ -26,7 +26,8 @@ The job (``fit_job``), from the fingerprint alone:
   turning a ``bssplit`` of 4 sizes into 9 at the device;
 - ``fsync=N`` when the trace flushes (one flush every N writes);
 - ``runtime`` the capture's active span in whole seconds (``Fingerprint.active_s``, the span its
-  IOPS are over; the rates above are over it too), ``time_based``, ``direct=1``, ``ioengine=libaio``.
+  IOPS are over; the rates above are over it too), ``time_based``, ``direct=1``, ``ioengine=libaio``;
+- ``filename=${TARGET}`` in ``[global]`` with a comment saying how to set it (``TARGET_OPTION``).
 
 fio's generators: ``zipf``/``pareto`` pick a rank from the distribution over the range's blocks
 and scramble it (``lib/zipf.c``), so hot blocks are scattered like an application's. The zipf rank
@@ -222,6 +223,27 @@ def _rate(iops: Mapping[str, float], fp: Fingerprint) -> tuple[str, str]:
     return name, ",".join(values.values())  # read,write; one value (fio: for both) when one direction is kept
 
 
+#: The environment variable a fitted job's ``filename`` names (``TARGET_OPTION``).
+TARGET_VARIABLE = "TARGET"
+#: The fitted job's target, in its ``[global]`` section: fio substitutes ``${VAR}`` in a job file from
+#: its environment (HOWTO "Environment variables"; ``options.c``, ``option_dup_subs``), an unset one
+#: by nothing, and refuses ``filename=`` with no name ("failed parsing filename=${TARGET}", fio
+#: 3.33): so plain fio without the variable stops instead of laying out a file named after the job
+#: in the current directory. iolab drops a job file's global ``filename`` for the target it is
+#: given (``describe.render.job_sections``), so ``iolab run``/``fit --check`` need no variable.
+TARGET_OPTION = ("filename", "${" + TARGET_VARIABLE + "}")
+
+
+def target_note(name: str = "fitted.fio") -> tuple[str, ...]:
+    """The comment over ``TARGET_OPTION`` for a job file called ``name``: how to set the target."""
+    return (f"the target is ${{{TARGET_VARIABLE}}}, from the environment; this job WRITES there (its data is "
+            "destroyed):",
+            f"  {TARGET_VARIABLE}=/dev/sdX fio {name}",
+            f"without {TARGET_VARIABLE} fio refuses the job rather than lay out a file in the current directory; "
+            "iolab runs it on the target it is given:",
+            f"  iolab run {name} --target NAME=/dev/sdX --destroy /dev/sdX")
+
+
 @dataclass(frozen=True)
 class FittedJob:
     """The fitted job's options (fio names, in order) and why the timing model was chosen."""
@@ -230,8 +252,11 @@ class FittedJob:
     closed_loop: bool
     reason: str
 
-    def text(self, header: Sequence[str] = ()) -> str:
-        return jobfile.render((jobfile.Section("fitted", self.options),), header)
+    def text(self, header: Sequence[str] = (), name: str = "fitted.fio") -> str:
+        """The job file ``name``: ``header`` and ``target_note`` as comments, a ``[global]`` section
+        naming the target (``TARGET_OPTION``), then ``[fitted]`` with the options."""
+        return jobfile.render((jobfile.Section("global", (TARGET_OPTION,)), jobfile.Section("fitted", self.options)),
+                              (*header, *target_note(name)))
 
 
 def fit_job(fp: Fingerprint, kind: str = "auto", what: str = "the capture") -> FittedJob:
@@ -286,25 +311,48 @@ def fit_job(fp: Fingerprint, kind: str = "auto", what: str = "the capture") -> F
     return FittedJob(tuple(opts), closed, reason)
 
 
+def _difference(base: float | None, other: float | None) -> tuple[float | None, float | None]:
+    """``other - base`` and ``other / base - 1`` (None where unknown or ``base`` is 0)."""
+    if base is None or other is None:
+        return None, None
+    return other - base, (other / base - 1 if base else None)
+
+
 @dataclass(frozen=True)
 class MetricRow:
-    """One fingerprint metric, original vs fitted; ``error`` is fitted - original, in the metric's
-    unit (points for percentages), ``relative`` the ratio - 1 where it makes sense."""
+    """One fingerprint metric: the original's, the fitted job's and, when ``fit --check`` replayed the
+    capture on the check device, that replay's (``replayed``). ``error`` is the fit error, fitted -
+    replayed (fitted - original without a replay), in the metric's unit (points for percentages),
+    ``relative`` the ratio - 1 where it makes sense; ``device`` and ``device_relative`` the device
+    difference, replayed - original (None without a replay)."""
 
     metric: str
     unit: str
     original: float | None
     fitted: float | None
+    replayed: float | None = None
+    with_replay: bool = False
+
+    @property
+    def reference(self) -> float | None:
+        """What the fitted job is measured against: the replay on the check device, or the original."""
+        return self.replayed if self.with_replay else self.original
 
     @property
     def error(self) -> float | None:
-        return None if self.original is None or self.fitted is None else self.fitted - self.original
+        return _difference(self.reference, self.fitted)[0]
 
     @property
     def relative(self) -> float | None:
-        if self.original in (None, 0) or self.fitted is None:
-            return None
-        return self.fitted / self.original - 1  # type: ignore[operator]
+        return _difference(self.reference, self.fitted)[1]
+
+    @property
+    def device(self) -> float | None:
+        return _difference(self.original, self.replayed)[0] if self.with_replay else None
+
+    @property
+    def device_relative(self) -> float | None:
+        return _difference(self.original, self.replayed)[1] if self.with_replay else None
 
 
 def _bs_share(fp: Fingerprint, kind: str, size: int) -> float | None:
@@ -317,24 +365,36 @@ def largest_sizes(counts: Mapping[int, int], n: int = 4) -> list[int]:
     return [size for size, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
 
 
-def closeness(original: Fingerprint, fitted: Fingerprint) -> list[MetricRow]:
+def closeness(original: Fingerprint, fitted: Fingerprint, replayed: Fingerprint | None = None) -> list[MetricRow]:
     """Metric by metric: the mix, the shares of the 4 block sizes with the most requests per
-    direction (largest first), randomness, depth, rate, skew, flushes."""
-    rows = [MetricRow("read share (rwmixread)", "%", original.read_pct_ios, fitted.read_pct_ios)]
-    for kind in ("read", "write"):
-        for size in largest_sizes(original.bs_counts.get(kind, {})):
-            rows.append(MetricRow(f"{kind} bs {_size(size)} share", "%", _bs_share(original, kind, size),
-                                  _bs_share(fitted, kind, size)))
-    rows += [
-        MetricRow("random", "%", original.random_pct, fitted.random_pct),
-        MetricRow("depth mean while busy", "", original.depth_mean_busy, fitted.depth_mean_busy),
-        MetricRow("IOPS (device)", "IOPS", original.iops, fitted.iops),
-        MetricRow("hottest 1 % share", "%", original.hot1_pct, fitted.hot1_pct),
-        MetricRow("hottest 10 % share", "%", original.hot10_pct, fitted.hot10_pct),
-        MetricRow("flush share", "%", original.flush_pct, fitted.flush_pct),
-        MetricRow("inter-arrival CV", "", original.interarrival_cv, fitted.interarrival_cv),
-    ]
-    for kind in ("read", "write"):
-        a, b = original.latency_us.get(kind), fitted.latency_us.get(kind)
-        rows.append(MetricRow(f"service time {kind} p99", "µs", a.p99 if a else None, b.p99 if b else None))
-    return rows
+    direction (largest first), randomness, depth, rate, skew, flushes, service times; with
+    ``replayed`` (the capture's replay on the check device, captured there) its figure beside each,
+    which the fit error is then taken against (``MetricRow``)."""
+    def of(fp: Fingerprint) -> list[float | None]:
+        values: list[float | None] = [fp.read_pct_ios]
+        values += [_bs_share(fp, kind, size) for kind in ("read", "write")
+                   for size in largest_sizes(original.bs_counts.get(kind, {}))]
+        values += [fp.random_pct, fp.depth_mean_busy, fp.iops, fp.hot1_pct, fp.hot10_pct, fp.flush_pct,
+                   _flush_rate(fp), fp.interarrival_cv]
+        values += [_p99(fp, kind) for kind in ("read", "write", "flush")]
+        return values
+    names = [("read share (rwmixread)", "%")]
+    names += [(f"{kind} bs {_size(size)} share", "%") for kind in ("read", "write")
+              for size in largest_sizes(original.bs_counts.get(kind, {}))]
+    names += [("random", "%"), ("depth mean while busy", ""), ("IOPS (device)", "IOPS"), ("hottest 1 % share", "%"),
+              ("hottest 10 % share", "%"), ("flush share", "%"), ("flushes/s", "/s"), ("inter-arrival CV", "")]
+    names += [(f"service time {kind} p99", "µs") for kind in ("read", "write", "flush")]
+    third = of(replayed) if replayed is not None else [None] * len(names)
+    return [MetricRow(metric, unit, a, b, c, replayed is not None)
+            for (metric, unit), a, b, c in zip(names, of(original), of(fitted), third, strict=True)]
+
+
+def _flush_rate(fp: Fingerprint) -> float | None:
+    """Flush requests per second over the active span; None without requests."""
+    span = fp.active_s or fp.duration_s
+    return fp.ios.get("flush", 0) / span if fp.requests and span else None
+
+
+def _p99(fp: Fingerprint, kind: str) -> float | None:
+    found = fp.latency_us.get(kind)
+    return found.p99 if found else None

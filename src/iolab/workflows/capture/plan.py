@@ -10,8 +10,11 @@ two replays' job options are equal and ``iolab compare`` pairs them — and retu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from ...describe import suite as suite_mod
 from ...describe.spec import Suite
@@ -20,16 +23,18 @@ from ...facts import targets
 from ...model import Run
 from ...store.database import Store
 from . import record, replay
-from .fingerprint import fingerprint
+from .fingerprint import active_ns, fingerprint
 from .fit import EMPTY_HINT
-from .trace import of_processes
+from .trace import Trace, of_processes
 
 
 @dataclass(frozen=True)
 class ReplayPlan:
     """The suite to run and what the plan says about it: ``description`` (classes, jobs, timing) and
     ``caveats``, what changes the meaning of the replay's results (requests left out, write-zeroes sent
-    as data, offsets scaled), which are also stored with the replay run as its warnings."""
+    as data, offsets scaled), which are also stored with the replay run as its warnings; ``planned``
+    what the trace took, stored with each replay result (``extra["replay"]``: ``analyze.pace`` sets
+    the replay's durations against it)."""
 
     suite: Suite
     directory: Path
@@ -37,6 +42,7 @@ class ReplayPlan:
     classes: tuple[str, ...]
     description: str
     caveats: tuple[str, ...]
+    planned: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -65,7 +71,8 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     settings = replace(settings, scale=scale)
     directory = record.replay_dir(store, run.info.id, processes)
     device = str((run.info.options or {}).get("device", "capture"))
-    iologs, window_ns = replay.write_iologs(trace, directory, device, settings)
+    dealt = replay.replay_jobs(trace, windowed=not settings.as_fast_as_possible)
+    iologs, window_ns = replay.write_iologs(trace, directory, device, settings, dealt)
     text = replay.job_text(iologs, settings, f"replay of capture {run.info.id}")
     text = text.replace("[global]\n", f"[global]\nreplay_redirect={target_path}\n", 1)
     job = directory / "replay.fio"
@@ -95,7 +102,21 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     if scale > 1:
         caveats.append(f"the trace spans {end:,} bytes but {target_name} has {facts.size_bytes:,}: offsets are "
                        f"divided by replay_scale={scale} (replay_align=4096)")
-    return ReplayPlan(suite, directory, len(trace), tuple(iologs), description, tuple(caveats))
+    return ReplayPlan(suite, directory, len(trace), tuple(iologs), description, tuple(caveats),
+                      _planned(run, trace, settings, dealt[0]))
+
+
+def _planned(run: Run, trace: Trace, settings: replay.ReplaySettings,
+             jobs: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """What a replay's results keep of its trace (``ReplayPlan.planned``, ``analyze.pace``): the
+    capture, the active span (ms), the timing, and per class its requests, their service times'
+    sum (ms) and, for a timed replay, the lag a slower target would cause (``replay.slowdown_lags``)."""
+    classes = replay.class_service(trace)
+    if not settings.as_fast_as_possible:
+        for name, lags in replay.slowdown_lags(trace, jobs, settings.rate_pct).items():
+            classes.setdefault(name, {})["lag_ms"] = lags
+    return {"capture": run.info.id, "recorded_ms": active_ns(trace) / 1e6, "rate_pct": settings.rate_pct,
+            "as_fast_as_possible": settings.as_fast_as_possible, "classes": classes}
 
 
 def _names(counts: Mapping[str, int]) -> str:

@@ -3,8 +3,9 @@
 
 The result also carries a fio-shaped report of the trace (``capture_report``): per size class
 (``replay.classes``) and direction, the requests, bytes, IOPS and the device's service time as
-``clat``, so ``iolab compare CAPTURE REPLAY`` pairs a replay's classes with the original's and
-``iolab show`` lists them like any run's results. Its job text is the replay job for the traced
+``clat``, and the flushes as the ``sync`` direction of the class the replay syncs in, so ``iolab
+compare CAPTURE REPLAY`` pairs a replay's classes (its fio ``sync`` results with the flushes) with
+the original's and ``iolab show`` lists them like any run's results. Its job text is the replay job for the traced
 device, so the capture and its replays have the same workload options.
 """
 
@@ -36,7 +37,7 @@ from . import replay, tracefs
 from .fingerprint import Tally, active_ns, fingerprint
 from .summary import ORIGIN
 from .summary import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
-from .trace import OP_NAMES, READ, WRITE, Trace, decode, encode
+from .trace import FLUSH, OP_NAMES, READ, WRITE, Trace, decode, encode
 
 WORKLOAD = "capture"
 
@@ -96,17 +97,21 @@ def capture_report(trace: Trace, chunk: int = 1 << 16) -> FioReport:
     """The trace as fio would report its replay: one job per size class, read/write directions with
     requests, bytes, IOPS and bandwidth over the active span (``fingerprint.active_ns``: from the
     first issue to the last completion, as a replay's fio runtime spans its requests) and the
-    device's service time (complete - issue) as ``clat`` and ``lat``. Pure. A class's requests are
-    taken ``chunk`` at a time and their service times tallied (``fingerprint.Tally``), so no copy
-    of a class's column is made."""
+    device's service time (complete - issue) as ``clat`` and ``lat``. The flushes are a ``sync``
+    direction of the class the replay syncs in (``replay.classes``), as fio reports a replay's
+    ``sync`` actions: their count, their rate over the active span (fio gives none for syncs;
+    ``fio.merge.with_sync_rates`` gives a replay's the same way) and their service time as ``lat``
+    only (fio times a sync call as a whole). Pure. A class's requests are taken ``chunk`` at a time
+    and their service times tallied (``fingerprint.Tally``), so no copy of a class's column is made."""
     duration_ms = max(1, round(active_ns(trace) / 1e6))
     jobs = []
+    kinds = (READ, WRITE, FLUSH)
     for index, (name, indices) in enumerate(replay.classes(trace).items()):
-        ios, nbytes, service = {READ: 0, WRITE: 0}, {READ: 0, WRITE: 0}, {READ: Tally(), WRITE: Tally()}
+        ios, nbytes, service = dict.fromkeys(kinds, 0), dict.fromkeys(kinds, 0), {op: Tally() for op in kinds}
         for a in range(0, indices.size, chunk):
             rows = indices[a:a + chunk]
             ops, done = trace.op[rows], trace.complete_ns[rows]
-            for op in (READ, WRITE):
+            for op in kinds:
                 mine = ops == op
                 ios[op] += int(np.count_nonzero(mine))
                 nbytes[op] += int(trace.nbytes[rows[mine]].sum())
@@ -120,6 +125,9 @@ def capture_report(trace: Trace, chunk: int = 1 << 16) -> FioReport:
                     direction=OP_NAMES[op], total_ios=ios[op], io_bytes=nbytes[op], runtime_ms=duration_ms,
                     iops=1000.0 * ios[op] / duration_ms, bw_bytes_s=1000.0 * nbytes[op] / duration_ms, clat=latency,
                     lat=latency)
+        if ios[FLUSH]:
+            directions["sync"] = DirectionStats(direction="sync", total_ios=ios[FLUSH], runtime_ms=duration_ms,
+                                                iops=1000.0 * ios[FLUSH] / duration_ms, lat=_latency(service[FLUSH]))
         jobs.append(JobResult(name=name, index=index, directions=directions, job_runtime_ms=duration_ms))
     return FioReport(source_format="capture", jobs=tuple(jobs))
 

@@ -46,9 +46,10 @@ HOWTO "Trace file format v3", ``replay_*`` options; fio 3.33 ``iolog.c``, ``back
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -93,6 +94,21 @@ def classes(trace: Trace) -> dict[str, np.ndarray]:
         klass[flush] = np.bincount(made_durable).argmax()  # one class for all: see the docstring
     klass[~(data | flush)] = 255
     return {size_class(int(tops[k])): _rows_of(klass, k) for k in np.unique(klass[klass < 255]).tolist()}
+
+
+def class_service(trace: Trace) -> dict[str, dict[str, Any]]:
+    """Per class (``classes``): its requests (data and flushes) and the sum of their service times
+    (complete - issue, ms; requests without a completion count none), what ``analyze.pace`` sets a
+    replay's time spent on the target against. A chunk at a time."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, indices in classes(trace).items():
+        total = 0
+        for a in range(0, indices.size, 1 << 16):
+            rows = indices[a:a + (1 << 16)]
+            done = trace.complete_ns[rows]
+            total += int((done - trace.issue_ns[rows])[done >= 0].sum())
+        out[name] = {"requests": int(indices.size), "service_ms": total / 1e6}
+    return out
 
 
 def _rows_of(klass: np.ndarray, k: int, step: int = 1 << 16) -> np.ndarray:
@@ -316,12 +332,51 @@ def iolog_name(job: str, settings: ReplaySettings = ReplaySettings()) -> str:
     return f"{job}.iolog" if settings.quantum_us == QUANTUM_US else f"{job}-q{settings.quantum_us}us.iolog"
 
 
-def write_iologs(trace: Trace, directory: Path, device: str, settings: ReplaySettings) -> tuple[dict[str, Path], int]:
-    """One iolog per fio job (``replay_jobs``) in ``directory`` (created): job name -> path, and the
-    windows' length in ns."""
+#: How many times slower than traced a target's service is modelled (``slowdown_lags``).
+SLOWDOWNS = (1.5, 2.0, 3.0, 5.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
+
+
+def slowdown_lags(trace: Trace, jobs: Mapping[str, np.ndarray], rate_pct: int = 100,
+                  factors: Sequence[float] = SLOWDOWNS) -> dict[str, dict[str, float]]:
+    """Per class, for each slowdown ``f`` (``"2"``: twice the traced service time): how late (ms) its
+    replay would end if each of its requests took ``f`` times as long as traced and fio issued on
+    time otherwise, what ``analyze.pace`` sets a class that fell behind against (the target's share
+    of the lag).
+
+    Each fio job (a lane at iodepth 1, ``jobs`` as ``replay_jobs`` deals them) issues a request when
+    the previous one has completed and the logged gap since the previous issue has passed, and never
+    makes up lost time (``iolog.c``, ``iolog_delay``: the delay is taken since the last issue): request
+    k is issued ``max(gap_k, f × service_{k-1})`` after request k-1, so the lane ends ``Σ max(0,
+    f × service_{k-1} - gap_k)`` later than traced, plus its last request's ``f × service``. Issue
+    times are stretched as ``replay_time_scale=rate_pct`` stretches them; a request without a
+    completion takes none. A class's lag is its latest lane's end past the trace's end (its active
+    span, stretched as the times are: what ``analyze.pace`` sets the replay against; 0 when no lane
+    passes it). Pure; vectorized per lane."""
+    stretch = 100 / max(1, rate_pct)
+    end = float(max(trace.issue_ns.max(initial=0), trace.complete_ns.max(initial=0))) * stretch  # as analyze.pace
+    latest: dict[str, np.ndarray] = {}
+    for name, rows in jobs.items():
+        if not rows.size:
+            continue
+        t = trace.issue_ns[rows].astype(np.float64) * stretch
+        done = trace.complete_ns[rows]
+        service = np.where(done >= 0, done - trace.issue_ns[rows], 0).astype(np.float64)
+        gaps = np.diff(t)
+        ends = [float(t[-1] + np.maximum(0.0, f * service[:-1] - gaps).sum() + f * service[-1]) for f in factors]
+        klass = name.partition(".")[0]
+        latest[klass] = np.maximum(latest.get(klass, np.zeros(len(factors))), ends)
+    return {klass: {f"{f:g}": round(max(0.0, float(e) - end) / 1e6, 3) for f, e in zip(factors, ends.tolist(),
+                                                                                       strict=True)}
+            for klass, ends in latest.items()}
+
+
+def write_iologs(trace: Trace, directory: Path, device: str, settings: ReplaySettings,
+                 dealt: tuple[dict[str, np.ndarray], int] | None = None) -> tuple[dict[str, Path], int]:
+    """One iolog per fio job (``replay_jobs``, or ``dealt`` when the caller has them) in ``directory``
+    (created): job name -> path, and the windows' length in ns."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
-    jobs, length = replay_jobs(trace, windowed=not settings.as_fast_as_possible)
+    jobs, length = dealt or replay_jobs(trace, windowed=not settings.as_fast_as_possible)
     for name, indices in jobs.items():
         path = directory / iolog_name(name, settings)
         path.write_text(iolog_text(trace, indices, device, settings.quantum_us))

@@ -39,7 +39,10 @@ class Fingerprint:
     span IOPS and bandwidth are over (see the module docstring; 0 in fingerprints stored before it); ``depth_over_time``
     and ``heat`` are chart aggregates over ``TIME_BINS`` equal time bins (``bin_s`` each): the mean
     depth per bin, and data requests per time bin × LBA bin (``LBA_BINS`` equal bins from
-    ``lba_first_bytes`` to ``lba_end_bytes``)."""
+    ``lba_first_bytes`` to ``lba_end_bytes``); so are ``flushes_over_time`` (flush requests issued
+    per bin) and ``flush_service_over_time`` (their mean service time per bin, µs; None for a bin
+    without a completed one): both empty in fingerprints stored before them, and for a trace
+    without flushes."""
 
     requests: int
     duration_s: float
@@ -80,6 +83,8 @@ class Fingerprint:
     zeroes_bytes: int = 0
     left_out: Mapping[str, int] = field(default_factory=dict)
     granules_by: str = "start"
+    flushes_over_time: tuple[int, ...] = ()
+    flush_service_over_time: tuple[float | None, ...] = ()
 
     @property
     def data_ios(self) -> int:
