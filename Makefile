@@ -8,7 +8,8 @@ BIN := $(VENV)/bin
 
 # The tiers (tests/conftest.py): `make test-fast` is lint, types and the fast tier (unit + cli: in-process, fio
 # replayed from recordings, no fio started); `make test` is that, then the integration and system tiers in
-# parallel, the tests that measure time (marker `alone`) one after another in one of the workers.
+# parallel (those marked `serial` one after another in one worker), then those that measure CPU time or
+# sub-second timing (marker `alone`) one at a time with nothing beside them. Both phases run; either fails it.
 WORKERS ?= 5
 
 .PHONY: run test test-fast test-slow record setup setup-dev bench clean
@@ -27,7 +28,10 @@ test-fast: setup-dev
 	@if [ -s .nofio.log ]; then echo "the fast tier started fio:"; cat .nofio.log; exit 1; fi
 
 test-slow: setup-dev
-	$(BIN)/pytest -n $(WORKERS) --dist loadgroup tests/integration tests/system
+	rc=0; \
+	$(BIN)/pytest -n $(WORKERS) --dist loadgroup -m "not alone" tests/integration tests/system || rc=$$?; \
+	$(BIN)/pytest -p no:xdist -m alone tests/integration tests/system || rc=$$?; \
+	exit $$rc
 
 # Record with real fio what the fast tier's tests ask of fio and no recording holds yet (tests/data/fio-runs).
 record: setup-dev

@@ -48,8 +48,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(tier)
         if item.get_closest_marker("postgres"):  # one worker runs them all: one server per test run
             item.add_marker(pytest.mark.xdist_group("postgres"))
-        if item.get_closest_marker("alone"):  # one after another in one worker: never two at once
-            item.add_marker(pytest.mark.xdist_group("alone"))
+        # `make test` runs the `alone` tests after the others, one at a time; a run that mixes them
+        # anyway (pytest -n N on a folder) still never runs two at once
+        for marker in ("alone", "serial"):
+            if item.get_closest_marker(marker):
+                item.add_marker(pytest.mark.xdist_group(marker))
 
 
 @pytest.fixture(autouse=True)

@@ -24,6 +24,7 @@ pytestmark = [requires_node_exporter]
 
 @requires_loop
 @pytest.mark.root
+@pytest.mark.alone  # disk reads against fio's I/Os over a 2 s window scraped every 1 s: a quiet machine
 def test_cpu_per_io_tells_a_cpu_heavy_job_from_a_cpu_light_one(tmp_path):
     """psync through a loop device (a syscall, the loop driver and a copy per I/O) against fio's
     null engine (no I/O at all): per I/O the host's CPU differs by far more than other work on

@@ -96,7 +96,7 @@ def test_a_killed_fio_server_loses_nothing_acknowledged(tmp_path):
     assert document["loss_rate"]["ci95"] == pytest.approx([0.0, 0.658], abs=1e-3)
 
 
-@pytest.mark.alone
+@pytest.mark.serial
 @requires_sshd
 def test_a_cache_that_forgets_acknowledged_writes_is_caught(tmp_path):
     """A "volatile cache": the cut (fio's trigger file) restores a copy of the loop device's backing

@@ -48,16 +48,16 @@ def runs(request, tmp_path_factory) -> Iterator[Path]:
         historydata.LOOP_RUNS.write_bytes(lzma.compress(db.read_bytes(), preset=9 | lzma.PRESET_EXTREME))
 
 
-@pytest.mark.alone
+@pytest.mark.serial
 def test_history_finds_the_change_and_what_changed(runs):
     check_history(iolab, runs)
 
 
-@pytest.mark.alone
+@pytest.mark.serial
 def test_gate_passes_a_usual_run_fails_the_first_throttled_one_and_wants_history(runs):
     check_gate(iolab, runs)
 
 
-@pytest.mark.alone
+@pytest.mark.serial
 def test_a_regression_fails_every_run_until_accepted(runs, tmp_path):
     check_accept(iolab, runs, tmp_path)

@@ -315,7 +315,7 @@ def test_a_killed_run_resumes_on_ssh_hosts(tmp_path, shared):
     assert f"fio may write only: {data} (--destroy)" in done.stderr
 
 
-@pytest.mark.alone
+@pytest.mark.serial
 def test_a_crash_test_on_an_ssh_host_logs_in_again_after_the_cut(tmp_path):
     """The cut (``--trigger``, run here as a PDU would be) kills every process of the host's namespace
     but sshd's listener: a power cut, and a boot that brought sshd back. iolab waits until it can log

@@ -20,7 +20,7 @@ import cgroup
 from clirun import iolab
 from loopdev import loop_device, requires_loop
 
-pytestmark = [pytest.mark.root, requires_loop, pytest.mark.alone]
+pytestmark = [pytest.mark.root, requires_loop, pytest.mark.serial]
 #: What each test measures runs 2 s (the throttle's 100 ms slices make 1 s too coarse for these tolerances:
 #: a probe's mean latency was 40 % off once in three 1 s searches on a busy machine, never in 2 s ones);
 #: what it does not measure runs 1 s.

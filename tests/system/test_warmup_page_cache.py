@@ -18,7 +18,7 @@ from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
 
 
-@pytest.mark.alone
+@pytest.mark.serial
 @requires_loop
 @pytest.mark.root
 @pytest.mark.skipif(cgroup.unavailable_reason() is not None, reason=cgroup.unavailable_reason() or "")

@@ -123,7 +123,7 @@ def results_of(conn: Connection, query: sa.Select[Any],
         missing = [row[0] for row in rows if row[-1] is None]
         for first in range(0, len(missing), 500):
             reports.update(conn.execute(sa.select(results.c.id, sa.cast(results.c.report, sa.Text))
-                                        .where(results.c.id.in_(missing[first:first + 500]))).tuples().all())
+                                        .where(results.c.id.in_(missing[first:first + 500]))).all())
     for rid, run_id, target, workload, job_text, ended_at, extra, target_facts, *data in rows:
         try:  # a JSON column given None holds JSON's null
             if target_facts not in facts:
