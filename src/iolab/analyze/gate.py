@@ -20,10 +20,12 @@ For every series (``analyze.history``) with a point of the run, the run is judge
   together by Holm's step-down method (Holm 1979): with twenty workloads × four metrics judged on
   every CI run, an unadjusted 1 % test would fail a clean run most days.
 * ``regression`` when the change is worse than ``max_regression`` and the adjusted p-value is below
-  ``alpha``; ``worse`` (beyond the bound, not significant), ``better``, ``ok``; ``accepted`` when the
-  baseline is a new accepted level still shorter than ``MIN_RUNS`` (it passes: the change was
-  intended); ``no history`` when the baseline is shorter than ``MIN_RUNS`` otherwise (2 for a pinned
-  one).
+  ``alpha``; ``worse`` (beyond the bound, not significant), ``better``, ``ok``; ``no history`` when the
+  baseline is shorter than ``MIN_RUNS`` (2 for a pinned one).
+* A new accepted level still shorter than ``MIN_RUNS`` has too few runs to test against, but it is a
+  level: a run worse than its mean by more than the bound is a ``regression`` (by the bound alone, no
+  p-value), better by more than it ``better``, neither joining it; within it the run is ``accepted``
+  and joins it. An accepted change is not a licence for the nights after it.
 
 Leaving the runs off the level out of the baseline trims it on both sides, so its spread is a little
 smaller than the noise's (with a bound of 2 standard deviations, by about a tenth): the test leans
@@ -171,14 +173,16 @@ def _row(series: Series, index: int, max_regression: float, accepted: Mapping[in
         base = Baseline(chosen, stats.describe([p.value for p in chosen]), pinned=True)
     else:
         base = baseline_of(before, series.metric, max_regression, accepted)
-    if len(base.points) < base.needed:
-        verdict = GateVerdict.ACCEPTED if base.accepted is not None else GateVerdict.NO_HISTORY
-        return GateRow(series.key, series.metric, point.value, base, None, None, None, verdict, ())
+    short = len(base.points) < base.needed
+    if short and base.accepted is None:
+        return GateRow(series.key, series.metric, point.value, base, None, None, None, GateVerdict.NO_HISTORY, ())
     mean = base.summary.mean
     change = point.value / mean - 1 if mean else None
-    p = prediction_p([b.value for b in base.points], point.value, series.metric.higher_is_better)
+    # a new accepted level too short to test against is held to the bound alone (_verdict)
+    p = None if short else prediction_p([b.value for b in base.points], point.value, series.metric.higher_is_better)
     assert base.last_run is not None
-    return GateRow(series.key, series.metric, point.value, base, change, p, None, GateVerdict.OK,  # _verdict decides
+    return GateRow(series.key, series.metric, point.value, base, change, p, None,
+                   GateVerdict.ACCEPTED if short else GateVerdict.OK,  # _verdict decides
                    changed(series, base.last_run, point.run_id))
 
 
@@ -197,8 +201,9 @@ def baseline_of(points: Sequence[Point], metric: Metric, bound: float,
     off: list[Point] = []  # the stretch of runs off the level, up to the walk's place
     left_out: list[int] = []
     began: Accepted | None = None
-    for p in points[start:]:
-        beyond = len(kept) >= MIN_RUNS and abs(p.value / _mean(kept) - 1) > bound
+    for p in points[start:]:  # an accepted level holds to the bound from its first run; the first one from MIN_RUNS
+        measured = len(kept) >= MIN_RUNS or (began is not None and bool(kept))
+        beyond = measured and abs(p.value / _mean(kept) - 1) > bound
         if p.run_id in accepted:  # a new level: the stretch off the old one that ends here, or this run
             kept, began = ([*off, p] if beyond else [p]), accepted[p.run_id]
             left_out = [r for r in left_out if r not in {q.run_id for q in off}]
@@ -253,7 +258,9 @@ def _verdict(row: GateRow, adjusted: float | None, max_regression: float, alpha:
         return row
     worse = row.change < 0 if row.metric.higher_is_better else row.change > 0
     beyond = abs(row.change) > max_regression
-    if worse and beyond:
+    if row.verdict == GateVerdict.ACCEPTED:  # a new level still being measured: the bound alone
+        verdict = (GateVerdict.REGRESSION if worse else GateVerdict.BETTER) if beyond else GateVerdict.ACCEPTED
+    elif worse and beyond:
         verdict = GateVerdict.REGRESSION if adjusted is not None and adjusted < alpha else GateVerdict.WORSE
     elif not worse and beyond:
         verdict = GateVerdict.BETTER

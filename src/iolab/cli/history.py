@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,9 @@ from ..errors import UsageError
 from . import FORMATS, emit_tables, err, report_unreadable, store_of
 
 if TYPE_CHECKING:
+    from ..analyze import gate as gate_mod
     from ..analyze.history import History
+    from ..model import Accepted
     from ..store.database import Store, UnreadableRun
 
 _AGO = re.compile(r"(\d+)\s*([hdw])")
@@ -195,6 +197,23 @@ def gate(ctx: click.Context, run: str, metrics: Sequence[str], max_regression: s
     run_id = one_run(store, run)
     bound = parse_pct(max_regression, "--max-regression")
     pinned = sorted({i for s in baselines for i in store.resolve(s)} - {run_id}) if baselines else None
+    verdict = judged(ctx, store, run_id, metrics, bound, pinned, label, since,
+                     Acceptances(store.engine, store.guard).all())
+    if fmt == "junit":
+        click.echo(history_report.gate_junit(verdict), nl=False)
+    else:
+        emit_tables([history_report.gate_table(verdict, every)], fmt, history_report.gate_document(verdict))
+    gate_mod.enforce(verdict)
+    err.print(f"run {verdict.run_id}: no regression in {verdict.judged} series judged", highlight=False)
+
+
+def judged(ctx: click.Context, store: Store, run_id: int, metrics: Sequence[str], bound: float,
+           pinned: list[int] | None, label: str | None, since: str | None,
+           accepted: Mapping[int, Accepted]) -> gate_mod.Gate:
+    """The gate of run ``run_id`` (``analyze.gate.judge``) against the history ``gate`` reads: the runs
+    ``pinned``, or those of its suite up to it. Raises ``UsageError`` when the run has no fio report."""
+    from ..analyze import gate as gate_mod
+
     try:  # the run's own series say which targets and fio jobs to read the history of
         own = load_history(store, (str(run_id),), metrics=split_metrics(metrics))
     except UsageError:
@@ -205,14 +224,7 @@ def gate(ctx: click.Context, run: str, metrics: Sequence[str], max_regression: s
     runs = [*pinned, run_id] if pinned is not None else same_suite(store, run_id, label)
     found = load_history(store, (), targets, jobs, parse_since(since) if since else None, None, split_metrics(metrics),
                          lambda exc: report_unreadable(ctx, exc), run_ids=runs)
-    verdict = gate_mod.judge(found, run_id, bound, accepted=Acceptances(store.engine, store.guard).all(),
-                             pinned=pinned)
-    if fmt == "junit":
-        click.echo(history_report.gate_junit(verdict), nl=False)
-    else:
-        emit_tables([history_report.gate_table(verdict, every)], fmt, history_report.gate_document(verdict))
-    gate_mod.enforce(verdict)
-    err.print(f"run {verdict.run_id}: no regression in {verdict.judged} series judged", highlight=False)
+    return gate_mod.judge(found, run_id, bound, accepted=accepted, pinned=pinned)
 
 
 def one_run(store: Store, selector: str) -> int:
@@ -241,15 +253,19 @@ def same_suite(store: Store, run_id: int, label: str | None = None) -> list[int]
 @click.command()
 @click.argument("run", metavar="RUN")
 @click.option("--reason", required=True, metavar="TEXT", help="Why the change is intended (shown with it).")
+@click.option("--max-regression", default="5%", show_default=True, metavar="PCT",
+              help="The gate's bound: RUN must be off its baseline by more than this in some series.")
 @click.pass_context
-def accept(ctx: click.Context, run: str, reason: str) -> None:
+def accept(ctx: click.Context, run: str, reason: str, max_regression: str) -> None:
     """Accept the change RUN shows as intended: the gate judges its series against their new level from it on.
 
     A run the gate found worse (or better) than its baseline never joins a baseline on its own, so a
     regression fails the gate night after night. Accepting it records the change with its reason, who
     and when (shown by the gate, history and the history page); the stretch of runs off the old level
-    that ends at RUN becomes the new baseline, and the gate passes its series until that level has the
-    runs to judge by.
+    that ends at RUN becomes the new baseline. Until that level has the runs to test by, a run worse than
+    it by more than the bound still fails. A run within the bound of its baseline in every series shows
+    no change to accept and is refused (exit 2): accepting it would restart the baseline and hide the
+    next regression.
 
     \b
     iolab gate latest || iolab accept latest --reason "new controller firmware: writes are slower by design"
@@ -257,6 +273,7 @@ def accept(ctx: click.Context, run: str, reason: str) -> None:
     import getpass
     import socket
 
+    from ..analyze.gate import GateVerdict
     from ..model import Accepted
     from ..store.history import Acceptances
 
@@ -264,8 +281,18 @@ def accept(ctx: click.Context, run: str, reason: str) -> None:
         raise UsageError("--reason is empty: say why the change is intended")
     store = store_of(ctx)
     run_id = one_run(store, run)
+    acceptances = Acceptances(store.engine, store.guard)
+    others = {k: v for k, v in acceptances.all().items() if k != run_id}
+    bound = parse_pct(max_regression, "--max-regression")
+    found = judged(ctx, store, run_id, (), bound, None, None, None, others)
+    if found.judged and not any(r.verdict in (GateVerdict.REGRESSION, GateVerdict.WORSE, GateVerdict.BETTER)
+                                for r in found.rows):
+        raise UsageError(f"run {run_id} is within {bound:.0%} of its baseline in each of its {found.judged} series "
+                         "judged: it shows no change to accept",
+                         hint=f"accept the run the gate failed (iolab gate {run_id} --all shows each series), or "
+                              "give the gate's --max-regression if it is smaller")
     accepted = Accepted(run_id, reason.strip(), datetime.now(UTC), f"{getpass.getuser()}@{socket.gethostname()}")
-    replaced = Acceptances(store.engine, store.guard).accept(accepted)
+    replaced = acceptances.accept(accepted)
     if replaced is not None:
         err.print(f"run {run_id} was accepted before ({replaced.reason!r}, {replaced.by}); the reason is replaced",
                   style="yellow", markup=False, highlight=False)

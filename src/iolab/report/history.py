@@ -232,8 +232,10 @@ def baseline_text(unit: str, b: Baseline | None, verdict: GateVerdict) -> str:
         text += f"; left out (off the level): {_runs(b.left_out)}"
     if b.accepted is not None:
         text += f"; since {accepted_text(b.accepted)}"
-    if verdict in (GateVerdict.NO_HISTORY, GateVerdict.ACCEPTED):
+    if verdict == GateVerdict.NO_HISTORY:
         text += f", {len(b.points)} of the {b.needed} runs needed to judge"
+    elif b.accepted is not None and len(b.points) < b.needed:
+        text += f", {len(b.points)} of the {b.needed} runs needed to test: held to the bound until then"
     return text
 
 
