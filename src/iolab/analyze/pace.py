@@ -266,7 +266,11 @@ def _target_signs(f: Figures) -> list[str]:
 def _replayer_signs(f: Figures) -> list[str]:
     out = []
     if f.host_cpu is not None and f.host_cpu >= CPU_LIMIT:
-        out.append(f"the host's CPUs were {f.host_cpu:.0%} busy{_shares(f)}")
+        own = (f.fio_cpu_s or 0.0) + (f.iolab_cpu_s or 0.0)
+        others = f.host_cpu_s is not None and f.fio_cpu_s is not None and f.host_cpu_s - own > own
+        # the replayer is still what fell behind (it waited for a CPU), but not by its own jobs' cost
+        by = ", most of it neither fio's jobs nor iolab (other processes, or fio's main thread)" if others else ""
+        out.append(f"the host's CPUs were {f.host_cpu:.0%} busy{_shares(f)}{by}")
     if f.iolab_cpu_s is not None and f.window_s and f.iolab_cpu_s >= CPU_LIMIT * f.window_s:
         out.append(f"iolab kept a CPU {f.iolab_cpu_s / f.window_s:.0%} busy")
     return out

@@ -78,7 +78,11 @@ def test_a_class_that_fell_behind_on_a_busy_host_was_held_by_the_replayer() -> N
     assert found.behind and found.ratio == pytest.approx(REPLAYED_MS / RECORDED_MS)
     assert found.behind_ms == pytest.approx(REPLAYED_MS - RECORDED_MS)
     assert found.limit is not None and found.limit.by == "replayer"
-    assert "the host's CPUs were 96% busy (fio 0.82, iolab 0.30, the rest 2.52 of 3.6 CPU-s)" in found.limit.why
+    assert ("the host's CPUs were 96% busy (fio 0.82, iolab 0.30, the rest 2.52 of 3.6 CPU-s), most of it neither "
+            "fio's jobs nor iolab (other processes, or fio's main thread)") in found.limit.why
+    own = _only(_replay(observed=[_host(cpu_busy=0.96, disk_busy=0.40)], iolab_cpu_s=2.5))  # iolab's own CPU
+    assert own.limit is not None and own.limit.why.startswith("the host's CPUs were 96% busy (fio 0.82, iolab 2.50")
+    assert "neither" not in own.limit.why
 
 
 def test_a_target_busy_90_percent_or_with_a_full_queue_is_the_limit() -> None:
