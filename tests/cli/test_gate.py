@@ -146,6 +146,9 @@ def test_failing_series_are_shown_first_and_alone_unless_all(tmp_path):
     assert failing.returncode == 3
     assert [r[1].split("/")[-1] for r in rows[1:]] == ["randrw (read)", "randrw (write)"]
     assert "4 series: 2 regression, 2 ok (2 not shown: --all shows every series)" in ci.gate(run).stdout
+    usual = ci.gate(ci.store(1.0, steady=True)).stdout  # nothing failing: no empty grid
+    assert usual.splitlines()[:2] == ["gate: run 8 against its history", "  4 series: 4 ok (4 not shown: --all shows "
+                                      "every series)"]
     (_, every), = read_csv(ci.gate(run, "--all", "--format", "csv").stdout)
     verdicts = [r[every[0].index("verdict")] for r in every[1:]]
     assert verdicts == ["regression", "regression", "ok", "ok"]  # failing first

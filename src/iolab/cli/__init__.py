@@ -234,7 +234,10 @@ def emit_tables(tables: Sequence[Table], fmt: str, document: Any = None) -> None
         click.echo("\n".join(to_markdown(t) for t in tables), nl=False)
     else:
         for table in tables:
-            out.print(to_rich(table))
+            if table.rows:
+                out.print(to_rich(table))
+            else:  # its title and notes say it all (the gate with nothing failing): no empty grid
+                out.print(table.title, style="bold", markup=False, highlight=False)
             for note in table.notes:
                 out.print(f"  {note}", style="yellow", markup=False)
 
