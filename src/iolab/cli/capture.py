@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import click
 
+from .. import outputs
 from ..errors import Interrupted, IolabError, RunFailed, UsageError
 from ..model import Run
 from ..report.capture import fingerprint_table
@@ -189,7 +190,6 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     iolab fit oltp -o oltp.fio
     iolab fit oltp -o oltp.fio --check scratch=/dev/sdc --destroy /dev/sdc
     """
-    from pathlib import Path
 
     from ..report.capture import closeness_table, performance_table
     from ..workflows.capture import fit as fit_mod
@@ -203,10 +203,7 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     job = fit_mod.fit_job(original, distribution, what=which)
     text = job.text([f"fitted by iolab to {which} ({(run.info.options or {}).get('device', '')})",
                      *_left_out_note(original), job.reason])
-    try:
-        Path(output).write_text(text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    outputs.write(output, "the fitted job file", text)
     err.print(f"{output}: {job.reason}")
     if check is None:
         click.echo(text, nl=False)

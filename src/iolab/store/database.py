@@ -26,6 +26,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from .. import outputs
 from ..errors import StoreError, UsageError
 from ..facts.owner import effective_status
 from ..model import (
@@ -132,8 +133,8 @@ class Store:
     def __init__(self, url: str | None = None, wait_s: float = dbfaults.DEFAULT_WAIT_S) -> None:
         self.url = _normalise_url(url or default_url())
         path = dbfaults.sqlite_path(self.url)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        if path is not None:  # never onto a device, a FIFO or another file: created (where it can be) or checked
+            outputs.database(path, create=dbfaults.sqlite_read_only(path) is None)
         #: Why this process cannot write the database (a read-only SQLite file, directory or mount), or None:
         #: it is then opened read-only, so that reading commands work (``check_writable`` refuses a run).
         self.read_only = dbfaults.sqlite_read_only(path) if path is not None else None

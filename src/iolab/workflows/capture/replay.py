@@ -52,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ... import outputs
 from ...fio import jobfile
 from .trace import FLUSH, READ, WRITE, Trace
 
@@ -318,13 +319,12 @@ def iolog_name(job: str, settings: ReplaySettings = ReplaySettings()) -> str:
 
 def write_iologs(trace: Trace, directory: Path, device: str, settings: ReplaySettings) -> tuple[dict[str, Path], int]:
     """One iolog per fio job (``replay_jobs``) in ``directory`` (created): job name -> path, and the
-    windows' length in ns."""
-    directory.mkdir(parents=True, exist_ok=True)
+    windows' length in ns. Written through ``outputs``; raises its ``OutputError``."""
     paths = {}
     jobs, length = replay_jobs(trace, windowed=not settings.as_fast_as_possible)
     for name, indices in jobs.items():
-        path = directory / iolog_name(name, settings)
-        path.write_text(iolog_text(trace, indices, device, settings.quantum_us))
+        path = outputs.write(directory / iolog_name(name, settings), "a replay iolog",
+                             iolog_text(trace, indices, device, settings.quantum_us))
         paths[name] = path
     return paths, length
 
