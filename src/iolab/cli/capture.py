@@ -18,6 +18,8 @@ from . import emit_tables, err, store_of
 from .options import Naming, destroy_option, fio_command_options, format_option, naming_options
 from .show import print_run, run_document
 
+FITTED = "the fitted job file"
+
 
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.argument("device")
@@ -190,7 +192,7 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     iolab fit oltp -o oltp.fio
     iolab fit oltp -o oltp.fio --check scratch=/dev/sdc --destroy /dev/sdc
     """
-
+    outputs.check(output, FITTED)  # refused before the capture is read and fitted
     from ..report.capture import closeness_table, performance_table
     from ..workflows.capture import fit as fit_mod
     from ..workflows.capture.check import check_fit
@@ -203,7 +205,7 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     job = fit_mod.fit_job(original, distribution, what=which)
     text = job.text([f"fitted by iolab to {which} ({(run.info.options or {}).get('device', '')})",
                      *_left_out_note(original), job.reason])
-    outputs.write(output, "the fitted job file", text)
+    outputs.write(output, FITTED, text)
     err.print(f"{output}: {job.reason}")
     if check is None:
         click.echo(text, nl=False)

@@ -98,13 +98,14 @@ def _normalise_url(url: str) -> str:
 
 def require_existing(url: str | None = None) -> None:
     """Raise ``UsageError`` when ``url`` (default ``default_url()``) names an SQLite file that does
-    not exist: commands that only read must not create a database (or its directory) from a typo.
-    A server URL (PostgreSQL) is left to the connection to judge."""
+    not exist (``outputs.OutputError`` when something else is there: a device, a directory, a FIFO):
+    commands that only read must not create a database (or its directory) from a typo. A server URL
+    (PostgreSQL) is left to the connection to judge."""
     url = _normalise_url(url or default_url())
-    if not url.startswith("sqlite:///"):
-        return
     path = Path(url.removeprefix("sqlite:///"))
-    if str(path) != ":memory:" and not path.is_file():
+    if url.startswith("sqlite:///") and str(path) != ":memory:" and not path.is_file():
+        if os.path.lexists(path):
+            outputs.database(path, create=False)
         raise UsageError(f"no results database at {path}",
                          hint="`iolab run` and `iolab import` create one; check --db / $IOLAB_DB")
 
