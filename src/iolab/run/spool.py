@@ -98,8 +98,8 @@ class JobEnd:
 
 class Spool:
     """The spool of one run in one database (see the module). ``workdir`` raises ``IolabError`` when the
-    state directory cannot be written; ``seal`` raises OSError (the caller stores the result without
-    the spool's copy)."""
+    state directory cannot be written; ``seal`` raises ``outputs.OutputError`` (the caller stores the
+    result without the spool's copy)."""
 
     def __init__(self, display_url: str, run_id: int, created_at: datetime, root: Path | None = None) -> None:
         key = hashlib.sha256(display_url.encode()).hexdigest()[:16]
