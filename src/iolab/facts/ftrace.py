@@ -58,7 +58,9 @@ def _parse(name: str) -> tuple[int, int | None, int | None] | None:
     if not all(p.isdigit() for p in parts) or len(parts) not in (2, 4):
         return None
     pid = int(parts[0])
-    return (pid, None, None) if len(parts) == 2 else (pid, int(parts[1]), int(parts[2]))
+    if len(parts) == 2:
+        return pid, None, None
+    return pid, int(parts[1]) or None, int(parts[2]) or None  # 0: not known when the instance was made
 
 
 def _state(pid: int, ticks: int | None, namespace: int | None) -> str:
