@@ -9,9 +9,12 @@ tests/cli/test_outputs.py; the sweep's rules on a stand-in tracefs: tests/unit/f
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +22,7 @@ import pytest
 
 import tracing
 from captures import capture_of, rows, stored
-from clirun import iolab, popen, wait_for
+from clirun import iolab, wait_for
 from iolab.workflows.capture.trace import READ, from_rows
 from loopdev import LoopDevice, MiB, loop_device, requires_loop
 
@@ -94,47 +97,89 @@ def test_reports_fits_and_suites_are_never_written_on_a_device(tmp_path: Path, e
     assert _beside(ext4.path) == [] and not (tmp_path / "r.html").exists() and not (tmp_path / "data.bin").exists()
 
 
-@pytest.fixture
-def _tracefs_clean() -> Iterator[None]:
-    """What a failed test left in tracefs is removed (its own captures only)."""
-    with tracing.cleaned_up():
-        yield
+INSTANCES = Path("/sys/kernel/tracing/instances")
 
 
-def _killed_capture(device: str, db: Path) -> tuple[int, Path]:
-    """A real ``iolab capture`` of ``device`` ended by SIGKILL while it records: its pid and the
-    instance it left behind (recording)."""
-    proc = popen("capture", device, "--duration", "120s", "--label", "killed", db=db)
+@contextlib.contextmanager
+def pid_namespace() -> Iterator[int]:
+    """A pid namespace of its own (with its own /proc) that lives for the block; yields the host pid of
+    its first process. Captures made in it are iolab's "elsewhere" to every iolab outside it, so that
+    no other test's iolab command sweeps them while this test looks; they are removed afterwards."""
+    holder = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", "--mount-proc", "sleep", "600"])
     try:
-        wait_for(lambda: tracing.recording(proc.pid), timeout_s=60)
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=60)
+        children = Path(f"/proc/{holder.pid}/task/{holder.pid}/children")
+        wait_for(lambda: children.read_text().split(), timeout_s=30)
+        init = int(children.read_text().split()[0])
+        wait_for(lambda: os.readlink(f"/proc/{init}/exe").endswith("sleep"), timeout_s=30)
+        yield init
+    finally:
+        holder.kill()
+        holder.wait()
+        for inst in _instances_of(init):
+            tracing._remove(inst)
+
+
+def _instances_of(init: int) -> list[Path]:
+    """iolab's instances made in the pid namespace of host process ``init``."""
+    ns = os.stat(f"/proc/{init}/ns/pid").st_ino if os.path.exists(f"/proc/{init}") else None
+    return sorted(p for p in INSTANCES.glob("iolab-*-*-*-*") if ns is not None and p.name.split("-")[3] == str(ns))
+
+
+def _inside(init: int, *args: str) -> list[str]:
+    """``iolab ARGS`` run in the pid (and mount) namespace of host process ``init``: the argv."""
+    return ["nsenter", "-t", str(init), "-p", "-m", "--", sys.executable, "-m", "iolab", *args]
+
+
+def _run_inside(init: int, *args: str, db: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_inside(init, *args), capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "IOLAB_DB": str(db), "COLUMNS": "200"})
+
+
+def _killed_capture(init: int, device: str, db: Path) -> Path:
+    """A real ``iolab capture`` of ``device`` in the namespace of ``init``, ended by SIGKILL while it
+    records: the instance it left behind (still recording)."""
+    before = set(_instances_of(init))
+    proc = subprocess.Popen(_inside(init, "capture", device, "--duration", "120s", "--label", "killed"),
+                            env={**os.environ, "IOLAB_DB": str(db)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        def recording() -> bool:
+            new = set(_instances_of(init)) - before
+            return any((p / "events/block/block_rq_issue/enable").read_text().strip() == "1" for p in new)
+        wait_for(recording, timeout_s=60)
+        capture = int(Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()[0])  # nsenter's child
+        os.kill(capture, signal.SIGKILL)
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    [left] = tracing.instances(proc.pid)
+    [left] = sorted(set(_instances_of(init)) - before)
     assert (left / "events/block/block_rq_issue/enable").read_text().strip() == "1"  # still recording
-    return proc.pid, left
+    return left
 
 
 @pytest.mark.root
 @requires_loop
-@pytest.mark.skipif(not os.path.isdir("/sys/kernel/tracing/instances"), reason="tracefs is not mounted there")
-@pytest.mark.usefixtures("_tracefs_clean")
+@pytest.mark.skipif(not INSTANCES.is_dir() or shutil.which("nsenter") is None,
+                    reason="tracefs is not mounted at /sys/kernel/tracing, or nsenter is missing")
 def test_a_killed_captures_instance_is_removed_by_restore_and_by_the_next_command(tmp_path: Path) -> None:
     db = tmp_path / "iolab.db"
-    with loop_device(tmp_path, size_bytes=16 * MiB) as loop:
-        pid, left = _killed_capture(loop.path, db)
-        assert left.name.startswith(f"iolab-{pid}-")
-        restored = iolab("restore", db=db)
+    with loop_device(tmp_path, size_bytes=16 * MiB) as loop, pid_namespace() as init:
+        left = _killed_capture(init, loop.path, db)
+        pid = left.name.split("-")[1]  # as the capture's namespace numbers it
+        outside = iolab("restore", db=db)  # from another pid namespace: its pid means nothing here
+        assert (f"Left the ftrace instance {left.name} alone: made in another pid namespace (a container)"
+                in outside.stdout), outside.stdout
+        assert left.exists()
+        restored = _run_inside(init, "restore", db=db)
         assert restored.returncode == 0, restored.stderr
         assert (f"Removed the ftrace instance {left.name} left by a capture whose process (pid {pid}) is gone "
-                "(its block events were on, ") in restored.stdout
+                "(its block events were on, ") in restored.stdout, restored.stdout
         assert "MiB of ring buffer)" in restored.stdout
         assert not left.exists()
-        pid, left = _killed_capture(loop.path, db)
-        listed = iolab("runs", db=db)  # any command: the sweep comes first
-        assert (f"Removed the ftrace instance {left.name} left by a capture whose process (pid {pid}) is gone"
-                in listed.stderr), listed.stderr
+        left = _killed_capture(init, loop.path, db)
+        listed = _run_inside(init, "runs", db=db)  # any command: the sweep comes first
+        assert (f"Removed the ftrace instance {left.name} left by a capture whose process "
+                f"(pid {left.name.split('-')[1]}) is gone" in listed.stderr), listed.stderr
         assert not left.exists()
