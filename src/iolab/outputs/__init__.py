@@ -17,7 +17,8 @@ of them may land on something that is not a file of iolab's (docs/safety.md, "io
   file in the same directory (``.NAME.RANDOM.tmp``, created with ``O_CREAT | O_EXCL | O_NOFOLLOW``,
   so nothing planted at a guessed name is followed), which is renamed over the name once whole: the
   old file is never opened for writing (its other hard links keep their data), and a reader finds the
-  old file or the new one, never half of one.
+  old file or the new one, never half of one. The new file keeps the old one's permissions (and, for
+  root, its owner).
 * **Directories above the name** are followed, symlinks included: they are the user's own layout
   (``~/results -> /data/results``, a home under ``/usr/home``), and a link to a directory points where
   its owner chose. What is checked is the directory actually opened, by its real path read back from
@@ -257,6 +258,9 @@ def _start(name: str, dir_fd: int, what: str, path: Path, how: How, mode: int) -
             fd = os.open(temp, _FLAGS, mode, dir_fd=dir_fd)
             if existing is not None:
                 os.fchmod(fd, stat.S_IMODE(existing.st_mode) & 0o777)
+                if os.geteuid() == 0:  # `sudo iolab report -o ~/r.html` leaves the user's file the user's
+                    with contextlib.suppress(OSError):
+                        os.fchown(fd, existing.st_uid, existing.st_gid)
             return fd, temp
         if how == "fresh":
             with contextlib.suppress(FileNotFoundError):

@@ -129,6 +129,15 @@ def test_a_regular_file_is_replaced_by_a_new_one(tmp_path, victim):
         outputs.write(victim / "x.html", "the report", "x")
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_root_replacing_a_users_file_leaves_it_the_users(tmp_path):
+    report = tmp_path / "report.html"
+    report.write_text("old\n")
+    os.chown(report, 1234, 5678)
+    outputs.write(report, "the report", "new\n")
+    assert (report.stat().st_uid, report.stat().st_gid) == (1234, 5678) and report.read_text() == "new\n"
+
+
 def test_a_read_only_file_is_refused(tmp_path, monkeypatch):
     kept = tmp_path / "kept.html"
     kept.write_text("mine\n")
