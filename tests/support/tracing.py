@@ -1,6 +1,7 @@
-"""The ftrace instances of iolab's captures (``instances/iolab-<pid>-<n>`` in tracefs), for the
-tests that capture for real: which exist, whether one is recording, and the removal of those a test's
-captures left behind (a capture ended by SIGKILL cannot remove its own; a later capture would not).
+"""The ftrace instances of iolab's captures (``instances/iolab-<pid>-<start>-<pidns>-<n>`` in tracefs,
+``facts/ftrace.py``), for the tests that capture for real: which exist, whether one is recording, and
+the removal of those a test's captures left behind (a capture ended by SIGKILL cannot remove its own;
+the next iolab command would, but a test does not wait for one).
 
     @pytest.fixture(autouse=True)
     def _tracefs_clean():

@@ -64,8 +64,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
                                     "on the targets and host it would run on."),
     "host": ("method:host_command", "Print the facts iolab records with a run: the host, and one device with its "
                                     "queue settings, blk-mq queues and the CPUs `pin: mq` / `pin: numa` would use."),
-    "restore": ("method:restore_command", "Write back host tuning left behind by an iolab run that was killed "
-                                          "(every command also does this first)."),
+    "restore": ("method:restore_command", "Write back host tuning left behind by an iolab run that was killed, and "
+                                          "remove the ftrace instances of captures that were killed (every command "
+                                          "also does both first)."),
     "saturate": ("saturate:saturate", "Find where a target saturates: the knee of its latency–IOPS curve and, with "
                                       "--slo, the most IOPS whose latency stays under the objective"),
     "autotune": ("saturate:autotune_command", "Find the host and fio settings with the most IOPS under --slo within "
@@ -261,6 +262,7 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
     ctx.obj["debug"] = debug
     if ctx.invoked_subcommand != "restore":
         _restore_leftover_tuning()
+        _remove_leftover_instances()
 
 
 def _restore_leftover_tuning() -> None:
@@ -271,6 +273,14 @@ def _restore_leftover_tuning() -> None:
         return
     for left in left_overs:
         report_restored(left, lambda text: err.print(text, style="yellow", markup=False, highlight=False))
+
+
+def _remove_leftover_instances() -> None:
+    """Remove the ftrace instances of captures whose process is gone (facts/ftrace.py)."""
+    from ..facts import ftrace
+    for removed in ftrace.sweep().removed:
+        err.print(ftrace.describe(removed) + ("; see `iolab restore`" if removed.error else ""), style="yellow",
+                  markup=False, highlight=False)
 
 
 def report_restored(left: LeftOver, echo: Callable[[str], Any]) -> None:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import click
 
+from .. import outputs
 from ..errors import Interrupted, IolabError, RunFailed, UsageError
 from ..model import Run
 from ..report.capture import fingerprint_table
@@ -16,6 +17,8 @@ from ..workflows.capture.summary import Fingerprint
 from . import emit_tables, err, store_of
 from .options import Naming, destroy_option, fio_command_options, format_option, naming_options
 from .show import print_run, run_document
+
+FITTED = "the fitted job file"
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -203,6 +206,7 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     """
     from pathlib import Path
 
+    outputs.check(output, FITTED)  # refused before the capture is read and fitted
     from ..workflows.capture import fit as fit_mod
 
     run = _one_capture(ctx, capture_run)
@@ -211,10 +215,7 @@ def fit(ctx: click.Context, capture_run: str, output: str, distribution: str, ch
     job = fit_mod.fit_job(original, distribution, what=which)
     text = job.text([f"fitted by iolab to {which} ({(run.info.options or {}).get('device', '')})",
                      *_left_out_note(original), job.reason], Path(output).name)
-    try:
-        Path(output).write_text(text)
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    outputs.write(output, FITTED, text)
     err.print(f"{output}: {job.reason}")
     if check is None:
         click.echo(text, nl=False)

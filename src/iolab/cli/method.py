@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from ..errors import IolabError, PlanRefused, UsageError
+from ..facts import ftrace, pinning, sysfs, targets
 from ..facts import host as host_mod
-from ..facts import pinning, sysfs, targets
 from ..model import to_jsonable
 from ..report.method import findings_table
 from ..report.table import Cell, Column, Table
@@ -108,12 +108,26 @@ def host_command(device: str | None, fmt: str) -> None:
 @click.command("restore")
 @click.option("--discard", is_flag=True, help="Forget journals whose values cannot be written back.")
 def restore_command(discard: bool) -> None:
-    """Write back host tuning left behind by an iolab run that was killed (every command also
-    does this first). Journals live in $XDG_STATE_HOME/iolab/tuning."""
+    """Write back host tuning left behind by an iolab run that was killed, and remove the ftrace
+    instances of captures that were killed (every command also does both first).
+
+    Journals live in $XDG_STATE_HOME/iolab/tuning; a capture's instance in
+    /sys/kernel/tracing/instances/iolab-PID-… (the capture's process: one whose process is gone is
+    removed, with its block events and ring buffer)."""
     done = tuning.restore_leftovers(discard=discard)
-    if not done:
-        click.echo(f"Nothing to restore (no left-over journal in {tuning.state_dir()}).")
+    swept = ftrace.sweep()
+    if not done and not swept.removed:
+        click.echo(f"Nothing to restore (no left-over journal in {tuning.state_dir()}, no ftrace instance left by "
+                   f"a killed capture in {ftrace.TRACEFS / 'instances'}).")
     for left in done:
         report_restored(left, click.echo)
+    for removed in swept.removed:
+        click.echo(ftrace.describe(removed))
+    for kept in swept.kept:
+        why = (f"its capture (pid {kept.pid}) is running" if kept.state == "running" else
+               "made in another pid namespace (a container), whose processes cannot be seen from here")
+        click.echo(f"Left the ftrace instance {kept.name} alone: {why}.")
+    if swept.unreadable:
+        click.echo(f"Could not look for ftrace instances left by captures ({swept.unreadable}); they are root's.")
 
 

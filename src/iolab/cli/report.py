@@ -8,19 +8,15 @@ from typing import Any
 
 import click
 
+from .. import outputs
 from ..analyze import compare as compare_mod
 from ..analyze.metrics import metric as known_metric
 from ..errors import UsageError
 from . import err, report_unreadable, store_of
 from .compare import comparison_options, metric_names, parse_threshold, sides_of, split_by
 
+HTML, MARKDOWN = "the HTML report", "the Markdown report"
 
-def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
 
 
 @click.command()
@@ -68,6 +64,13 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
     """
     from ..report import html, images, markdown  # Altair and Jinja2: only when reporting
 
+    if png_dir is None and markdown_path is not None:
+        png_dir = markdown_path.parent / f"{markdown_path.stem}_files"
+    for path, what in ((output, HTML), (markdown_path, MARKDOWN)):
+        if path is not None:  # refused before the report is built, which takes a while
+            outputs.check(path, what)
+    if png_dir is not None:
+        outputs.check(png_dir, images.FOLDER, folder=True)
     store = store_of(ctx)
     if history:
         doc, default = _history_page(ctx, selectors, targets, workloads, since, host, metrics, title)
@@ -79,16 +82,14 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
         doc, default = _runs_report(ctx, store, selectors, title, independent_y, metrics, threshold,
                                     (by, baseline), ignore)
     output = output or default
-    _write(output, html.render(doc))
+    outputs.write(output, HTML, html.render(doc))
     click.echo(f"{output}  (HTML, {len(doc.charts)} charts)")
-    if png_dir is None and markdown_path is not None:
-        png_dir = markdown_path.parent / f"{markdown_path.stem}_files"
     if png_dir is not None:
         written = images.write_images(doc.charts, png_dir)
         click.echo(f"{png_dir}/  ({len(written)} charts as PNG and SVG)")
         if markdown_path is not None:
             pngs = {name: png for name, (png, _svg) in written.items()}
-            _write(markdown_path, markdown.render(doc, pngs, markdown_path.parent))
+            outputs.write(markdown_path, MARKDOWN, markdown.render(doc, pngs, markdown_path.parent))
             click.echo(f"{markdown_path}  (Markdown)")
 
 

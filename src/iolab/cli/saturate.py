@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .. import units
+from .. import outputs, units
 from ..analyze import saturation
 from ..describe.spec import Target
 from ..errors import RunFailed, UsageError
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..check.remote import RemoteTarget
 
 #: Options the search itself sets.
+SUITE = "the suite"
 SEARCHED = ("iodepth", "numjobs", "runtime", "time_based", "name")
 
 
@@ -196,6 +197,7 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
     iolab autotune -t nvme=/dev/nvme1n1 --slo p99<=1ms --budget 15m --destroy /dev/nvme1n1
     iolab autotune -t ssd=/mnt/ssd/test.bin --axes ioengine,numjobs --budget 5m
     """
+    outputs.check(write_suite or Path("iolab-autotune-RUN.yaml"), SUITE)  # refused now, not after the search
     wanted = [a.strip() for a in axes.split(",") if a.strip()]
     if args["target"].hosts:  # only fio's settings travel to the hosts
         here = [a for a in wanted if a in autotune.HERE]
@@ -225,10 +227,7 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
         text = autotune.best_suite(setup.target, setup.base, best.config, point, args["runtime"],
                                    f"iolab autotune, run {run.info.id}: {what}\n"
                                    f"{autotune.describe(best.config)}: {units.format_iops(best.iops.mean)} IOPS")
-        try:
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
+        outputs.write(path, SUITE, text)
         edge = "" if best.feasible else f" (it did not meet {setup.slo} over its repetitions)"
         judged = autotune.against_as_is(found.ranking)
         edge += " (not distinguishable from as it is: see the table)" if judged and not judged.distinguishable else ""

@@ -21,7 +21,7 @@ from .sysfs import read_text
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
-def _start_ticks(pid: int | str) -> int | None:
+def start_ticks(pid: int | str) -> int | None:
     """A process's start time (clock ticks after boot, ``proc(5)`` field 22); None when it is gone."""
     text = read_text(f"/proc/{pid}/stat")
     if text is None:
@@ -34,7 +34,7 @@ def owner_record() -> dict[str, Any]:
     """This process as the owner of a run: ``{"pid", "host", "boot_id", "start_ticks"}``."""
     boot = read_text(BOOT_ID)
     return {"pid": os.getpid(), "host": os.uname().nodename, "boot_id": boot.strip() if boot else None,
-            "start_ticks": _start_ticks("self")}
+            "start_ticks": start_ticks("self")}
 
 
 def owner_gone(record: Mapping[str, Any] | None) -> bool:
@@ -45,7 +45,7 @@ def owner_gone(record: Mapping[str, Any] | None) -> bool:
     boot = read_text(BOOT_ID)
     if boot and record.get("boot_id") and boot.strip() != record["boot_id"]:
         return True
-    started = _start_ticks(record["pid"])
+    started = start_ticks(record["pid"])
     return started is None or (record.get("start_ticks") is not None and started != record["start_ticks"])
 
 

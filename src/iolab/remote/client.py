@@ -34,11 +34,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .. import outputs
 from ..errors import FioError, ParseError, SuiteError
 from ..fio import logs
 from ..fio.json import parse_json
 from ..model import DiskUtil, FioReport, JobResult, to_jsonable
-from ..runner.local import LOG_PREFIX, die_with_parent, error_text, exit_waiter, find_fio, stop, warm_up
+from ..runner.local import (
+    JOB_FILE,
+    LOG_PREFIX,
+    STDERR,
+    STDOUT,
+    die_with_parent,
+    error_text,
+    exit_waiter,
+    find_fio,
+    stop,
+    warm_up,
+)
 from ..runner.outcome import HostOutcome, Outcome
 from ..runner.status import Status
 from .hosts import HostSpec
@@ -80,12 +92,12 @@ def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable
     starts (to put files fio's servers will ask the client for into ``workdir``). Hosts in
     ``unreachable`` (host -> why) are left out: lost before the start, with that cause.
     """
-    workdir.mkdir(parents=True, exist_ok=True)
-    workdir = workdir.resolve()
+    workdir = outputs.directory(workdir, "fio's work directory").resolve()
     for old in logs.find_logs(workdir, LOG_PREFIX):
         old.unlink()
     with_logs = _wants_logs(job_text)
-    (workdir / "job.fio").write_text((logs.global_section(LOG_PREFIX) if with_logs else "") + job_text)
+    outputs.write(workdir / "job.fio", JOB_FILE, (logs.global_section(LOG_PREFIX) if with_logs else "") + job_text,
+                  how="fresh")
     output = workdir / OUTPUT_NAME
     output.unlink(missing_ok=True)
     started = datetime.now(UTC)
@@ -102,7 +114,8 @@ def run(job_text: str, hosts: list[HostSpec], workdir: Path, on_status: Callable
             return _finish(relays, command, started, None, workdir, unfinished=set())
         if before_start is not None:
             before_start(_prefixes(relays))
-        with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
+        with outputs.writing(workdir / "fio.stdout", STDOUT, how="fresh") as out, \
+                outputs.writing(workdir / "fio.stderr", STDERR, how="fresh") as err:
             try:
                 proc = subprocess.Popen(command, cwd=workdir, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                         start_new_session=True, preexec_fn=die_with_parent)

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .. import outputs
 from ..errors import HostError, UsageError
 from ..runner import fence as fence_mod
 from ..runner.local import find_fio
@@ -39,6 +40,7 @@ from .hosts import HostSpec
 from .protocol import ProbeReply, connect, local_protocol_version, probe
 
 WILDCARDS = ("0.0.0.0", "::", "")
+PIDFILE = "the fio server's pidfile"
 SECURITY_WARNING = (
     "fio's server has no authentication and no encryption: anyone who can connect to it can run job files as "
     "this user ({user}), which includes reading and writing any file and running commands (exec_prerun, "
@@ -92,8 +94,7 @@ def server_fence(pidfile: Path, allow: Sequence[str], fenced: bool = True) -> fe
     for path in allow:
         if not path.startswith("/") or not os.path.lexists(path):
             raise UsageError(f"--allow {path}: expected an existing absolute path (a device, file or directory)")
-    workdir = pidfile.with_suffix(".work")
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = outputs.directory(pidfile.with_suffix(".work"), "the fio server's work directory")
     return replace(fence_mod.build(dict.fromkeys(allow, fence_mod.ALLOW), workdir.resolve(), network=True),
                    die_with_parent=False)
 
@@ -112,6 +113,7 @@ def start(bind: HostSpec, pidfile: Path | None = None, fio: str = "fio", all_int
         raise UsageError(f"refusing to bind a fio server to {bind.host!r} (every interface): it has no authentication",
                          hint="bind it to a private address, or pass --all-interfaces if you really mean it")
     pidfile = pidfile or default_pidfile(bind)
+    outputs.check(pidfile, PIDFILE)  # before anything starts: never onto a device, never through a link
     existing = read(pidfile)
     if existing is not None and alive(existing):
         raise UsageError(f"a fio server iolab started is already running for {pidfile} (pid {existing.pid}, "
@@ -120,14 +122,13 @@ def start(bind: HostSpec, pidfile: Path | None = None, fio: str = "fio", all_int
         raise UsageError(f"something already listens on {bind}; fio binds with SO_REUSEPORT, so a second server "
                          "there would share the port with it", hint="iolab server status --bind ADDRESS says if it "
                          "is iolab's; stop it, or choose another --port")
-    pidfile.parent.mkdir(parents=True, exist_ok=True)
     # fio creates a unix socket where it binds: its directory must be writable
     socket_dir = [os.path.dirname(os.path.abspath(bind.host))] if bind.kind == "sock" else []
     fence = server_fence(pidfile, [*allow, *socket_dir], fenced)
     log = pidfile.with_suffix(".log")
     fio_path = find_fio(fio)
     command: tuple[str, ...] = (fio_path, f"--server={bind.fio_arg}")
-    with open(log, "wb") as out:
+    with outputs.writing(log, "the fio server's log") as out:  # in place once fio has it: it writes on
         proc = subprocess.Popen(fence.argv(command) if fence is not None else command, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                 cwd=str(fence.workdir) if fence is not None else "/")
@@ -149,7 +150,7 @@ def start(bind: HostSpec, pidfile: Path | None = None, fio: str = "fio", all_int
                 raise HostError(f"the fio server for {bind} did not answer within {timeout_s:g} s: {exc.message}; "
                                 f"its log: {_log_tail(log)}") from None
             time.sleep(0.1)
-    pidfile.write_text(f"{record.pid}\n{json.dumps(asdict(record))}\n")
+    outputs.write(pidfile, PIDFILE, f"{record.pid}\n{json.dumps(asdict(record))}\n")
     return record
 
 

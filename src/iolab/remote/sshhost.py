@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from .. import outputs
 from ..errors import HostError, SafetyError
 from . import sshagent
 from .hosts import HostSpec, on_each
@@ -197,16 +198,14 @@ class Connection:
                 "-o", "ControlMaster=yes", "-o", f"ControlPath={self.control}", "-o", "ControlPersist=no",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", "-o", "ExitOnForwardFailure=yes",
                 "-T", *self.spec.ssh_destination, sshagent.python_command(f"-u -c {shlex.quote(sshagent.BOOT)}")]
-        stderr = open(self.local_dir / "ssh.stderr", "wb")  # noqa: SIM115 (ssh keeps it)
-        try:
-            # No PR_SET_PDEATHSIG: it fires when the *thread* that started ssh ends (connect_all's). When
-            # iolab dies, its end of ssh's stdin closes, and the agent on the host ends at that EOF.
-            self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                          text=True, start_new_session=True)
-        except OSError as exc:
-            raise HostError(f"{self.spec}: cannot run ssh ({argv[0]}): {exc.strerror or exc}") from None
-        finally:
-            stderr.close()
+        with outputs.writing(self.local_dir / "ssh.stderr", "ssh's messages", how="new") as stderr:  # ssh keeps it
+            try:
+                # No PR_SET_PDEATHSIG: it fires when the *thread* that started ssh ends (connect_all's). When
+                # iolab dies, its end of ssh's stdin closes, and the agent on the host ends at that EOF.
+                self._proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                              text=True, start_new_session=True)
+            except OSError as exc:
+                raise HostError(f"{self.spec}: cannot run ssh ({argv[0]}): {exc.strerror or exc}") from None
         threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True,
                          name=f"iolab-ssh-{self.spec}").start()
         self._send(sshagent.program())

@@ -16,6 +16,7 @@ slipped through could neither run nor call home. Vega compiles its expressions w
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import re
@@ -29,6 +30,7 @@ import altair as alt
 import jinja2
 from markupsafe import Markup
 
+from .. import outputs
 from .document import Report
 from .table import Table, shown
 
@@ -61,13 +63,8 @@ def vega_bundle() -> str:
     import vl_convert
 
     text: str = vl_convert.javascript_bundle(vl_version=vega_lite_version())  # type: ignore[call-arg]
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass
+    with contextlib.suppress(outputs.OutputError):
+        outputs.write(path, "the cached Vega bundle", text)
     return text
 
 

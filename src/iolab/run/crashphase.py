@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import outputs
 from ..errors import ParseError
 from ..fio import verify
 from ..model import FioReport
@@ -103,7 +104,8 @@ def place_states(phase: Phase | None, workdir: Path, prefixes: Mapping[str, str]
         if host in prefixes:
             for suffix, data in files.items():
                 job, _, index = suffix.rpartition("-")
-                (workdir / verify.state_file_name(prefixes[host], job, int(index))).write_bytes(data)
+                outputs.write(workdir / verify.state_file_name(prefixes[host], job, int(index)),
+                              "a verify state for fio", data, how="fresh")
 
 
 def collect_states(workdir: Path, prefixes: Mapping[str, str]) -> dict[str, dict[str, bytes]]:

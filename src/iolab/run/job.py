@@ -19,6 +19,7 @@ from ..errors import IolabError, SafetyError
 from ..facts import targets
 from ..model import ResultRecord, TargetFacts, to_jsonable
 from ..observe.watch import Observers
+from ..outputs import OutputError
 from ..runner.status import Status
 from . import crashphase, tuning
 from .plan import RunOptions, device_of
@@ -103,9 +104,9 @@ def run_job(store: Store, spool: Spool, result: ResultRecord, events: Events, op
         return
     try:
         spool.seal(result.id, end)
-    except OSError as exc:  # the state directory is full or gone: the database is then the only copy
-        events("note", detail=f"the result could not be kept in the spool ({exc.strerror or exc}); storing it "
-                              "without that copy")
+    except OutputError as exc:  # the state directory is full or gone, a name planted: the database is the only copy
+        events("note", detail=f"the result could not be kept in the spool ({exc.message}); storing it without that "
+                              "copy")
     store.save_result(result.id, **end.saved())
     spool.remove(result.id)
     events("end", outcome=end.status, error=end.error)

@@ -3,7 +3,8 @@
 A job runs in ``$XDG_STATE_HOME/iolab/spool/<database>/run-<id>-<time>/result-<result id>/``
 (``Spool.workdir``; default ``~/.local/state/iolab/spool``): fio's job file, output, messages and logs
 go there. When the job ends, what is to be stored is written beside them as ``result.json``
-(``Spool.seal``: written whole, fsynced, then renamed in place) before the database is asked to store it,
+(``Spool.seal``: written whole to a temporary file, fsynced, then renamed in place, through
+``outputs.writing``) before the database is asked to store it,
 and the directory is removed only once the database has committed it (``Spool.remove``). A result is
 therefore never lost to the database: if the write fails (the database stayed away longer than
 ``--db-wait``, iolab was killed in the write), ``--resume`` stores what the spool holds first
@@ -12,6 +13,12 @@ therefore never lost to the database: if the write fails (the database stayed aw
 
 ``<database>`` is a hash of the database's URL (password hidden), since run ids are per database;
 the run's directory is named after its id and creation time (``run-<id>-<created_at>``).
+
+A work directory is writable by fio and whatever its job runs (``exec_prerun`` with ``--allow-exec``),
+and iolab writes and reads there after them, outside the fence: so nothing there is opened by a name
+that could have been planted. The sealed result goes to a temporary file of an unguessable name created
+with ``O_EXCL | O_NOFOLLOW`` and is renamed over ``result.json`` (a link planted there is refused, never
+followed); it is read back with ``O_NOFOLLOW`` and only when it is a regular file.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -28,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .. import outputs
 from ..errors import IolabError
 from ..model import FioReport, HostSamples, TargetFacts, TimeSeries, from_jsonable, to_json_text
 from ..units import format_bytes
@@ -56,7 +65,7 @@ def make(directory: Path | None = None) -> None:
     hint = ("iolab keeps each job's fio output in $XDG_STATE_HOME/iolab/spool (default ~/.local/state/iolab/spool) "
             "until the database has it; make it writable, with room")
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        outputs.directory(directory, "iolab's spool")
         free = shutil.disk_usage(directory).free
     except OSError as exc:
         raise IolabError(f"cannot write iolab's spool at {directory}: {exc.strerror or exc}", hint=hint) from None
@@ -89,8 +98,8 @@ class JobEnd:
 
 class Spool:
     """The spool of one run in one database (see the module). ``workdir`` raises ``IolabError`` when the
-    state directory cannot be written; ``seal`` raises OSError (the caller stores the result without
-    the spool's copy)."""
+    state directory cannot be written; ``seal`` raises ``outputs.OutputError`` (the caller stores the
+    result without the spool's copy)."""
 
     def __init__(self, display_url: str, run_id: int, created_at: datetime, root: Path | None = None) -> None:
         key = hashlib.sha256(display_url.encode()).hexdigest()[:16]
@@ -115,23 +124,14 @@ class Spool:
         make(directory)
         marker = self.base / "database"
         if not marker.exists():  # for whoever looks in the spool: which database these runs belong to
-            marker.write_text(self.display_url + "\n")
+            outputs.write(marker, "the spool's note of its database", self.display_url + "\n")
 
     def seal(self, result_id: int, end: JobEnd) -> None:
-        """Write ``end`` durably as result ``result_id``'s ``result.json`` (fsync, rename, fsync the directory)."""
-        directory = self.path / f"result-{result_id}"
-        directory.mkdir(parents=True, exist_ok=True)
-        partial = directory / (SEALED + ".part")
-        with open(partial, "w", encoding="utf-8") as handle:
-            handle.write(to_json_text(end))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(partial, directory / SEALED)
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        """Write ``end`` durably as result ``result_id``'s ``result.json`` (a temporary file fsynced, renamed,
+        the directory fsynced: ``outputs.writing``). Raises ``outputs.OutputError`` (a link or another
+        file put at ``result.json``, no room)."""
+        outputs.write(self.path / f"result-{result_id}" / SEALED, "the spooled result", to_json_text(end),
+                      durable=True, private=True)
 
     def remove(self, name: str | int) -> None:
         """Remove a result's (or another) work directory: the database has it, or it never finished."""
@@ -142,12 +142,13 @@ class Spool:
         (written by another iolab version)."""
         out: list[tuple[int, JobEnd | None]] = []
         for directory in self._result_dirs():
-            sealed = directory / SEALED
-            if not sealed.exists():
+            try:
+                text = _read_sealed(directory / SEALED)
+            except FileNotFoundError:
                 continue
             try:
-                end = from_jsonable(JobEnd, orjson.loads(sealed.read_bytes()))
-            except (ValueError, OSError):
+                end = from_jsonable(JobEnd, orjson.loads(text)) if text is not None else None
+            except ValueError:
                 end = None
             out.append((int(directory.name.removeprefix("result-")), end))
         return out
@@ -191,7 +192,29 @@ class Spool:
         return stored
 
     def _result_dirs(self) -> list[Path]:
+        """The run's ``result-<id>`` work directories (links are not directories here), by id."""
         if not self.path.is_dir():
             return []
         return sorted((d for d in self.path.iterdir() if d.name.startswith("result-")
-                       and d.name.removeprefix("result-").isdigit()), key=lambda d: int(d.name[7:]))
+                       and d.name.removeprefix("result-").isdigit() and not d.is_symlink() and d.is_dir()),
+                      key=lambda d: int(d.name[7:]))
+
+
+def _read_sealed(path: Path) -> bytes | None:
+    """A sealed result's bytes, None when what is there is not a regular file or cannot be read; raises
+    ``FileNotFoundError`` when there is none. Never follows a link, never waits on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError:  # ELOOP: a link
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as file:
+            return file.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

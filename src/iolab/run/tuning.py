@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import outputs
 from ..describe.tune import KEYS, QUEUE_KEYS
 from ..errors import IolabError
 from ..facts import sysfs
@@ -233,17 +234,22 @@ class Journal:
 
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory or state_dir()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        name = f"journal-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
-        tmp = self.directory / f".{name}"
-        self.fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        # Locked before it becomes visible under its real name, so no restorer sees it unowned.
-        owner = {"pid": os.getpid(), "started_at": datetime.now(UTC).isoformat(), "argv": sys.argv}
-        self._append({"owner": owner})
-        self.path = self.directory / name
-        os.rename(tmp, self.path)
-        _fsync_dir(self.directory)
+        self.path = self.directory / f"journal-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+        # Made as iolab makes its files (outputs.writing: a temporary file renamed into place), and locked
+        # before it becomes visible under its real name, so no restorer sees it unowned. The lock and
+        # the file stay with this descriptor (a duplicate: one open file) after the temporary one is closed.
+        self.fd = -1
+        try:
+            with outputs.writing(self.path, "the tuning restore journal", durable=True, private=True) as file:
+                self.fd = os.dup(file.fileno())
+                fcntl.fcntl(self.fd, fcntl.F_SETFL, fcntl.fcntl(self.fd, fcntl.F_GETFL) | os.O_APPEND)
+                fcntl.flock(self.fd, fcntl.LOCK_EX)
+                owner = {"pid": os.getpid(), "started_at": datetime.now(UTC).isoformat(), "argv": sys.argv}
+                self._append({"owner": owner})
+        except BaseException:
+            if self.fd >= 0:
+                os.close(self.fd)
+            raise
         self.entries: dict[str, dict[str, str]] = {}
 
     def _append(self, record: Mapping[str, Any]) -> None:
@@ -265,14 +271,6 @@ class Journal:
             self.path.unlink(missing_ok=True)
         os.close(self.fd)
         return results
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _restore_order(entries: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -399,9 +397,10 @@ def applied(tune: Mapping[str, str], device: BlockDeviceFacts | None, *, sysfs: 
                           f"(pid {held[busy[0].path]})", hint="wait for that run to end")
     try:
         journal = Journal(directory)
-    except OSError as exc:
-        raise TuningError(f"cannot create the tuning restore journal in {directory or state_dir()}: "
-                          f"{exc.strerror or exc}", hint="check $XDG_STATE_HOME; nothing was changed") from None
+    except (OSError, IolabError) as exc:
+        why = exc.message if isinstance(exc, IolabError) else exc.strerror or str(exc)
+        raise TuningError(f"cannot create the tuning restore journal in {directory or state_dir()}: {why}",
+                          hint="check $XDG_STATE_HOME; nothing was changed") from None
     try:
         for knob, value in plan:
             journal.record(knob, read_value(knob.path))

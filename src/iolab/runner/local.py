@@ -25,6 +25,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .. import outputs
 from ..errors import FioError, FioNotFound, ParseError, SuiteError
 from ..fio import logs
 from ..fio.json import parse_json
@@ -36,6 +37,9 @@ from .status import Status, StatusStream
 _PR_SET_PDEATHSIG = 1
 OUTPUT_NAME = "fio-output.json"
 LOG_PREFIX = "iolab"
+#: iolab's own files in fio's work directory, which fio and what its job runs can write: made there with
+#: ``O_EXCL | O_NOFOLLOW`` after whatever was at the name is removed (``outputs``, ``how="fresh"``).
+JOB_FILE, STDOUT, STDERR = "fio's job file", "fio's output", "fio's messages"
 
 
 def measured_start_ms(text: str) -> int | None:
@@ -103,9 +107,7 @@ def check_job(job_text: str, workdir: Path, fio: str = "fio", fence: Fence | Non
     engines or ``time_based`` without ``runtime`` (FIO_NOTES §8). With ``fence`` (its work
     directory must be ``workdir``), fio parses inside it.
     """
-    workdir.mkdir(parents=True, exist_ok=True)
-    path = workdir / "check.fio"
-    path.write_text(job_text)
+    path = outputs.write(workdir / "check.fio", "the job file for fio's check", job_text, how="fresh")
     command: tuple[str, ...] = (find_fio(fio), "--parse-only", path.name)
     out = subprocess.run(fence.argv(command) if fence is not None else command, cwd=workdir,
                          capture_output=True, text=True, check=False)
@@ -167,7 +169,8 @@ def run(
     """
     workdir, command = prepare(job_text, workdir, find_fio(fio), extra_args)
     started = datetime.now(UTC)
-    with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
+    with outputs.writing(workdir / "fio.stdout", STDOUT, how="fresh") as out, \
+            outputs.writing(workdir / "fio.stderr", STDERR, how="fresh") as err:
         try:
             proc = subprocess.Popen(
                 fence.argv(command) if fence is not None else command,
@@ -187,9 +190,8 @@ def prepare(job_text: str, workdir: Path, fio_path: str, extra_args: Sequence[st
             ) -> tuple[Path, tuple[str, ...]]:
     """``workdir`` (created, resolved) made ready for a run of ``job_text``: the job file written, an
     earlier run's output and logs removed; returns it and fio's command line (``fio_path`` first)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    workdir = workdir.resolve()
-    (workdir / "job.fio").write_text(job_text)
+    workdir = outputs.directory(workdir, "fio's work directory").resolve()
+    outputs.write(workdir / "job.fio", JOB_FILE, job_text, how="fresh")
     output = workdir / OUTPUT_NAME
     output.unlink(missing_ok=True)
     for old in logs.find_logs(workdir, LOG_PREFIX):

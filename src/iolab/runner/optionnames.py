@@ -15,6 +15,7 @@ loads). Answers are cached in ``$XDG_CACHE_HOME/iolab/fio-options-<version>-<for
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .. import outputs
 from ..errors import FioNotFound
 
 #: The cache file's format: what iolab asks fio and keeps (a new one starts a new file).
@@ -87,14 +89,8 @@ def _save(known: dict[str, Any]) -> None:
     """Best effort: a cache that cannot be written only means asking fio again next time."""
     data = {"options": sorted(known["options"]), "aliases": known["aliases"],
             "engines": known["engines"]}
-    file = Path(known["file"])
-    try:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        tmp.replace(file)
-    except OSError:
-        pass
+    with contextlib.suppress(outputs.OutputError):  # never onto a device or through a link (outputs)
+        outputs.write(known["file"], "the cache of fio's option names", json.dumps(data))
 
 
 def _ask(fio: str, *args: str) -> str:

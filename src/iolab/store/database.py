@@ -26,6 +26,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from .. import outputs
 from ..errors import StoreError, UsageError
 from ..facts.owner import effective_status
 from ..model import (
@@ -97,13 +98,14 @@ def _normalise_url(url: str) -> str:
 
 def require_existing(url: str | None = None) -> None:
     """Raise ``UsageError`` when ``url`` (default ``default_url()``) names an SQLite file that does
-    not exist: commands that only read must not create a database (or its directory) from a typo.
-    A server URL (PostgreSQL) is left to the connection to judge."""
+    not exist (``outputs.OutputError`` when something else is there: a device, a directory, a FIFO):
+    commands that only read must not create a database (or its directory) from a typo. A server URL
+    (PostgreSQL) is left to the connection to judge."""
     url = _normalise_url(url or default_url())
-    if not url.startswith("sqlite:///"):
-        return
     path = Path(url.removeprefix("sqlite:///"))
-    if str(path) != ":memory:" and not path.is_file():
+    if url.startswith("sqlite:///") and str(path) != ":memory:" and not path.is_file():
+        if os.path.lexists(path):
+            outputs.database(path, create=False)
         raise UsageError(f"no results database at {path}",
                          hint="`iolab run` and `iolab import` create one; check --db / $IOLAB_DB")
 
@@ -132,8 +134,8 @@ class Store:
     def __init__(self, url: str | None = None, wait_s: float = dbfaults.DEFAULT_WAIT_S) -> None:
         self.url = _normalise_url(url or default_url())
         path = dbfaults.sqlite_path(self.url)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        if path is not None:  # never onto a device, a FIFO or another file: created (where it can be) or checked
+            outputs.database(path, create=dbfaults.sqlite_read_only(path) is None)
         #: Why this process cannot write the database (a read-only SQLite file, directory or mount), or None:
         #: it is then opened read-only, so that reading commands work (``check_writable`` refuses a run).
         self.read_only = dbfaults.sqlite_read_only(path) if path is not None else None

@@ -21,7 +21,7 @@ SRC = ROOT / "src" / "iolab"
 #: import each other).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "units", "histogram", "stats", "interrupts"),
-    ("model",),
+    ("model", "outputs"),
     ("fio",),
     ("facts", "runner"),
     ("remote", "store"),

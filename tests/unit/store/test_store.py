@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from iolab.errors import StoreError
+from iolab.outputs import OutputError
 from iolab.store import codecs as store_codecs
 from iolab.store import schema
 from iolab.store.codecs import compress_raw, decode_series, encode_series
@@ -48,8 +49,13 @@ def test_reopening_does_not_migrate_again(tmp_path):
 
 def test_unusable_database_is_a_clear_error(tmp_path):
     (tmp_path / "dir.db").mkdir()
-    with pytest.raises(StoreError) as info:
+    with pytest.raises(OutputError) as refused:  # a usage error (exit 2): SQLite is not asked
         Store(f"sqlite:///{tmp_path}/dir.db")
+    assert refused.value.message == (f"refusing to write the results database at {tmp_path}/dir.db: it is a "
+                                     "directory, not a database file")
+    (tmp_path / "unreadable.db").write_bytes(b"SQLite format 3\x00" + b"\xff" * 100)  # SQLite's header, then junk
+    with pytest.raises(StoreError) as info:
+        Store(f"sqlite:///{tmp_path}/unreadable.db")
     assert "cannot open the results database" in info.value.message
 
 

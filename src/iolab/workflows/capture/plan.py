@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import outputs
 from ...describe import suite as suite_mod
 from ...describe.spec import Suite
 from ...errors import UsageError
@@ -76,7 +77,7 @@ def replay_suite(store: Store, run: Run, target_name: str, target_path: str,
     text = replay.job_text(iologs, settings, f"replay of capture {run.info.id}")
     text = text.replace("[global]\n", f"[global]\nreplay_redirect={target_path}\n", 1)
     job = directory / "replay.fio"
-    job.write_text(text)
+    outputs.write(job, "the replay's job file", text)
     loaded = suite_mod.load_jobfile(text, str(job))
     suite = replace(suite_mod.with_targets(loaded, {target_name: target_path}),
                     name=f"replay of capture {run.info.id}")

@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import outputs
 from ...fio import jobfile
 from .trace import FLUSH, READ, WRITE, Trace
 
@@ -373,13 +374,13 @@ def slowdown_lags(trace: Trace, jobs: Mapping[str, np.ndarray], rate_pct: int = 
 def write_iologs(trace: Trace, directory: Path, device: str, settings: ReplaySettings,
                  dealt: tuple[dict[str, np.ndarray], int] | None = None) -> tuple[dict[str, Path], int]:
     """One iolog per fio job (``replay_jobs``, or ``dealt`` when the caller has them) in ``directory``
-    (created): job name -> path, and the windows' length in ns."""
-    directory.mkdir(parents=True, exist_ok=True)
+    (created): job name -> path, and the windows' length in ns. Written through ``outputs``; raises its
+    ``OutputError``."""
     paths = {}
     jobs, length = dealt or replay_jobs(trace, windowed=not settings.as_fast_as_possible)
     for name, indices in jobs.items():
-        path = directory / iolog_name(name, settings)
-        path.write_text(iolog_text(trace, indices, device, settings.quantum_us))
+        path = outputs.write(directory / iolog_name(name, settings), "a replay iolog",
+                             iolog_text(trace, indices, device, settings.quantum_us))
         paths[name] = path
     return paths, length
 

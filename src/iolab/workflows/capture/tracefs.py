@@ -5,7 +5,9 @@ refused ("Operation not permitted"), while the block tracepoints in tracefs work
 ordinary kernels alike. The capture:
 
 1. mounts tracefs at ``/sys/kernel/tracing`` when it is not mounted (left mounted: others may use it);
-2. creates ``instances/iolab-<pid>-<n>`` (its own ring buffer, so other tracers are undisturbed);
+2. creates ``instances/iolab-<pid>-<start>-<pidns>-<n>`` (its own ring buffer, so other tracers are
+   undisturbed), named after this process (``facts/ftrace.py``) so that the next iolab command (or
+   ``iolab restore``) removes it when a SIGKILL left it behind;
 3. filters ``block_rq_issue``/``block_rq_complete`` by the device's dev_t as the kernel encodes it in
    these events (``MKDEV``: major << 20 | minor, ``include/linux/kdev_t.h``) and, for a partition,
    its data requests by its sector range on the whole disk (the events name the disk); a flush has
@@ -34,10 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import IolabError, UsageError
+from ...facts import ftrace
 from . import stream
 from . import trace as trace_mod
 
-TRACEFS = Path("/sys/kernel/tracing")
+TRACEFS = ftrace.TRACEFS
 EVENTS = ("block_rq_issue", "block_rq_complete")
 #: Ring buffers, all CPUs together (at most 64 MiB per CPU, at least 4 MiB): at ~50 bytes an event,
 #: 64 MiB holds ~1.3 M events. Reading ``trace_pipe`` makes the kernel format every event as text in
@@ -124,7 +127,7 @@ def ensure_tracefs(root: Path = TRACEFS) -> Path:
 @contextlib.contextmanager
 def _instance(root: Path) -> Iterator[Path]:
     """A fresh ftrace instance, removed afterwards (events disabled first, so rmdir succeeds)."""
-    inst = root / "instances" / f"iolab-{os.getpid()}-{next(_counter)}"
+    inst = root / "instances" / ftrace.instance_name(next(_counter))
     try:
         inst.mkdir()
     except OSError as exc:
