@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ParseError
 from ..fio import verify
 from ..model import FioReport
+from ..runner import local as local_runner
 from ..runner.outcome import Outcome
 
 if TYPE_CHECKING:
@@ -103,7 +104,8 @@ def place_states(phase: Phase | None, workdir: Path, prefixes: Mapping[str, str]
         if host in prefixes:
             for suffix, data in files.items():
                 job, _, index = suffix.rpartition("-")
-                (workdir / verify.state_file_name(prefixes[host], job, int(index))).write_bytes(data)
+                with local_runner.fresh(workdir / verify.state_file_name(prefixes[host], job, int(index)), "wb") as f:
+                    f.write(data)  # a new file: a link left in the work directory is replaced, not followed
 
 
 def collect_states(workdir: Path, prefixes: Mapping[str, str]) -> dict[str, dict[str, bytes]]:

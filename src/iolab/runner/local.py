@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO, Any
 
 from ..errors import FioError, FioNotFound, ParseError, SuiteError
 from ..fio import logs
@@ -91,10 +92,11 @@ def check_job(job_text: str, workdir: Path, fio: str = "fio", fence: Fence | Non
     """
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "check.fio"
-    path.write_text(job_text)
+    with fresh(path, "w") as f:
+        f.write(job_text)
     command: tuple[str, ...] = (find_fio(fio), "--parse-only", path.name)
     out = subprocess.run(fence.argv(command) if fence is not None else command, cwd=workdir,
-                         capture_output=True, text=True, check=False)
+                         capture_output=True, text=True, check=False, pass_fds=fence.fds if fence else ())
     path.unlink()
     if out.returncode == 0:
         return None
@@ -153,12 +155,12 @@ def run(
     """
     workdir, command = prepare(job_text, workdir, find_fio(fio), extra_args)
     started = datetime.now(UTC)
-    with open(workdir / "fio.stdout", "wb") as out, open(workdir / "fio.stderr", "wb") as err:
+    with fresh(workdir / "fio.stdout", "wb") as out, fresh(workdir / "fio.stderr", "wb") as err:
         try:
             proc = subprocess.Popen(
                 fence.argv(command) if fence is not None else command,
                 cwd=workdir if fence is not None else cwd or workdir, stdout=out, stderr=err,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=fence.fds if fence is not None else (),
                 preexec_fn=_fenced_preexec if fence is not None else die_with_parent,
             )
         except OSError as exc:
@@ -175,7 +177,8 @@ def prepare(job_text: str, workdir: Path, fio_path: str, extra_args: Sequence[st
     earlier run's output and logs removed; returns it and fio's command line (``fio_path`` first)."""
     workdir.mkdir(parents=True, exist_ok=True)
     workdir = workdir.resolve()
-    (workdir / "job.fio").write_text(job_text)
+    with fresh(workdir / "job.fio", "w") as f:
+        f.write(job_text)
     output = workdir / OUTPUT_NAME
     output.unlink(missing_ok=True)
     for old in logs.find_logs(workdir, LOG_PREFIX):
@@ -183,6 +186,17 @@ def prepare(job_text: str, workdir: Path, fio_path: str, extra_args: Sequence[st
     command = (fio_path, "--output-format=json+", f"--output={output}", "--status-interval=1",
                *_log_args(job_text, workdir), *extra_args, str(workdir / "job.fio"))
     return workdir, command
+
+
+def fresh(path: Path, mode: str) -> IO[Any]:
+    """``path`` opened for writing as a new file (``mode`` ``"w"`` or ``"wb"``): whatever was at the name
+    is unlinked, never followed, and the file is created ``O_EXCL | O_NOFOLLOW``. For the files iolab
+    writes in a job's work directory, which fio (and any program a job runs) can write too: a link
+    planted there is replaced, not written through."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    return os.fdopen(fd, mode)
 
 
 def collect(job_text: str, workdir: Path, command: tuple[str, ...], returncode: int | None, started: datetime,
