@@ -96,9 +96,10 @@ def _is_device(path: str) -> bool:
 
 
 def layout(writable: Mapping[str, str], relaid: Collection[str], trees: Collection[str], read: Sequence[str],
-           workdir: Path) -> Layout:
+           workdir: Path, identities: Collection[str] = ()) -> Layout:
     """Sort the paths fio may write (``writable``, as the guard decided) into views and files bound in
-    place: a new path goes to the view of its nearest existing directory; an existing file to the view
+    place: a new path (one the guard found missing: not in ``identities``, whatever is there now) goes
+    to the view of its nearest existing directory; an existing file to the view
     of its directory when fio lays it out anew (``relaid``: smaller than the job's size) or when that
     directory is a view anyway, else it is bound in place. Devices, directories (their planned files
     are planned themselves), ``opendir`` trees (bound whole), paths in iolab's work directory and under
@@ -109,7 +110,7 @@ def layout(writable: Mapping[str, str], relaid: Collection[str], trees: Collecti
     for path in dict.fromkeys(os.path.abspath(p) for p in writable):
         if any(_under(path, s) for s in skip) or _is_device(path):
             continue
-        if not os.path.lexists(path):
+        if path not in identities and not os.path.isdir(path):
             existing = os.path.dirname(path)
             while not os.path.lexists(existing) and existing != "/":
                 existing = os.path.dirname(existing)
@@ -124,7 +125,7 @@ def layout(writable: Mapping[str, str], relaid: Collection[str], trees: Collecti
         views[os.path.dirname(os.path.realpath(path))].append(os.path.realpath(path))
     reads = tuple(p for p in dict.fromkeys(os.path.abspath(r) for r in read)
                   if os.path.isfile(p) and any(_under(os.path.realpath(p), v) for v in views))
-    return Layout({v: tuple(dict.fromkeys(os.path.realpath(p) if os.path.lexists(p) else p for p in ps))
+    return Layout({v: tuple(dict.fromkeys(os.path.realpath(p) if p in identities else p for p in ps))
                    for v, ps in views.items()}, tuple(p for p in bound if p not in placed), reads)
 
 
@@ -196,9 +197,10 @@ class Staging:
         for path in planned:
             groups.setdefault(os.path.relpath(path, directory).split("/")[0], []).append(path)
         for name, paths in groups.items():
-            exists = _lstat(name, view.fd) is not None
-            view.entries.append(_Entry(name, not exists, any(p != os.path.join(directory, name) for p in paths),
-                                       tuple(paths)))
+            beneath = any(p != os.path.join(directory, name) for p in paths)
+            # a file the guard found missing is new whatever is there now: its reservation then fails
+            new = _lstat(name, view.fd) is None if beneath else paths[0] not in identities
+            view.entries.append(_Entry(name, new, beneath, tuple(paths)))
         if self.fenced:
             view.stage = f"{PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
             self._note({"stage": view.stage, "dir": directory}, sync=True)
@@ -454,8 +456,8 @@ def prepare(writable: Mapping[str, str], identities: Mapping[str, Identity], *, 
     guard, ``relaid`` the existing files fio will lay out anew; ``fenced`` False (``--no-fence``):
     reservations and checks in place only. Undoes what it did and raises ``SafetyError`` when a name
     is not what the guard checked; ``OSError`` when iolab cannot create in a directory."""
-    found = layout(writable, relaid, trees, read, workdir)
     identities = {**identities, **{os.path.realpath(p): v for p, v in identities.items()}}
+    found = layout(writable, relaid, trees, read, workdir, identities)
     staging = Staging(run, owner, fenced)
     try:
         for directory, planned in found.views.items():
