@@ -140,7 +140,7 @@ def test_a_link_placed_at_a_planned_path_after_the_check_is_refused(tmp_path: Pa
     refused = _run(tmp_path, _job(tmp_path, f"[j]\nfilename={planned}\nrw=write\nbs=64k\nsize=1m\n"))
     assert refused.returncode == 2, refused.stderr
     assert (f"Error: refusing to run the job: {planned} appeared after the guard checked it (it did not exist then); "
-            "iolab creates the files a job names itself, so nothing was written there") in refused.stderr, refused.stderr
+            "iolab creates the files a job names itself, so nothing was written there") in refused.stderr
     assert fake_fio.runs == [] and _md5(victim) == before and os.path.lexists(planned)
 
 
@@ -164,7 +164,8 @@ def test_a_job_naming_more_files_than_the_guard_expands_is_refused(tmp_path: Pat
     assert fake_fio.runs == []
 
 
-@pytest.mark.parametrize("path", ["/proc/self/comm", "/sys/kernel/iolab-none/x", "/proc/sys/kernel/../kernel/iolab-none"])
+@pytest.mark.parametrize("path", ["/proc/self/comm", "/sys/kernel/iolab-none/x",
+                                  "/proc/sys/kernel/../kernel/iolab-none"])
 def test_proc_and_sys_are_refused_as_fio_files(tmp_path: Path, fake_fio: FakeFio, path: str) -> None:
     refused = _run(tmp_path, _job(tmp_path, f"[j]\nfilename={path}\nrw=write\nbs=4k\nsize=4k\n"))
     assert refused.returncode == 2, refused.stderr
