@@ -53,8 +53,8 @@ class Checked:
     (``fence.NEW``, ``IOLAB``, ``DESTROY``, ``EMPTY``); ``read`` the rest; ``addresses`` the storage
     address engines reach (fio needs the network for them); ``landlock`` whether devices it only
     reads are kept from writing (False: they passed the destructive-write rule instead); ``writes``
-    whether a section writes (else fio only lays out new files); ``identities`` the device, inode and
-    link count of each existing file fio may write, as checked (``runner.stage`` checks it is that
+    whether a section writes (else fio only lays out new files); ``identities`` the device, inode,
+    link count and ctime of each existing file fio may write, as checked (``runner.stage`` checks it is that
     file again right before fio starts); ``relaid`` the existing files fio will lay out anew
     (``SectionPaths.relays``); ``trees`` the ``opendir`` roots fio may write."""
 
@@ -64,7 +64,7 @@ class Checked:
     addresses: tuple[str, ...] = ()
     landlock: bool = True
     writes: bool = False
-    identities: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
+    identities: Mapping[str, stage.Identity] = field(default_factory=dict)
     relaid: frozenset[str] = frozenset()
     trees: tuple[str, ...] = ()
 
@@ -170,7 +170,7 @@ class _Verdict:
     def __init__(self, destroy: Collection[str], run: str | None, within: Sequence[str], fenced: bool) -> None:
         self.destroy, self.run, self.within, self.fenced = destroy, run, within, fenced
         self.writable: dict[str, str] = {}
-        self.identities: dict[str, tuple[int, int, int]] = {}
+        self.identities: dict[str, stage.Identity] = {}
         self.relaid: set[str] = set()
         self.trees: list[str] = []
         self.read: list[str] = []
@@ -215,7 +215,7 @@ class _Verdict:
     def _existing(self, path: str) -> str:
         why, st = safety.file_write(path, self.destroy, run=self.run, within=self.within)
         self.writable[path] = why
-        self.identities[path] = (st.st_dev, st.st_ino, st.st_nlink)
+        self.identities[path] = stage.identity(st)
         return why
 
     def tree(self, root: str) -> None:

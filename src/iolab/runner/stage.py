@@ -15,8 +15,9 @@ directory exists for it — however many it holds. Before fio starts (``prepare`
   Anything already there — a link placed since the check — makes the job refuse with nothing
   written; while fio runs the name holds iolab's empty reservation, so nothing else appears there;
 * an existing file fio may write in a view is exchanged (``renameat2`` ``RENAME_EXCHANGE``) with an
-  empty reservation made in iolab's directory, and what came over must be the inode the guard
-  checked (device, inode, link count), or it is put back and the job refused;
+  empty reservation made in iolab's directory: the name must hold the file the guard checked (device,
+  inode, link count, status change time) and what came over the same inode, or it is put back and the
+  job refused;
 * an existing file outside any view is opened by iolab (``O_NOFOLLOW``), checked the same way and
   bound writable by that descriptor: the fence holds the inode checked, whatever the name means later;
 * each of them carries a ``writing`` mark for the run (``runner.marks``).
@@ -62,8 +63,14 @@ _NO_EXCHANGE = frozenset({errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNO
 _DIR = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 _RESERVE = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-#: A file's identity as the guard checked it: device, inode, link count.
-Identity = tuple[int, int, int]
+#: A file's identity as the guard checked it: device, inode, link count, status change time (an inode
+#: number reused by a file made since, or a link added, is another identity).
+Identity = tuple[int, int, int, int]
+
+
+def identity(st: os.stat_result) -> Identity:
+    """``st`` as an ``Identity``."""
+    return st.st_dev, st.st_ino, st.st_nlink, st.st_ctime_ns
 
 
 def state_dir() -> Path:
@@ -241,6 +248,9 @@ class Staging:
     def _exchange_in(self, view: _View, entry: _Entry, identities: Mapping[str, Identity]) -> None:
         assert view.stage_fd is not None
         path = entry.planned[0]
+        now = _lstat(entry.name, view.fd)
+        if now is None or identity(now) != identities.get(path):
+            raise _changed(path)
         fd = os.open(entry.name, _RESERVE, 0o600, dir_fd=view.stage_fd)
         try:
             st = os.fstat(fd)
@@ -260,15 +270,15 @@ class Staging:
             return
         entry.swapped = True
         with _opened_at(view.stage_fd, entry.name) as held:
-            came = os.fstat(held) if held is not None else None
-            if came is None or (came.st_dev, came.st_ino, came.st_nlink) != identities.get(path):
+            came = os.fstat(held) if held is not None else None  # the exchange changed its ctime: the rest
+            if came is None or identity(came)[:3] != (identities.get(path) or ())[:3]:
                 raise _changed(path)
             entry.created = _created(held, self.run)
 
     def _check_in_place(self, view: _View, entry: _Entry, identities: Mapping[str, Identity]) -> None:
         with marks.opened(entry.planned[0]) as held:
             st = os.fstat(held) if held is not None else None
-            if st is None or (st.st_dev, st.st_ino, st.st_nlink) != identities.get(entry.planned[0]):
+            if st is None or identity(st) != identities.get(entry.planned[0]):
                 raise _changed(entry.planned[0])
             entry.created = _created(held, self.run)
 
@@ -284,7 +294,7 @@ class Staging:
         except OSError:
             raise _changed(path) from None
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino, st.st_nlink) != identities.get(path):
+        if identity(st) != identities.get(path):
             os.close(fd)
             raise _changed(path)
         self.bound.append((path, fd, _created(fd, self.run)))
@@ -452,7 +462,7 @@ def prepare(writable: Mapping[str, str], identities: Mapping[str, Identity], *, 
             trees: Collection[str] = (), read: Sequence[str] = (), workdir: Path, run: str | None,
             owner: Mapping[str, Any], fenced: bool = True) -> Staging:
     """Stage a job's files right before fio starts (see the module docstring): ``writable`` and
-    ``identities`` (path -> device, inode, link count of each existing file, as checked) from the
+    ``identities`` (path -> ``Identity`` of each existing file, as checked) from the
     guard, ``relaid`` the existing files fio will lay out anew; ``fenced`` False (``--no-fence``):
     reservations and checks in place only. Undoes what it did and raises ``SafetyError`` when a name
     is not what the guard checked; ``OSError`` when iolab cannot create in a directory."""
