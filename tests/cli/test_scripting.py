@@ -36,9 +36,10 @@ def test_exit_codes_as_the_readme_lists_them(tmp_path):
     db = tmp_path / "db.sqlite"
     assert iolab("--version", db=db).returncode == 0
     # 1: fio fails at run time; an output that cannot be read
-    (tmp_path / "bad.fio").write_text("[j]\nrw=read\nsize=1m\nfilename=/proc/iolab-none/x\nruntime=1s\n")
+    (tmp_path / "zeros").write_bytes(bytes(2**20))  # read back as if fio had written it: verify fails
+    (tmp_path / "bad.fio").write_text(f"[j]\nrw=read\nsize=1m\nfilename={tmp_path}/zeros\nverify=crc32c\n")
     failed = iolab("run", "bad.fio", "--no-observe", db=db, cwd=tmp_path)
-    assert failed.returncode == 1 and "fio: failed to create dir" in failed.stderr
+    assert failed.returncode == 1 and "errno 84" in failed.stderr, failed.stderr  # EILSEQ: fio's verify failed
     (tmp_path / "cut.json").write_text(SAMPLE.read_text()[:3000])
     assert iolab("import", str(tmp_path / "cut.json"), db=db).returncode == 1
     # 2: usage (no such run), a suite error, fio rejecting a job: run and lint alike

@@ -119,7 +119,8 @@ def test_vector_leaves_the_device_unchanged(tmp_path: Path, devices: tuple[str, 
     assert "Traceback" not in proc.stderr
     said = proc.stderr
     assert (("refusing to write to" in said and victim in said) or "control character" in said
-            or "--allow-exec" in said or "which is a device" in said or "/dev/null" in said), said
+            or "--allow-exec" in said or "which is a device" in said or "/dev/null" in said
+            or "the kernel's interface" in said), said
 
 
 def test_exec_allowed_runs_inside_the_fence(tmp_path: Path, devices: tuple[str, str]) -> None:
@@ -167,8 +168,8 @@ def test_the_fence_alone_stops_the_write(tmp_path: Path, devices: tuple[str, str
     victim, _ = devices
     (tmp_path / "j.fio").write_text(f"[a]\nfilename={victim}\n{W}")
     (tmp_path / "k.fio").write_text(f"[k]\nfilename={tmp_path}/g\n{W}")
-    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: guard.Checked(
-        writable={target or str(tmp_path): fence.DESTROY}, writes=True))
+    monkeypatch.setattr(guard, "check", lambda text, target, *a, **k: guard.Checked(  # the files each job names
+        writable={target or str(tmp_path): fence.DESTROY, str(tmp_path / "g"): fence.NEW}, writes=True))
     loaded = suite.load(str(tmp_path / "j.fio"))
     second = suite.load(str(tmp_path / "k.fio")).workloads[0]
     loaded = dataclasses.replace(loaded, workloads=(*loaded.workloads, second))

@@ -165,7 +165,7 @@ class FakeFio:
         recording = self._recording("run", job_text, extra_args, workdir,
                                     make=lambda: self._record_run(job_text, workdir, fio, extra_args, cwd, fence))
         started = datetime.now(UTC)
-        returncode = self._replay(recording, workdir, fault, on_status)
+        returncode = self._replay(recording, workdir, fault, on_status, fence)
         if fault is not None and fault.kind == "hang" and timeout_s is None:
             raise AssertionError("fio was told to hang, and iolab gave it no time bound: the run would hang")
         if fault is not None and fault.kind == "interrupt":
@@ -186,7 +186,7 @@ class FakeFio:
     # --- replaying ----------------------------------------------------------------------------
 
     def _replay(self, recording: Mapping[str, Any], workdir: Path, fault: _Fault | None,
-                on_status: Callable[[Status], None] | None) -> int:
+                on_status: Callable[[Status], None] | None, fence: fence_mod.Fence | None = None) -> int:
         """Leave what the recorded fio left (as ``fault`` changes it); returns fio's exit status."""
         files = {name: self._unplace_any(_decode(content), workdir) for name, content in recording["workdir"].items()}
         output = files.get(local.OUTPUT_NAME, "")
@@ -202,14 +202,14 @@ class FakeFio:
             else:
                 path.write_text(content)
         for name, size in recording["created"].items():
-            path = Path(self._unplace(name, workdir))
+            path = Path(_host_path(self._unplace(name, workdir), fence))
             if size is None:
                 path.mkdir(parents=True, exist_ok=True)
-            else:
+            elif not path.exists() or path.stat().st_size < size:  # fio leaves a large enough file as it is
                 with open(path, "ab") as f:
-                    f.truncate(max(size, path.stat().st_size))
+                    f.truncate(size)
         for name in recording["removed"]:
-            Path(self._unplace(name, workdir)).unlink(missing_ok=True)
+            Path(_host_path(self._unplace(name, workdir), fence)).unlink(missing_ok=True)
         if on_status is not None:
             reports = StatusStream().feed(output)
             for status in reports[:-1] if len(reports) > 1 else reports:  # the last one is the final report
@@ -254,7 +254,7 @@ class FakeFio:
                     fence: fence_mod.Fence | None) -> dict[str, Any]:
         """Run the job with real fio, as iolab would, and note what it left."""
         watched = [Path(p) for p in dict.fromkeys(self.roots) if os.path.isdir(p)]
-        before = _sizes(watched, workdir)
+        before = _seen_by_fio(_sizes(watched, workdir), fence)
         exits: list[int] = []
 
         def collect(*args: Any, **kwargs: Any) -> Outcome:
@@ -265,7 +265,7 @@ class FakeFio:
             patch.setattr(local, "collect", collect)
             self._real["run"](job_text, workdir, fio=fio, extra_args=extra_args, cwd=cwd, fence=fence)
         elapsed = time.monotonic() - started
-        after = _sizes(watched, workdir)
+        after = _seen_by_fio(_sizes(watched, workdir), fence)
         left = {p.name: _encode(p) for p in sorted(workdir.iterdir()) if p.is_file() and p.name != "job.fio"}
         return {"returncode": exits[0], "seconds": round(elapsed, 3), "workdir": left,
                 "created": {p: s for p, s in after.items() if before.get(p, -1) != s},
@@ -288,6 +288,35 @@ class FakeFio:
 
     def _placed(self, made: dict[str, Any], workdir: Path) -> dict[str, Any]:
         return json.loads(self._place(json.dumps(made), workdir))
+
+
+def _views(fence: fence_mod.Fence | None) -> list[tuple[str, str]]:
+    """The directories fio sees as iolab's own in ``fence`` (``runner.stage``): (as fio sees it, where it
+    is on this machine), the deepest first. fio's files there land in iolab's directory."""
+    found = [(dest, os.readlink(f"/proc/self/fd/{fd}")) for fd, dest in (fence.fd_binds if fence else ())
+             if os.path.isdir(dest)]
+    return sorted(found, key=lambda v: -len(v[0]))
+
+
+def _host_path(path: str, fence: fence_mod.Fence | None) -> str:
+    """Where a file fio writes at ``path`` lands on this machine (in iolab's directory, in a view)."""
+    for seen, host in _views(fence):
+        if path.startswith(seen + "/"):
+            return host + path[len(seen):]
+    return path
+
+
+def _seen_by_fio(sizes: dict[str, int | None], fence: fence_mod.Fence | None) -> dict[str, int | None]:
+    """``sizes`` of files on this machine as fio saw them: those in iolab's directories at their
+    paths in the views (over the reservations there), iolab's directories themselves left out."""
+    out = dict(sizes)
+    for seen, host in _views(fence):
+        out.pop(host, None)
+        for path, size in sizes.items():
+            if path.startswith(host + "/"):
+                out.pop(path, None)
+                out[seen + path[len(host):]] = size
+    return out
 
 
 def _found(fio: str) -> bool:

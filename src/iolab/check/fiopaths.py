@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import units
 from ..errors import SafetyError
 from ..fio import jobfile
 from ..runner import optionnames
@@ -40,7 +41,9 @@ EXEC_OPTIONS = ("exec_prerun", "exec_postrun")
 #: Options whose value is a file fio writes (a prefix for logs, completed by fio).
 _LOGS = ("write_bw_log", "write_lat_log", "write_iops_log", "write_hist_log")
 _WRITTEN = ("write_iolog", *_LOGS)
-_MAX_NAMES = 4096
+#: At most this many file names of one job section are made from ``filename_format`` (``numjobs`` ×
+#: ``nrfiles``): the guard checks every name fio opens, and a job naming more is refused (``job_paths``).
+MAX_NAMES = 10_000
 
 
 #: Engines whose I/O goes to the files and devices the job names (fio's ``engines/``): the guard
@@ -78,6 +81,54 @@ class SectionPaths:
     engine: str = "psync"
     address: str | None = None
     options: Mapping[str, str | None] = field(default_factory=dict)
+
+    def layout_bytes(self) -> int | None:
+        """Bytes fio lays out in each of the section's files: ``filesize``, else a clone's ``size``
+        split over its files (``nrfiles``, or the ``filename`` list, which its clones share); None when
+        fio decides (a percentage, a range, ``${VAR}``) or lays out nothing (``NO_LAYOUT``, an engine
+        reaching storage by address). Source: fio HOWTO ``size``, ``filesize``, ``nrfiles``."""
+        if self.engine not in PATH_ENGINES or self.engine in NO_LAYOUT:
+            return None
+        opts = self.options
+        try:
+            per_file = units.parse_size(opts.get("filesize") or "0")
+            if not per_file:
+                shared = split_list(opts.get("filename") or "")
+                per_file = units.parse_size(opts.get("size") or "0") // max(1, len(shared) or int(
+                    opts.get("nrfiles") or 1))
+        except ValueError:
+            return None
+        return per_file or None
+
+    def relays(self, size_bytes: int) -> bool:
+        """Whether fio lays out anew an existing file of ``size_bytes`` that this section opens: it is
+        smaller than the section's ``offset`` plus its layout (``layout_bytes``), and the section reads,
+        or writes without ``file_append`` (then fio unlinks it and writes it anew); never with
+        ``create_on_open``. Source: fio ``filesetup.c`` ``setup_files``, ``extend_file``."""
+        per_file = self.layout_bytes()
+        opts = self.options
+        if per_file is None or _set(opts, "create_on_open"):
+            return False
+        try:
+            offset = units.parse_size(opts.get("offset") or "0") if not (opts.get("offset") or "").endswith("%") else 0
+        except ValueError:
+            offset = 0
+        appends = _set(opts, "file_append") and safety.mode(opts) in ("write", "randwrite")
+        return size_bytes < offset + per_file and not appends
+
+
+def _set(options: Mapping[str, str | None], name: str) -> bool:
+    """A fio boolean option is set (present without a value, or a value that is not 0/false/no/off)."""
+    if name not in options:
+        return False
+    value = (options[name] or "").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
+#: Engines that write no data into the job's files (fio's ``engines/``: no I/O at all, a program, or files
+#: created, stat'ed or removed empty): their ``size`` needs no room and lays nothing out.
+NO_LAYOUT = frozenset({"null", "cpuio", "exec", "filecreate", "filestat", "filedelete", "dircreate", "dirstat",
+                       "dirdelete"})
 
 
 @dataclass(frozen=True)
@@ -132,7 +183,7 @@ def job_paths(text: str, env: Mapping[str, str] | None = None, base_dir: Path | 
         writes = safety.opens_for_write(effective)
         address = None if engine in PATH_ENGINES or engine == "external" else _address(engine, effective, options)
         opendir = _last(options, "opendir")
-        found.append(SectionPaths(name, writes, tuple(dict.fromkeys(_data_files(name, options))),
+        found.append(SectionPaths(name, writes, tuple(dict.fromkeys(_data_files(name, options, writes))),
                                   (opendir,) if opendir else (), engine, address, effective))
         written += _written(name, options)
         execs += _execs(options)
@@ -207,7 +258,7 @@ def _last(options: Sequence[jobfile.Option], key: str) -> str | None:
     return found[-1] if found else None
 
 
-def _data_files(name: str, options: Sequence[jobfile.Option]) -> list[str]:
+def _data_files(name: str, options: Sequence[jobfile.Option], writes: bool = True) -> list[str]:
     directories = split_list(_last(options, "directory") or "") or [""]
     names = [p for k, v in options if k == "filename" and v for p in split_list(v)]
     out: list[str] = []
@@ -224,7 +275,13 @@ def _data_files(name: str, options: Sequence[jobfile.Option]) -> list[str]:
         out.append(redirect)
     iolog = _last(options, "read_iolog")
     if iolog and not redirect:
-        out += iolog_files(iolog)
+        named = iolog_files(iolog)
+        if named is None and writes:
+            raise SafetyError(f"[{name}] read_iolog={iolog}: iolab cannot read which files this log names (a binary "
+                              "blktrace, or a log it cannot open), and the job writes: fio would write whatever it "
+                              "names, unchecked", hint="name the device or file to replay to with replay_redirect=, "
+                                                       "or give a text iolog (fio version 2 or 3)")
+        out += named or []
     return out
 
 
@@ -237,13 +294,18 @@ def _exists_not_regular(path: str) -> bool:
 
 def _formatted(name: str, options: Sequence[jobfile.Option]) -> list[str]:
     """The names fio makes from ``filename_format`` for every clone and file (``init.c``
-    ``make_filename``); at most ``_MAX_NAMES``."""
+    ``make_filename``). Raises ``SafetyError`` when that is more than ``MAX_NAMES``: the guard does
+    not pass names it has not made."""
     fmt = _last(options, "filename_format") or "$jobname.$jobnum.$filenum"
     numjobs = _int(_last(options, "numjobs"))
     nrfiles = _int(_last(options, "nrfiles"))
+    if numjobs * nrfiles > MAX_NAMES:
+        raise SafetyError(f"[{name}] numjobs={numjobs} × nrfiles={nrfiles} names {numjobs * nrfiles:,} files; iolab "
+                          f"checks every file a job opens, at most {MAX_NAMES:,} of one job, and runs none it has "
+                          "not checked", hint=f"use at most {MAX_NAMES:,} files per job (fewer numjobs or nrfiles)")
     names = []
-    for jobnum in range(min(numjobs, _MAX_NAMES)):
-        for filenum in range(min(nrfiles, _MAX_NAMES // max(1, numjobs) + 1)):
+    for jobnum in range(numjobs):
+        for filenum in range(nrfiles):
             names.append(fmt.replace("$jobname", name).replace("$jobnum", str(jobnum))
                          .replace("$filenum", str(filenum)).replace("$clientuid", "0"))
     return list(dict.fromkeys(names))
@@ -281,18 +343,18 @@ def _execs(options: Sequence[jobfile.Option]) -> list[str]:
     return out
 
 
-def iolog_files(path: str) -> list[str]:
+def iolog_files(path: str) -> list[str] | None:
     """The files a fio iolog (version 2 or 3 text) names in its ``FILE add`` / ``FILE open``
-    lines (``iolog.c`` ``read_iolog2``); none for a file that cannot be read here or a binary
-    blktrace (fio will say what is wrong with it)."""
+    lines (``iolog.c`` ``read_iolog2``), read to its end; None for a file that cannot be read here
+    or is not such a log (a binary blktrace names devices by number)."""
     try:
         with open(path, encoding="utf-8", errors="strict") as f:
             head = f.readline()
             if "fio version" not in head:
-                return []
-            lines = f.read(16 * 2**20).splitlines()
+                return None
+            lines = list(f)
     except (OSError, UnicodeDecodeError, ValueError):
-        return []
+        return None
     out = []
     for line in lines:
         parts = line.split()

@@ -59,32 +59,19 @@ def needed_bytes(sections: list[jobfile.Section], kind: str) -> int:
     return max(per_job.values(), default=0)
 
 
-#: Engines that write no data into the job's files (fio's ``engines/``: no I/O at all, a program, or files
-#: created, stat'ed or removed empty): their ``size`` needs no room.
-NO_LAYOUT = frozenset({"null", "cpuio", "exec", "filecreate", "filestat", "filedelete", "dircreate", "dirstat",
-                       "dirdelete"})
+#: Engines that write no data into the job's files (``fiopaths.NO_LAYOUT``).
+NO_LAYOUT = fiopaths.NO_LAYOUT
 
 
 def file_needs(job_text: str, workdir: Path) -> dict[str, int]:
     """Bytes fio lays out for each file of a job, by absolute path (relative names in ``workdir``):
-    ``filesize`` per file, else a clone's ``size`` split over its files (``nrfiles``, or the
-    ``filename`` list, which its clones share); the largest any job gives a file (repeats and jobs
+    each section's ``SectionPaths.layout_bytes``, the largest any job gives a file (repeats and jobs
     that share a file reuse it). A size fio decides (a percentage, ``${VAR}``, a range) is not
-    counted, nor the files of an engine that lays out none (``NO_LAYOUT``, or one reaching storage by
-    address). Source: fio HOWTO ``size``, ``filesize``, ``nrfiles``; fio's ``engines/``."""
+    counted, nor the files of an engine that lays out none. Source: fio HOWTO ``size``,
+    ``filesize``, ``nrfiles``; fio's ``engines/``."""
     out: dict[str, int] = {}
     for section in guard.read_paths(job_text, lenient=True).sections:
-        if section.engine not in fiopaths.PATH_ENGINES or section.engine in NO_LAYOUT:
-            continue
-        opts = section.options
-        try:
-            per_file = units.parse_size(opts.get("filesize") or "0")
-            if not per_file:
-                shared = fiopaths.split_list(opts.get("filename") or "")
-                per_file = units.parse_size(opts.get("size") or "0") // max(1, len(shared) or int(
-                    opts.get("nrfiles") or 1))
-        except ValueError:
-            continue
+        per_file = section.layout_bytes()
         for name in section.files:
             path = guard.resolved(name, workdir)
             if per_file and (not path.startswith("/dev/") or path.startswith("/dev/shm/")):  # a RAM disk has room
@@ -164,17 +151,17 @@ class LocalJob:
 
 
 def check_jobs(jobs: Sequence[LocalJob], destroy: Collection[str], allow_exec: bool, fenced: bool = True, *,
-               writes: bool = False, owned: Collection[str] = (),
+               writes: bool = False, run: str | None = None,
                workdir: Path = PLANNED_WORKDIR) -> list[guard.Checked]:
     """The static guard on each distinct job of ``jobs`` and the free space their files need together
-    (``check_targets``, which says what is checked); ``writes`` and ``owned`` as ``guard.check`` takes
+    (``check_targets``, which says what is checked); ``writes`` and ``run`` as ``guard.check`` takes
     them. Returns the guard's verdicts. Raises ``SafetyError``."""
     verdicts: list[guard.Checked] = []
     needs: dict[str, int] = {}
     for job in {(j.job_text, j.target_path): j for j in jobs}.values():
         verdicts.append(_own_paths_left_out(guard.check(
             job.job_text, job.target_path, destroy, PLANNED_WORKDIR, allow_exec=allow_exec, where=job.where,
-            facts=job.facts, writes=writes, owned=owned, fenced=fenced)))
+            facts=job.facts, writes=writes, run=run, fenced=fenced)))
         for path, size in file_needs(job.job_text, PLANNED_WORKDIR).items():
             needs[path] = max(needs.get(path, 0), size)
     check_room(needs, PLANNED_WORKDIR, workdir)

@@ -9,10 +9,12 @@ to it (``/dev/disk/by-id/...``) are the same device, and a different node never 
 accident of spelling. When the device could not be checked (no permission to read it,
 blkid and wipefs missing, no sysfs entry) the guard refuses: not knowing is not clean.
 
-A file with bytes in it is data exactly as a device with a signature is (``check_file_write``): a job
-writes an existing non-empty file only when iolab laid it out (``runner.marks``) or the user named it,
-or a directory above it, with ``--destroy``; a file that backs a loop device, carries a signature or
-is held open for writing or locked by another process is refused even then. Storage an engine reaches
+A file is data exactly as a device with a signature is (``file_write``): a job writes an existing file
+only when iolab laid it out (``runner.marks``: that inode, as iolab left it), the user named it, or a
+directory above it, with ``--destroy``, or it is empty and a target of the job (or in a target
+directory); a file with other names (hard links) only when named itself; a file that backs a loop
+device, carries a signature or is held open for writing or locked by another process is refused
+even then. Storage an engine reaches
 by address (nbd, rbd …) is written only when that address is named (``check_address_write``). File
 targets need room too: ``check_free_space``.
 
@@ -29,6 +31,7 @@ from collections.abc import Collection, Mapping
 
 from iolab.errors import SafetyError
 from iolab.facts import files, targets
+from iolab.facts.owner import owner_gone, owner_record
 from iolab.facts.targets import BUSY_MARK, SWAP_MARK
 from iolab.model import TargetFacts
 from iolab.runner import marks
@@ -105,17 +108,29 @@ def check_block_write(facts: TargetFacts, destroy: Collection[str], named: bool 
     raise SafetyError(f"refusing to write to {label}: " + "; ".join(reasons), hint=_hint(facts, named, flag))
 
 
-def check_file_write(path: str, destroy: Collection[str], owned: Collection[str] = ()) -> str:
-    """Whether fio may write the existing regular file ``path``, and why: ``EMPTY`` (no bytes),
-    ``IOLAB`` (it carries iolab's mark, ``runner.marks``, or its real path is in ``owned``: files a
-    run laid out before it was killed, for ``--resume``), ``DESTROY`` (named with ``--destroy``, or a
-    directory above it is).
+def check_file_write(path: str, destroy: Collection[str], *, run: str | None = None,
+                     within: Collection[str] = ()) -> str:
+    """Why fio may write the existing regular file ``path`` (``file_write``'s reason)."""
+    return file_write(path, destroy, run=run, within=within)[0]
 
-    Raises ``SafetyError`` for any other file with data (the hint gives the ``--destroy`` flag), and,
-    whatever was named, for a file that backs a loop device not itself named with ``--destroy`` (a
-    named one must pass ``check_block_write``), that carries a filesystem, partition-table or other
-    signature libblkid knows (``targets.probe_signatures``, as for devices), or that another process
-    holds open for writing or locked (``facts.files.writers_of``): each would destroy data in use."""
+
+def file_write(path: str, destroy: Collection[str], *, run: str | None = None,
+               within: Collection[str] = ()) -> tuple[str, os.stat_result]:
+    """Whether fio may write the existing regular file ``path``, and why, with the status of the file
+    checked (its real path opened without following a link, so what is judged is one inode):
+    ``IOLAB`` (it carries iolab's mark and is as the mark says, ``runner.marks``; a ``writing`` mark
+    counts only for the run ``run`` that set it, while no other process runs it), ``EMPTY`` (no
+    bytes, and it is a target of the job or lies in a target directory: ``within``), ``DESTROY``
+    (named with ``--destroy``, or a directory above it is).
+
+    Raises ``SafetyError`` for any other file: one with data or an empty one outside the targets (the
+    hint gives the ``--destroy`` flag); a file with other names (``st_nlink`` > 1: writing it writes
+    them too) unless named itself with ``--destroy``; and, whatever was named, a file that backs a
+    loop device not itself named with ``--destroy`` (a named one must pass ``check_block_write``),
+    that carries a filesystem, partition-table or other signature libblkid knows
+    (``targets.probe_signatures``, as for devices), or that another process holds open for writing or
+    locked (``facts.files.writers_of``): each would destroy data in use."""
+    st = _regular(path)
     flag = f"--destroy {shlex.quote(path)}"
     reasons: list[str] = []
     steps: list[str] = []
@@ -126,7 +141,7 @@ def check_file_write(path: str, destroy: Collection[str], owned: Collection[str]
             reasons.append(f"it is the backing file of {loop}, so writing it writes that device")
             steps.append(f"name the device too if everything on it may be destroyed (--destroy {loop}), or detach "
                          f"it (losetup -d {loop})")
-    size = os.path.getsize(path)
+    size = st.st_size
     signatures = targets.probe_signatures(path)[0] if size else ()
     if signatures:
         reasons.append("it carries " + _and_list([_describe(sig) for sig in signatures]))
@@ -138,16 +153,71 @@ def check_file_write(path: str, destroy: Collection[str], owned: Collection[str]
     if reasons:
         raise SafetyError(f"refusing to write to {path}: " + "; ".join(reasons) + " (--destroy does not override this)",
                           hint=", then ".join([*steps, "run again"]))
-    if size == 0:
-        return EMPTY
-    if marks.is_iolab(path) or os.path.realpath(path) in owned:
-        return IOLAB
+    if st.st_nlink > 1:
+        if any(_identity(p) == ("inode", st.st_dev, st.st_ino) for p in destroy):
+            return DESTROY, st
+        others = st.st_nlink - 1
+        raise SafetyError(f"refusing to write to {path}: it has {others} other name{'s' if others > 1 else ''} (hard "
+                          f"link{'s' if others > 1 else ''}: st_nlink {st.st_nlink}), so writing it changes the same "
+                          "data under every name, wherever those are; a file with other names is written only when "
+                          "named itself with --destroy",
+                          hint=f"if its data may be destroyed under every name, add {flag}; to find the other names: "
+                               f"find / -xdev -samefile {shlex.quote(path)}")
+    if _iolab(path, run):
+        return IOLAB, st
+    if size == 0 and _in_targets(path, within):
+        return EMPTY, st
     if is_named(TargetFacts(path=path, kind="file"), destroy):
-        return DESTROY
-    raise SafetyError(f"refusing to write to {path}: it is an existing file with {format_bytes(size)} of data that "
-                      "iolab did not lay out, and it is not named with --destroy",
-                      hint=f"if its contents may be destroyed, add {flag} (or name its directory); to keep it, point "
-                           "the job at a file that does not exist yet, or at a directory as --target")
+        return DESTROY, st
+    if size:
+        raise SafetyError(f"refusing to write to {path}: it is an existing file with {format_bytes(size)} of data "
+                          "that iolab did not lay out, and it is not named with --destroy",
+                          hint=f"if its contents may be destroyed, add {flag} (or name its directory); to keep it, "
+                               "point the job at a file that does not exist yet, or at a directory as --target")
+    raise SafetyError(f"refusing to write to {path}: it is an existing empty file that iolab did not lay out, outside "
+                      "the job's targets (an empty file can be someone's: a lock, a flag, a configuration), and it "
+                      "is not named with --destroy",
+                      hint=f"if it may be written, add {flag}, or name it as the target (--target NAME={path})")
+
+
+def _regular(path: str) -> os.stat_result:
+    """The status of the regular file ``path`` is, through its real path opened without following a
+    link; raises ``SafetyError`` when it is not one any more (changed while it was being checked)."""
+    try:
+        with marks.opened(os.path.realpath(path)) as fd:
+            st = os.fstat(fd) if fd is not None else None
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISREG(st.st_mode):
+        raise SafetyError(f"refusing to write to {path}: it changed while iolab was checking it (it is not the "
+                          "regular file it was a moment before)", hint="run again when nothing else changes it")
+    return st
+
+
+def _iolab(path: str, run: str | None) -> bool:
+    """Whether ``path`` carries iolab's mark as it is (``runner.marks``); a ``writing`` mark only for
+    the run that set it, and only while no other process runs that run (its process is this one, or
+    gone: ``--resume`` after a kill)."""
+    found = marks.read(os.path.realpath(path))
+    if found is None:
+        return False
+    value, st = found
+    if not value.get("writing"):
+        return marks.complete(value, st)
+    owner = value.get("owner") or {}
+    mine = {k: owner.get(k) for k in ("pid", "boot_id", "start_ticks")} == \
+        {k: v for k, v in owner_record().items() if k in ("pid", "boot_id", "start_ticks")}
+    return run is not None and value.get("run") == run and (mine or owner_gone(owner))
+
+
+def _in_targets(path: str, within: Collection[str]) -> bool:
+    """Whether ``path`` is one of ``within`` or lies in one that is a directory (real paths)."""
+    real = os.path.realpath(path)
+    for target in within:
+        top = os.path.realpath(target)
+        if real == top or (os.path.isdir(top) and real.startswith(top.rstrip("/") + "/")):
+            return True
+    return False
 
 
 def check_address_write(engine: str, address: str, destroy: Collection[str]) -> None:

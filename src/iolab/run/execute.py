@@ -26,6 +26,7 @@ from ..fio import jobfile
 from ..model import ResultRecord, Run
 from ..observe.watch import Observers
 from ..runner import fence as fence_mod
+from ..runner import marks, stage
 from ..store import faults as dbfaults
 from ..store.faults import DatabaseUnavailable
 from ..units import format_duration
@@ -148,12 +149,13 @@ def execute(store: Store, run_id: int, options: RunOptions,
         store.finish_run(run_id, "failed")
         hint = f"{exc.hint}; then " if exc.hint else ""
         raise HostError(exc.message, hint=f"{hint}finish the run with: iolab run --resume {run_id}") from None
+    # the run's own marks name it (runner.marks): its `writing` marks count for it, a --resume after a kill
+    options = replace(options, run=marks.run_key(store.display_url, run_id, run.info.created_at))
+    stage.sweep()  # what a killed iolab left staged is put back before anything is checked
     if resuming:
-        check_remaining(run, todo, replace(options, owned=(*options.owned, *run.info.options.get("created", ()))))
+        check_remaining(run, todo, options)
     # who runs it now: a reader sees it `interrupted` once this process is gone (owner.py)
     store.update_run(run_id, status="running", finished_at=None, options={**run.info.options, "owner": owner_record()})
-    # the files this run created are its own, marked or not: a job killed before its files were marked
-    options = replace(options, owned=(*options.owned, *run.info.options.get("created", ())))
     method = JobMethod(store, run_id, run.info.options, options, spool)
     observers = Observers.from_options(run.info.options)
     keep_files = options.keep_files or run.info.options.get("keep_files", False)  # as asked at the start too
@@ -200,7 +202,7 @@ def check_remaining(run: Run, todo: Sequence[ResultRecord], options: RunOptions)
         plan_checks.check_jobs([plan_checks.LocalJob(r.job_text, r.target_path, f"{r.target} / {r.workload}",
                                                      {r.target_path: facts[r.target_path]} if r.target_path else {})
                                 for r in local], options.destroy, options.allow_exec, options.fence,
-                               writes=precondition, owned=options.owned)
+                               writes=precondition, run=options.run)
         if writing and options.fence:
             fence_mod.require()
     except SafetyError as exc:
@@ -220,7 +222,8 @@ def _mark_stopped(store: Store, run: Run, keep_files: bool) -> None:
         scratch_mod.cleanup(store, run.info.id, keep_files)
     except StoreError:
         if not keep_files:
-            scratch_mod.remove_listed(run)  # as far as the run's stored options say, without the database
+            # as far as the run's stored options say, without the database
+            scratch_mod.remove_listed(run, marks.run_key(store.display_url, run.info.id, run.info.created_at))
     finally:
         store.guard.wait_s = wait_s
 

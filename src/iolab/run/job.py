@@ -184,7 +184,7 @@ def _runner(result: ResultRecord, options: RunOptions, target: Target | None, fa
     runner: JobRunner = LocalJob(
         fio=options.fio, destroy=options.destroy, fenced=options.fence, allow_exec=options.allow_exec,
         target_path=result.target_path, where=f"{result.target} / {result.workload}", facts=facts,
-        expected_s=expected_s, owned=options.owned,
+        expected_s=expected_s, run_key=options.run,
     ) if target is None else RemoteJob(target, fio=options.fio, destroy=options.destroy, fenced=options.fence)
     phase = crashphase.from_extra(result.extra)
     return runner if phase is None else crashphase.CrashPhase(runner, phase)

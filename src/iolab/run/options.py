@@ -12,12 +12,13 @@ from dataclasses import dataclass
 class RunOptions:
     """How to run: ``destroy`` names block devices the user allows iolab to overwrite; ``fence``
     runs every local fio inside the fence (``runner.fence``; False only with ``--no-fence``);
-    ``allow_exec`` lets jobs run programs (``exec_prerun`` ...), inside the fence; ``owned`` are real
-    paths of files the run created (``Plan.created``, set by ``execute`` from the stored run)."""
+    ``allow_exec`` lets jobs run programs (``exec_prerun`` ...), inside the fence; ``run`` is the key
+    of the run being executed (``runner.marks.run_key``, set by ``execute``): its own ``writing``
+    marks count for it (a ``--resume`` after a kill), and its marks say it laid a file out."""
 
     destroy: Collection[str] = ()
     keep_files: bool = False
     fio: str = "fio"
     fence: bool = True
     allow_exec: bool = False
-    owned: Collection[str] = ()
+    run: str | None = None

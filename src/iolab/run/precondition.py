@@ -30,12 +30,10 @@ def _run_fio(job_text: str, options: RunOptions, spool: Spool, target_path: str 
     in the run's spool (removed by ``--resume`` after a kill)."""
     workdir = spool.workdir("precondition")
     try:
-        fence, checked = guard.job_fence(job_text, target_path, options.destroy, workdir, fenced=options.fence,
-                                         allow_exec=options.allow_exec, where="precondition", writes=True,
-                                         owned=options.owned)
-        done = local.run(job_text, workdir, fio=options.fio, cwd=Path.cwd(), fence=fence)
-        guard.mark_written(checked)
-        return done
+        with guard.fenced_job(job_text, target_path, options.destroy, workdir, fenced=options.fence,
+                              allow_exec=options.allow_exec, where="precondition", writes=True,
+                              run=options.run) as job:
+            return local.run(job_text, workdir, fio=options.fio, cwd=Path.cwd(), fence=job.fence)
     finally:
         spool.remove("precondition")
 

@@ -1,7 +1,7 @@
 """One job's fio, one runner per transport, behind one protocol (``JobRunner``).
 
-``LocalJob`` runs fio on this machine in the job's fence (``check.guard.job_fence``, built right
-before fio starts from what the guard checked). ``RemoteJob`` has fio's client drive every host of
+``LocalJob`` runs fio on this machine in the job's fence (``check.guard.fenced_job``, built right
+before fio starts from what the guard checked, its files staged). ``RemoteJob`` has fio's client drive every host of
 a remote target at once (``run.remote.run_job``). Both return the same ``runner.outcome.Outcome``,
 its ``extra`` holding what the run stores beside fio's report (the fence a local job ran in, each
 host's record). A crash test's phase wraps either (``run.crashphase.CrashPhase``).
@@ -60,10 +60,10 @@ def _quiet(kind: str, **fields: Any) -> None:
 
 
 class LocalJob:
-    """fio on this machine, fenced (``check.guard.job_fence``; unfenced only with ``--no-fence``).
+    """fio on this machine, fenced (``check.guard.fenced_job``; unfenced only with ``--no-fence``).
 
-    ``target_path`` is the job's target (None: a job file's own files); ``owned`` the files the run
-    created (``run.plan.RunOptions.owned``); ``facts`` the target's facts
+    ``target_path`` is the job's target (None: a job file's own files); ``run_key`` the run's key
+    (``run.plan.RunOptions.run``); ``facts`` the target's facts
     as this job found them (not probed again: blkid's reads after drop_caches would warm the page
     cache the job is about to measure); ``expected_s`` how long fio should take (None: unknown, no
     time bound). ``where`` names the job in refusals.
@@ -73,10 +73,10 @@ class LocalJob:
     hosts: tuple[str, ...] = (LOCAL,)
 
     def __init__(self, *, fio: str, destroy: Collection[str], fenced: bool, allow_exec: bool,
-                 target_path: str | None, where: str, owned: Collection[str] = (),
+                 target_path: str | None, where: str, run_key: str | None = None,
                  facts: TargetFacts | None = None, expected_s: float | None = None) -> None:
         self.fio, self.destroy, self.fenced, self.allow_exec = fio, destroy, fenced, allow_exec
-        self.target_path, self.where, self.owned, self.facts = target_path, where, owned, facts
+        self.target_path, self.where, self.run_key, self.facts = target_path, where, run_key, facts
         self.expected_s = expected_s
 
     def run(self, job_text: str, workdir: Path, tell: Tell | None = None, *, extra_args: Sequence[str] = (),
@@ -85,17 +85,19 @@ class LocalJob:
         prefixes = {LOCAL: LOCAL}
         if before_start is not None:  # before the fence is built: what it puts there is bound as it is
             before_start(prefixes)
-        fence, checked = guard.job_fence(job_text, self.target_path, self.destroy, workdir, fenced=self.fenced,
-                                         allow_exec=self.allow_exec, where=self.where,
-                                         facts={self.facts.path: self.facts} if self.facts is not None else None,
-                                         owned=self.owned)
         named = guard.planned_paths(job_text, self.target_path, workdir)
         files_before = set(guard.not_devices(named))
-        done = local.run(job_text, workdir, on_status=lambda s: tell("status", status=s), fio=self.fio,
-                         cwd=Path.cwd(), timeout_s=timeout_s(self.expected_s), extra_args=extra_args, fence=fence)
-        guard.mark_written(checked)
+        with guard.fenced_job(job_text, self.target_path, self.destroy, workdir, fenced=self.fenced,
+                              allow_exec=self.allow_exec, where=self.where,
+                              facts={self.facts.path: self.facts} if self.facts is not None else None,
+                              run=self.run_key) as job:
+            done = local.run(job_text, workdir, on_status=lambda s: tell("status", status=s), fio=self.fio,
+                             cwd=Path.cwd(), timeout_s=timeout_s(self.expected_s), extra_args=extra_args,
+                             fence=job.fence)
+        for note in job.notes:
+            tell("note", detail=note)
         done = local.not_a_device(done, [p for p in guard.not_devices(named) if p not in files_before])
-        return replace(done, prefixes=prefixes, extra={"fence": fence.record()} if fence is not None else {})
+        return replace(done, prefixes=prefixes, extra={"fence": job.fence.record()} if job.fence is not None else {})
 
 
 class RemoteJob:

@@ -13,12 +13,17 @@ seen open without it:
   RAM-disk target) is bound into it before it is made read-only;
 * ``--bind`` for each file and directory target, and for iolab's work directory of the job
   (fio's output, logs, verify state), which is also fio's working directory (``--chdir``);
-* for a file fio is to create, its directory is bound writable (fio creates the file there, and
-  lays it out by unlinking and writing it anew), and then every entry already in that directory
-  (file or subdirectory, recursively where a planned path lies beneath) ``--ro-bind`` over itself:
-  fio may add files beside them, but writing one fails (EROFS), and unlinking or renaming over
-  one fails (EBUSY, a mount point) — without it, ``iolab run quick`` in a home directory would have
-  let fio write every file there;
+* for a local job (``staged``), each directory fio creates or lays out files in is a directory of
+  iolab's own bound over it by descriptor (``--bind-fd``; ``runner.stage`` makes it and the files'
+  reservations): fio sees there only the planned files, and no other entry of the directory exists
+  for it, however many it holds; an existing file fio writes in place is bound writable by the
+  descriptor iolab checked it through, and a planned file it only reads there ``--ro-bind``;
+* for a fio server (``build``, one fence for every job it will run), the directory of a file fio is
+  to create is bound writable (fio creates the file there, and lays it out by unlinking and writing
+  it anew), and then every entry already in that directory (file or subdirectory, recursively where
+  a planned path lies beneath) ``--ro-bind`` over itself: fio may add files beside them, but writing
+  one fails (EROFS), and unlinking or renaming over one fails (EBUSY, a mount point) — without it,
+  ``iolab run quick`` in a home directory would have let fio write every file there;
 * ``--unshare-pid`` and a fresh ``/proc``: without a pid namespace ``/proc/PID/root/dev/...``
   reaches the host's device nodes;
 * ``--cap-drop ALL``: with capabilities kept, a devtmpfs can be mounted inside;
@@ -95,6 +100,9 @@ class Fence:
     fio server, which outlives the ``iolab server start`` that started it. ``landlock`` False
     leaves Landlock out (fio's ``--parse-only``, which writes nothing, need not pay for it).
     ``read_files`` are the planned files a job only reads (read-only, as everything else).
+    ``fd_binds`` are bound writable by descriptor (``runner.stage``: a directory of iolab's over each
+    directory fio creates files in, each existing file written in place), ``read_binds`` read-only
+    files inside those directories; the descriptors stay open in iolab until fio ends (``fds``).
     """
 
     workdir: Path
@@ -109,6 +117,13 @@ class Fence:
     reasons: tuple[tuple[str, str], ...] = ()
     network: bool = False
     read_files: tuple[str, ...] = ()
+    fd_binds: tuple[tuple[int, str], ...] = ()
+    read_binds: tuple[str, ...] = ()
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """The descriptors bubblewrap must inherit (``subprocess.Popen(pass_fds=…)``)."""
+        return tuple(fd for fd, _ in self.fd_binds)
 
     def argv(self, command: Sequence[str]) -> tuple[str, ...]:
         """``command`` wrapped in bubblewrap with this fence."""
@@ -116,13 +131,16 @@ class Fence:
         for device in self.devices:
             for path in dict.fromkeys((device, os.path.realpath(device))):
                 args += ["--dev-bind", path, path]
-        binds = [*(("--bind", p) for p in self.writable), *(("--ro-bind", p) for p in self.protected),
-                 *(("--ro-bind", p) for p in self.read_files if _under(p, SHARED_MEMORY) and os.path.exists(p))]
-        for kind, path in binds:  # into the fresh /dev before it is made read-only (binds keep their flags)
-            args += [kind, path, path] if _under(path, SHARED_MEMORY) else []
+        binds = [*(("--bind", p, p) for p in self.writable), *(("--ro-bind", p, p) for p in self.protected),
+                 *(("--bind-fd", str(fd), p) for fd, p in self.fd_binds),
+                 *(("--ro-bind", p, p) for p in self.read_binds),
+                 *(("--ro-bind", p, p) for p in self.read_files if _under(p, SHARED_MEMORY) and os.path.exists(p))]
+        binds.sort(key=lambda b: b[2].rstrip("/").count("/"))  # a place before what is bound inside it
+        for kind, source, path in binds:  # into the fresh /dev before it is made read-only (binds keep flags)
+            args += [kind, source, path] if _under(path, SHARED_MEMORY) else []
         args += ["--remount-ro", "/dev", "--proc", "/proc"]
-        for kind, path in binds:
-            args += [] if _under(path, SHARED_MEMORY) else [kind, path, path]
+        for kind, source, path in binds:
+            args += [] if _under(path, SHARED_MEMORY) else [kind, source, path]
         workdir = str(self.workdir)
         found = status(self.bwrap)
         isolated = not self.network and found.own_network
@@ -132,7 +150,7 @@ class Fence:
         if self.landlock and found.landlock:
             devices = [p for d in self.write_devices for p in (d, os.path.realpath(d))]
             args += [sys.executable, "-I", "-S", landlock.__file__, *(["--no-network"] if not self.network else []),
-                     *devices, *self.writable, workdir, "--"]
+                     *devices, *self.writable, *(p for _, p in self.fd_binds), workdir, "--"]
         return (*args, *command)
 
     def record(self) -> dict[str, Any]:
@@ -140,8 +158,9 @@ class Fence:
         only read (``read_devices``), the paths it could write, how many existing entries beside files
         it created were read-only, and whether it had the network."""
         read = [d for d in self.devices if d not in self.write_devices]
+        writable = list(dict.fromkeys([*self.writable, *(p for _, p in self.fd_binds)]))
         return {**({"devices": list(self.write_devices)} if self.write_devices or not read else {}),
-                **({"read_devices": read} if read else {}), "writable": list(self.writable),
+                **({"read_devices": read} if read else {}), "writable": writable,
                 **({"read_only_entries": len(self.protected)} if self.protected else {}),
                 **({"network": True} if self.network else {})}
 
@@ -151,7 +170,8 @@ class Fence:
         create files in."""
         return [*(f"{path} ({why})" for path, why in self.reasons),
                 *(f"{path} (new files only: its existing entries are read-only)" for path in self.creating),
-                *(p for p in self.writable if p not in dict(self.reasons) and p not in self.creating)]
+                *(p for p in [*self.writable, *(p for _, p in self.fd_binds)]
+                  if p not in dict(self.reasons) and p not in self.creating)]
 
     def describe(self) -> list[str]:
         """The writable places, for messages: devices, then files and directories, then the work
@@ -160,14 +180,15 @@ class Fence:
 
     def reads(self, path: str) -> bool:
         """Whether ``path`` is a planned file the job only reads."""
-        return path in self.read_files or os.path.realpath(path) in self.read_files
+        return any(p in (*self.read_files, *self.read_binds) for p in (path, os.path.realpath(path)))
 
     def allows(self, path: str) -> bool:
         """Whether fio may write ``path`` (or its real path) in this fence."""
         def beneath(p: str, places: Iterable[str]) -> bool:
             return any(p in (a, os.path.realpath(a)) or p.startswith(a.rstrip("/") + "/") for a in places)
         candidates = (path, os.path.realpath(path))
-        return any(beneath(p, [*self.write_devices, *self.writable, str(self.workdir)]) and
+        places = [*self.write_devices, *self.writable, *(p for _, p in self.fd_binds), str(self.workdir)]
+        return any(beneath(p, places) and
                    not beneath(p, self.protected) for p in candidates)
 
 
@@ -232,18 +253,21 @@ def require(bwrap: str = "bwrap") -> Status:
     return found
 
 
-#: At most this many existing entries of the directories fio creates files in are bound read-only; a
-#: plan creating a file in a fuller directory is refused. Each bind costs bwrap a pass over the mount
-#: table, so the set-up grows with the square of the count: 30 entries 20 ms, 300 110 ms, 1,000
-#: 0.8 s, 2,048 3.4 s per fio started (bwrap 0.8.0, this VM), and bwrap takes at most 9,000 arguments.
+#: At most this many existing entries of the directories a fio server creates files in are bound
+#: read-only (``build``); a fuller directory is refused. Each bind costs bwrap a pass over the mount
+#: table, so the set-up grows with the square of the count: 30 entries 20 ms, 300 110 ms, 1,000 0.8 s,
+#: 2,048 3.4 s per fio started (bwrap 0.8.0, this VM), and bwrap takes at most 9,000 arguments. A local
+#: job's directories are staged instead (``staged``), which costs one bind whatever they hold.
 MAX_PROTECTED = 256
 
 
 def build(writable: Mapping[str, str], workdir: Path, bwrap: str = "bwrap", *, read: Iterable[str] = (),
-          network: bool = False) -> Fence:
+          network: bool = False, protect: bool = True) -> Fence:
     """The fence for a job whose checked paths are ``writable`` (path -> why: ``NEW``, ``IOLAB``,
     ``DESTROY``, ``EMPTY``, ``ALLOW``; ``check.guard`` decides) and ``read`` (devices and files its
-    jobs only read), all absolute or relative to the current directory.
+    jobs only read), all absolute or relative to the current directory: a fio server's (it runs
+    every job sent to it in one fence), and, with ``protect`` False, a plan's summary of its local
+    jobs' fences (``staged`` builds those when they run).
 
     Devices (block and character) are bound as devices, writable only when in ``writable``. An
     existing file in ``writable`` is bound writable itself. For a file that does not exist yet, its
@@ -254,7 +278,23 @@ def build(writable: Mapping[str, str], workdir: Path, bwrap: str = "bwrap", *, r
     there) unless named with ``--destroy`` or ``--allow``, which make it writable throughout. Nothing
     under ``/dev``, ``/proc``, ``/sys`` or ``/run`` is ever made writable but the devices. Paths
     under another writable directory are left to it. Raises ``SafetyError`` when a directory to
-    create files in holds more than ``MAX_PROTECTED`` entries."""
+    create files in holds more than ``MAX_PROTECTED`` entries (``protect``)."""
+    devices, write_devices, reasons, places, creating = _sorted(writable, read)
+    planned = {os.path.abspath(p): why for p, why in writable.items()}
+    kept = [p for p in dict.fromkeys(places) if not any(p != d and p.startswith(d.rstrip("/") + "/") for d in places)]
+    creating = [p for p in dict.fromkeys(creating) if p in kept]
+    whole = [p for p, why in planned.items() if why in (DESTROY, ALLOW) or not os.path.isdir(p)]
+    protected = _entries(creating, [*whole, str(workdir)]) if protect else ()
+    return Fence(workdir, tuple(devices), tuple(kept), bwrap, write_devices=tuple(write_devices),
+                 creating=tuple(creating), protected=protected, reasons=tuple(reasons.items()), network=network,
+                 read_files=tuple(p for p in (os.path.abspath(r) for r in read) if p not in devices))
+
+
+def _sorted(writable: Mapping[str, str], read: Iterable[str]
+            ) -> tuple[list[str], list[str], dict[str, str], list[str], list[str]]:
+    """``build``'s reading of its paths: devices, those written, why each planned place is writable,
+    the places bound writable (a file, or the nearest existing directory of a new one) and those
+    fio creates files in."""
     devices: list[str] = []
     write_devices: list[str] = []
     places: list[str] = []
@@ -280,13 +320,29 @@ def build(writable: Mapping[str, str], workdir: Path, bwrap: str = "bwrap", *, r
             creating.append(existing)
         if existing != path or not os.path.isdir(path) or planned[path] in (DESTROY, ALLOW):
             reasons[path] = planned[path]
-    kept = [p for p in dict.fromkeys(places) if not any(p != d and p.startswith(d.rstrip("/") + "/") for d in places)]
-    creating = [p for p in dict.fromkeys(creating) if p in kept]
+    return devices, write_devices, reasons, places, creating
+
+
+def staged(writable: Mapping[str, str], workdir: Path, bwrap: str = "bwrap", *, read: Iterable[str] = (),
+           network: bool = False, fd_binds: Sequence[tuple[int, str]] = (), directories: Sequence[str] = (),
+           read_binds: Sequence[str] = (), trees: Sequence[str] = ()) -> Fence:
+    """The fence of a local job whose files ``runner.stage`` prepared: devices as ``build`` binds them;
+    ``fd_binds`` (descriptor, path) writable — iolab's own directory over each of ``directories`` (where
+    fio creates and lays out files, and sees only the planned ones), each existing file written in
+    place — and ``read_binds`` read-only inside them; each ``opendir`` tree of ``trees`` writable
+    whole (every regular file beneath was checked), its other entries read-only as ``build`` keeps
+    them (at most ``MAX_PROTECTED``; raises ``SafetyError``). ``writable`` gives why, for people."""
+    devices, write_devices, reasons, _, _ = _sorted(writable, read)
+    planned = {os.path.abspath(p): why for p, why in writable.items()}
+    roots = [os.path.abspath(t) for t in trees]
+    creating = [t for t in roots if planned.get(t) not in (DESTROY, ALLOW)]
     whole = [p for p, why in planned.items() if why in (DESTROY, ALLOW) or not os.path.isdir(p)]
-    protected = _entries(creating, [*whole, str(workdir)])
-    return Fence(workdir, tuple(devices), tuple(kept), bwrap, write_devices=tuple(write_devices),
-                 creating=tuple(creating), protected=protected, reasons=tuple(reasons.items()), network=network,
-                 read_files=tuple(p for p in (os.path.abspath(r) for r in read) if p not in devices))
+    return Fence(workdir, tuple(devices), tuple(roots), bwrap, write_devices=tuple(write_devices),
+                 creating=tuple(dict.fromkeys([*directories, *creating])),
+                 protected=_entries(creating, [*whole, str(workdir)]),
+                 reasons=tuple((p, why) for p, why in reasons.items() if p not in directories), network=network,
+                 read_files=tuple(p for p in (os.path.abspath(r) for r in read) if p not in devices),
+                 fd_binds=tuple(fd_binds), read_binds=tuple(read_binds))
 
 
 def _under(path: str, directory: str) -> bool:

@@ -110,7 +110,7 @@ def check_job(job_text: str, workdir: Path, fio: str = "fio", fence: Fence | Non
     path = outputs.write(workdir / "check.fio", "the job file for fio's check", job_text, how="fresh")
     command: tuple[str, ...] = (find_fio(fio), "--parse-only", path.name)
     out = subprocess.run(fence.argv(command) if fence is not None else command, cwd=workdir,
-                         capture_output=True, text=True, check=False)
+                         capture_output=True, text=True, check=False, pass_fds=fence.fds if fence else ())
     path.unlink()
     if out.returncode == 0:
         return None
@@ -175,7 +175,7 @@ def run(
             proc = subprocess.Popen(
                 fence.argv(command) if fence is not None else command,
                 cwd=workdir if fence is not None else cwd or workdir, stdout=out, stderr=err,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=fence.fds if fence is not None else (),
                 preexec_fn=_fenced_preexec if fence is not None else die_with_parent,
             )
         except OSError as exc:

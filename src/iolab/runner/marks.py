@@ -1,17 +1,23 @@
 """iolab's mark on the files its fio jobs wrote: what makes an existing file iolab's, not someone's data.
 
 A file with bytes in it is data, exactly as a device with a signature is, and is written only when
-the user names it with ``--destroy`` — unless iolab laid it out itself. That is told by a mark,
-never by the file's name: the extended attribute ``user.iolab`` holds ``{"mtime_ns": …, "size": …}``
-as the job left the file (set after each job that may have written it), and the file is iolab's
-only while its modification time and size are still those: a file written since by anything else
-is data again. While a job writes a file the mark says ``{"writing": true}``, so a job killed
-mid-way leaves a file that is still known as iolab's (a file fio created new and was killed before
-it was marked is known to ``--resume`` from the run's record instead).
+the user names it with ``--destroy`` — unless iolab laid it out itself. That is told by a mark on
+the file itself, never by its name: the extended attribute ``user.iolab`` holds the file's identity
+as the job left it — ``{"dev", "ino", "size", "mtime_ns"}`` — with the run that laid it out
+(``run``, ``run_key``) and whether that run created it (``created``: the scratch clean-up removes
+only such files). The file is iolab's only while it is still that inode (a copy that kept the
+attribute, ``cp -a``, is another inode), with that size and modification time: a file written
+since by anything else is data again.
+
+While a job writes a file the mark says ``{"writing": true, "dev", "ino", "run", "owner"}`` (the
+process running the job): whether such a mark still makes the file iolab's is for the guard to
+decide (``check.safety``: only for the run that set it, while that run is in progress), never for
+anyone else. Marks are set and read through a file descriptor iolab opened itself (``O_NOFOLLOW``),
+so the file marked is the file that was checked and written, whatever its name points at by then.
 
 Where the file system has no user extended attributes (some FUSE and NFS mounts), the same mark
 is kept in ``$XDG_STATE_HOME/iolab/marks.json`` (default ``~/.local/state/iolab``), keyed by the
-file's real path and valid only for the same device and inode. Source: xattr(7).
+file's device and inode. Source: xattr(7).
 """
 
 from __future__ import annotations
@@ -19,65 +25,131 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 ATTR = "user.iolab"
 #: errnos that mean "this file system keeps no user xattrs" (ENOTSUP is EOPNOTSUPP on Linux).
 _NO_XATTRS = frozenset({errno.ENOTSUP, errno.EPERM, errno.EACCES})
+#: How iolab opens a file to mark or read it: never through a symbolic link, never blocking on a FIFO.
+OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
-def mark(path: str, writing: bool = False) -> None:
-    """Mark the regular file ``path`` as iolab's: as it is now, or (``writing``) as being written
-    by a job. Does nothing for a path that is not a regular file. Best effort: a mark that cannot
-    be kept only means the next run asks for ``--destroy``."""
+def run_key(database: str, run_id: int, created_at: object) -> str:
+    """The key a run's marks carry: a hash of its database (as displayed, no password), its id and
+    its creation time, so a run of another database with the same id is another run."""
+    return hashlib.sha256(f"{database}\n{run_id}\n{created_at}".encode()).hexdigest()[:16]
+
+
+def identity(st: os.stat_result) -> tuple[int, int]:
+    """A file's identity: its device and inode numbers."""
+    return st.st_dev, st.st_ino
+
+
+@contextlib.contextmanager
+def opened(target: str | int) -> Iterator[int | None]:
+    """``target`` as a file descriptor: an open one as it is, a path opened ``OPEN_FLAGS`` (None when
+    it cannot be opened so: missing, a symbolic link, no permission)."""
+    if isinstance(target, int):
+        yield target
+        return
     try:
-        st = os.stat(path)
+        fd = os.open(target, OPEN_FLAGS)
     except OSError:
+        yield None
         return
-    if not stat.S_ISREG(st.st_mode):
-        return
-    value = {"writing": True} if writing else {"mtime_ns": st.st_mtime_ns, "size": st.st_size}
     try:
-        os.setxattr(path, ATTR, json.dumps(value).encode())
-        return
-    except OSError as exc:
-        if exc.errno not in _NO_XATTRS:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def mark(target: str | int, *, writing: bool = False, run: str | None = None, created: bool = False,
+         owner: Mapping[str, Any] | None = None) -> None:
+    """Mark the regular file ``target`` (a path, opened without following a link, or a descriptor
+    iolab holds) as iolab's: as it is now, or (``writing``) as being written by ``owner`` for the run
+    ``run``. ``created``: the run made the file (the scratch clean-up may remove it). Does nothing
+    for anything but a regular file with one name. Best effort: a mark that cannot be kept only
+    means the next run asks for ``--destroy``."""
+    with opened(target) as fd:
+        if fd is None:
             return
-    with _record() as record:
-        record[os.path.realpath(path)] = {**value, "dev": st.st_dev, "ino": st.st_ino}
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return
+        value: dict[str, Any] = {"dev": st.st_dev, "ino": st.st_ino, "run": run, "created": created}
+        if writing:
+            value.update(writing=True, owner=dict(owner or {}))
+        else:
+            value.update(size=st.st_size, mtime_ns=st.st_mtime_ns)
+        try:
+            os.setxattr(fd, ATTR, json.dumps(value).encode())
+            return
+        except OSError as exc:
+            if exc.errno not in _NO_XATTRS:
+                return
+        with _record() as record:
+            record[_key(st)] = value
 
 
-def is_iolab(path: str) -> bool:
-    """Whether the regular file ``path`` carries iolab's mark and is as the mark says."""
-    try:
-        st = os.stat(path)
-    except OSError:
+def read(target: str | int) -> tuple[dict[str, Any], os.stat_result] | None:
+    """The mark on the regular file ``target`` (a path, opened without following a link, or a
+    descriptor) and the file's status, when the mark names this very inode; None otherwise (no mark,
+    a mark copied from another file, not a regular file, cannot be opened)."""
+    with opened(target) as fd:
+        if fd is None:
+            return None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        value = _stored(fd, st)
+    if not isinstance(value, dict) or (value.get("dev"), value.get("ino")) != identity(st):
+        return None
+    return value, st
+
+
+def complete(value: Mapping[str, Any], st: os.stat_result) -> bool:
+    """Whether a mark ``read`` found says iolab finished laying out the file as it still is."""
+    return not value.get("writing") and (value.get("size"), value.get("mtime_ns")) == (st.st_size, st.st_mtime_ns)
+
+
+def is_iolab(target: str | int) -> bool:
+    """Whether the regular file ``target`` carries iolab's finished mark and is as the mark says
+    (a ``writing`` mark is the guard's to judge: ``check.safety``)."""
+    found = read(target)
+    return found is not None and complete(*found)
+
+
+def created_by(target: str | int, run: str) -> bool:
+    """Whether the run ``run`` created the regular file ``target`` and it is still as that run left
+    it (or being written by it): what the scratch clean-up may remove."""
+    found = read(target)
+    if found is None:
         return False
-    value = _read(path, st) if stat.S_ISREG(st.st_mode) else None
-    if not value:
-        return False
-    return bool(value.get("writing")) or (value.get("mtime_ns") == st.st_mtime_ns and value.get("size") == st.st_size)
+    value, st = found
+    return bool(value.get("created")) and value.get("run") == run and (bool(value.get("writing")) or
+                                                                        complete(value, st))
 
 
-def _read(path: str, st: os.stat_result) -> dict[str, Any] | None:
+def _key(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def _stored(fd: int, st: os.stat_result) -> Any:
     try:
-        value = json.loads(os.getxattr(path, ATTR))
-        return value if isinstance(value, dict) else None
+        return json.loads(os.getxattr(fd, ATTR))
     except OSError as exc:
         if exc.errno not in (*_NO_XATTRS, errno.ENODATA):
             return None
     except ValueError:
         return None
     with _record() as record:
-        value = record.get(os.path.realpath(path))
-    if not isinstance(value, dict) or (value.get("dev"), value.get("ino")) != (st.st_dev, st.st_ino):
-        return None
-    return value
+        return record.get(_key(st))
 
 
 @contextlib.contextmanager
