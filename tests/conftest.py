@@ -200,6 +200,21 @@ class FakeSysfs:
         for node, cpulist in (nodes or {}).items():
             self._write(self.root / "devices" / "system" / "node" / f"node{node}", {"cpulist": cpulist})
 
+    def cpuidle(self, cpus: Sequence[int], states: Sequence[tuple[str, int, int]], *, driver: str = "intel_idle",
+                governor: str = "menu", disabled: Sequence[int] = (), read_only_governor: bool = True) -> None:
+        """cpuidle as the kernel lays it out (``Documentation/admin-guide/pm/cpuidle.rst``): each CPU's
+        ``cpuidle/stateK/{name,latency,residency,disable}`` from ``states`` (name, exit latency µs,
+        target residency µs; ``disabled`` lists the K that are), and ``cpuidle/current_driver`` and
+        ``current_governor_ro`` (``current_governor`` when not ``read_only_governor``)."""
+        cpu_dir = self.root / "devices" / "system" / "cpu"
+        for cpu in cpus:
+            for k, (name, latency, residency) in enumerate(states):
+                self._write(cpu_dir / f"cpu{cpu}" / "cpuidle" / f"state{k}",
+                            {"name": name, "latency": str(latency), "residency": str(residency),
+                             "disable": "1" if k in disabled else "0", "desc": name})
+        key = "current_governor_ro" if read_only_governor else "current_governor"
+        self._write(cpu_dir / "cpuidle", {"current_driver": driver, key: governor})
+
     def _register(self, name: str, devnum: str, target: Path) -> None:
         self._link(self.root / "class" / "block" / name, target)
         self._link(self.root / "dev" / "block" / devnum, target)
