@@ -68,10 +68,14 @@ def _dev_null_intact() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _tier(request: pytest.FixtureRequest) -> None:
-    """The fast tier's tests run with ``fake_fio`` and ``no_fio``, and a state directory of their own."""
+    """The fast tier's tests run with ``fake_fio`` and ``no_fio``, a state directory of their own, and no
+    CPU latency device (``run.tuning.PM_QOS`` names a missing file): they never hold this machine's."""
     if tier_of(request.path) in FAST:
         request.getfixturevalue("fake_fio")
         request.getfixturevalue("no_fio")
+        from iolab.run import tuning
+        request.getfixturevalue("monkeypatch").setattr(
+            tuning, "PM_QOS", str(request.getfixturevalue("tmp_path") / "no-cpu_dma_latency"))
 
 
 @pytest.fixture
