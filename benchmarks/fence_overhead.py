@@ -5,9 +5,10 @@ the order inside a round alternates so drift does not favour one side). Both sid
 ``runner.local.run`` (the same status stream and logs); the fenced side runs fio inside bubblewrap
 (``runner.fence``: read-only root, fresh read-only /dev, pid namespace, no capabilities). Prints each round
 and the median IOPS ratio fenced/unfenced; the target is >= 0.99 (namespaces and bind mounts are set up
-once, before fio starts; the I/O path is the kernel's either way).
+once, before fio starts; the I/O path is the kernel's either way). Both arms run with a CPU latency
+request of 0 held (``ratios.idle_states``).
 
-    .venv/bin/python benchmarks/fence_overhead.py [--runtime 5] [--rounds 7] [--dir DIR] [--json]
+    .venv/bin/python benchmarks/fence_overhead.py [--runtime 5] [--rounds 7] [--dir DIR] [--idle-as-is] [--json]
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from iolab.runner import fence, local
 from ratios import RANDREAD_4K_QD32 as JOB
-from ratios import Ratio, add_json_option, emit, say
+from ratios import Ratio, add_idle_option, add_json_option, emit, idle_states, say
 
 
 def iops(job_text: str, work: Path, fenced: fence.Fence | None) -> float:
@@ -36,9 +37,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7, help="A/B rounds (>= 5 for the claim)")
     parser.add_argument("--dir", default=None, help="where the scratch file goes (default: a temp dir here)")
     add_json_option(parser)
+    add_idle_option(parser)
     args = parser.parse_args()
     fence.require()
-    with tempfile.TemporaryDirectory(dir=args.dir or ".", prefix="iolab-bench-") as tmp:
+    with idle_states(args.idle_as_is, args.json) as idle, \
+            tempfile.TemporaryDirectory(dir=args.dir or ".", prefix="iolab-bench-") as tmp:
         data = Path(tmp, "data").resolve()
         job_text = JOB.format(path=data, runtime=args.runtime)
         subprocess.run(["fio", "--name=layout", f"--filename={data}", "--size=256m", "--rw=write", "--bs=1m"],
@@ -55,7 +58,7 @@ def main() -> None:
             say(f"round {i + 1}: unfenced {plain:,.0f} IOPS, fenced {inside:,.0f} IOPS, ratio {ratios[-1]:.3f}",
                 args.json)
     emit("fence_overhead", [Ratio(f"median IOPS ratio fenced/unfenced over {args.rounds} rounds",
-                                  statistics.median(ratios), 0.99, "higher")], args.json)
+                                  statistics.median(ratios), 0.99, "higher")], args.json, idle)
 
 
 if __name__ == "__main__":

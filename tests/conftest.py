@@ -71,10 +71,14 @@ def _dev_null_intact() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _tier(request: pytest.FixtureRequest) -> None:
-    """The fast tier's tests run with ``fake_fio`` and ``no_fio``, and a state directory of their own."""
+    """The fast tier's tests run with ``fake_fio`` and ``no_fio``, a state directory of their own, and no
+    CPU latency device (``run.tuning.PM_QOS`` names a missing file): they never hold this machine's."""
     if tier_of(request.path) in FAST:
         request.getfixturevalue("fake_fio")
         request.getfixturevalue("no_fio")
+        from iolab.run import tuning
+        request.getfixturevalue("monkeypatch").setattr(
+            tuning, "PM_QOS", str(request.getfixturevalue("tmp_path") / "no-cpu_dma_latency"))
 
 
 @pytest.fixture
@@ -202,6 +206,21 @@ class FakeSysfs:
                         {"scaling_governor": governor, "scaling_available_governors": available})
         for node, cpulist in (nodes or {}).items():
             self._write(self.root / "devices" / "system" / "node" / f"node{node}", {"cpulist": cpulist})
+
+    def cpuidle(self, cpus: Sequence[int], states: Sequence[tuple[str, int, int]], *, driver: str = "intel_idle",
+                governor: str = "menu", disabled: Sequence[int] = (), read_only_governor: bool = True) -> None:
+        """cpuidle as the kernel lays it out (``Documentation/admin-guide/pm/cpuidle.rst``): each CPU's
+        ``cpuidle/stateK/{name,latency,residency,disable}`` from ``states`` (name, exit latency µs,
+        target residency µs; ``disabled`` lists the K that are), and ``cpuidle/current_driver`` and
+        ``current_governor_ro`` (``current_governor`` when not ``read_only_governor``)."""
+        cpu_dir = self.root / "devices" / "system" / "cpu"
+        for cpu in cpus:
+            for k, (name, latency, residency) in enumerate(states):
+                self._write(cpu_dir / f"cpu{cpu}" / "cpuidle" / f"state{k}",
+                            {"name": name, "latency": str(latency), "residency": str(residency),
+                             "disable": "1" if k in disabled else "0", "desc": name})
+        key = "current_governor_ro" if read_only_governor else "current_governor"
+        self._write(cpu_dir / "cpuidle", {"current_driver": driver, key: governor})
 
     def _register(self, name: str, devnum: str, target: Path) -> None:
         self._link(self.root / "class" / "block" / name, target)

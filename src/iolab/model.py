@@ -248,8 +248,27 @@ class TargetFacts:
 
 
 @dataclass(frozen=True)
+class IdleState:
+    """One CPU idle state as cpuidle lists it (``cpuN/cpuidle/stateK``, ``facts.idle``): its ``name``
+    (``POLL``, ``C1``, ``haltpoll idle`` …), ``exit_latency_us`` (the kernel's ``latency``: the worst
+    time to leave it, in µs), ``residency_us`` (``residency``: the least time worth entering it for)
+    and whether it is ``disabled`` (its ``disable`` file). None where the kernel shows no number."""
+
+    name: str
+    exit_latency_us: int | None = None
+    residency_us: int | None = None
+    disabled: bool = False
+
+
+@dataclass(frozen=True)
 class HostFacts:
-    """The machine a result came from. Memory in bytes."""
+    """The machine a result came from. Memory in bytes.
+
+    CPU idle (``facts.idle``): ``cpuidle_driver`` and ``cpuidle_governor`` as cpuidle names them,
+    ``idle_states`` cpu0's states (None: unknown; ``()``: cpuidle lists none), and
+    ``cpu_dma_latency_us`` the CPU latency limit in force (``/dev/cpu_dma_latency``: the least of
+    every process's request, 2,000,000,000 µs when none is held; None when it cannot be read).
+    """
 
     hostname: str | None = None
     kernel: str | None = None
@@ -260,6 +279,10 @@ class HostFacts:
     virtualization: str | None = None
     fio_version: str | None = None
     cpu_governor: str | None = None
+    cpuidle_driver: str | None = None
+    cpuidle_governor: str | None = None
+    idle_states: tuple[IdleState, ...] | None = None
+    cpu_dma_latency_us: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from iolab.describe import suite
 from iolab.facts.targets import block_device_facts
 from iolab.run import tuning
 from loopdev import MiB, loop_device, requires_loop
+from restorable import restorable
 
 pytestmark = [pytest.mark.root, requires_loop]
 
@@ -29,7 +30,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 def test_configurations_are_probed_ranked_and_the_best_runs_again(tmp_path):
     db = tmp_path / "db.sqlite"
     with loop_device(tmp_path, size_bytes=32 * MiB) as loop:
-        original = tuning.snapshot(block_device_facts(loop.path))
+        original = restorable(block_device_facts(loop.path))
         schedulers = tuning.scheduler_choices(block_device_facts(loop.path))
         proc = iolab("autotune", "-t", f"dev={loop.path}", "--slo", "p99<=50ms", "--axes", "scheduler,nomerges",
                      "--budget", "5m", "--probe-runtime", "1s", "--runtime", "1s", "--repeat", "2", "--top", "2",
@@ -37,7 +38,7 @@ def test_configurations_are_probed_ranked_and_the_best_runs_again(tmp_path):
                      "--write-suite", str(tmp_path / "best.yaml"),
                      db=db, env=env(tmp_path), cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
-        assert tuning.snapshot(block_device_facts(loop.path)) == original  # left as it was
+        assert restorable(block_device_facts(loop.path)) == original  # left as it was
         doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
         found = doc["run"]["options"]["autotune"]
         other = [s for s in schedulers if s != original["scheduler"]]
@@ -63,7 +64,7 @@ def test_configurations_are_probed_ranked_and_the_best_runs_again(tmp_path):
         assert dict(found["ranking"][0]["config"]) == {k: v[0] for k, v in best.tune.items()}
         again = iolab("run", str(tmp_path / "best.yaml"), "--dry-run", db=db, env=env(tmp_path), cwd=tmp_path)
         assert again.returncode == 0, again.stderr
-        assert tuning.snapshot(block_device_facts(loop.path)) == original
+        assert restorable(block_device_facts(loop.path)) == original
 
 
 def _tuning_in_force(device: str, original: dict[str, str], timeout_s: float = 90) -> None:
@@ -80,7 +81,7 @@ def test_the_host_is_left_as_it_was_after_ctrl_c_or_kill(tmp_path, sig):
     db = tmp_path / "db.sqlite"
     with loop_device(tmp_path, size_bytes=32 * MiB) as loop:
         dev = block_device_facts(loop.path)
-        original = tuning.snapshot(dev)
+        original = restorable(dev)
         proc = popen("autotune", "-t", f"dev={loop.path}", "--axes", "scheduler", "--budget", "10m",
                      "--probe-runtime", "3s", "--max-iodepth", "1", "--max-numjobs", "1", "ramp_time=0",
                      db=db, env=env(tmp_path), cwd=tmp_path)
@@ -93,10 +94,10 @@ def test_the_host_is_left_as_it_was_after_ctrl_c_or_kill(tmp_path, sig):
                 proc.kill()
         if sig == signal.SIGINT:
             assert proc.returncode == 130, stderr
-            assert tuning.snapshot(dev) == original  # restored before iolab exits
+            assert restorable(dev) == original  # restored before iolab exits
         else:
             time.sleep(0.5)  # fio got SIGTERM from the kernel (PR_SET_PDEATHSIG)
-            assert tuning.snapshot(dev)["scheduler"] != original["scheduler"]  # left behind by the kill
+            assert restorable(dev)["scheduler"] != original["scheduler"]  # left behind by the kill
             after = iolab("runs", db=db, env=env(tmp_path))
             assert f"Restored host tuning left by iolab (pid {proc.pid}" in after.stderr
-            assert tuning.snapshot(dev) == original
+            assert restorable(dev) == original

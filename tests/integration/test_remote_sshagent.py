@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from iolab.facts import host
 from iolab.remote import ssh, sshagent
 
 
@@ -18,7 +19,13 @@ def test_both_programs_import_iolabs_modules_from_the_one_loader_without_iolab_i
     facts = subprocess.run([sys.executable, "-I", "-"], input=ssh.program(str(tmp_path)), capture_output=True,
                            text=True, cwd=tmp_path, check=True).stdout
     line = next(x for x in facts.splitlines() if x.startswith("IOLAB-FACTS "))
-    assert json.loads(line.removeprefix("IOLAB-FACTS "))["target"]["kind"] == "directory"
+    gathered = json.loads(line.removeprefix("IOLAB-FACTS "))
+    assert gathered["target"]["kind"] == "directory"
+    here = host.host_facts()  # the idle facts travel with the rest (facts.idle is in the bundle)
+    assert (gathered["host"]["cpuidle_driver"], gathered["host"]["cpuidle_governor"]) == (
+        here.cpuidle_driver, here.cpuidle_governor)
+    assert [s["name"] for s in gathered["host"]["idle_states"] or ()] == [s.name for s in here.idle_states or ()]
+    assert "cpu_dma_latency_us" in gathered["host"]
     code = (sshagent.bundle(sshagent._MODULES, sshagent._PACKAGES)
             + "import iolab.runner.fence, iolab.facts.targets, sys\n"
               "print(sorted(m for m in sys.modules if m.startswith('iolab')))\n")

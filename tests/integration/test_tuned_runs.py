@@ -21,6 +21,7 @@ from iolab.facts.targets import block_device_facts
 from iolab.run import tuning
 from iolab.store.database import Store
 from loopdev import MiB, loop_device, requires_loop
+from restorable import restorable
 
 pytestmark = [pytest.mark.root, requires_loop]
 
@@ -60,11 +61,11 @@ def test_tuning_axis_side_by_side_and_restored(tmp_path: Path) -> None:
     db = tmp_path / "db.sqlite"
     with loop_device(tmp_path, size_bytes=32 * MiB) as loop:
         dev = block_device_facts(loop.path)
-        original = tuning.snapshot(dev)
+        original = restorable(dev)
         suite, chosen = _suite(tmp_path, loop.path, original)
         proc = iolab("run", str(suite), db=db, env=_env(tmp_path))
         assert proc.returncode == 0, proc.stderr
-        assert tuning.snapshot(dev) == original
+        assert restorable(dev) == original
         run = Store(f"sqlite:///{db}").get_run(1)
         names = [r.workload for r in run.results]
         a, b = chosen["a"], chosen["b"]
@@ -98,7 +99,7 @@ def _tuned_run(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str
     """A 20 s tuned run in the background, once its tuning is in force: (process, the original
     values, the values chosen, the device name)."""
     with loop_device(tmp_path, size_bytes=32 * MiB) as loop:
-        original = tuning.snapshot(block_device_facts(loop.path))
+        original = restorable(block_device_facts(loop.path))
         suite, chosen = _suite(tmp_path, loop.path, original, runtime="20s")
         proc = popen("run", str(suite), db=tmp_path / "db.sqlite", env=_env(tmp_path))
         _wait_for(f"/sys/block/{loop.name}/queue/nomerges", chosen["nomerges"])
@@ -112,7 +113,7 @@ def test_ctrl_c_and_sigterm_restore_every_value(tmp_path: Path, sig: signal.Sign
         proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 130, stderr
-        assert tuning.snapshot(block_device_facts(device)) == original
+        assert restorable(block_device_facts(device)) == original
         assert not list((tmp_path / "state" / "iolab" / "tuning").iterdir())
         (result, *_) = Store(f"sqlite:///{tmp_path / 'db.sqlite'}").get_run(1).results
         assert result.status == "interrupted" and result.extra["tuning"]["requested"]["scheduler"] == chosen["a"]
@@ -124,12 +125,12 @@ def test_kill_9_then_the_next_command_restores(tmp_path: Path) -> None:
         proc.wait(timeout=10)
         time.sleep(0.5)  # fio got SIGTERM from the kernel (PR_SET_PDEATHSIG)
         dev = block_device_facts(device)
-        assert tuning.snapshot(dev)["nomerges"] == chosen["nomerges"]  # left behind
+        assert restorable(dev)["nomerges"] == chosen["nomerges"]  # left behind
         after = iolab("runs", db=tmp_path / "db.sqlite", env=_env(tmp_path))
         assert after.returncode == 0, after.stderr
         assert f"Restored host tuning left by iolab (pid {proc.pid}" in after.stderr
         assert f"{dev.name} nomerges {chosen['nomerges']} -> {original['nomerges']}" in after.stderr
-        assert tuning.snapshot(dev) == original
+        assert restorable(dev) == original
         again = iolab("restore", db=tmp_path / "db.sqlite", env=_env(tmp_path))
         assert again.returncode == 0 and again.stdout.startswith("Nothing to restore")
 
@@ -138,7 +139,7 @@ def test_tune_and_pin_on_the_command_line(tmp_path: Path) -> None:
     db = tmp_path / "db.sqlite"
     with loop_device(tmp_path, size_bytes=32 * MiB) as loop:
         dev = block_device_facts(loop.path)
-        original = tuning.snapshot(dev)
+        original = restorable(dev)
         rqa = "2" if original["rq_affinity"] != "2" else "1"
         job = tmp_path / "job.fio"
         job.write_text("[j]\nioengine=libaio\ndirect=1\nrw=randread\nbs=4k\niodepth=4\nnumjobs=2\nsize=16m\n"
@@ -152,7 +153,7 @@ def test_tune_and_pin_on_the_command_line(tmp_path: Path) -> None:
         assert result.extra["pin"]["mode"] == "mq" and "cpus_allowed_policy=split" in result.job_text
         assert f"cpus_allowed={result.extra['pin']['cpus']}" in result.job_text
         assert set(parse_cpu_list(result.extra["pin"]["cpus"])) == queue_cpus and queue_cpus  # the queues' CPUs
-        assert tuning.snapshot(dev) == original
+        assert restorable(dev) == original
         bad = iolab("run", str(job), "--target", f"dev={loop.path}", "--tune", "scheduler=nonesuch", db=db,
                     env=_env(tmp_path))
         assert bad.returncode == 1 and "scheduler=nonesuch is not available on" in bad.stderr

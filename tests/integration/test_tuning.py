@@ -15,6 +15,7 @@ import pytest
 from iolab.facts.targets import block_device_facts
 from iolab.run import tuning
 from loopdev import MiB, loop_device, requires_loop
+from restorable import restorable
 
 
 def _disk(fake_sysfs, **queue: str):
@@ -39,20 +40,20 @@ with tuning.applied(tune, dev, sysfs=sys.argv[2], directory=__import__("pathlib"
 def test_leftover_journal_of_a_killed_process(fake_sysfs, tmp_path: Path) -> None:
     dev = _disk(fake_sysfs)
     root = str(fake_sysfs.root)
-    before = tuning.snapshot(dev, sysfs=root)
+    before = restorable(dev, sysfs=root)
     journals = tmp_path / "state"
     proc = subprocess.Popen([sys.executable, "-c", _KILLED, "nvme0n1", root, str(journals)],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "tuned"
     assert tuning.restore_leftovers(journals) == []  # alive: untouched
-    assert tuning.snapshot(dev, sysfs=root)["rq_affinity"] == "2"
+    assert restorable(dev, sysfs=root)["rq_affinity"] == "2"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     (left,) = tuning.restore_leftovers(journals)
     assert left.owner["pid"] == proc.pid and not left.kept
     assert left.restored[0].key == "scheduler"  # first: it resets nr_requests
     assert {(r.key, r.was, r.value) for r in left.restored} >= {("rq_affinity", "2", "1"), ("nomerges", "1", "0")}
-    assert tuning.snapshot(dev, sysfs=root) == before
+    assert restorable(dev, sysfs=root) == before
     assert list(journals.iterdir()) == []
     assert tuning.restore_leftovers(journals) == []
 
@@ -62,7 +63,7 @@ def test_leftover_journal_of_a_killed_process(fake_sysfs, tmp_path: Path) -> Non
 def test_loop_device_values_restored_normal_exception_and_kill(tmp_path: Path) -> None:
     with loop_device(tmp_path, size_bytes=16 * MiB) as loop:
         dev = block_device_facts(loop.path)
-        original = tuning.snapshot(dev)
+        original = restorable(dev)
         assert set(original) >= {"scheduler", "rq_affinity", "nomerges", "nr_requests", "read_ahead_kb"}
         # Loop devices keep their queue settings between attachments: choose values unlike the current.
         tune = {"scheduler": "mq-deadline" if original["scheduler"] != "mq-deadline" else "none",
@@ -73,17 +74,17 @@ def test_loop_device_values_restored_normal_exception_and_kill(tmp_path: Path) -
                 "write_cache": "write through" if original["write_cache"] != "write through" else "write back"}
         with tuning.applied(tune, dev, directory=tmp_path / "state") as in_force:
             assert {k: in_force[k] for k in tune} == tune
-        assert tuning.snapshot(dev) == original
+        assert restorable(dev) == original
 
         with pytest.raises(RuntimeError), tuning.applied(tune, dev, directory=tmp_path / "state"):
             raise RuntimeError("fio failed")
-        assert tuning.snapshot(dev) == original
+        assert restorable(dev) == original
 
         proc = subprocess.Popen([sys.executable, "-c", _KILLED, loop.name, "/sys", str(tmp_path / "state"),
                                  json.dumps(tune)], stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "tuned"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        assert all(v != original[k] for k, v in tuning.snapshot(dev).items() if k in tune)
+        assert all(v != original[k] for k, v in restorable(dev).items() if k in tune)
         (left,) = tuning.restore_leftovers(tmp_path / "state")
-        assert tuning.snapshot(dev) == original and not left.kept
+        assert restorable(dev) == original and not left.kept

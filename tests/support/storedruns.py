@@ -4,6 +4,7 @@ statistics a test knows in advance (``compare``, its formats): ``store_run``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from iolab.model import DirectionStats, FioReport, HostFacts, JobResult, Latency
 from iolab.store.database import Store
@@ -24,10 +25,11 @@ def report(name: str, iops: float, clat_ns: float, direction: str = "read", erro
 
 def store_run(store: Store, label: str, workloads: dict[str, Sequence[tuple[float, float]]], *, bs: str = "4k",
               rw: str = "randread", runtime: str = "2", kernel: str | None = "6.1.0",
-              failed: Sequence[str] = ()) -> int:
-    """A run with one result per (workload, repeat): each repeat is (iops, clat mean ns)."""
+              failed: Sequence[str] = (), host: HostFacts | None = None, extra: dict[str, Any] | None = None) -> int:
+    """A run with one result per (workload, repeat): each repeat is (iops, clat mean ns). ``host``
+    replaces the run's host facts, ``extra`` is stored with every result."""
     run_id = store.create_run(suite_name="t", suite_text="", label=label, fio_version="3.33",
-                              host=HostFacts(hostname="lab", kernel=kernel, cpu_count=2))
+                              host=host or HostFacts(hostname="lab", kernel=kernel, cpu_count=2))
     planned: list[PendingResult] = []
     values: list[tuple[str, tuple[float, float]]] = []
     for name, repeats in workloads.items():
@@ -40,6 +42,7 @@ def store_run(store: Store, label: str, workloads: dict[str, Sequence[tuple[floa
         if name in failed:
             store.save_result(result_id, status="failed", error="fio: engine failed")
         else:
-            store.save_result(result_id, status="ok", report=report(name, iops, clat))
+            store.save_result(result_id, status="ok", report=report(name, iops, clat), **(
+                {"extra": extra} if extra is not None else {}))
     store.finish_run(run_id, "complete")
     return run_id

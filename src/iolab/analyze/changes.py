@@ -1,7 +1,8 @@
 """What changed between two stored results of one workload: the facts iolab recorded with each. Pure.
 
 ``facts`` gathers, for one result, what a change point is usually explained by: the host (kernel,
-distribution, CPU, memory, virtualization, CPU governor), fio's version, the device (name, model,
+distribution, CPU, memory, virtualization, CPU governor, cpuidle driver, governor and idle states, the
+CPU latency limit the job ran under), fio's version, the device (name, model,
 firmware, rotational) and its queue settings as the job ran with them (``extra["tuning"]["in_force"]``,
 else the target's facts from before the run), tuning asked for, CPUs pinned, the file system and its
 mount options, where the result came from (``run``, ``imported``, ``capture``), the run's tags
@@ -18,12 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..describe import canonical
+from ..facts import idle
 from ..model import RunInfo
 from ..store.history import HistoryResult
 
 #: Host facts by ``model.HostFacts`` field.
 HOST_FACTS = (("kernel", "kernel"), ("distribution", "distribution"), ("CPU", "cpu_model"), ("CPUs", "cpu_count"),
-              ("memory bytes", "memory_bytes"), ("virtualization", "virtualization"))
+              ("memory bytes", "memory_bytes"), ("virtualization", "virtualization"),
+              ("cpuidle driver", "cpuidle_driver"), ("cpuidle governor", "cpuidle_governor"))
 #: Queue settings as ``tuning.snapshot`` names them, and as tables show them.
 QUEUE = (("scheduler", "scheduler"), ("write_cache", "write cache"), ("nr_requests", "nr_requests"),
          ("read_ahead_kb", "read_ahead_kb"), ("rq_affinity", "rq_affinity"), ("nomerges", "nomerges"))
@@ -65,6 +68,9 @@ def facts(run: RunInfo, result: HistoryResult, fio_version: str | None = None) -
     for key, name in QUEUE:
         out[name] = _text(in_force.get(key, getattr(device, key, None) if device is not None else None))
     out["CPU governor"] = _text(in_force.get("governor", host.cpu_governor if host is not None else None))
+    out["CPU idle states"] = idle.describe_states(host.idle_states) if host is not None else None
+    limit = in_force.get("cpu_dma_latency", host.cpu_dma_latency_us if host is not None else None)
+    out["CPU latency limit"] = idle.describe_limit(int(limit)) if limit is not None else None
     requested = tuning.get("requested") or {}
     out["tuning"] = ", ".join(f"{k}={v}" for k, v in sorted(requested.items())) or None
     pin = extra.get("pin") or {}

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..facts import idle
 from ..model import ResultRecord, Run
 
 
@@ -21,7 +22,20 @@ class EnvDifference:
 
 _HOST_FACTS = (("host", "hostname"), ("kernel", "kernel"), ("distribution", "distribution"), ("CPU", "cpu_model"),
                ("CPUs", "cpu_count"), ("memory bytes", "memory_bytes"), ("virtualization", "virtualization"),
-               ("CPU governor", "cpu_governor"))
+               ("CPU governor", "cpu_governor"), ("cpuidle driver", "cpuidle_driver"),
+               ("cpuidle governor", "cpuidle_governor"), ("CPU idle states", "idle_states"))
+#: The CPU latency limit a result ran under: the value in force during its job, else its host's.
+LATENCY_LIMIT = "CPU latency limit (cpu_dma_latency)"
+
+
+def _host_fact(host: Any, attr: str) -> Any:
+    return idle.describe_states(host.idle_states) if attr == "idle_states" else getattr(host, attr)
+
+
+def _latency_limit(result: ResultRecord, host: Any) -> str | None:
+    in_force = ((result.extra or {}).get("tuning") or {}).get("in_force") or {}
+    value = in_force.get("cpu_dma_latency", host.cpu_dma_latency_us if host is not None else None)
+    return idle.describe_limit(int(value)) if value is not None else None
 
 
 def _facts(runs: Sequence[Run]) -> dict[str, set[str]]:
@@ -38,11 +52,13 @@ def _facts(runs: Sequence[Run]) -> dict[str, set[str]]:
         add("fio version", info.fio_version)
         add("source", f"imported {info.source.get('format')} output" if info.source else "iolab run")
         for item, attr in _HOST_FACTS:
-            add(item, getattr(host, attr) if host else None)
+            add(item, _host_fact(host, attr) if host else None)
         for result in run.results:
+            add(LATENCY_LIMIT, _latency_limit(result, host) if not (result.extra or {}).get("hosts") else None)
             for label, other in _other_hosts_facts(result).items():  # fio servers, watched hosts
                 for item, attr in _HOST_FACTS:
-                    add(f"{item} ({label})", getattr(other, attr))
+                    add(f"{item} ({label})", _host_fact(other, attr))
+                add(f"{LATENCY_LIMIT} ({label})", idle.describe_limit(other.cpu_dma_latency_us))
             t = result.target_facts
             d = t.device if t else None
             add("target kind", t.kind if t else None)

@@ -33,10 +33,8 @@ from ..facts import targets
 from ..facts.sysfs import parse_cpu_list
 from ..fio import jobfile
 from ..model import HostFacts, Run, TargetFacts
-from . import safety
-
-ERROR = "error"
-WARNING = "warning"
+from . import power, safety
+from .findings import ERROR, WARNING, Finding
 
 #: Engines that do no storage I/O (fio ``engines/``): storage rules do not apply to them.
 NON_STORAGE_ENGINES = frozenset({"null", "cpuio", "net", "netsplice", "exec", "filecreate", "filedelete",
@@ -51,25 +49,6 @@ ACTIVE_RANGE_MIN = 0.10
 #: Buffered working sets below this multiple of RAM are largely cached (P1).
 RAM_MULTIPLE = 4
 MIN_RUNTIME_S = 60
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One methodology problem: ``id`` (``P1``…), ``severity`` (``error``/``warning``), what is
-    wrong (``message``, with the numbers), what to do (``remedy``), where the rule comes from
-    (``source``) and the places it was found (``workload on target``)."""
-
-    id: str
-    severity: str
-    message: str
-    remedy: str
-    source: str
-    where: tuple[str, ...] = ()
-
-    def text(self) -> str:
-        """One line for a log or the run's stored warnings."""
-        where = f" [{', '.join(self.where)}]" if self.where else ""
-        return f"{self.id}{where}: {self.message} Remedy: {self.remedy}"
 
 
 @dataclass(frozen=True)
@@ -407,18 +386,26 @@ def p14_verify_norandommap(ctx: JobContext) -> list[Finding]:
         "drop norandommap, or add random_generator=lfsr.", "fio HOWTO, norandommap and verify")]
 
 
+def _block_bytes(opts: Mapping[str, str | None]) -> int | None:
+    """The job's one block size: ``bs`` (``blocksize``), fio's 4k when it sets none; None when it
+    sets several (``bs=4k,64k``, ``bssplit``, ``bsrange``) or one iolab cannot read."""
+    if {"bssplit", "bsrange", "blocksize_range"} & set(opts):
+        return None
+    key = "bs" if "bs" in opts else "blocksize"
+    if key not in opts:
+        return 4096
+    return None if "," in (_value(opts, key) or "") else _size(opts, key)
+
+
 def p15_power(ctx: JobContext) -> list[Finding]:
-    """P15: a latency-sensitive job while the CPU governor is not ``performance``."""
-    governor = ctx.tune.get("governor") or ctx.host.cpu_governor
+    """P15: the CPU governor and idle states for a latency-sensitive or small-block job (``check.power``)."""
     opts = ctx.options
-    latency = (_int(opts, "iodepth", 1) == 1 or "latency_target" in opts or "rate_iops" in opts)
-    if governor is None or governor == "performance" or not latency or not _storage(ctx):
+    if not _storage(ctx):
         return []
-    return [Finding(
-        "P15", WARNING, f"the CPU frequency governor is {governor!r}: at low queue depth, frequency ramp-up and "
-        "deep C-state exits add to every I/O's latency.",
-        "tune: {governor: performance} (and record or limit C-states) for latency tests.",
-        "AWS EBS documentation, processor state control")]
+    bs = _block_bytes(opts)
+    return power.p15(ctx.host, ctx.tune,
+                     latency=_int(opts, "iodepth", 1) == 1 or "latency_target" in opts or "rate_iops" in opts,
+                     small_blocks=bs is not None and 0 < bs <= power.SMALL_BLOCK_BYTES, polled=_flag(opts, "hipri"))
 
 
 JOB_RULES: tuple[Callable[[JobContext], list[Finding]], ...] = (

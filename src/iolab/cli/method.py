@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..errors import IolabError, PlanRefused, UsageError
-from ..facts import ftrace, pinning, sysfs, targets
+from ..facts import ftrace, idle, pinning, sysfs, targets
 from ..facts import host as host_mod
 from ..model import to_jsonable
 from ..report.method import findings_table
@@ -53,11 +53,21 @@ def lint_command(suite: str, asked: SuiteArgs, destroy: Sequence[str], allow_exe
         raise PlanRefused(f"{len(plan.errors)} error(s) in the plan of {loaded.name}", shown=True)
 
 
+#: What an unknown host fact means, where "unknown" says too little.
+_UNKNOWN = {"cpu_governor": "– (no cpufreq: the hypervisor or firmware decides)",
+            "cpuidle_driver": "– (no cpuidle)", "idle_states": "– (no cpuidle)",
+            "cpu_dma_latency_us": "– (unknown: only root can read /dev/cpu_dma_latency)"}
+
+
 def _facts_rows(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     rows = []
     for key, value in to_jsonable(obj).items():
+        if key == "idle_states" and value is not None:
+            value = idle.describe_states(getattr(obj, key))
+        elif key == "cpu_dma_latency_us" and value is not None:
+            value = idle.describe_limit(value)
         if value is None:
-            value = "– (unknown)" if key != "cpu_governor" else "– (no cpufreq: the hypervisor or firmware decides)"
+            value = _UNKNOWN.get(key, "– (unknown)")
         if value in ({}, []):
             continue
         if isinstance(value, dict):
@@ -92,7 +102,8 @@ def host_command(device: str | None, fmt: str) -> None:
         document["tuning_in_force"] = tuning.snapshot(dev)
         document["pin"] = {}
         rows += _facts_rows(dev, "device.")
-        rows += [(f"tuning.{k}", v) for k, v in document["tuning_in_force"].items() if k == "governor"]
+        rows += [(f"tuning.{k}", v) for k, v in document["tuning_in_force"].items() if k in ("governor",
+                                                                                            "cpu_dma_latency")]
         for mode in pinning.MODES:
             try:
                 cpus = sysfs.format_cpu_list(pinning.cpus(mode, dev))

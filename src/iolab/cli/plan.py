@@ -5,6 +5,7 @@ method, observers, the fence), its lint findings, where the run is stored, then 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
@@ -181,8 +182,11 @@ def print_findings(findings: Sequence[lint.Finding], console: Console = err, *, 
         console.print(f"  {compact_places(f.where)}", markup=False, highlight=False)
         for label, text in (("", f.message), ("Remedy: ", f.remedy), *((("Source: ", f.source),) if full else ())):
             lines = text.splitlines() or [""]  # fio's own messages span lines ("Did you mean iodepth?")
-            console.print("\n".join(f"      {label if i == 0 else ' ' * len(label)}{line}"
-                                    for i, line in enumerate(lines)), markup=False, highlight=False,
+            indent, width = " " * (6 + len(label)), max(console.width, 40)
+            wrapped = [textwrap.fill(line, width, initial_indent=f"      {label}" if i == 0 else indent,
+                                     subsequent_indent=indent, break_on_hyphens=False) or indent
+                       for i, line in enumerate(lines)]  # wrapped under its own indent, not the terminal's
+            console.print("\n".join(wrapped), markup=False, highlight=False, soft_wrap=True,
                           style="dim" if label == "Source: " else None)
 
 

@@ -188,7 +188,8 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
                      **args: Any) -> None:
     """Find the host and fio settings with the most IOPS under --slo within --budget: the operating
     point by the saturation search, then coordinate descent over the axes (host tuning: scheduler,
-    nomerges, rq_affinity, read_ahead_kb; CPU pinning; ioengine; numjobs at the same outstanding
+    nomerges, rq_affinity, read_ahead_kb, and cpu_dma_latency 0 where idle CPUs may enter states
+    with exit latencies; CPU pinning; ioengine; numjobs at the same outstanding
     I/Os), each probe under its settings, restored after it as for `iolab run` (also after Ctrl-C or
     a kill: the next iolab command restores them). The best --top are repeated and ranked with 95 %
     intervals; the best is written as a suite to run again.
@@ -209,7 +210,7 @@ def autotune_command(ctx: click.Context, budget: str, axes: str, top: int, write
     try:
         budget_s = units.parse_duration_us(budget, default_unit="s") / 1e6
         device = None if setup.target.hosts else targets.inspect(os.path.abspath(setup.target.path or "")).device
-        chosen_axes = autotune.axes(wanted, tuning.snapshot(device) if device else {}, setup.base, setup.cpus,
+        chosen_axes = autotune.axes(wanted, tuning.snapshot(device), setup.base, setup.cpus,
                                     device)
     except ValueError as exc:
         raise UsageError(f"autotune: {exc}") from None

@@ -1,6 +1,6 @@
 """A suite's host tuning settings (``tune:``, ``--tune KEY=VALUE``): which keys there are, their
 values normalised, and how a tuning axis names a workload. ``run.tuning`` applies them (its
-module docstring has the table of keys, sysfs files and values) and always undoes them.
+module docstring has the table of keys, files and values) and always undoes them.
 """
 
 from __future__ import annotations
@@ -13,11 +13,15 @@ from ..errors import SuiteError
 
 #: Queue attributes iolab tunes, in the order they are applied: those that reset others first.
 QUEUE_KEYS = ("scheduler", "write_cache", "rq_affinity", "nomerges", "nr_requests", "read_ahead_kb")
-KEYS = (*QUEUE_KEYS, "governor")
+#: Settings of this machine's CPUs: the cpufreq governor (sysfs), the CPU latency limit (a held request).
+CPU_KEYS = ("governor", "cpu_dma_latency")
+KEYS = (*QUEUE_KEYS, *CPU_KEYS)
+#: The largest ``cpu_dma_latency`` (µs) a request can hold: a signed 32-bit value (``facts.idle``).
+MAX_DMA_LATENCY_US = 2**31 - 1
 
 #: How a tuning axis shows in a workload name: ``randread-4k-qd32-sched_none``.
 LABELS = {"scheduler": "sched_", "rq_affinity": "rqa", "nomerges": "nomerges", "nr_requests": "nr",
-          "read_ahead_kb": "ra", "write_cache": "wc_", "governor": "gov_"}
+          "read_ahead_kb": "ra", "write_cache": "wc_", "governor": "gov_", "cpu_dma_latency": "dmalat"}
 
 _WRITE_CACHE = {"write back": "write back", "write-back": "write back", "wb": "write back",
                 "write through": "write through", "write-through": "write through", "wt": "write through"}
@@ -34,6 +38,11 @@ def check_value(key: str, value: Any) -> str:
     elif key in ("nr_requests", "read_ahead_kb"):
         if not text.isdigit() or (key == "nr_requests" and int(text) < 1):
             raise ValueError(f"{key}: expected a whole number{' >= 1' if key == 'nr_requests' else ''}, got {value!r}")
+        text = str(int(text))
+    elif key == "cpu_dma_latency":
+        if not text.isdigit() or int(text) > MAX_DMA_LATENCY_US:
+            raise ValueError(f"cpu_dma_latency: expected a whole number of microseconds from 0 to {MAX_DMA_LATENCY_US} "
+                             f"(0 keeps idle CPUs in states without exit latency), got {value!r}")
         text = str(int(text))
     elif key == "write_cache":
         if text.lower() not in _WRITE_CACHE:

@@ -9,7 +9,7 @@ with ``proc/``, ``sys/`` and ``etc/`` inside; hostname and kernel come from ``un
 
 Sources: ``proc(5)`` (``/proc/cpuinfo``, ``/proc/meminfo``), ``os-release(5)``,
 ``Documentation/ABI/testing/sysfs-devices-system-cpu`` (``online``, ``cpufreq``),
-``systemd-detect-virt(1)``.
+``systemd-detect-virt(1)``; CPU idle states and the latency limit: ``facts.idle``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import shlex
 import subprocess
 from collections.abc import Sequence
 
-from iolab.facts import sysfs
+from iolab.facts import idle, sysfs
 from iolab.model import HostFacts
 
 #: DMI strings (``sys_vendor`` / ``product_name``) of hypervisors, as systemd-detect-virt
@@ -60,7 +60,9 @@ def host_facts(fio_version: str | None = None, *, root: str = "/") -> HostFacts:
     ``cpu_count`` is the number of online CPUs (``/sys/devices/system/cpu/online``), not the
     process's affinity mask. ``memory_bytes`` is ``MemTotal``. ``virtualization`` is described
     in ``virtualization()``. ``cpu_governor`` is cpu0's cpufreq governor, ``None`` when the
-    machine exposes no cpufreq (common in VMs). Never raises.
+    machine exposes no cpufreq (common in VMs). The CPU idle facts (cpuidle driver and governor,
+    cpu0's idle states, the CPU latency limit in force, which only root can read) are
+    ``facts.idle``'s. Never raises.
     """
     uname = os.uname()
     cpuinfo = _read(root, "proc/cpuinfo")
@@ -74,6 +76,10 @@ def host_facts(fio_version: str | None = None, *, root: str = "/") -> HostFacts:
         virtualization=virtualization(root=root),
         fio_version=fio_version,
         cpu_governor=_read_line(root, "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        cpuidle_driver=idle.driver(root),
+        cpuidle_governor=idle.governor(root),
+        idle_states=idle.states(root),
+        cpu_dma_latency_us=idle.latency_limit_us(root),
     )
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from ..runner import fence as fence_mod
 
 #: The modules that describe a host and a target (``remote.ssh`` sends them too).
-FACTS_MODULES = ("iolab.histogram", "iolab.model", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.host",
-                 "iolab.facts.targets")
+FACTS_MODULES = ("iolab.histogram", "iolab.model", "iolab.facts", "iolab.facts.sysfs", "iolab.facts.idle",
+                 "iolab.facts.host", "iolab.facts.targets")
 _MODULES = ("iolab", "iolab.errors", "iolab.runner", "iolab.runner.landlock", "iolab.runner.once",
             "iolab.runner.fence", *FACTS_MODULES)
 _PACKAGES = ("iolab", "iolab.runner", "iolab.facts")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..facts import idle
 from ..model import HostFacts, Run, TargetFacts
 from ..observe.usage import other_hosts_facts
 from ..units import format_bytes
@@ -31,6 +32,10 @@ HOST_ROWS: tuple[tuple[str, Getter], ...] = (
     ("CPU", lambda h: h.cpu_model), ("CPUs", lambda h: h.cpu_count),
     ("memory", lambda h: format_bytes(h.memory_bytes) if h.memory_bytes else None),
     ("virtualisation", lambda h: h.virtualization), ("CPU governor", lambda h: h.cpu_governor),
+    ("cpuidle driver / governor", lambda h: " / ".join(v or "–" for v in (h.cpuidle_driver, h.cpuidle_governor))
+     if h.cpuidle_driver or h.cpuidle_governor else None),
+    ("CPU idle states", lambda h: idle.describe_states(h.idle_states)),
+    ("CPU latency limit", lambda h: idle.describe_limit(h.cpu_dma_latency_us)),
     ("fio", lambda h: h.fio_version),
 )
 

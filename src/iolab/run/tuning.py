@@ -12,9 +12,12 @@ key                       sysfs file                                            
 ``read_ahead_kb``         ``block/DEV/queue/read_ahead_kb``                      >= 0
 ``write_cache``           ``block/DEV/queue/write_cache`` (where writable)       write back, write through
 ``governor``              ``devices/system/cpu/cpuN/cpufreq/scaling_governor``   the CPU's list
+``cpu_dma_latency``       ``/dev/cpu_dma_latency`` (a request held open)         µs, >= 0
 ========================  =====================================================  =================
 
-Meanings: ``Documentation/ABI/stable/sysfs-block`` and ``Documentation/admin-guide/pm/cpufreq.rst``.
+Meanings: ``Documentation/ABI/stable/sysfs-block``, ``Documentation/admin-guide/pm/cpufreq.rst`` and,
+for ``cpu_dma_latency``, ``Documentation/power/pm_qos_interface.rst`` (``facts.idle`` says what it
+does to idle CPUs).
 A partition is tuned through its disk (a partition has no queue of its own). Some writes
 change other settings: switching the scheduler resets ``nr_requests`` (``blk_mq_init_sched``),
 and on recent kernels writing ``write_cache`` re-applies the queue limits, which resets
@@ -29,6 +32,17 @@ Its owner holds an exclusive ``flock`` on it while the job runs; the kernel drop
 the owner dies, even by SIGKILL. A journal nobody holds is *left over*: ``restore_leftovers``
 (run by every ``iolab`` command) writes its previous values back and deletes it. A live
 owner's journal is never touched, and two live runs cannot tune the same setting.
+
+**A held request, not a journal** (``cpu_dma_latency``). The CPU latency limit is not a value
+iolab writes and later writes back: iolab opens ``/dev/cpu_dma_latency``, writes the number of µs
+as a native 32-bit integer (the interface also takes its hex ASCII form, ``0x00000000``) and keeps
+the file open while the job runs; closing it withdraws the request (``pm_qos_interface.rst``: the
+request lasts as long as the device node is held open). The kernel closes every file of a process
+that ends, by SIGKILL too, so the request cannot outlive iolab: there is no previous value to
+journal, only a request that dies with its file descriptor. The file is opened close-on-exec, so
+fio and anything else iolab starts do not inherit it. The limit in force is the least of every
+process's requests: a job asking for 100 µs while another process holds 0 runs at 0, and
+``snapshot`` records the value in force, not the one asked for.
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ import fcntl
 import json
 import os
 import re
+import struct
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
@@ -50,12 +65,16 @@ from typing import TYPE_CHECKING, Any
 from .. import outputs
 from ..describe.tune import KEYS, QUEUE_KEYS
 from ..errors import IolabError
-from ..facts import sysfs
+from ..facts import idle, sysfs
 
 if TYPE_CHECKING:  # only in annotations: a command that restores nothing stays light (cli.main)
     from ..model import BlockDeviceFacts
 
 SYSFS = "/sys"
+#: The CPU latency QoS device (``facts.idle``); tests name another file with ``pm_qos=``.
+PM_QOS = "/dev/cpu_dma_latency"
+#: Settings held as an open request for the job's duration rather than written and restored.
+HELD = ("cpu_dma_latency",)
 
 #: Writing the key resets these queue attributes (see the module docstring).
 SIDE_EFFECTS = {"scheduler": ("nr_requests",), "write_cache": ("read_ahead_kb",)}
@@ -144,17 +163,22 @@ def scheduler_choices(device: BlockDeviceFacts, sysfs: str = SYSFS) -> tuple[str
     return _choices(os.path.join(_queue_dir(device, sysfs), "scheduler"), "scheduler") or ()
 
 
-def knobs(tune: Mapping[str, str], device: BlockDeviceFacts | None, *, sysfs: str = SYSFS) -> list[tuple[Knob, str]]:
-    """The sysfs files and values that apply ``tune`` to ``device``, in application order.
+def knobs(tune: Mapping[str, str], device: BlockDeviceFacts | None, *, sysfs: str = SYSFS,
+          pm_qos: str | None = None) -> list[tuple[Knob, str]]:
+    """The files and values that apply ``tune`` to ``device``, in application order (``pm_qos``:
+    the CPU latency device, default ``PM_QOS``).
 
     Checks, without writing: the file exists and is writable (sysfs shows read-only attributes,
-    e.g. ``write_cache`` on many devices, without write bits), the value is one the kernel
-    offers (scheduler, governor). Raises ``TuningError`` naming the setting and the device.
+    e.g. ``write_cache`` on many devices, without write bits; ``/dev/cpu_dma_latency`` is root's),
+    the value is one the kernel offers (scheduler, governor). Raises ``TuningError`` naming the
+    setting and the device.
     """
     out: list[tuple[Knob, str]] = []
     for key in sorted(tune, key=KEYS.index):
         value = tune[key]
-        if key == "governor":
+        if key == "cpu_dma_latency":
+            targets = [Knob(key, pm_qos or PM_QOS, "cpus")]
+        elif key == "governor":
             found = _governor_paths(sysfs)
             if not found:
                 raise TuningError("governor: this machine exposes no CPU frequency scaling (no cpufreq in "
@@ -190,9 +214,11 @@ def _check_writable(knob: Knob, value: str) -> None:
                           hint=f"choose one of: {', '.join(choices)}")
 
 
-def snapshot(device: BlockDeviceFacts | None, *, sysfs: str = SYSFS) -> dict[str, str]:
-    """Every tunable value in force: the device's queue settings and the CPU governor (one
-    value, or ``cpu0=…,cpu1=…`` when CPUs differ). Settings that do not exist are left out."""
+def snapshot(device: BlockDeviceFacts | None, *, sysfs: str = SYSFS, pm_qos: str | None = None) -> dict[str, str]:
+    """Every tunable value in force: the device's queue settings, the CPU governor (one value, or
+    ``cpu0=…,cpu1=…`` when CPUs differ) and the CPU latency limit (``cpu_dma_latency``, µs: the
+    least of every process's request; readable by root only). Settings that do not exist or
+    cannot be read are left out."""
     values: dict[str, str] = {}
     if device is not None:
         queue = _queue_dir(device, sysfs)
@@ -207,6 +233,9 @@ def snapshot(device: BlockDeviceFacts | None, *, sysfs: str = SYSFS) -> dict[str
         distinct = set(governors.values())
         mixed = ",".join(f"{c}={g}" for c, g in governors.items())
         values["governor"] = distinct.pop() if len(distinct) == 1 else mixed
+    limit = idle.latency_limit_us(path=pm_qos or PM_QOS)
+    if limit is not None:
+        values["cpu_dma_latency"] = str(limit)
     return values
 
 
@@ -377,19 +406,57 @@ def restore_leftovers(directory: Path | None = None, *, discard: bool = False) -
 
 @contextlib.contextmanager
 def applied(tune: Mapping[str, str], device: BlockDeviceFacts | None, *, sysfs: str = SYSFS,
-            directory: Path | None = None) -> Iterator[dict[str, str]]:
+            directory: Path | None = None, pm_qos: str | None = None) -> Iterator[dict[str, str]]:
     """Apply ``tune`` for the duration of the block; yields every value in force (``snapshot``).
 
-    Each previous value is journalled before it is changed (see the module docstring); on
+    Each previous sysfs value is journalled before it is changed (see the module docstring); on
     leaving the block — normally, by an exception, Ctrl-C, or SIGTERM turned into
-    ``KeyboardInterrupt`` by the caller — the values are written back. Raises ``TuningError``
-    when a setting cannot be applied (the ones already applied are restored first), when
-    another live iolab run holds a setting, or when restoring fails.
+    ``KeyboardInterrupt`` by the caller — the values are written back. ``cpu_dma_latency`` is a
+    request held open for the block (``hold_latency``) and withdrawn after it. Raises
+    ``TuningError`` when a setting cannot be applied (the ones already applied are restored
+    first), when another live iolab run holds a setting, or when restoring fails.
     """
     if not tune:
-        yield snapshot(device, sysfs=sysfs)
+        yield snapshot(device, sysfs=sysfs, pm_qos=pm_qos)
         return
-    plan = knobs(tune, device, sysfs=sysfs)
+    plan = knobs(tune, device, sysfs=sysfs, pm_qos=pm_qos)
+    with contextlib.ExitStack() as held:
+        for knob, value in plan:
+            if knob.key in HELD:
+                held.enter_context(hold_latency(int(value), knob.path))
+        with _journalled([(k, v) for k, v in plan if k.key not in HELD], directory):
+            yield snapshot(device, sysfs=sysfs, pm_qos=pm_qos)
+
+
+@contextlib.contextmanager
+def hold_latency(limit_us: int, path: str | None = None) -> Iterator[None]:
+    """Hold a CPU latency request of ``limit_us`` µs for the block: ``path`` (default ``PM_QOS``)
+    opened close-on-exec, the value written as a native 32-bit integer, the file closed after the
+    block, which withdraws the request (and the kernel closes it if this process dies first: the
+    module docstring). Raises ``TuningError`` when the file cannot be opened or written."""
+    where = path or PM_QOS
+    try:
+        fd = os.open(where, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise TuningError(f"cpu_dma_latency: cannot open {where}: {exc.strerror or exc}",
+                          hint="holding a CPU latency request needs root") from None
+    try:
+        try:
+            os.write(fd, struct.pack("=i", limit_us))
+        except OSError as exc:
+            raise TuningError(f"cannot set cpu_dma_latency={limit_us}: {exc.strerror or exc}",
+                              hint=f"the kernel refused the value ({where})") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _journalled(plan: list[tuple[Knob, str]], directory: Path | None) -> Iterator[None]:
+    """The sysfs part of ``applied``: each previous value journalled, then written; all restored after."""
+    if not plan:
+        yield
+        return
     held = live_paths(directory)
     busy = [k for k, _ in plan if k.path in held]
     if busy:
@@ -413,7 +480,7 @@ def applied(tune: Mapping[str, str], device: BlockDeviceFacts | None, *, sysfs: 
             except OSError as exc:
                 raise TuningError(f"cannot set {knob.key}={value} on {knob.scope}: {exc.strerror or exc}",
                                   hint=f"the kernel refused the value ({knob.path})") from None
-        yield snapshot(device, sysfs=sysfs)
+        yield
     finally:
         problems = [r for r in journal.restore() if r.error]
         if problems and sys.exc_info()[0] is None:

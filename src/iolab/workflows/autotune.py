@@ -1,10 +1,11 @@
 """Auto-tuning: the host and fio settings with the most IOPS under a latency SLO, within a time budget.
 
 The axes are the settings iolab already applies and restores (``run.tuning``: ``scheduler``,
-``rq_affinity``, ``nomerges``, ``read_ahead_kb``), CPU pinning (``pin: mq``, fio on the CPUs of the
-device's blk-mq queues) and two fio options (``ioengine``; ``numjobs`` at the same number of
-outstanding I/Os). A configuration names the values it changes; what it does not name stays as the
-host and the workload have it.
+``rq_affinity``, ``nomerges``, ``read_ahead_kb``; ``cpu_dma_latency`` 0, a CPU latency request held
+for the probe, where this machine's idle CPUs may enter states with exit latencies and iolab may
+hold one), CPU pinning (``pin: mq``, fio on the CPUs of the device's blk-mq queues) and two fio
+options (``ioengine``; ``numjobs`` at the same number of outstanding I/Os). A configuration names the
+values it changes; what it does not name stays as the host and the workload have it.
 
 **The search** (``Descent``) is coordinate descent: from the configuration as it is, each axis in turn
 tries its other values with the rest at the best so far, and keeps the best (the most IOPS among the
@@ -20,6 +21,7 @@ alone. ``autotune_run`` runs it with real fio, through a ``workflows.prober.Prob
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,16 +34,20 @@ from .. import stats, units
 from ..analyze.saturation import Point, Search, Slo, feasible, point_of
 from ..describe.spec import Target
 from ..describe.tune import label as tuning_label
+from ..facts import idle
 from ..model import BlockDeviceFacts
 from ..run import tuning
 from .prober import Prober
 from .saturate import Saturation, probe_name, saturate
 
 #: Axes in the order the descent tries them: what changes IOPS most first.
-ORDER = ("ioengine", "numjobs", "scheduler", "nomerges", "rq_affinity", "pin", "read_ahead_kb")
+ORDER = ("ioengine", "numjobs", "cpu_dma_latency", "scheduler", "nomerges", "rq_affinity", "pin", "read_ahead_kb")
+#: Host settings of the target's block device (tried only on a block device).
 HOST = ("scheduler", "nomerges", "rq_affinity", "read_ahead_kb")
+#: Every axis that is a ``run.tuning`` setting.
+TUNED = (*HOST, "cpu_dma_latency")
 #: Axes that set this machine (its block queues, its CPUs): not tried on a target on remote hosts.
-HERE = (*HOST, "pin")
+HERE = (*TUNED, "pin")
 ENGINES = ("libaio", "io_uring")
 
 Config = tuple[tuple[str, str], ...]
@@ -63,11 +69,13 @@ def with_value(config: Config, axis: str, value: str) -> Config:
 
 
 def axes(wanted: Sequence[str], in_force: Mapping[str, str], base: Mapping[str, str], cpus: int,
-         device: BlockDeviceFacts | None, sysfs: str = tuning.SYSFS) -> list[Axis]:
+         device: BlockDeviceFacts | None, sysfs: str = tuning.SYSFS, pm_qos: str | None = None) -> list[Axis]:
     """The axes to try, each with its values other than the one in force: host settings of a block
     device (the scheduler's from the kernel's list; ``read_ahead_kb`` only for buffered or sequential
-    I/O, where it acts), ``pin`` (mq), ``ioengine`` (libaio, io_uring) and ``numjobs`` (powers of two
-    up to ``cpus``). Unknown names raise ``ValueError``."""
+    I/O, where it acts), ``cpu_dma_latency`` (0, when this machine's idle CPUs may enter a state with
+    an exit latency, ``facts.idle``, and ``pm_qos`` is writable: ``latency_axis``), ``pin`` (mq),
+    ``ioengine`` (libaio, io_uring) and ``numjobs`` (powers of two up to ``cpus``). Unknown names
+    raise ``ValueError``."""
     unknown = [name for name in wanted if name not in ORDER]
     if unknown:
         raise ValueError(f"unknown axis {', '.join(unknown)}; axes: {', '.join(ORDER)}")
@@ -78,6 +86,7 @@ def axes(wanted: Sequence[str], in_force: Mapping[str, str], base: Mapping[str, 
         "pin": ("mq",), "nomerges": ("0", "2"), "rq_affinity": ("1", "2"),
         "read_ahead_kb": ("128", "4096") if sequential or buffered else (),
         "scheduler": tuning.scheduler_choices(device, sysfs) if device is not None else (),
+        "cpu_dma_latency": ("0",) if latency_axis(in_force, os.path.dirname(sysfs.rstrip("/")) or "/", pm_qos) else (),
     }
     current = {**in_force, "ioengine": base.get("ioengine", "psync"), "numjobs": base.get("numjobs", "1"),
                "pin": "none"}
@@ -88,6 +97,15 @@ def axes(wanted: Sequence[str], in_force: Mapping[str, str], base: Mapping[str, 
             if values:
                 out.append(Axis(name, values))
     return out
+
+
+def latency_axis(in_force: Mapping[str, str], root: str = "/", pm_qos: str | None = None) -> bool:
+    """Whether holding the CPU latency limit at 0 can change anything here: an idle CPU may enter a state
+    with an exit latency under the limit in force (``in_force["cpu_dma_latency"]``), and iolab may hold
+    a request (``pm_qos``, default ``tuning.PM_QOS``, is writable)."""
+    limit = in_force.get("cpu_dma_latency")
+    return bool(idle.exits(idle.states(root), int(limit) if limit is not None else None)) and \
+        os.access(pm_qos or tuning.PM_QOS, os.W_OK)
 
 
 @dataclass(frozen=True)
@@ -245,14 +263,14 @@ def configured(base: Mapping[str, str], config: Config, point: Point
     options = {**base, "iodepth": str(max(1, point.concurrency // numjobs)), "numjobs": str(numjobs)}
     if "ioengine" in values:
         options["ioengine"] = values["ioengine"]
-    return options, {k: values[k] for k in HOST if k in values}, values.get("pin")
+    return options, {k: values[k] for k in TUNED if k in values}, values.get("pin")
 
 
 def config_name(base: Mapping[str, str], config: Config, options: Mapping[str, str]) -> str:
     """``randread-4k-qd16-j2-io_uring-sched_none``: the probe's workload name."""
     parts = [probe_name(base, int(options["iodepth"]), int(options["numjobs"]))]
     for key, value in config:
-        if key in HOST:
+        if key in TUNED:
             parts.append(tuning_label(key, value))
         elif key == "pin":
             parts.append(f"pin_{value}")

@@ -4,6 +4,7 @@ are checked against scipy. The CLI's comparisons are in tests/cli/test_compare.p
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from iolab.analyze import compare as cmp
 from iolab.analyze.metrics import metric
 from iolab.cli.compare import sides_of
 from iolab.errors import UsageError
+from iolab.model import HostFacts, IdleState
 from iolab.report.comparison import comparison_document, comparison_tables, environment_table
 from iolab.report.table import to_markdown
 from iolab.store.database import Store
@@ -169,6 +171,29 @@ def test_three_sides_each_against_the_baseline_and_geomean(store):
     doc = comparison_document(c)
     assert doc["schema"] == "iolab.compare/1" and [x["side"] for x in doc["comparisons"]] == [1, 2]
     assert doc["comparisons"][0]["geometric_means"][0]["ratio"] == pytest.approx(1.0)
+
+
+def test_idle_states_and_the_latency_limit_are_environment_differences(store):
+    """The cpuidle facts of each side's host, and the CPU latency limit each result ran under (its tuning
+    in force, else its host's), differ: `compare` lists them with the rest of the environment."""
+    haltpoll = HostFacts(hostname="lab", kernel="6.1.0", cpu_count=2, cpuidle_driver="haltpoll",
+                         cpuidle_governor="haltpoll", cpu_dma_latency_us=2_000_000_000,
+                         idle_states=(IdleState("POLL", 0, 0), IdleState("haltpoll idle", 1, 1)))
+    store_run(store, "as-is", {"w": [(110_000, 70_000)]}, host=haltpoll)
+    store_run(store, "held", {"w": [(255_000, 29_000)]}, host=haltpoll,
+              extra={"tuning": {"requested": {"cpu_dma_latency": "0"}, "in_force": {"cpu_dma_latency": "0"}}})
+    intel = replace(haltpoll, cpuidle_driver="intel_idle", cpuidle_governor="menu",
+                    idle_states=(IdleState("POLL", 0, 0), IdleState("C1", 2, 2), IdleState("C6", 133, 600)))
+    store_run(store, "metal", {"w": [(400_000, 20_000)]}, host=intel)
+    c = run_compare(store, "as-is", "held", "metal")
+    assert [(e.item, e.a, e.b) for e in c.comparisons[0].environment] == [
+        ("CPU latency limit (cpu_dma_latency)", "none held (2000000000 µs)", "0 µs")]
+    assert [(e.item, e.a, e.b) for e in c.comparisons[1].environment] == [
+        ("cpuidle driver", "haltpoll", "intel_idle"), ("cpuidle governor", "haltpoll", "menu"),
+        ("CPU idle states", "POLL (exit 0 µs, residency 0 µs), haltpoll idle (exit 1 µs, residency 1 µs)",
+         "POLL (exit 0 µs, residency 0 µs), C1 (exit 2 µs, residency 2 µs), C6 (exit 133 µs, residency 600 µs)")]
+    table = environment_table(c.comparisons[0])
+    assert table is not None and "CPU latency limit (cpu_dma_latency)" in to_markdown(table)
 
 
 def test_unknown_environment_blames_imported_outputs_only_when_a_side_is_imported(store):

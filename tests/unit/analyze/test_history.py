@@ -106,3 +106,27 @@ def test_a_firmware_update_is_what_changed(fake_sysfs):
 
     updated = replace(nvme, firmware="1.0.4")
     assert changes.between(facts(nvme), facts(updated)) == (changes.Change("firmware", "1.0.3", "1.0.4"),)
+
+
+def test_the_cpu_latency_limit_and_idle_states_are_what_changed():
+    """A run held at cpu_dma_latency=0 after one that was not, or on a host whose idle states differ: the
+    change names it (``analyze.changes``), the value in force during the job winning over the host's."""
+    from datetime import UTC, datetime
+
+    from iolab.analyze import changes
+    from iolab.model import HostFacts, IdleState, RunInfo
+    from iolab.store.history import HistoryResult
+
+    host = HostFacts(cpuidle_driver="haltpoll", cpu_dma_latency_us=2_000_000_000,
+                     idle_states=(IdleState("POLL", 0, 0), IdleState("haltpoll idle", 1, 1)))
+
+    def facts(host: HostFacts, in_force: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+        run = RunInfo(id=1, created_at=datetime.now(UTC), status="complete", origin="run", suite_name="s", host=host)
+        extra = {"tuning": {"requested": in_force, "in_force": in_force}} if in_force else {}
+        return changes.facts(run, HistoryResult(1, 1, "t", "w", "[w]\n", None, extra, None, None))
+
+    held = changes.between(facts(host), facts(host, {"cpu_dma_latency": "0"}))
+    assert held == (changes.Change("CPU latency limit", "none held (2000000000 µs)", "0 µs"),
+                    changes.Change("tuning", changes.NOT_SET, "cpu_dma_latency=0"))
+    deeper = replace(host, cpuidle_driver="intel_idle", idle_states=(IdleState("C1", 2, 2),))
+    assert [c.what for c in changes.between(facts(host), facts(deeper))] == ["cpuidle driver", "CPU idle states"]

@@ -12,7 +12,7 @@ import pytest
 
 from iolab.check import lint
 from iolab.describe import suite as suite_mod
-from iolab.model import BlockDeviceFacts, HostFacts, ResultRecord, Run, RunInfo, TargetFacts
+from iolab.model import BlockDeviceFacts, HostFacts, IdleState, ResultRecord, Run, RunInfo, TargetFacts
 from iolab.run.plan import RunOptions, prepare
 from iolab.runner import optionnames
 
@@ -191,6 +191,42 @@ def test_p15_governor_for_latency_tests() -> None:
     assert lint.p15_power(ctx(host=powersave, iodepth="32")) == []
     assert lint.p15_power(replace(ctx(host=powersave, iodepth="1"), tune={"governor": "performance"})) == []
     assert lint.p15_power(ctx(iodepth="1")) == []  # no cpufreq: nothing to say
+
+
+HALTPOLL = replace(HOST, cpuidle_driver="haltpoll", cpuidle_governor="haltpoll", cpu_dma_latency_us=2_000_000_000,
+                   idle_states=(IdleState("POLL", 0, 0), IdleState("haltpoll idle", 1, 1)))
+HDD = replace(BLOCK, device=replace(SSD, rotational=True))
+
+
+def test_p15_idle_states_for_latency_and_small_block_jobs() -> None:
+    """A host whose idle CPUs may enter a state with an exit latency: warned for a latency-sensitive or
+    small-block job, with the remedy; silent when the job or the host keeps CPUs out of such states."""
+    (found,) = lint.p15_power(ctx(host=HALTPOLL))  # 4k at QD32: small blocks, a high rate
+    assert found.id == "P15" and found.severity == lint.WARNING
+    assert "exit latencies (haltpoll idle 1 µs; cpuidle driver haltpoll) and no CPU latency limit is held" in \
+        found.message
+    assert found.remedy.startswith("tune: {cpu_dma_latency: 0} (or --tune cpu_dma_latency=0)")
+    assert "pm_qos_interface.rst" in found.source
+    assert lint.p15_power(ctx(host=HALTPOLL, bs="1m", iodepth="1"))  # large blocks, but latency-sensitive
+    assert lint.p15_power(ctx(host=HALTPOLL, bs="<unset>"))  # fio's 4k
+    assert lint.p15_power(ctx(HDD, host=HALTPOLL))  # virtio disks and loop devices say rotational too
+    # silent: large blocks at depth, several block sizes, polled completions, no exit latency
+    for quiet in (ctx(host=HALTPOLL, bs="1m"), ctx(host=HALTPOLL, bs="4k,1m"), ctx(host=HALTPOLL, hipri=None),
+                  ctx(host=HALTPOLL, bssplit="4k/50:1m/50")):
+        assert lint.p15_power(quiet) == [], quiet.options
+    assert lint.p15_power(ctx(host=replace(HALTPOLL, idle_states=(IdleState("POLL", 0, 0),)))) == []
+    assert lint.p15_power(ctx(host=replace(HALTPOLL, idle_states=None))) == []  # unknown: nothing to say
+    # the limit: held by the job's tuning, or already in force on the host (tuned's latency-performance)
+    assert lint.p15_power(replace(ctx(host=HALTPOLL), tune={"cpu_dma_latency": "0"})) == []
+    assert lint.p15_power(ctx(host=replace(HALTPOLL, cpu_dma_latency_us=0))) == []
+    deep = replace(HALTPOLL, cpuidle_driver="intel_idle",
+                   idle_states=(IdleState("C1", 2, 2), IdleState("C6", 133, 600)))
+    (found,) = lint.p15_power(replace(ctx(host=deep), tune={"cpu_dma_latency": "10"}))
+    assert "(C1 2 µs;" in found.message and "the CPU latency limit (10 µs) still allows them" in found.message
+    # with a slow governor too: two findings, the governor's remedy naming the idle-state knob
+    both = lint.p15_power(ctx(host=replace(HALTPOLL, cpu_governor="powersave"), iodepth="1"))
+    assert [f.id for f in both] == ["P15", "P15"] and "cpu_dma_latency: 0" in both[0].remedy
+    assert lint.p15_power(ctx(host=HALTPOLL, ioengine="null")) == []
 
 
 def test_merge_joins_places_and_orders_errors_first() -> None:

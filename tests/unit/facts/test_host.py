@@ -7,13 +7,15 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import struct
 from pathlib import Path
 
 import pytest
 
-from iolab.facts import host
+from iolab.facts import host, idle
 from iolab.facts.host import host_facts, virtualization
 from iolab.facts.sysfs import format_cpu_list, parse_cpu_list
+from iolab.model import IdleState
 
 NO_DETECT_VIRT = "/nonexistent/systemd-detect-virt"
 
@@ -45,6 +47,14 @@ def test_host_facts_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
         assert facts.cpu_model
     governor = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     assert facts.cpu_governor == (governor.read_text().strip() if governor.exists() else None)
+    cpuidle = Path("/sys/devices/system/cpu/cpuidle")
+    assert facts.cpuidle_driver == ((cpuidle / "current_driver").read_text().strip()
+                                    if (cpuidle / "current_driver").exists() else None)
+    states = sorted(Path("/sys/devices/system/cpu/cpu0/cpuidle").glob("state*"), key=lambda p: int(p.name[5:]))
+    assert [(s.name, s.exit_latency_us) for s in facts.idle_states or ()] == [
+        ((d / "name").read_text().strip(), int((d / "latency").read_text())) for d in states]
+    if os.geteuid() == 0 and os.path.exists("/dev/cpu_dma_latency"):
+        assert facts.cpu_dma_latency_us is not None and facts.cpu_dma_latency_us >= 0
 
 
 # --- fixture trees ---------------------------------------------------------------------------------
@@ -106,6 +116,54 @@ def test_host_facts_malformed_files(tmp_path: Path) -> None:
     assert facts.cpu_count == 2  # falls back to processor lines
     assert facts.cpu_model == "Some CPU"
     assert facts.distribution == "Unterminated"
+
+
+# --- CPU idle states ---------------------------------------------------------------------------------
+
+
+def test_idle_states_and_latency_limit_from_a_fake_tree(tmp_path: Path, fake_sysfs) -> None:
+    """cpuidle as the kernel lays it out (the fixture's tree under ``tmp_path/sys``) and a CPU latency
+    limit as the kernel reads it out: a native 32-bit integer."""
+    fake_sysfs.cpus("0-1")
+    fake_sysfs.cpuidle([0, 1], [("POLL", 0, 0), ("C1", 2, 2), ("C1E", 10, 20), ("C6", 133, 600)],
+                       driver="intel_idle", governor="menu", disabled=[3])
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/cpu_dma_latency").write_bytes(struct.pack("=i", 2_000_000_000))
+    facts = host_facts(root=str(tmp_path))
+    assert (facts.cpuidle_driver, facts.cpuidle_governor) == ("intel_idle", "menu")
+    assert facts.idle_states == (IdleState("POLL", 0, 0), IdleState("C1", 2, 2), IdleState("C1E", 10, 20),
+                                 IdleState("C6", 133, 600, disabled=True))
+    assert facts.cpu_dma_latency_us == idle.NO_LIMIT_US
+    assert idle.describe_states(facts.idle_states) == ("POLL (exit 0 µs, residency 0 µs), C1 (exit 2 µs, residency "
+                                                       "2 µs), C1E (exit 10 µs, residency 20 µs), C6 (exit 133 µs, "
+                                                       "residency 600 µs, disabled)")
+    assert idle.describe_limit(facts.cpu_dma_latency_us) == "none held (2000000000 µs)"
+    # what an idle CPU may still enter: not POLL (no exit latency), not the disabled C6, not above a limit
+    assert [s.name for s in idle.exits(facts.idle_states, None)] == ["C1", "C1E"]
+    assert [s.name for s in idle.exits(facts.idle_states, 5)] == ["C1"]
+    assert idle.exits(facts.idle_states, 0) == ()
+    (tmp_path / "dev/cpu_dma_latency").write_bytes(struct.pack("=i", 0))
+    assert idle.latency_limit_us(str(tmp_path)) == 0 and idle.describe_limit(0) == "0 µs"
+
+
+def test_idle_facts_of_a_kvm_guest_with_a_writable_governor(tmp_path: Path, fake_sysfs) -> None:
+    """This machine's layout: the haltpoll driver and governor, ``current_governor`` where switching is
+    allowed; a short read of the latency device is unknown, as is a missing one."""
+    fake_sysfs.cpuidle([0], [("POLL", 0, 0), ("haltpoll idle", 1, 1)], driver="haltpoll", governor="haltpoll",
+                       read_only_governor=False)
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/cpu_dma_latency").write_bytes(b"\0\0")
+    facts = host_facts(root=str(tmp_path))
+    assert (facts.cpuidle_driver, facts.cpuidle_governor) == ("haltpoll", "haltpoll")
+    assert [s.name for s in idle.exits(facts.idle_states, None)] == ["haltpoll idle"]
+    assert facts.cpu_dma_latency_us is None
+
+
+def test_no_cpuidle_is_unknown(tmp_path: Path) -> None:
+    facts = host_facts(root=str(tmp_path))
+    assert (facts.cpuidle_driver, facts.cpuidle_governor, facts.idle_states, facts.cpu_dma_latency_us) == (
+        None, None, None, None)
+    assert idle.describe_states(None) is None and idle.describe_states(()) == "none"
 
 
 X86_FLAGS = "processor : 0\nmodel name : Xeon\nflags : fpu vme sse2 {extra}\n"

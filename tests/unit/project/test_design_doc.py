@@ -12,10 +12,13 @@ DESIGN = ROOT / "docs" / "design.md"
 
 
 def _findings_in_lint() -> dict[str, set[str]]:
-    """Rule id -> the sources lint.py gives it (the fifth argument of each ``Finding``)."""
-    src = (ROOT / "src" / "iolab" / "check" / "lint.py").read_text()
+    """Rule id -> the sources the lint modules give it (the fifth argument of each ``Finding``): lint.py
+    and the modules that hold a rule of its catalogue (power.py: P15)."""
     found: dict[str, set[str]] = {}
-    for node in ast.walk(ast.parse(src)):
+    nodes = [node for name in ("lint.py", "power.py")
+             for node in ast.walk(ast.parse((ROOT / "src" / "iolab" / "check" / name).read_text()))]
+    assert any(isinstance(n, ast.Constant) and n.value == "P15" for n in nodes)
+    for node in nodes:
         if (isinstance(node, ast.Call) and len(node.args) >= 5 and isinstance(node.args[0], ast.Constant)
                 and re.fullmatch(r"P\d+", str(node.args[0].value)) and isinstance(node.args[4], ast.Constant)):
             found.setdefault(node.args[0].value, set()).add(node.args[4].value)

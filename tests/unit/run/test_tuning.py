@@ -4,8 +4,10 @@ devices, are tests/integration/test_tuning.py's."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,73 @@ def test_torn_last_line_and_unrestorable_entries(fake_sysfs, tmp_path: Path) -> 
     assert tuning.snapshot(dev, sysfs=root)["rq_affinity"] == "2"
     assert len(left.restored) == 2 and not left.kept  # a vanished device is nothing to restore
     assert not journal.exists()
+
+
+# --- cpu_dma_latency: a request held open, not a value journalled ---------------------------------------
+
+
+def _fds_on(path: Path) -> list[int]:
+    """This process's file descriptors open on ``path``."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == str(path):
+                out.append(int(fd))
+        except OSError:
+            continue
+    return out
+
+
+def _pm_qos(tmp_path: Path, value: int = 2_000_000_000) -> Path:
+    """A stand-in for /dev/cpu_dma_latency: a file holding a native 32-bit value."""
+    path = tmp_path / "cpu_dma_latency"
+    path.write_bytes(struct.pack("=i", value))
+    return path
+
+
+def test_cpu_dma_latency_values() -> None:
+    assert tune.check_tune({"cpu_dma_latency": [0, " 20 ", "0"]}) == {"cpu_dma_latency": ("0", "20")}
+    for bad in (-1, "abc", 2**31, "1.5", True):
+        with pytest.raises(ValueError, match="cpu_dma_latency: expected a whole number of microseconds"):
+            tune.check_value("cpu_dma_latency", bad)
+    assert tune.parse_tune_args(["cpu_dma_latency=0"]) == {"cpu_dma_latency": ("0",)}
+    assert tune.label("cpu_dma_latency", "0") == "dmalat0"
+
+
+def test_cpu_dma_latency_is_held_for_the_block_and_released_after(fake_sysfs, tmp_path: Path) -> None:
+    """The request is the open file: written as a native 32-bit value, close-on-exec (fio does not
+    inherit it), in force inside the block, closed after it; nothing is journalled for it."""
+    dev = _disk(fake_sysfs)
+    root, state, pm_qos = str(fake_sysfs.root), tmp_path / "state", _pm_qos(tmp_path)
+    assert tuning.snapshot(dev, sysfs=root, pm_qos=str(pm_qos))["cpu_dma_latency"] == "2000000000"
+    with tuning.applied({"cpu_dma_latency": "0", "nomerges": "2"}, dev, sysfs=root, directory=state,
+                        pm_qos=str(pm_qos)) as in_force:
+        assert in_force["cpu_dma_latency"] == "0" and in_force["nomerges"] == "2"
+        assert struct.unpack("=i", pm_qos.read_bytes()) == (0,)
+        (fd,) = _fds_on(pm_qos)
+        assert fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+        (journal,) = [p for p in state.iterdir() if p.name.startswith("journal-")]
+        keys = [json.loads(line).get("key") for line in journal.read_text().splitlines()[1:]]
+        assert keys == ["nomerges"]  # the sysfs setting alone is journalled
+    assert _fds_on(pm_qos) == [] and list(state.iterdir()) == []
+    with tuning.applied({"cpu_dma_latency": "50"}, None, sysfs=root, directory=state, pm_qos=str(pm_qos)):
+        assert len(_fds_on(pm_qos)) == 1 and list(state.iterdir()) == []  # held alone: no journal at all
+    assert _fds_on(pm_qos) == []
+
+
+def test_cpu_dma_latency_released_after_an_exception_and_refused_without_the_device(tmp_path: Path) -> None:
+    pm_qos = _pm_qos(tmp_path)
+    with pytest.raises(KeyboardInterrupt), tuning.applied({"cpu_dma_latency": "0"}, None, directory=tmp_path,
+                                                          pm_qos=str(pm_qos)):
+        assert _fds_on(pm_qos)
+        raise KeyboardInterrupt
+    assert _fds_on(pm_qos) == []
+    with pytest.raises(tuning.TuningError, match=r"cpu_dma_latency: cpus has no .*/missing"):
+        tuning.knobs({"cpu_dma_latency": "0"}, None, pm_qos=str(tmp_path / "missing"))
+    os.chmod(pm_qos, 0o444)
+    with pytest.raises(tuning.TuningError, match=r"cpu_dma_latency: .* is read-only on cpus"):
+        tuning.knobs({"cpu_dma_latency": "0"}, None, pm_qos=str(pm_qos))
+    with pytest.raises(tuning.TuningError, match="cpu_dma_latency: cannot open"), \
+            tuning.hold_latency(0, str(tmp_path)):  # a directory cannot be opened for writing
+        pass
+    assert "cpu_dma_latency" not in tuning.snapshot(None, pm_qos=str(tmp_path / "missing"))

@@ -71,6 +71,34 @@ def test_axes_leave_out_the_value_in_force_and_what_does_not_apply():
         autotune.axes(["turbo"], {}, {}, 2, None)
 
 
+def test_the_cpu_latency_axis_where_idle_cpus_can_go_deep_and_iolab_can_hold_a_request(fake_sysfs, tmp_path):
+    """``cpu_dma_latency`` 0 is an axis on a host whose idle CPUs may enter a state with an exit latency
+    (a fake haltpoll tree), where the latency device is writable and not already held at 0; a probe of it
+    holds the request (its tuning) and is named for it; the best suite keeps it."""
+    fake_sysfs.cpuidle([0, 1], [("POLL", 0, 0), ("haltpoll idle", 1, 1)], driver="haltpoll", governor="haltpoll")
+    pm_qos = tmp_path / "cpu_dma_latency"
+    pm_qos.write_bytes(b"\0\0\0\0")
+    base = {"ioengine": "io_uring", "rw": "randread", "bs": "4k", "direct": "1"}
+
+    def found(in_force: dict[str, str], path: str = str(pm_qos)) -> list[tuple[str, tuple[str, ...]]]:
+        return [(a.name, a.values) for a in autotune.axes(["cpu_dma_latency"], in_force, base, 2, None,
+                                                          sysfs=str(fake_sysfs.root), pm_qos=path)]
+
+    assert found({"cpu_dma_latency": "2000000000"}) == [("cpu_dma_latency", ("0",))]
+    assert found({}) == [("cpu_dma_latency", ("0",))]  # not readable: the kernel's default is assumed
+    assert found({"cpu_dma_latency": "0"}) == []  # held at 0 already (tuned, a benchmark)
+    assert found({}, str(tmp_path / "missing")) == []  # iolab cannot hold one here
+    no_cpuidle = str(tmp_path / "x" / "sys")
+    assert autotune.axes(["cpu_dma_latency"], {}, base, 2, None, sysfs=no_cpuidle, pm_qos=str(pm_qos)) == []
+    config = (("ioengine", "libaio"), ("cpu_dma_latency", "0"))
+    options, tune, pin = autotune.configured(base, config, Point(8, 1, 1000.0))
+    assert tune == {"cpu_dma_latency": "0"} and pin is None
+    assert autotune.config_name(base, config, options) == "randread-4k-qd8-j1-libaio-dmalat0"
+    text = best_suite(Target("ssd", "/mnt/ssd/f"), base, config, Point(8, 1, 1000.0), "30s", "best")
+    assert suite.load_yaml(text, "best.yaml").tune == {"cpu_dma_latency": ("0",)}
+    assert "cpu_dma_latency" in autotune.HERE  # this machine's: not tried for a target on remote hosts
+
+
 def test_the_best_configuration_is_a_suite_iolab_runs_again(tmp_path):
     target = Target("dev", "/dev/loop9")
     text = best_suite(target, {"rw": "randread", "bs": "4k", "ioengine": "libaio", "direct": "1", "time_based": "1"},
