@@ -175,7 +175,7 @@ def test_a_short_step_is_shown_unconfirmed_with_the_runs_that_would_confirm_it(t
         ci.store(0.5)
     shown = iolab("history", "--metric", "iops", db=ci.db)
     needed = {3: 3, 4: 2}[after]
-    assert f"run 6: -50.0 % (worse), unconfirmed: {needed} more runs at this level would confirm it" \
+    assert f"run 6: -50.0% (worse), unconfirmed: {needed} more runs at this level would confirm it" \
         in shown.stdout.replace("−", "-").replace("\u2212", "-") or "unconfirmed" in shown.stdout
     doc = json.loads(iolab("history", "--metric", "iops", "--format", "json", db=ci.db).stdout)
     for series in doc["series"]:

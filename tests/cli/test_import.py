@@ -143,7 +143,7 @@ def test_unknown_stays_unknown_in_every_format(tmp_path):
     assert iolab("import", str(seed), str(terse), db=db).returncode == 0
     table = iolab("show", "1", db=db).stdout
     row = next(line for line in table.splitlines() if " write " in line).split()
-    assert row[:5] == ["vda", "test", "write", "1", "1,198"]  # the target its disk statistics name
+    assert row[:5] == ["vda", "test", "write", "1", "1197.5"]  # the target its disk statistics name
     assert row[5] == "≈4.68"  # MiB/s: no block size known, so fio's printed 4790KiB/s, marked as rounded
     csv = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
     header, values = csv[0].split(","), csv[1].split(",")

@@ -16,6 +16,7 @@ import contextlib
 import gc
 import importlib
 import json
+import os
 import sys
 import threading
 import traceback
@@ -37,8 +38,33 @@ if TYPE_CHECKING:
     from ..store.faults import Wait
     from ..store.records import UnreadableRun
 
-out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+#: How wide tables are printed without a terminal and without ``COLUMNS`` (a file, a CI log): one
+#: row a line for most tables, where nobody's window sets a width.
+UNBOUNDED_WIDTH = 160
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+def output_width(stream: Any) -> int | None:
+    """The width tables are fitted to (``report.table.to_terminal``): ``$COLUMNS`` when set (also
+    when piped: ``COLUMNS=80 iolab compare … | less``), else None (the terminal's width, asked
+    anew at each print) when ``stream`` or another standard stream is a terminal, else
+    ``UNBOUNDED_WIDTH``."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    streams = (stream, sys.stdin, sys.stdout, sys.stderr)
+    if any(s is not None and hasattr(s, "isatty") and s.isatty() for s in streams):
+        return None
+    return UNBOUNDED_WIDTH
+
+
+def size_consoles() -> None:
+    """Fit ``out`` and ``err`` to the width this invocation prints at (``output_width``): read at
+    each ``main``, as the environment and the streams are then (tests run commands in-process)."""
+    out.width = output_width(sys.stdout)  # type: ignore[assignment]  # None: rich asks the terminal
+    err.width = output_width(sys.stderr)  # type: ignore[assignment]
 
 #: Every command: its name, where it lives (``MODULE:FUNCTION`` in ``iolab.cli``) and its one-line
 #: help (the first sentence of its own) for ``iolab --help`` and shell completion, which then
@@ -225,7 +251,7 @@ def report_unreadable(ctx: click.Context, exc: UnreadableRun) -> None:
 
 def emit_tables(tables: Sequence[Table], fmt: str, document: Any = None) -> None:
     """Print ``tables`` in ``fmt``; ``json`` prints ``document`` instead."""
-    from ..report.table import to_csv, to_markdown, to_rich
+    from ..report.table import to_csv, to_markdown, to_terminal
     if fmt == "json":
         click.echo(json.dumps(document, indent=2, default=str))
     elif fmt == "csv":
@@ -233,10 +259,12 @@ def emit_tables(tables: Sequence[Table], fmt: str, document: Any = None) -> None
     elif fmt == "markdown":
         click.echo("\n".join(to_markdown(t) for t in tables), nl=False)
     else:
+        from rich.padding import Padding
+        from rich.text import Text
         for table in tables:
-            out.print(to_rich(table))
-            for note in table.notes:
-                out.print(f"  {note}", style="yellow", markup=False)
+            out.print(to_terminal(table, out.width))
+            for note in table.notes:  # a note that wraps keeps its indent
+                out.print(Padding(Text(note, style="yellow"), (0, 0, 0, 2)))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -296,6 +324,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     interrupts.install()
     atexit.unregister(gc.freeze)  # once however often main runs in a process (tests)
     atexit.register(gc.freeze)  # see _close
+    size_consoles()
     try:
         _main(argv, state)
     finally:

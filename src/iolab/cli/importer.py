@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -106,13 +107,18 @@ def _summary(outcomes: Sequence[importer.Outcome]) -> Table:
     for o in outcomes:
         counts = (o.files, _count(o, "skipped"), _count(o, "failed"), o.passed_over, o.results, o.logs_attached,
                   o.logs_skipped, len(o.warnings))
-        rows.append((Cell(o.path), Cell(str(o.run_id) if o.run_id else "–", o.run_id),
-                     *(Cell(f"{n:,}", n, "red" if n and i == 2 else None) for i, n in enumerate(counts))))
+        rows.append((Cell(_printable(o.path), o.path), Cell(str(o.run_id) if o.run_id else "–", o.run_id),
+                     *(Cell(str(n), n, "red" if n and i == 2 else None) for i, n in enumerate(counts))))
     stored = sum(o.run_id is not None for o in outcomes)
     return Table(title=f"import: {sum(o.files for o in outcomes)} file(s) stored as {stored} run(s)",
                  columns=columns, rows=tuple(rows),
                  notes=("other files: in a directory, files that are not fio outputs (job files, images …); its fio "
                         "logs are counted as logs",))
+
+
+def _printable(path: str) -> str:
+    """A path as text a terminal can show: bytes that are not UTF-8 as ``\\xff``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _count(o: importer.Outcome, status: str) -> int:
