@@ -109,6 +109,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 #: Commands that may create the results database; every other one refuses a --db that does not
 #: exist (``store_of``), so a typo never leaves an empty database behind.
 CREATES_DB = frozenset({"run", "import", "saturate", "autotune", "crash-test", "capture", "replay", "fit"})
+#: Commands that open the results database: each takes ``--db`` after its name too (``options.db_option``),
+#: as ``iolab --db URL COMMAND`` (tests/unit/cli/test_command_table.py holds every one to it).
+OPENS_DB = CREATES_DB | frozenset({"runs", "show", "compare", "history", "gate", "accept", "report"})
 
 
 class LazyGroup(click.Group):

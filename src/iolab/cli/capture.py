@@ -14,7 +14,7 @@ from ..units import parse_duration_us
 from ..workflows.capture import record
 from ..workflows.capture.summary import Fingerprint
 from . import emit_tables, err, store_of
-from .options import Naming, destroy_option, fio_command_options, format_option, naming_options
+from .options import Naming, db_option, destroy_option, fio_command_options, format_option, naming_options
 from .show import print_run, run_document
 
 
@@ -23,6 +23,7 @@ from .show import print_run, run_document
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 @click.option("--duration", help="Record for this long (60s, 5m) instead of while COMMAND runs.")
 @naming_options("capture")
+@db_option
 @format_option()
 @click.pass_context
 def capture(ctx: click.Context, device: str, command: Sequence[str], duration: str | None, named: Naming,

@@ -13,6 +13,7 @@ import click
 
 from ..errors import UsageError
 from . import FORMATS, emit_tables, err, report_unreadable, store_of
+from .options import db_option
 
 if TYPE_CHECKING:
     from ..analyze.history import History
@@ -120,6 +121,7 @@ def history_options(command: Callable[..., object]) -> Callable[..., object]:
 @click.command()
 @click.argument("selectors", nargs=-1, metavar="[SELECTOR]...")
 @history_options
+@db_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.pass_context
 def history(ctx: click.Context, selectors: Sequence[str], targets: Sequence[str], workloads: Sequence[str],
@@ -166,6 +168,7 @@ def history(ctx: click.Context, selectors: Sequence[str], targets: Sequence[str]
 @click.option("--all", "every", is_flag=True, help="Show every series, not only the failing ones.")
 @click.option("--format", "fmt", type=click.Choice((*FORMATS, "junit")), default="table", show_default=True,
               help="junit: JUnit XML, one test case per series, a failure per regression (for CI test reports).")
+@db_option
 @click.pass_context
 def gate(ctx: click.Context, run: str, metrics: Sequence[str], max_regression: str, baselines: Sequence[str],
          label: str | None, since: str | None, every: bool, fmt: str) -> None:
@@ -241,6 +244,7 @@ def same_suite(store: Store, run_id: int, label: str | None = None) -> list[int]
 @click.command()
 @click.argument("run", metavar="RUN")
 @click.option("--reason", required=True, metavar="TEXT", help="Why the change is intended (shown with it).")
+@db_option
 @click.pass_context
 def accept(ctx: click.Context, run: str, reason: str) -> None:
     """Accept the change RUN shows as intended: the gate judges its series against their new level from it on.

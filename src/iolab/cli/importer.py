@@ -14,12 +14,13 @@ from ..errors import IolabError
 from ..report.table import Cell, Column, Table
 from ..workflows import importer
 from . import emit_tables, err, load_runs, report_error, store_of
-from .options import Naming, format_option, naming_options
+from .options import Naming, db_option, format_option, naming_options
 
 
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="FILE|DIR...")
 @naming_options("imported runs")
+@db_option
 @click.option("--label-from", type=click.Choice(importer.LABEL_FROM),
               help="A run per file, labelled by its name without the extension (directpath.txt: directpath).")
 @format_option(help="How to print the imported results (one file) or the import's summary.")

@@ -13,6 +13,7 @@ from ..analyze.metrics import metric as known_metric
 from ..errors import UsageError
 from . import err, report_unreadable, store_of
 from .compare import comparison_options, metric_names, parse_threshold, sides_of, split_by
+from .options import db_option
 
 
 def _write(path: Path, text: str) -> None:
@@ -42,6 +43,7 @@ def _write(path: Path, text: str) -> None:
 @click.option("--workload", "workloads", multiple=True, metavar="W", help="With --history: only this workload.")
 @click.option("--since", metavar="DATE", help="With --history: only results from DATE (or an age, 30d) on.")
 @click.option("--host", metavar="H", help="With --history: only runs on this host.")
+@db_option
 @click.pass_context
 def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, png_dir: Path | None,
            markdown_path: Path | None, title: str | None, independent_y: bool, metrics: str | None,

@@ -14,7 +14,7 @@ import click
 from ..model import Run, to_jsonable
 from ..report.table import Cell, Column, Table
 from . import emit_tables, load_runs, report_unreadable, store_of
-from .options import format_option
+from .options import db_option, format_option
 
 if TYPE_CHECKING:
     pass
@@ -88,6 +88,7 @@ def print_run(stored: Run, fmt: str) -> None:
 
 
 @click.command()
+@db_option
 @click.option("-n", "--limit", type=int, default=50, show_default=True, help="How many runs to list.")
 @format_option()
 @click.pass_context
@@ -119,6 +120,7 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
 
 @click.command()
 @click.argument("selectors", nargs=-1, required=True, metavar="RUN...")
+@db_option
 @format_option()
 @click.pass_context
 def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:

@@ -133,7 +133,7 @@ class Store:
         self.url = _normalise_url(url or default_url())
         path = dbfaults.sqlite_path(self.url)
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            dbfaults.make_sqlite_dir(path, self.display_url)
         #: Why this process cannot write the database (a read-only SQLite file, directory or mount), or None:
         #: it is then opened read-only, so that reading commands work (``check_writable`` refuses a run).
         self.read_only = dbfaults.sqlite_read_only(path) if path is not None else None
@@ -154,8 +154,9 @@ class Store:
             self._migrate()
         except sa.exc.SQLAlchemyError as exc:
             reason = dbfaults.describe(exc)
+            hint = dbfaults.sqlite_open_hint(path) if path is not None and "unable to open" in reason else None
             raise StoreError(f"cannot open the results database {self.display_url}: {reason}",
-                             hint=dbfaults.hint_for(reason)) from exc
+                             hint=hint or dbfaults.hint_for(reason)) from exc
 
     def _sqlite_pragmas(self, dbapi_connection: Any, _record: Any) -> None:
         """Foreign keys, WAL (not on a read-only database: it is a write) and a lock wait that stays
