@@ -75,7 +75,8 @@ def test_a_regression_fails_every_night_until_it_is_accepted(tmp_path):
     baseline = rows[1][rows[0].index("baseline")]
     assert baseline.startswith("runs 7–9: ") and "since accepted at run 9 by " in baseline
     assert baseline.endswith(": new controller firmware: half the IOPS by design, 3 of the 5 runs needed to judge")
-    (_, levels), (_, changed) = read_csv(iolab("history", "--metric", "iops", "--format", "csv", db=ci.db).stdout)
+    history_csv = iolab("history", "--metric", "iops", "--format", "csv", db=ci.db)
+    ((_, levels),), (_, (_, changed)) = read_csv(history_csv.stdout), read_csv(history_csv.stderr)
     assert all(r[levels[0].index("last_change")].startswith("accepted at run 9 by ") for r in levels[1:])
     accepted_rows = [r for r in changed[1:] if r[changed[0].index("verdict")] == "accepted"]
     assert len(accepted_rows) == 2 and all(r[changed[0].index("run")] == "9" for r in accepted_rows)

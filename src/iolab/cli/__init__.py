@@ -21,6 +21,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -75,7 +76,8 @@ def size_consoles() -> None:
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run:run", "Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file)."),
     "runs": ("show:runs", "List stored runs, newest first."),
-    "show": ("show:show", "Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."),
+    "show": ("show:show", "Show stored runs: RUN is an id, `latest`, a range 3-7, a list 3,5,9, a label or a tag "
+                          "KEY=VALUE."),
     "import": ("importer:import_", "Import fio output: JSON, json+, client/server JSON, normal text (any fio "
                                    "version, also pasted from a web page), terse."),
     "compare": ("compare:compare", "Compare stored runs: each of B, C, … against A (the baseline)."),
@@ -85,7 +87,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "2 without history to judge it by."),
     "accept": ("history:accept", "Accept the change RUN shows as intended: the gate judges its series against their "
                                  "new level from it on."),
-    "report": ("report:report", "Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."),
+    "report": ("report:report", "Write a report of stored runs: RUN is an id, `latest`, a range 3-7, a list 3,5,9, "
+                                "a label or a tag KEY=VALUE."),
+    "label": ("curate:label", "Label RUN NAME (RUN: an id, `latest`, a range 3-7, a list 3,5,9, a label or a tag "
+                              "KEY=VALUE; every run it matches takes the label, in place of the one it had)."),
+    "tag": ("curate:tag", "Tag RUN with KEY=VALUE (a key it has takes the new value), or remove tags with --remove "
+                          "KEY (RUN as for `iolab label`)."),
+    "delete": ("curate:delete", "Delete RUN... with their results, fio logs, observers' samples and traces (RUN as "
+                                "for `iolab show`); nothing of other runs."),
     "lint": ("method:lint_command", "Check a suite or fio job file for methodology problems (catalogue P1–P16), "
                                     "on the targets and host it would run on."),
     "host": ("method:host_command", "Print the facts iolab records with a run: the host, and one device with its "
@@ -111,7 +120,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 CREATES_DB = frozenset({"run", "import", "saturate", "autotune", "crash-test", "capture", "replay", "fit"})
 #: Commands that open the results database: each takes ``--db`` after its name too (``options.db_option``),
 #: as ``iolab --db URL COMMAND`` (tests/unit/cli/test_command_table.py holds every one to it).
-OPENS_DB = CREATES_DB | frozenset({"runs", "show", "compare", "history", "gate", "accept", "report"})
+OPENS_DB = CREATES_DB | frozenset({"runs", "show", "compare", "history", "gate", "accept", "report", "label", "tag",
+                                   "delete"})
 
 
 class LazyGroup(click.Group):
@@ -258,7 +268,12 @@ def emit_tables(tables: Sequence[Table], fmt: str, document: Any = None) -> None
     if fmt == "json":
         click.echo(json.dumps(document, indent=2, default=str))
     elif fmt == "csv":
-        click.echo(to_csv(tables), nl=False)
+        main, context = csv_parts(tables)
+        for title in main.notes:  # what the table is of: context, on stderr, so that stdout is one CSV table
+            click.echo(f"# {title}", err=True)
+        if context:  # after a blank line: read_csv(stderr) reads the titles, then each table under its own
+            click.echo("\n" + to_csv(context, titled=True), err=True, nl=False)
+        click.echo(to_csv([replace(main, notes=())]), nl=False)
     elif fmt == "markdown":
         click.echo("\n".join(to_markdown(t) for t in tables), nl=False)
     else:
@@ -268,6 +283,24 @@ def emit_tables(tables: Sequence[Table], fmt: str, document: Any = None) -> None
             out.print(to_terminal(table, out.width))
             for note in table.notes:  # a note that wraps keeps its indent
                 out.print(Padding(Text(note, style="yellow"), (0, 0, 0, 2)))
+
+
+def csv_parts(tables: Sequence[Table]) -> tuple[Table, list[Table]]:
+    """What ``--format csv`` prints: on stdout one CSV table, its header the first line (``pandas.read_csv``
+    and any CSV reader take it as it is): the first table, with every later one of the same columns (a
+    table per run of ``show``, per pair of ``compare``) under a first column ``table`` holding their
+    titles; its notes are the titles it holds, for stderr. The other tables (summaries, grids), each
+    with its title, go to stderr (``to_csv``'s blocks)."""
+    from ..report.table import Cell, Column, Table
+    first, *rest = tables
+    keys = [c.key for c in first.columns]
+    same = [first, *(t for t in rest if [c.key for c in t.columns] == keys)]
+    context = [t for t in rest if t not in same]
+    if len(same) == 1:
+        return replace(first, notes=(first.title,)), context
+    rows = tuple((Cell(t.title), *row) for t in same for row in t.rows)
+    return Table(first.title, (Column("table", "table"), *first.columns), rows, tuple(t.title for t in same),
+                 first.name), context
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

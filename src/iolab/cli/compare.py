@@ -72,8 +72,8 @@ def resolve(store: Store, selector: str) -> tuple[list[int], str | None]:
         return store.resolve(run), target
     except UsageError:
         raise UsageError(f"no run matches {selector!r} (nor {run!r} of RUN:TARGET)",
-                         hint="give a run id, 'latest', a label or key=value tag, optionally :TARGET; list runs "
-                              "with: iolab runs") from None
+                         hint="give a run id, 'latest', a range 3-7, a list 3,5,9, a label or key=value tag, "
+                              "optionally :TARGET; list runs with: iolab runs") from None
 
 
 def sides_of(store: Store, selectors: Sequence[str], least: int = 1,

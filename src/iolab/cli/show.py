@@ -124,7 +124,7 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
 @format_option()
 @click.pass_context
 def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
-    """Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."""
+    """Show stored runs: RUN is an id, `latest`, a range 3-7, a list 3,5,9, a label or a tag KEY=VALUE."""
     from ..report import results as results_report
     from ..report.sweeps import run_grids
     store = store_of(ctx)

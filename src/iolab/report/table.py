@@ -229,18 +229,19 @@ def to_markdown(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_csv(tables: Sequence[Table]) -> str:
+def to_csv(tables: Sequence[Table], titled: bool | None = None) -> str:
     """CSV of the raw values (display text where there is no raw value), every header naming its
     unit (``Column.csv_header``).
 
     One table is one header row and its rows. Several tables (a comparison's metrics, summary and
     differences) are blocks separated by one empty line, each block a row ``# TITLE`` (one field)
     and then that table's header and rows: ``read_csv`` (or ``text.split("\\n\\n")`` and any CSV
-    reader per block, skipping the ``#`` row) reads it back. Notes are not part of the CSV."""
+    reader per block, skipping the ``#`` row) reads it back; ``titled`` says whether to write the ``#``
+    rows (default: for several tables). Notes are not part of the CSV."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     for index, table in enumerate(tables):
-        if len(tables) > 1:
+        if titled or (titled is None and len(tables) > 1):
             if index:
                 buf.write("\n")
             writer.writerow([f"# {table.title}"])

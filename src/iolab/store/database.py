@@ -41,6 +41,7 @@ from ..model import (
     to_json_text,
     to_jsonable,
 )
+from . import curation, selectors
 from . import faults as dbfaults
 from . import history as stored_history
 from .codecs import JSONText, decode_series, json_serializer, utc
@@ -398,6 +399,27 @@ class Store:
     def finish_run(self, run_id: int, status: str) -> None:
         self.update_run(run_id, status=status, finished_at=datetime.now(UTC))
 
+    @_guarded("label or tag the runs")
+    def retag(self, run_ids: Sequence[int], tags: Mapping[str, str] | None = None, remove: Sequence[str] = (), *,
+              label: str | None = None, unlabel: bool = False) -> None:
+        """Set and remove tags of the runs, give them ``label`` or (``unlabel``) none (``store.curation``).
+        Raises ``UsageError``."""
+        with self.engine.begin() as conn:
+            if label is not None or unlabel:
+                curation.relabel(conn, run_ids, label)
+            if tags or remove:
+                curation.retag(conn, run_ids, tags or {}, remove)
+
+    @_guarded("delete the runs")
+    def delete_runs(self, run_ids: Sequence[int], confirm: bool = True) -> list[curation.Deleted]:
+        """Delete the runs with all that is theirs, in one transaction (``store.curation.delete``); without
+        ``confirm`` only say what would go (rolled back). Raises ``UsageError`` when one is in progress."""
+        with self.engine.connect() as conn, conn.begin() as transaction:
+            deleted = curation.delete(conn, run_ids)
+            if not confirm:
+                transaction.rollback()
+            return deleted
+
     # -- reading ---------------------------------------------------------------------------
 
     @_guarded("list the runs")
@@ -495,31 +517,10 @@ class Store:
 
     @_guarded("find runs")
     def resolve(self, selector: str) -> list[int]:
-        """Run ids for a selector: an id (``12``), ``latest``, a label, or a tag ``key=value``.
-
-        A label or tag matches every run that carries it, newest last. Raises ``UsageError``
-        when nothing matches.
-        """
+        """Run ids for a selector: an id (``12``), ``latest``, a range ``3-7``, a list ``3,5,9``, a label,
+        or a tag ``key=value`` (``store.selectors``). Raises ``UsageError`` when nothing matches."""
         with self.engine.connect() as conn:
-            if selector.isdigit():
-                found = conn.execute(sa.select(runs.c.id).where(runs.c.id == int(selector))).scalars().all()
-            elif selector == "latest":
-                found = conn.execute(sa.select(sa.func.max(runs.c.id))).scalars().all()
-                found = [f for f in found if f is not None]
-            elif "=" in selector:
-                key, value = selector.split("=", 1)
-                found = conn.execute(
-                    sa.select(run_tags.c.run_id).where(run_tags.c.key == key, run_tags.c.value == value)
-                    .order_by(run_tags.c.run_id)
-                ).scalars().all()
-            else:
-                found = conn.execute(
-                    sa.select(runs.c.id).where(runs.c.label == selector).order_by(runs.c.id)
-                ).scalars().all()
-        if not found:
-            raise UsageError(f"no run matches {selector!r}", hint="give a run id, 'latest', a label or key=value tag; "
-                             "list runs with: iolab runs")
-        return [int(f) for f in found]
+            return selectors.resolve(conn, selector)
 
     @_guarded("read the history")
     def history(self, run_ids: Sequence[int] | None = None, since: datetime | None = None,
