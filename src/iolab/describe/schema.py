@@ -232,6 +232,16 @@ class SuiteModel(BaseModel):
         return v
 
 
+def unknown_key(key: str, model: type[BaseModel]) -> str:
+    """What to say of ``key``, which ``model`` does not have (pydantic says "Extra inputs are not
+    permitted"): the closest key it has, and all of them."""
+    import difflib
+    keys = list(model.model_fields)
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    guess = f"; did you mean `{close[0]}`?" if close else ""
+    return f"unknown key{guess} ({'a target' if model is TargetModel else 'a suite'} has: {', '.join(keys)})"
+
+
 def validation_error(source: str, text: str, exc: ValidationError) -> SuiteError:
     lines = yaml_lines(text)
     messages = []
@@ -239,6 +249,8 @@ def validation_error(source: str, text: str, exc: ValidationError) -> SuiteError
         msg, loc = str(err["msg"]).removeprefix("Value error, "), err["loc"]
         if loc[-1:] == ("[key]",):  # a key that is not text: YAML read `true:` or `5:` as a bool or a number
             loc, msg = loc[:-2], f"key {err['input']!r}: expected text (a name; quote it)"
+        elif err["type"] == "extra_forbidden":
+            msg = unknown_key(str(loc[-1]), TargetModel if loc[:1] == ("targets",) and len(loc) == 3 else SuiteModel)
         where, path = place(loc, msg)
         if where and ": " in msg and msg.split(": ", 1)[0] in where:
             msg = msg.split(": ", 1)[1]

@@ -25,7 +25,7 @@ from ..check.remote import HostFence, RemoteTarget, plan_fences, preflight, unch
 from ..describe.matrix import plan
 from ..describe.render import render_job
 from ..describe.spec import JobSpec, Suite
-from ..errors import SafetyError, SuiteError
+from ..errors import PlanRefused, SafetyError, SuiteError
 from ..facts import host, pinning, targets
 from ..facts.sysfs import format_cpu_list as format_cpus
 from ..fio import jobfile
@@ -325,7 +325,10 @@ def _check_method(suite: Suite, spec: JobSpec, facts: TargetFacts | None, remote
         raise SuiteError(f"target {spec.target.name}: tuning ({', '.join(spec.tune)}) sets this machine's block "
                          "queues and CPUs, and this target runs on its hosts",
                          hint="tune the hosts before the run, or tune only local targets")
-    tuning.knobs(spec.tune, device_of(facts))
+    try:
+        tuning.knobs(spec.tune, device_of(facts))
+    except tuning.TuningError as exc:  # asked for what this target cannot have: the plan is refused (exit 2)
+        raise PlanRefused(exc.message, hint=exc.hint) from exc
     if suite.method.precondition is not None and not spec.target.path:
         raise SuiteError("precondition: a job file's own files cannot be preconditioned",
                          hint="name the target with --target NAME=PATH")
