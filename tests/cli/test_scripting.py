@@ -28,6 +28,44 @@ def test_quiet_prints_no_plan_and_no_progress(tmp_path):
     assert "rr" in proc.stdout and "IOPS" in proc.stdout
 
 
+def test_lint_findings_are_printed_once_with_a_reminder_at_the_end(tmp_path):
+    for quiet in ((), ("--quiet",)):
+        db = tmp_path / f"db{len(quiet)}.sqlite"
+        proc = iolab("run", str(job(tmp_path, 1)), "--no-observe", *quiet, db=db, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        said = proc.stdout + proc.stderr
+        assert said.count("runtime 1s is under 60 s") == 1 and said.count("P3 warning") == 1, said
+        assert "P3 [" not in proc.stdout  # not again under the results: one line reminds of them
+        reminder = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("lint: ")]
+        assert len(reminder) == 1 and "P3" in reminder[0] and "iolab show 1 repeats them" in reminder[0], proc.stdout
+        shown = iolab("show", "1", db=db).stdout  # show, later, says them in full
+        assert "runtime 1s is under 60 s" in shown and "lint: " not in shown
+
+
+def test_an_acknowledged_finding_is_stored_as_such_and_not_printed_again(tmp_path):
+    db = tmp_path / "db.sqlite"
+    proc = iolab("run", str(job(tmp_path, 1)), "--no-observe", "--ignore-lint", "p3", db=db, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "runtime 1s is under 60 s" not in proc.stdout + proc.stderr and "acknowledged: P3" in proc.stderr
+    assert "acknowledged (--ignore-lint, lint: ignore): P3" in proc.stdout
+    (stored,) = [w for w in json.loads(iolab("show", "1", "--format", "json", db=db).stdout)["run"]["warnings"]
+                 if "P3" in w]
+    assert stored.startswith("acknowledged: P3 [job on jobfile]: runtime 1s is under 60 s")
+    for code, said in (("P16", "P16 is a refusal"), ("P33", "'P33' is not a lint warning (did you mean P3?)")):
+        refused = iolab("run", str(job(tmp_path, 1)), "--ignore-lint", code, db=db, cwd=tmp_path)
+        assert refused.returncode == 2 and f"Error: --ignore-lint: {said}" in refused.stderr
+
+
+def test_lint_list_prints_the_catalogue_offline(tmp_path):
+    proc = iolab("lint", "--list", "--format", "json", db=tmp_path / "db.sqlite", env={"PATH": "/nonexistent"})
+    assert proc.returncode == 0, proc.stderr
+    rules = {r["id"]: r for r in json.loads(proc.stdout)["rules"]}
+    assert list(rules) == [*(f"P{n}" for n in range(1, 17) if n != 10), "FIO"]
+    assert rules["P3"]["finds"] == "a runtime under 60 s." and rules["P16"]["severity"] == "error"
+    assert "P12" in iolab("lint", "--list", db=tmp_path / "db.sqlite").stdout
+    assert iolab("lint", db=tmp_path / "db.sqlite").returncode == 2
+
+
 def test_exit_codes_as_the_readme_lists_them(tmp_path):
     """0 ok, 1 runtime failure, 2 usage, suite error or a refused plan (the same for run and lint);
     3 (regression) and 130 (interrupted) have their own tests (compare's; run's Ctrl-C in tests/cli/test_run.py)."""

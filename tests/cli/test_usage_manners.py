@@ -41,3 +41,25 @@ def test_a_suite_key_typo_gets_did_you_mean(tmp_path):
     proc = iolab("lint", str(suite), db=tmp_path / "db.sqlite")
     assert proc.returncode == 2
     assert f"Error: {suite}:2: target: unknown key; did you mean `targets`?" in proc.stderr
+
+
+def test_capture_of_no_duration_is_refused_up_front(tmp_path):
+    db = tmp_path / "db.sqlite"
+    for zero in ("0s", "0", "0ms"):
+        proc = iolab("capture", "/dev/iolab-none", "--duration", zero, db=db)
+        assert proc.returncode == 2, proc
+        assert f"Error: --duration {zero}: a capture needs a duration above zero" in proc.stderr
+    assert not db.exists()  # nothing stored, nothing traced
+
+
+def test_a_dry_run_shows_the_plan_and_lists_what_a_run_would_refuse_at_its_end(tmp_path):
+    job = tmp_path / "job.fio"
+    job.write_text(f"[j]\nrw=read\nbs=4k\nsize=1m\ndirectory={tmp_path}\nexec_prerun=true\n")
+    proc = iolab("run", str(job), "--dry-run", db=tmp_path / "db.sqlite", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "exec_prerun=true" in proc.stdout and "# jobfile / j" in proc.stdout  # the plan and its job file
+    refused = proc.stderr.split("Refused: 1 error(s) a run stops at before fio starts\n", 1)
+    assert len(refused) == 2 and "P16 error" in refused[1] and "--allow-exec" in refused[1], proc.stderr
+    assert "P16" not in refused[0]  # listed once, at the end
+    assert "Error: a run of job would be refused: 1 error(s), listed above" in proc.stderr
+    assert iolab("run", str(job), "--dry-run", "--allow-exec", db=tmp_path / "db.sqlite", cwd=tmp_path).returncode == 0

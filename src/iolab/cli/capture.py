@@ -44,6 +44,9 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
         raise UsageError("capture for a --duration, or while a command runs (-- COMMAND …), not both or neither",
                          hint="iolab capture /dev/sdb --duration 60s, or iolab capture /dev/sdb -- COMMAND ARGS")
     duration_s = _duration_us("--duration", duration) / 1e6 if duration else None
+    if duration_s is not None and duration_s <= 0:  # refused before tracing starts: it would store an empty run
+        raise UsageError(f"--duration {duration}: a capture needs a duration above zero",
+                         hint="iolab capture DEVICE --duration 60s")
     what = f"while `{' '.join(command)}` runs" if command else f"for {duration}"
     err.print(f"Capturing the block I/O of {device} {what}…")
     captured = record.capture(device, duration_s, tuple(command))

@@ -78,12 +78,13 @@ def run_document(run: Run) -> dict[str, Any]:
     return document
 
 
-def print_run(stored: Run, fmt: str) -> None:
-    """The run's results and the tables that follow them (``iolab show``'s), or its JSON document."""
+def print_run(stored: Run, fmt: str, findings_shown: bool = False) -> None:
+    """The run's results and the tables that follow them (``iolab show``'s), or its JSON document; its lint
+    findings in one line when ``findings_shown`` (``report.results.results_table``)."""
     from ..report import results as results_report
     # the JSON document only for --format json: building it (pydantic's serialisers) is most of the
     # time between a run's last job and its exit
-    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt,
+    emit_tables([results_report.results_table(stored, findings_shown), *_extra_tables(stored)], fmt,
                 run_document(stored) if fmt == "json" else None)
 
 

@@ -151,6 +151,18 @@ class TargetModel(BaseModel):
         return self
 
 
+class LintModel(BaseModel):
+    """``lint: {ignore: [P3, P4]}``: warnings acknowledged for this suite (``check.acknowledge``)."""
+    model_config = ConfigDict(extra="forbid")
+    ignore: list[str] = Field(default_factory=list)
+
+    @field_validator("ignore")
+    @classmethod
+    def _codes(cls, v: list[str]) -> list[str]:
+        from .lintcodes import check_codes
+        return list(check_codes(v))
+
+
 class SuiteModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None = None
@@ -166,6 +178,7 @@ class SuiteModel(BaseModel):
     observe: Any = None
     passes: Any = 1
     tiers: Any = None
+    lint: LintModel | None = None
 
     @field_validator("passes")
     @classmethod
@@ -239,7 +252,8 @@ def unknown_key(key: str, model: type[BaseModel]) -> str:
     keys = list(model.model_fields)
     close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
     guess = f"; did you mean `{close[0]}`?" if close else ""
-    return f"unknown key{guess} ({'a target' if model is TargetModel else 'a suite'} has: {', '.join(keys)})"
+    what = {TargetModel: "a target", LintModel: "lint"}.get(model, "a suite")
+    return f"unknown key{guess} ({what} has: {', '.join(keys)})"
 
 
 def validation_error(source: str, text: str, exc: ValidationError) -> SuiteError:
@@ -250,7 +264,9 @@ def validation_error(source: str, text: str, exc: ValidationError) -> SuiteError
         if loc[-1:] == ("[key]",):  # a key that is not text: YAML read `true:` or `5:` as a bool or a number
             loc, msg = loc[:-2], f"key {err['input']!r}: expected text (a name; quote it)"
         elif err["type"] == "extra_forbidden":
-            msg = unknown_key(str(loc[-1]), TargetModel if loc[:1] == ("targets",) and len(loc) == 3 else SuiteModel)
+            model = (TargetModel if loc[:1] == ("targets",) and len(loc) == 3 else
+                     LintModel if loc[:1] == ("lint",) and len(loc) == 2 else SuiteModel)
+            msg = unknown_key(str(loc[-1]), model)
         where, path = place(loc, msg)
         if where and ": " in msg and msg.split(": ", 1)[0] in where:
             msg = msg.split(": ", 1)[1]

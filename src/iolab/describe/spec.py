@@ -70,6 +70,8 @@ class Suite:
     observe: Observe = field(default_factory=Observe)
     passes: int = 1
     tiers: tuple[Tier, ...] = ()
+    #: Lint warnings acknowledged (``lint: {ignore: [P3]}``, ``--ignore-lint``; ``check.acknowledge``).
+    lint_ignore: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,7 @@ def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
         workloads=workloads, repeat=model.repeat, description=model.description, tune=model.tune,
         method=Method(pin=model.pin, drop_caches=model.drop_caches, precondition=model.precondition),
         observe=model.observe if "observe" in data else Observe(), passes=model.passes, tiers=model.tiers or (),
+        lint_ignore=tuple(model.lint.ignore) if model.lint else (),
     )
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import interrupts
 from ..check import plan_checks, safety
+from ..check.acknowledge import stored_text
 from ..check.remote import RemoteTarget, preflight
 from ..describe import tiers as tier_specs
 from ..describe.spec import Target
@@ -54,7 +55,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
     crash-test phase)."""
     store.check_writable(len(plan_.items))
     spool_mod.make()
-    warnings = [*warnings, *(f.text() for f in plan_.findings)]
+    warnings = [*warnings, *(stored_text(f) for f in plan_.findings)]
     run_id = store.create_run(
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
         host=plan_.host, fio_version=plan_.host.fio_version, warnings=warnings,

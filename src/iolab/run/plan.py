@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import units
 from ..check import guard, lint, plan_checks, safety
+from ..check.acknowledge import acknowledge
 from ..check.plan_checks import PlanItem
 from ..check.remote import HostFence, RemoteTarget, plan_fences, preflight, unchecked
 from ..describe.matrix import plan
@@ -197,7 +198,8 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
         scratch, fence_plan = (), guard.FencePlan(None, exc.message, ())
         refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
                                     "iolab safety rules (docs/design.md, section 3)"))
-    findings = lint.merge([*refused, *lint.lint_plan(items, facts, suite.method.precondition, machine)])
+    findings = acknowledge(lint.merge([*refused, *lint.lint_plan(items, facts, suite.method.precondition, machine)]),
+                           suite.lint_ignore)
     created = tuple(dict.fromkeys(os.path.realpath(p) for v in verdicts for p, why in v.writable.items()
                                   if why == fence_mod.NEW))
     host_fences = {name: plan_fences(rt, any(i.writes for i in items if i.job.spec.target.name == name),

@@ -68,6 +68,15 @@ def test_errors_name_the_place(text, where):
     assert where in str(info.value)
 
 
+def test_a_suite_acknowledges_lint_warnings():
+    loaded = suite.load_yaml("lint: {ignore: [P3, p4, P3]}\nworkloads:\n  - {rw: read}\n", "s.yaml")
+    assert loaded.lint_ignore == ("P3", "P4")
+    with pytest.raises(SuiteError, match=r"s\.yaml:1: lint\.ignore: P16 is a refusal"):
+        suite.load_yaml("lint: {ignore: [P16]}\nworkloads:\n  - {rw: read}\n", "s.yaml")
+    with pytest.raises(SuiteError, match="unknown key; did you mean `ignore`"):
+        suite.load_yaml("lint: {ignroe: [P3]}\nworkloads:\n  - {rw: read}\n", "s.yaml")
+
+
 def test_builtin_suites():
     quick = suite.load("quick")
     assert [w.name for w in quick.workloads] == ["randread-4k-qd32", "randwrite-4k-qd32", "read-1m-qd8", "write-1m-qd8"]
