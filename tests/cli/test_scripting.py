@@ -66,6 +66,25 @@ def test_lint_list_prints_the_catalogue_offline(tmp_path):
     assert iolab("lint", db=tmp_path / "db.sqlite").returncode == 2
 
 
+def test_set_overrides_a_job_files_option_for_the_run_and_is_stored(tmp_path):
+    db = tmp_path / "db.sqlite"
+    proc = iolab("run", str(job(tmp_path, 1)), "--no-observe", "-q", "--set", "runtime=2s", "--set", "iodepth=2",
+                 db=db, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "fio options set for this run over the suite's: --set runtime=2s --set iodepth=2" in " ".join(
+        proc.stdout.split())
+    doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
+    assert doc["run"]["options"]["set"] == {"runtime": "2s", "iodepth": "2"}
+    (result,) = doc["results"]
+    section = result["job_text"].split("[rr]", 1)[1]  # the job section: its own iodepth replaced, runtime added
+    assert "runtime=2s" in section and "iodepth=2" in section and "iodepth=4" not in section
+    assert result["jobs"][0]["job_options"]["runtime"] == "2s"  # as fio ran it
+    for bad, said in ((["--set", "filename=/dev/sda"], "--set filename: where fio does I/O is the target's"),
+                      (["--set", "=1"], "--set '=1': expected a fio option KEY=VALUE")):
+        refused = iolab("run", str(job(tmp_path, 1)), *bad, db=db, cwd=tmp_path)
+        assert refused.returncode == 2 and f"Error: {said}" in refused.stderr, refused.stderr
+
+
 def test_exit_codes_as_the_readme_lists_them(tmp_path):
     """0 ok, 1 runtime failure, 2 usage, suite error or a refused plan (the same for run and lint);
     3 (regression) and 130 (interrupted) have their own tests (compare's; run's Ctrl-C in tests/cli/test_run.py)."""

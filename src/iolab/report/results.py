@@ -295,6 +295,9 @@ def _notes(run: Run, rows: Sequence[ResultRow], naming: sweep.Naming, findings_s
         ids = ", ".join(dict.fromkeys(str(_FINDING.match(w)[0]) for w in said))  # type: ignore[index]
         notes = (f"lint: {len(said)} warning(s) ({ids}), printed with the plan; iolab show {info.id} repeats them, "
                  "iolab lint SUITE explains them", *notes)
+    if sets := info.options.get("set"):
+        given = " ".join(f"--set {k}" + ("" if v is None else f"={v}") for k, v in sets.items())
+        notes += (f"fio options set for this run over the suite's: {given}",)
     if acknowledged:
         ids = ", ".join(dict.fromkeys(m[0] for w in acknowledged if (m := _FINDING.match(w))))
         notes += (f"acknowledged (--ignore-lint, lint: ignore): {ids}",)

@@ -67,7 +67,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
                  "remote": remote_run.stored_options(plan_.suite.targets),
                  "remote_scratch": {name: remote_run.scratch(rt) for name, rt in plan_.remote.items()},
                  "observe": plan_.observers.stored(), "passes": plan_.suite.passes, "owner": owner_record(),
-                 "tiers": tier_specs.stored(plan_.suite.tiers),
+                 "tiers": tier_specs.stored(plan_.suite.tiers), "set": dict(plan_.suite.overrides),
                  "preexisting": {t.path: sorted(scratch_mod.fio_files(t.path)) for t in plan_.suite.targets
                                  if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"}},
     )

@@ -77,6 +77,20 @@ def test_a_suite_acknowledges_lint_warnings():
         suite.load_yaml("lint: {ignroe: [P3]}\nworkloads:\n  - {rw: read}\n", "s.yaml")
 
 
+def test_set_overrides_the_suites_option_in_every_job():
+    loaded = suite.load_yaml("defaults: {runtime: 60s, size: 1g}\nworkloads:\n  - {rw: read}\n  - {rw: write, "
+                             "size: 2g}\n", "s.yaml")
+    changed = suite.with_sets(loaded, {"size": "64m", "time_based": None})
+    for w in changed.workloads:
+        options = [o for s in w.sections if not s.is_global for o in s.options]
+        assert ("size", "64m") in options and ("time_based", None) in options
+        assert not any(k == "size" and v != "64m" for k, v in options)
+    assert changed.overrides == {"size": "64m", "time_based": None}
+    assert suite.with_sets(loaded, {}) is loaded
+    with pytest.raises(SuiteError, match="where fio does I/O is the target's"):
+        suite.with_sets(loaded, {"directory": "/"})
+
+
 def test_builtin_suites():
     quick = suite.load("quick")
     assert [w.name for w in quick.workloads] == ["randread-4k-qd32", "randwrite-4k-qd32", "read-1m-qd8", "write-1m-qd8"]
