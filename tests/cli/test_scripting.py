@@ -85,6 +85,20 @@ def test_set_overrides_a_job_files_option_for_the_run_and_is_stored(tmp_path):
         assert refused.returncode == 2 and f"Error: {said}" in refused.stderr, refused.stderr
 
 
+def test_help_suite_prints_the_suite_files_keys_from_its_model(tmp_path):
+    from iolab.describe.schema import SuiteModel, TargetModel
+    proc = iolab("help", "suite", "--format", "json", db=tmp_path / "db.sqlite", env={"PATH": "/nonexistent"})
+    assert proc.returncode == 0, proc.stderr
+    models = json.loads(proc.stdout)["models"]
+    suite_keys, target_keys = ([r["key"] for r in rows] for rows in list(models.values())[:2])
+    assert suite_keys == list(SuiteModel.model_fields) and target_keys == list(TargetModel.model_fields)
+    assert all(r["what"] for rows in models.values() for r in rows)  # every key says what it is
+    table = " ".join(iolab("help", "suite", db=tmp_path / "db.sqlite").stdout.split())
+    assert "workloads list of mappings (required) one mapping of fio options per workload" in table
+    assert "P16" in iolab("help", "lint", db=tmp_path / "db.sqlite").stdout
+    assert iolab("help", "nosuch", db=tmp_path / "db.sqlite").returncode == 2
+
+
 def test_exit_codes_as_the_readme_lists_them(tmp_path):
     """0 ok, 1 runtime failure, 2 usage, suite error or a refused plan (the same for run and lint);
     3 (regression) and 130 (interrupted) have their own tests (compare's; run's Ctrl-C in tests/cli/test_run.py)."""

@@ -112,6 +112,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("capture:replay", "Replay a capture on other storage with fio; the result is a run like any other."),
     "fit": ("capture:fit", "Write a fio job file that reproduces a capture's fingerprint; with --check, show how "
                            "close it is."),
+    "help": ("helptopics:help_command", "Print a reference offline: `iolab help suite` (a suite file's keys), `iolab "
+                                        "help lint` (the lint catalogue); `iolab help COMMAND` is `iolab COMMAND "
+                                        "--help`."),
     "server": ("server:server_group", "A fio server (fio --server) for remote targets: start, stop, status."),
 }
 
