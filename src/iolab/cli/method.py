@@ -62,7 +62,8 @@ def lint_command(suite: str | None, listing: bool, asked: SuiteArgs, destroy: Se
             out.print(f"Lint: no findings for {loaded.name}")
     else:
         emit_tables([findings_table(findings, f"lint: {loaded.name}")], fmt,
-                    {"suite": loaded.name, "findings": [dataclasses.asdict(f) for f in findings]})
+                    {"schema": "iolab.lint/1", "suite": loaded.name,
+                     "findings": [dataclasses.asdict(f) for f in findings]})
     if plan.errors:
         raise PlanRefused(f"{len(plan.errors)} error(s) in the plan of {loaded.name}", shown=True)
 
@@ -95,7 +96,7 @@ def host_command(device: str | None, fmt: str) -> None:
     except IolabError:
         fio_version = None
     facts = host_mod.host_facts(fio_version)
-    document: dict[str, Any] = {"host": to_jsonable(facts)}
+    document: dict[str, Any] = {"schema": "iolab.host/1", "host": to_jsonable(facts)}
     rows = _facts_rows(facts, "host.")
     if device:
         target = targets.inspect(device)
