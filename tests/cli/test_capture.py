@@ -28,7 +28,7 @@ def _fit_options(text: str) -> dict[str, str]:
 
 
 def _runs(db: str | Path) -> dict[str, dict]:
-    return {r["label"]: r for r in json.loads(iolab("runs", "--format", "json", db=db).stdout)}
+    return {r["label"]: r for r in json.loads(iolab("runs", "--format", "json", db=db).stdout)["runs"]}
 
 
 def test_a_capture_is_a_stored_run_that_show_fit_and_report_see(tmp_path: Path,

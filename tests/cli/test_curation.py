@@ -31,7 +31,7 @@ def runs(tmp_path) -> Path:
 def _ids(proc) -> list[int]:
     assert proc.returncode == 0, proc.stderr
     document = json.loads(proc.stdout)
-    return [d["run"]["id"] for d in (document if isinstance(document, list) else [document])]
+    return [d["run"]["id"] for d in (document["runs"] if document["schema"] == "iolab.run-set/1" else [document])]
 
 
 def test_selectors_take_ranges_and_lists(runs):
@@ -57,7 +57,7 @@ def test_label_and_tag_change_what_selectors_find(runs):
     assert tagged.stdout == "runs 9, 10: disk=loop0, blkio=x\n", tagged.stderr
     assert _ids(iolab("show", "disk=loop0", "--format", "json", db=runs)) == [9, 10]
     assert iolab("tag", "9", "--remove", "blkio", db=runs).returncode == 0
-    listed = {r["id"]: r for r in json.loads(iolab("runs", "--format", "json", db=runs).stdout)}
+    listed = {r["id"]: r for r in json.loads(iolab("runs", "--format", "json", db=runs).stdout)["runs"]}
     assert listed[9]["tags"] == {"disk": "loop0"} and listed[10]["tags"] == {"blkio": "x", "disk": "loop0"}
     assert listed[3]["label"] == "before-throttle" and listed[16]["label"] is None
     assert listed[11]["tags"] == {"blkio": "read_iops 300"}  # runs not selected are left as they were

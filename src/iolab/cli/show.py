@@ -111,8 +111,9 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
     ) if not isinstance(i, UnreadableRun) else (
         Cell(str(i.run_id), i.run_id), Cell(""), Cell("unreadable", style="red"), *(Cell("") for _ in range(6)),
     ) for i in listed)
-    document = [to_jsonable(i) if not isinstance(i, UnreadableRun) else {"id": i.run_id, "unreadable": i.reason}
-                for i in listed]
+    document = {"schema": "iolab.runs/1", "runs": [
+        to_jsonable(i) if not isinstance(i, UnreadableRun) else {"id": i.run_id, "unreadable": i.reason}
+        for i in listed]}
     emit_tables([Table("runs", columns, rows)], fmt, document)
     for problem in listed:
         if isinstance(problem, UnreadableRun):
@@ -133,10 +134,10 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     stored = load_runs(ctx, ids)
     if not stored:
         return
-    document: Any = [run_document(r) for r in stored] if fmt == "json" else None  # as print_run
+    documents = [run_document(r) for r in stored] if fmt == "json" else []  # as print_run
     emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_extra_tables(r),
                                              *_search_tables(r))], fmt,
-                document[0] if document is not None and len(document) == 1 else document)
+                documents[0] if len(documents) == 1 else {"schema": "iolab.run-set/1", "runs": documents})
 
 
 def _search_tables(run: Run) -> list[Table]:
