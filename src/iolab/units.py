@@ -105,10 +105,13 @@ def format_rate(bytes_per_s: float | None) -> str:
 
 
 def format_iops(iops: float | None) -> str:
-    """IOPS as an exact-looking integer with thousands separators: ``71314.6`` -> ``71,315``."""
+    """IOPS (or another rate or count per unit) as every table shows it: one decimal, no thousands
+    separator (tables are pasted into wikis and spreadsheets, whatever their locale): ``71314.6``,
+    ``1197.5``, ``0.4``; ``–`` when unknown. One decimal at every size, so that a column's values line
+    up and two tables never show one figure two ways."""
     if iops is None or math.isnan(iops):
         return "–"
-    return f"{iops:,.0f}" if iops >= 100 else f"{iops:,.1f}"
+    return f"{iops:.1f}"
 
 
 def format_share(fraction: float | None) -> str:

@@ -52,7 +52,7 @@ def test_a_real_sqlite_trace_is_replayed_request_for_request_and_only_with_destr
     assert document["run"]["status"] == "complete"
     caveats = ("left out", "write-zeroes", "replay_scale")  # none: every request, where it was traced
     assert not any(c in w for w in document["run"]["warnings"] for c in caveats)
-    listed = {r["label"]: r for r in json.loads(iolab("runs", "--format", "json", db=DB).stdout)}
+    listed = {r["label"]: r for r in json.loads(iolab("runs", "--format", "json", db=DB).stdout)["runs"]}
     assert listed["sqlite"]["origin"] == "capture" and listed["plain"]["origin"] != "capture"
 
 

@@ -55,8 +55,9 @@ def test_fail_on_regression_exits_3(tmp_path):
     assert " worse " in proc.stdout and "Welch" in proc.stdout
     assert iolab("compare", "old", "new", db=db).returncode == 0  # reported, but no --fail-on-regression
     assert iolab("compare", "old", "new", "--threshold", "25%", "--fail-on-regression", db=db).returncode == 0
-    csv = iolab("compare", "old", "new", "--metric", "iops", "--format", "csv", db=db).stdout
-    (title, rows), (summary, _) = read_csv(csv)[:2]
+    csv = iolab("compare", "old", "new", "--metric", "iops", "--format", "csv", db=db)
+    (_, rows), = read_csv(csv.stdout)  # one table, its header first; what it is of, and the others: stderr
+    (title, _), (summary, _) = read_csv(csv.stderr)[:2]
     assert title == "old (run 1) → new (run 2)" and summary.startswith("Summary")
     assert rows[0][:8] == ["workload", "direction", "metric", "unit", "n", "a_mean", "a_ci95_half", "b_mean"]
     assert rows[1][2:4] == ["iops", "IOPS"] and rows[1][-1] == "worse"

@@ -65,7 +65,7 @@ def test_show_reports_the_unreadable_run_and_shows_the_others(damaged_db):
     proc = iolab("show", "1", "2", "3", "--format", "json", db=damaged_db)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith(UNREADABLE)
-    assert [d["run"]["id"] for d in json.loads(proc.stdout)] == [1, 3]
+    assert [d["run"]["id"] for d in json.loads(proc.stdout)["runs"]] == [1, 3]  # iolab.run-set/1
 
 
 def test_runs_lists_every_run(damaged_db):

@@ -86,9 +86,11 @@ def test_verdict_words_are_identical_in_every_format(tmp_path):
 
 def test_csv_names_its_units_and_holds_values_in_them(tmp_path):
     db = _stored(tmp_path)
-    tables = read_csv(iolab("compare", "a", "b", "--format", "csv", db=db).stdout)
-    assert [t for t, _ in tables] == ["a (run 1) → b (run 2)", "Summary: geometric mean of b / a",
-                                      "Why results do not pair"]
+    compared = iolab("compare", "a", "b", "--format", "csv", db=db)
+    tables = read_csv(compared.stdout)  # one table, its header the first line
+    assert compared.stdout.startswith("workload,direction,metric,") and [t for t, _ in tables] == [None]
+    assert [t for t, _ in read_csv(compared.stderr)] == ["a (run 1) → b (run 2)", "Summary: geometric mean of b / a",
+                                                         "Why results do not pair"]
     header, *rows = tables[0][1]
     assert header == ["workload", "direction", "metric", "unit", "n", "a_mean", "a_ci95_half", "b_mean",
                       "b_ci95_half", "change", "ratio", "ratio_ci95_low", "ratio_ci95_high", "p_value", "verdict"]

@@ -76,7 +76,8 @@ def test_a_regression_fails_every_night_until_it_is_accepted(tmp_path):
     assert baseline.startswith("runs 7–9: ") and "since accepted at run 9 by " in baseline
     assert baseline.endswith(": new controller firmware: half the IOPS by design, 3 of the 5 runs needed to test: "
                              "held to the bound until then")
-    (_, levels), (_, changed) = read_csv(iolab("history", "--metric", "iops", "--format", "csv", db=ci.db).stdout)
+    history_csv = iolab("history", "--metric", "iops", "--format", "csv", db=ci.db)
+    ((_, levels),), (_, (_, changed)) = read_csv(history_csv.stdout), read_csv(history_csv.stderr)
     assert all(r[levels[0].index("last_change")].startswith("accepted at run 9 by ") for r in levels[1:])
     accepted_rows = [r for r in changed[1:] if r[changed[0].index("verdict")] == "accepted"]
     assert len(accepted_rows) == 2 and all(r[changed[0].index("run")] == "9" for r in accepted_rows)
@@ -147,8 +148,8 @@ def test_failing_series_are_shown_first_and_alone_unless_all(tmp_path):
     assert [r[1].split("/")[-1] for r in rows[1:]] == ["randrw (read)", "randrw (write)"]
     assert "4 series: 2 regression, 2 ok (2 not shown: --all shows every series)" in ci.gate(run).stdout
     usual = ci.gate(ci.store(1.0, steady=True)).stdout  # nothing failing: no empty grid
-    assert usual.splitlines()[:2] == ["gate: run 8 against its history", "  4 series: 4 ok (4 not shown: --all shows "
-                                      "every series)"]
+    shown = [line.rstrip() for line in usual.splitlines()[:2]]
+    assert shown == ["gate: run 8 against its history", "  4 series: 4 ok (4 not shown: --all shows every series)"]
     (_, every), = read_csv(ci.gate(run, "--all", "--format", "csv").stdout)
     verdicts = [r[every[0].index("verdict")] for r in every[1:]]
     assert verdicts == ["regression", "regression", "ok", "ok"]  # failing first
@@ -218,7 +219,7 @@ def test_a_short_step_is_shown_unconfirmed_with_the_runs_that_would_confirm_it(t
         ci.store(0.5)
     shown = iolab("history", "--metric", "iops", db=ci.db)
     needed = {3: 3, 4: 2}[after]
-    assert f"run 6: -50.0 % (worse), unconfirmed: {needed} more runs at this level would confirm it" \
+    assert f"run 6: -50.0% (worse), unconfirmed: {needed} more runs at this level would confirm it" \
         in shown.stdout.replace("−", "-").replace("\u2212", "-") or "unconfirmed" in shown.stdout
     doc = json.loads(iolab("history", "--metric", "iops", "--format", "json", db=ci.db).stdout)
     for series in doc["series"]:

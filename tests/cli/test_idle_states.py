@@ -108,4 +108,4 @@ def test_a_value_the_plan_cannot_hold_is_refused_before_fio(tmp_path: Path, pm_q
     monkeypatch.setattr(tuning, "PM_QOS", str(tmp_path / "missing"))
     gone = iolab("run", str(job), "--target", f"d={tmp_path}/f.bin", "--tune", "cpu_dma_latency=0",
                  db=tmp_path / "db.sqlite")
-    assert gone.returncode == 1 and f"cpu_dma_latency: cpus has no {tmp_path / 'missing'}" in gone.stderr
+    assert gone.returncode == 2 and f"cpu_dma_latency: cpus has no {tmp_path / 'missing'}" in gone.stderr

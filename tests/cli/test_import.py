@@ -44,7 +44,7 @@ def imported(tmp_path_factory):
     db = tmp_path_factory.mktemp("import") / "iolab.db"
     proc = iolab("import", *map(str, OUTPUTS), "--label", "samples", "--tag", "set=all", "--format", "csv", db=db)
     assert proc.returncode == 0, proc.stderr
-    docs = json.loads(iolab("show", "samples", "--format", "json", db=db).stdout)
+    docs = json.loads(iolab("show", "samples", "--format", "json", db=db).stdout)["runs"]
     return db, proc, {Path(d["run"]["source"]["path"]).name: d for d in docs}
 
 
@@ -143,12 +143,12 @@ def test_unknown_stays_unknown_in_every_format(tmp_path):
     assert iolab("import", str(seed), str(terse), db=db).returncode == 0
     table = iolab("show", "1", db=db).stdout
     row = next(line for line in table.splitlines() if " write " in line).split()
-    assert row[:5] == ["vda", "test", "write", "1", "1,198"]  # the target its disk statistics name
+    assert row[:5] == ["vda", "test", "write", "1", "1197.5"]  # the target its disk statistics name
     assert row[5] == "≈4.68"  # MiB/s: no block size known, so fio's printed 4790KiB/s, marked as rounded
     csv = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
     header, values = csv[0].split(","), csv[1].split(",")
     assert float(values[header.index("bw_mib_s")]) == 4790 / 1024 and values[header.index("rounded")] == "bw"
-    doc = json.loads(iolab("show", "1", "2", "--format", "json", db=db).stdout)
+    doc = json.loads(iolab("show", "1", "2", "--format", "json", db=db).stdout)["runs"]  # iolab.run-set/1
     write = doc[0]["results"][0]["jobs"][0]["directions"]["write"]
     assert write["io_bytes"] is None and write["bw_bytes_s"] is None and write["clat"]["samples"] is None
     assert write["bw_bytes_s_shown"] == 4790 * 1024  # the exact field stays unknown; the display is apart

@@ -37,11 +37,11 @@ def test_the_esxi_report_imports_as_one_result_per_output_never_summed(tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert f"Imported {ESXI} as run 1 (normal, fio 3.7, 2 result(s) from 2 outputs, 2 warning(s))" in said(proc)
     rows = [line.split() for line in proc.stdout.splitlines() if " randwrite " in line]
-    assert [row[:5] for row in rows] == [["nvme0n1", "randwrite", "read", "1", "26,015"],
-                                         ["nvme0n1", "randwrite", "write", "1", "25,992"],
-                                         ["sdb", "randwrite", "read", "1", "20,405"],
-                                         ["sdb", "randwrite", "write", "1", "20,387"]]
-    assert "46,420" not in proc.stdout  # 26,015 + 20,405: the sum of two runs is no result
+    assert [row[:5] for row in rows] == [["nvme0n1", "randwrite", "read", "1", "26015.1"],
+                                         ["nvme0n1", "randwrite", "write", "1", "25991.6"],
+                                         ["sdb", "randwrite", "read", "1", "20405.3"],
+                                         ["sdb", "randwrite", "write", "1", "20386.6"]]
+    assert "46420" not in proc.stdout  # 26015 + 20405: the sum of two runs is no result
     assert [row[6:] for row in rows] == [["113.6", "us", "1.3", "ms"], ["27.4", "us", "39.2", "us"],
                                          ["134.4", "us", "1.2", "ms"], ["44.9", "us", "57.0", "us"]]
 

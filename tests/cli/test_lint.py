@@ -31,7 +31,7 @@ def test_lint_cli_json_and_exit_codes(tmp_path: Path, monkeypatch: pytest.Monkey
     proc = iolab("lint", str(good), "--target", f"d={tmp_path}/f.bin", "--format", "json", db=db)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["suite"] == "good" and {f["id"] for f in doc["findings"]} == {"P1"}
+    assert doc["schema"] == "iolab.lint/1" and doc["suite"] == "good" and {f["id"] for f in doc["findings"]} == {"P1"}
     bad = tmp_path / "bad.fio"
     bad.write_text("[j]\nrw=randwrite\nverify=md5\nnorandommap\nioengine=libaio\niodepth=16\nsize=16m\n")
     proc = iolab("lint", str(bad), "--target", f"d={tmp_path}/f.bin", db=db)

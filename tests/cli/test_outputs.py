@@ -81,7 +81,7 @@ def test_a_new_database_is_made_and_an_existing_one_opened(lab):
     assert db.read_bytes().startswith(b"SQLite format 3\x00")
     again = iolab("import", str(sample), db=db)  # the same output again: found in the database it opened
     assert again.returncode == 0, again.stderr
-    assert len(json.loads(iolab("runs", "--format", "json", db=db).stdout)) == 1
+    assert len(json.loads(iolab("runs", "--format", "json", db=db).stdout)["runs"]) == 1
 
 
 @pytest.fixture

@@ -62,15 +62,15 @@ def test_run_show_json_csv_markdown(tmp_path, db):
     rows = {(r["workload"], r["direction"]): r for r in doc["summary"]}
     assert rows[("mixed", "write")]["repeats"] == 2 and len(rows[("mixed", "write")]["iops"]["values"]) == 2
 
-    csv = iolab("show", "1", "--format", "csv", db=db).stdout.splitlines()
-    tables = read_csv("\n".join(csv))  # every table show prints, one block each
-    title, rows = tables[0]
-    assert title == "run 1: small [first] (complete)"
+    csv = iolab("show", "1", "--format", "csv", db=db)
+    (_, rows), = read_csv(csv.stdout)  # the results, their header first; their title and the other tables: stderr
+    tables = read_csv(csv.stderr)
+    assert tables[0][0] == "run 1: small [first] (complete)"
     assert ",".join(rows[0]) == ("target,workload,direction,repeats,iops,iops_cv_pct,bw_mib_s,bw_cv_pct,"
                                  "clat_mean_ns,clat_mean_cv_pct,clat_p99_ns,clat_p99_cv_pct")  # figures, spreads, units
     assert len(rows) == 1 + 4
     # then this host's cost (observed from /proc without setup)
-    title, rows = tables[1]
+    title, rows = tables[1]  # stderr's
     assert title == "run 1: every host's cost" and "cpu_us_per_io" in rows[0] and "cpu_busy_pct" in rows[0]
     md = iolab("show", "1", "--format", "markdown", db=db).stdout
     assert "| target | workload | dir | n | IOPS ±CV | MiB/s ±CV |" in md  # which spread the ± is

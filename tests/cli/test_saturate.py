@@ -63,7 +63,7 @@ def test_a_mean_slo_search_probes_chooses_repeats_stores_and_prints(tmp_path, fa
     assert f"most IOPS with clat mean ≤ {slo_ms}.0 ms" in shown and "knee (most IOPS per ms of latency)" in shown
     header = next(line for line in shown.splitlines() if "iodepth × numjobs" in line)
     assert header.count("clat mean") == 1  # the SLO's metric is that column: not printed twice
-    assert re.search(r"the chosen point.s row is the mean of its repetitions: [\d,]+ IOPS, 95% CI [\d,]+–[\d,]+ "
+    assert re.search(r"the chosen point.s row is the mean of its repetitions: [\d.]+ IOPS, 95% CI [\d.]+–[\d.]+ "
                      r"\(t on log", shown)
     text = " ".join(shown.split())
     assert re.search(r"the chosen point (meets clat mean ≤ 5\.0 ms: clat mean over its 2 repetition\(s\): "

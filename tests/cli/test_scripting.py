@@ -28,6 +28,77 @@ def test_quiet_prints_no_plan_and_no_progress(tmp_path):
     assert "rr" in proc.stdout and "IOPS" in proc.stdout
 
 
+def test_lint_findings_are_printed_once_with_a_reminder_at_the_end(tmp_path):
+    for quiet in ((), ("--quiet",)):
+        db = tmp_path / f"db{len(quiet)}.sqlite"
+        proc = iolab("run", str(job(tmp_path, 1)), "--no-observe", *quiet, db=db, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        said = proc.stdout + proc.stderr
+        assert said.count("runtime 1s is under 60 s") == 1 and said.count("P3 warning") == 1, said
+        assert "P3 [" not in proc.stdout  # not again under the results: one line reminds of them
+        reminder = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("lint: ")]
+        assert len(reminder) == 1 and "P3" in reminder[0] and "iolab show 1 repeats them" in reminder[0], proc.stdout
+        shown = iolab("show", "1", db=db).stdout  # show, later, says them in full
+        assert "runtime 1s is under 60 s" in shown and "lint: " not in shown
+
+
+def test_an_acknowledged_finding_is_stored_as_such_and_not_printed_again(tmp_path):
+    db = tmp_path / "db.sqlite"
+    proc = iolab("run", str(job(tmp_path, 1)), "--no-observe", "--ignore-lint", "p3", db=db, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "runtime 1s is under 60 s" not in proc.stdout + proc.stderr and "acknowledged: P3" in proc.stderr
+    assert "acknowledged (--ignore-lint, lint: ignore): P3" in proc.stdout
+    (stored,) = [w for w in json.loads(iolab("show", "1", "--format", "json", db=db).stdout)["run"]["warnings"]
+                 if "P3" in w]
+    assert stored.startswith("acknowledged: P3 [job on jobfile]: runtime 1s is under 60 s")
+    for code, said in (("P16", "P16 is a refusal"), ("P33", "'P33' is not a lint warning (did you mean P3?)")):
+        refused = iolab("run", str(job(tmp_path, 1)), "--ignore-lint", code, db=db, cwd=tmp_path)
+        assert refused.returncode == 2 and f"Error: --ignore-lint: {said}" in refused.stderr
+
+
+def test_lint_list_prints_the_catalogue_offline(tmp_path):
+    proc = iolab("lint", "--list", "--format", "json", db=tmp_path / "db.sqlite", env={"PATH": "/nonexistent"})
+    assert proc.returncode == 0, proc.stderr
+    rules = {r["id"]: r for r in json.loads(proc.stdout)["rules"]}
+    assert list(rules) == [*(f"P{n}" for n in range(1, 17) if n != 10), "FIO"]
+    assert rules["P3"]["finds"] == "a runtime under 60 s." and rules["P16"]["severity"] == "error"
+    assert "P12" in iolab("lint", "--list", db=tmp_path / "db.sqlite").stdout
+    assert iolab("lint", db=tmp_path / "db.sqlite").returncode == 2
+
+
+def test_set_overrides_a_job_files_option_for_the_run_and_is_stored(tmp_path):
+    db = tmp_path / "db.sqlite"
+    proc = iolab("run", str(job(tmp_path, 1)), "--no-observe", "-q", "--set", "runtime=2s", "--set", "iodepth=2",
+                 db=db, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "fio options set for this run over the suite's: --set runtime=2s --set iodepth=2" in " ".join(
+        proc.stdout.split())
+    doc = json.loads(iolab("show", "1", "--format", "json", db=db).stdout)
+    assert doc["run"]["options"]["set"] == {"runtime": "2s", "iodepth": "2"}
+    (result,) = doc["results"]
+    section = result["job_text"].split("[rr]", 1)[1]  # the job section: its own iodepth replaced, runtime added
+    assert "runtime=2s" in section and "iodepth=2" in section and "iodepth=4" not in section
+    assert result["jobs"][0]["job_options"]["runtime"] == "2s"  # as fio ran it
+    for bad, said in ((["--set", "filename=/dev/sda"], "--set filename: where fio does I/O is the target's"),
+                      (["--set", "=1"], "--set '=1': expected a fio option KEY=VALUE")):
+        refused = iolab("run", str(job(tmp_path, 1)), *bad, db=db, cwd=tmp_path)
+        assert refused.returncode == 2 and f"Error: {said}" in refused.stderr, refused.stderr
+
+
+def test_help_suite_prints_the_suite_files_keys_from_its_model(tmp_path):
+    from iolab.describe.schema import SuiteModel, TargetModel
+    proc = iolab("help", "suite", "--format", "json", db=tmp_path / "db.sqlite", env={"PATH": "/nonexistent"})
+    assert proc.returncode == 0, proc.stderr
+    models = json.loads(proc.stdout)["models"]
+    suite_keys, target_keys = ([r["key"] for r in rows] for rows in list(models.values())[:2])
+    assert suite_keys == list(SuiteModel.model_fields) and target_keys == list(TargetModel.model_fields)
+    assert all(r["what"] for rows in models.values() for r in rows)  # every key says what it is
+    table = " ".join(iolab("help", "suite", db=tmp_path / "db.sqlite").stdout.split())
+    assert "workloads list of mappings (required) one mapping of fio options per workload" in table
+    assert "P16" in iolab("help", "lint", db=tmp_path / "db.sqlite").stdout
+    assert iolab("help", "nosuch", db=tmp_path / "db.sqlite").returncode == 2
+
+
 def test_exit_codes_as_the_readme_lists_them(tmp_path):
     """0 ok, 1 runtime failure, 2 usage, suite error or a refused plan (the same for run and lint);
     3 (regression) and 130 (interrupted) have their own tests (compare's; run's Ctrl-C in tests/cli/test_run.py)."""

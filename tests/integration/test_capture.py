@@ -119,7 +119,7 @@ def test_a_capture_is_a_stored_run_that_show_and_selectors_see(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert "fingerprint of" in done.stdout and "read 64 (4.00 MiB)" in done.stdout
     listed = iolab("runs", "--format", "json", db=db)
-    assert json.loads(listed.stdout)[0]["origin"] == "capture"
+    assert json.loads(listed.stdout)["runs"][0]["origin"] == "capture"
     shown = json.loads(iolab("show", "app=dd", "--format", "json", db=db).stdout)
     fp = shown["fingerprint"]
     assert fp["ios"] == {"read": 64} and fp["bs_counts"] == {"read": {"65536": 64}}

@@ -89,7 +89,7 @@ def test_sqlite_on_a_partition_keeps_its_flushes_and_the_fit_its_fsync(tmp_path:
 
 
 def _runs(db: Path) -> dict[str, dict]:
-    listed = json.loads(iolab("runs", "--format", "json", db=db).stdout)
+    listed = json.loads(iolab("runs", "--format", "json", db=db).stdout)["runs"]
     return {r["label"]: r for r in listed}
 
 

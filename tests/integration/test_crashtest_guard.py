@@ -35,4 +35,4 @@ def test_the_destructive_guard_refuses_before_anything_runs(tmp_path):
         proc = iolab("crash-test", "-t", f"dev={loop.path}", "--destroy", loop.path, "verify=md5", "rw=randread",
                      "--trigger-timeout", "1s", "--trigger", "true", db=db)
         assert proc.returncode == 2 and "a crash test writes" in proc.stderr
-    assert not Path(db).exists() or json.loads(iolab("runs", "--format", "json", db=db).stdout) == []
+    assert not Path(db).exists() or json.loads(iolab("runs", "--format", "json", db=db).stdout)["runs"] == []

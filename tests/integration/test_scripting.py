@@ -66,7 +66,7 @@ def test_a_run_whose_process_was_killed_is_interrupted_then_resumed(tmp_path):
     try:
         wait_for(lambda: "started" in log.read_text(), 60)
         wait_for(lambda: first_result(tmp_path / "db.sqlite") == "running", 30)  # fio started, the row says so
-        listed = json.loads(iolab("runs", "--format", "json", db=tmp_path / "db.sqlite").stdout)
+        listed = json.loads(iolab("runs", "--format", "json", db=tmp_path / "db.sqlite").stdout)["runs"]
         assert listed[0]["status"] == "running" and listed[0]["options"]["owner"]["pid"] == proc.pid
         assert listed[0]["options"]["owner"]["host"] == os.uname().nodename
         proc.send_signal(signal.SIGKILL)
@@ -74,7 +74,7 @@ def test_a_run_whose_process_was_killed_is_interrupted_then_resumed(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    listed = json.loads(iolab("runs", "--format", "json", db=tmp_path / "db.sqlite").stdout)
+    listed = json.loads(iolab("runs", "--format", "json", db=tmp_path / "db.sqlite").stdout)["runs"]
     assert listed[0]["status"] == "interrupted"
     shown = json.loads(iolab("show", "latest", "--format", "json", db=tmp_path / "db.sqlite").stdout)
     assert shown["run"]["status"] == "interrupted" and shown["results"][0]["status"] == "interrupted"
@@ -83,4 +83,5 @@ def test_a_run_whose_process_was_killed_is_interrupted_then_resumed(tmp_path):
     (tmp_path / "job.fio").write_text((tmp_path / "job.fio").read_text().replace("runtime=30s", "runtime=1s"))
     resumed = iolab("run", "--resume", str(listed[0]["id"]), "--quiet", db=tmp_path / "db.sqlite", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(iolab("runs", "--format", "json", db=tmp_path / "db.sqlite").stdout)[0]["status"] == "complete"
+    listed = json.loads(iolab("runs", "--format", "json", db=tmp_path / "db.sqlite").stdout)["runs"]
+    assert listed[0]["status"] == "complete"

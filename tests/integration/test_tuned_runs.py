@@ -156,7 +156,7 @@ def test_tune_and_pin_on_the_command_line(tmp_path: Path) -> None:
         assert restorable(dev) == original
         bad = iolab("run", str(job), "--target", f"dev={loop.path}", "--tune", "scheduler=nonesuch", db=db,
                     env=_env(tmp_path))
-        assert bad.returncode == 1 and "scheduler=nonesuch is not available on" in bad.stderr
+        assert bad.returncode == 2 and "scheduler=nonesuch is not available on" in bad.stderr  # a refused plan
 
 
 def test_host_command(tmp_path: Path) -> None:

@@ -193,3 +193,33 @@ def test_two_sweeps_draw_every_sweep_chart(browser, sweep_html, tmp_path):
     assert len(ratios) == 6 and all(r.startswith("×") for r in ratios)  # the randread family is in both
     for chart in ("sweep-heatmap", "sweep-saturation", "sweep-ratio"):
         page.screenshot(screenshot(tmp_path, f"iolab-sweep-{chart}-{name}.png"), f"#chart-{chart}")
+
+
+#: For every table header: each of its words, and on how many lines the browser laid it out.
+HEADER_WORDS = """Array.from(document.querySelectorAll('th')).flatMap(th => {
+    const text = th.textContent, out = [], re = /\\S+/g, nodes = [];
+    const walker = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(), at = 0; n; at += n.data.length, n = walker.nextNode()) nodes.push([n, at]);
+    const point = i => { const [n, at] = nodes.filter(([n, at]) => at <= i).pop(); return [n, i - at]; };
+    let m;
+    while ((m = re.exec(text)) !== null) {
+        const range = document.createRange();
+        range.setStart(...point(m.index)); range.setEnd(...point(m.index + m[0].length - 1)); range.setEnd(
+            range.endContainer, range.endOffset + 1);
+        const tops = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
+        out.push({word: m[0], lines: tops.size});
+    }
+    return out;
+})"""
+
+
+@pytest.mark.parametrize("width", [420, 800])
+def test_table_headers_never_break_inside_a_word(chromium, hostile_html, width):
+    """On a narrow window the tables squeeze, and a header wraps between its words, never inside one
+    ("targe t", "softir q" before)."""
+    page = chromium(hostile_html)
+    page.page.set_viewport_size({"width": width, "height": 900})
+    browsers.wait_for_charts(page)
+    words = page.evaluate(HEADER_WORDS)
+    assert len(words) > 20 and {"target", "workload", "verdict"} <= {w["word"] for w in words}
+    assert [w for w in words if w["lines"] != 1] == []

@@ -10,6 +10,7 @@ set the axis at all are left out and said so by ``Split.without``.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -53,6 +54,7 @@ def split(runs: Sequence[Run], axis: str, baseline: str | None = None) -> Split:
     """The results of ``runs`` grouped by their value of ``axis``, ``baseline`` first (default: the
     value the plan ran first). Raises ``UsageError`` when fewer than two values are found, or when
     ``baseline`` is not one of them (the message lists the values found)."""
+    check_axis(runs, axis)
     groups: dict[str, dict[int, list[ResultRecord]]] = {}
     without = 0
     for run in runs:
@@ -78,6 +80,34 @@ def split(runs: Sequence[Run], axis: str, baseline: str | None = None) -> Split:
                   for value in order)
     ignore = NAMED_AXES.get(axis, () if axis.startswith("tune.") else (axis,))
     return Split(axis, sides, tuple(ignore), without)
+
+
+def check_axis(runs: Sequence[Run], axis: str) -> None:
+    """Raise ``UsageError`` when ``axis`` is none of the module's axes: not ``target``, ``pin``, a
+    ``tune.KNOB``, an option the selection's jobs set, nor an option the installed fio knows
+    (``runner.optionnames``; without fio, only the first ones count). The message names the valid
+    ones, the closest first."""
+    if axis in NAMED_AXES or axis.startswith("tune."):
+        return
+    option = canonical.ALIASES.get(axis, axis)
+    set_here = sorted({k for run in runs for result in run.results
+                       for o in canonical.job_options(result, run.info.fio_version).values() for k in o.values})
+    if option in set_here or option in canonical.KEY_DEFAULTS or option in canonical.DEFAULTS:
+        return
+    from ..errors import FioNotFound
+    from ..runner import optionnames
+    try:
+        known = optionnames.known_names()
+    except FioNotFound:
+        known = []
+    if option in known:
+        return
+    tuned = sorted({k for run in runs for result in run.results for k in result.params if k.startswith("tune.")})
+    valid = [*NAMED_AXES, *tuned, *set_here]
+    close = difflib.get_close_matches(axis, [*valid, *known], n=1)
+    raise UsageError(f"--by {axis}: unknown axis" + (f" (did you mean {close[0]}?)" if close else ""),
+                     hint=f"valid axes: {', '.join(valid)} (the options these runs' jobs set), tune.KNOB or any "
+                          "fio option")
 
 
 def on_target(runs: Sequence[Run], target: str, selector: str) -> list[Run]:

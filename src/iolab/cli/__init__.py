@@ -16,10 +16,12 @@ import contextlib
 import gc
 import importlib
 import json
+import os
 import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -37,8 +39,33 @@ if TYPE_CHECKING:
     from ..store.faults import Wait
     from ..store.records import UnreadableRun
 
-out = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+#: How wide tables are printed without a terminal and without ``COLUMNS`` (a file, a CI log): one
+#: row a line for most tables, where nobody's window sets a width.
+UNBOUNDED_WIDTH = 160
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+def output_width(stream: Any) -> int | None:
+    """The width tables are fitted to (``report.table.to_terminal``): ``$COLUMNS`` when set (also
+    when piped: ``COLUMNS=80 iolab compare … | less``), else None (the terminal's width, asked
+    anew at each print) when ``stream`` or another standard stream is a terminal, else
+    ``UNBOUNDED_WIDTH``."""
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    streams = (stream, sys.stdin, sys.stdout, sys.stderr)
+    if any(s is not None and hasattr(s, "isatty") and s.isatty() for s in streams):
+        return None
+    return UNBOUNDED_WIDTH
+
+
+def size_consoles() -> None:
+    """Fit ``out`` and ``err`` to the width this invocation prints at (``output_width``): read at
+    each ``main``, as the environment and the streams are then (tests run commands in-process)."""
+    out.width = output_width(sys.stdout)  # type: ignore[assignment]  # None: rich asks the terminal
+    err.width = output_width(sys.stderr)  # type: ignore[assignment]
 
 #: Every command: its name, where it lives (``MODULE:FUNCTION`` in ``iolab.cli``) and its one-line
 #: help (the first sentence of its own) for ``iolab --help`` and shell completion, which then
@@ -49,7 +76,8 @@ err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() el
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run:run", "Run a suite (a built-in name such as `quick` or `cdm`, a .yaml suite, or a fio job file)."),
     "runs": ("show:runs", "List stored runs, newest first."),
-    "show": ("show:show", "Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."),
+    "show": ("show:show", "Show stored runs: RUN is an id, `latest`, a range 3-7, a list 3,5,9, a label or a tag "
+                          "KEY=VALUE."),
     "import": ("importer:import_", "Import fio output: JSON, json+, client/server JSON, normal text (any fio "
                                    "version, also pasted from a web page), terse."),
     "compare": ("compare:compare", "Compare stored runs: each of B, C, … against A (the baseline)."),
@@ -59,7 +87,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "2 without history to judge it by."),
     "accept": ("history:accept", "Accept the change RUN shows as intended: the gate judges its series against their "
                                  "new level from it on."),
-    "report": ("report:report", "Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."),
+    "report": ("report:report", "Write a report of stored runs: RUN is an id, `latest`, a range 3-7, a list 3,5,9, "
+                                "a label or a tag KEY=VALUE."),
+    "label": ("curate:label", "Label RUN NAME (RUN: an id, `latest`, a range 3-7, a list 3,5,9, a label or a tag "
+                              "KEY=VALUE; every run it matches takes the label, in place of the one it had)."),
+    "tag": ("curate:tag", "Tag RUN with KEY=VALUE (a key it has takes the new value), or remove tags with --remove "
+                          "KEY (RUN as for `iolab label`)."),
+    "delete": ("curate:delete", "Delete RUN... with their results, fio logs, observers' samples and traces (RUN as "
+                                "for `iolab show`); nothing of other runs."),
     "lint": ("method:lint_command", "Check a suite or fio job file for methodology problems (catalogue P1–P16), "
                                     "on the targets and host it would run on."),
     "host": ("method:host_command", "Print the facts iolab records with a run: the host, and one device with its "
@@ -78,12 +113,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("capture:replay", "Replay a capture on other storage with fio; the result is a run like any other."),
     "fit": ("capture:fit", "Write a fio job file that reproduces a capture's fingerprint; with --check, show how "
                            "close it is."),
+    "help": ("helptopics:help_command", "Print a reference offline: `iolab help suite` (a suite file's keys), `iolab "
+                                        "help lint` (the lint catalogue); `iolab help COMMAND` is `iolab COMMAND "
+                                        "--help`."),
     "server": ("server:server_group", "A fio server (fio --server) for remote targets: start, stop, status."),
 }
 
 #: Commands that may create the results database; every other one refuses a --db that does not
 #: exist (``store_of``), so a typo never leaves an empty database behind.
 CREATES_DB = frozenset({"run", "import", "saturate", "autotune", "crash-test", "capture", "replay", "fit"})
+#: Commands that open the results database: each takes ``--db`` after its name too (``options.db_option``),
+#: as ``iolab --db URL COMMAND`` (tests/unit/cli/test_command_table.py holds every one to it).
+OPENS_DB = CREATES_DB | frozenset({"runs", "show", "compare", "history", "gate", "accept", "report", "label", "tag",
+                                   "delete"})
 
 
 class LazyGroup(click.Group):
@@ -226,21 +268,46 @@ def report_unreadable(ctx: click.Context, exc: UnreadableRun) -> None:
 
 def emit_tables(tables: Sequence[Table], fmt: str, document: Any = None) -> None:
     """Print ``tables`` in ``fmt``; ``json`` prints ``document`` instead."""
-    from ..report.table import to_csv, to_markdown, to_rich
+    from ..report.table import to_csv, to_markdown, to_terminal
     if fmt == "json":
         click.echo(json.dumps(document, indent=2, default=str))
     elif fmt == "csv":
-        click.echo(to_csv(tables), nl=False)
+        main, context = csv_parts(tables)
+        for title in main.notes:  # what the table is of: context, on stderr, so that stdout is one CSV table
+            click.echo(f"# {title}", err=True)
+        if context:  # after a blank line: read_csv(stderr) reads the titles, then each table under its own
+            click.echo("\n" + to_csv(context, titled=True), err=True, nl=False)
+        click.echo(to_csv([replace(main, notes=())]), nl=False)
     elif fmt == "markdown":
         click.echo("\n".join(to_markdown(t) for t in tables), nl=False)
     else:
+        from rich.padding import Padding
+        from rich.text import Text
         for table in tables:
             if table.rows:
-                out.print(to_rich(table))
+                out.print(to_terminal(table, out.width))
             else:  # its title and notes say it all (the gate with nothing failing): no empty grid
                 out.print(table.title, style="bold", markup=False, highlight=False)
-            for note in table.notes:
-                out.print(f"  {note}", style="yellow", markup=False)
+            for note in table.notes:  # a note that wraps keeps its indent
+                out.print(Padding(Text(note, style="yellow"), (0, 0, 0, 2)))
+
+
+def csv_parts(tables: Sequence[Table]) -> tuple[Table, list[Table]]:
+    """What ``--format csv`` prints: on stdout one CSV table, its header the first line (``pandas.read_csv``
+    and any CSV reader take it as it is): the first table, with every later one of the same columns (a
+    table per run of ``show``, per pair of ``compare``) under a first column ``table`` holding their
+    titles; its notes are the titles it holds, for stderr. The other tables (summaries, grids), each
+    with its title, go to stderr (``to_csv``'s blocks)."""
+    from ..report.table import Cell, Column, Table
+    first, *rest = tables
+    keys = [c.key for c in first.columns]
+    same = [first, *(t for t in rest if [c.key for c in t.columns] == keys)]
+    context = [t for t in rest if t not in same]
+    if len(same) == 1:
+        return replace(first, notes=(first.title,)), context
+    rows = tuple((Cell(t.title), *row) for t in same for row in t.rows)
+    return Table(first.title, (Column("table", "table"), *first.columns), rows, tuple(t.title for t in same),
+                 first.name), context
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -309,6 +376,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     interrupts.install()
     atexit.unregister(gc.freeze)  # once however often main runs in a process (tests)
     atexit.register(gc.freeze)  # see _close
+    size_consoles()
     try:
         _main(argv, state)
     finally:

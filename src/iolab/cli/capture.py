@@ -15,7 +15,7 @@ from ..units import parse_duration_us
 from ..workflows.capture import record
 from ..workflows.capture.summary import Fingerprint
 from . import emit_tables, err, store_of
-from .options import Naming, destroy_option, fio_command_options, format_option, naming_options
+from .options import Naming, db_option, destroy_option, fio_command_options, format_option, naming_options
 from .show import print_run, run_document
 
 FITTED = "the fitted job file"
@@ -26,6 +26,7 @@ FITTED = "the fitted job file"
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND...]")
 @click.option("--duration", help="Record for this long (60s, 5m) instead of while COMMAND runs.")
 @naming_options("capture")
+@db_option
 @format_option()
 @click.pass_context
 def capture(ctx: click.Context, device: str, command: Sequence[str], duration: str | None, named: Naming,
@@ -46,6 +47,9 @@ def capture(ctx: click.Context, device: str, command: Sequence[str], duration: s
         raise UsageError("capture for a --duration, or while a command runs (-- COMMAND …), not both or neither",
                          hint="iolab capture /dev/sdb --duration 60s, or iolab capture /dev/sdb -- COMMAND ARGS")
     duration_s = _duration_us("--duration", duration) / 1e6 if duration else None
+    if duration_s is not None and duration_s <= 0:  # refused before tracing starts: it would store an empty run
+        raise UsageError(f"--duration {duration}: a capture needs a duration above zero",
+                         hint="iolab capture DEVICE --duration 60s")
     what = f"while `{' '.join(command)}` runs" if command else f"for {duration}"
     err.print(f"Capturing the block I/O of {device} {what}…")
     captured = record.capture(device, duration_s, tuple(command))

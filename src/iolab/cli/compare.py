@@ -18,7 +18,7 @@ from ..report.saturation import comparison_table
 from ..store.database import Store
 from ..store.records import UnreadableRun
 from . import emit_tables, err, read_runs, report_unreadable, store_of
-from .options import format_option
+from .options import db_option, format_option
 
 
 def parse_threshold(text: str) -> float:
@@ -72,8 +72,8 @@ def resolve(store: Store, selector: str) -> tuple[list[int], str | None]:
         return store.resolve(run), target
     except UsageError:
         raise UsageError(f"no run matches {selector!r} (nor {run!r} of RUN:TARGET)",
-                         hint="give a run id, 'latest', a label or key=value tag, optionally :TARGET; list runs "
-                              "with: iolab runs") from None
+                         hint="give a run id, 'latest', a range 3-7, a list 3,5,9, a label or key=value tag, "
+                              "optionally :TARGET; list runs with: iolab runs") from None
 
 
 def sides_of(store: Store, selectors: Sequence[str], least: int = 1,
@@ -128,6 +128,7 @@ def split_by(sides: Sequence[tuple[compare_mod.Side, list[Run]]], by: str | None
 @click.command()
 @click.argument("selectors", nargs=-1, required=True, metavar="A [B C ...]")
 @comparison_options
+@db_option
 @format_option()
 @click.option("--fail-on-regression", is_flag=True,
               help="Exit with code 3 when a metric is significantly worse by more than the threshold.")

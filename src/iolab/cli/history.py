@@ -13,6 +13,7 @@ import click
 
 from ..errors import UsageError
 from . import FORMATS, emit_tables, err, report_unreadable, store_of
+from .options import db_option
 
 if TYPE_CHECKING:
     from ..analyze import gate as gate_mod
@@ -122,6 +123,7 @@ def history_options(command: Callable[..., object]) -> Callable[..., object]:
 @click.command()
 @click.argument("selectors", nargs=-1, metavar="[SELECTOR]...")
 @history_options
+@db_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.pass_context
 def history(ctx: click.Context, selectors: Sequence[str], targets: Sequence[str], workloads: Sequence[str],
@@ -168,6 +170,7 @@ def history(ctx: click.Context, selectors: Sequence[str], targets: Sequence[str]
 @click.option("--all", "every", is_flag=True, help="Show every series, not only the failing ones.")
 @click.option("--format", "fmt", type=click.Choice((*FORMATS, "junit")), default="table", show_default=True,
               help="junit: JUnit XML, one test case per series, a failure per regression (for CI test reports).")
+@db_option
 @click.pass_context
 def gate(ctx: click.Context, run: str, metrics: Sequence[str], max_regression: str, baselines: Sequence[str],
          label: str | None, since: str | None, every: bool, fmt: str) -> None:
@@ -255,6 +258,7 @@ def same_suite(store: Store, run_id: int, label: str | None = None) -> list[int]
 @click.option("--reason", required=True, metavar="TEXT", help="Why the change is intended (shown with it).")
 @click.option("--max-regression", default="5%", show_default=True, metavar="PCT",
               help="The gate's bound: RUN must be off its baseline by more than this in some series.")
+@db_option
 @click.pass_context
 def accept(ctx: click.Context, run: str, reason: str, max_regression: str) -> None:
     """Accept the change RUN shows as intended: the gate judges its series against their new level from it on.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,13 @@ from ..errors import IolabError
 from ..report.table import Cell, Column, Table
 from ..workflows import importer
 from . import emit_tables, err, load_runs, report_error, store_of
-from .options import Naming, format_option, naming_options
+from .options import Naming, db_option, format_option, naming_options
 
 
 @click.command("import")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="FILE|DIR...")
 @naming_options("imported runs")
+@db_option
 @click.option("--label-from", type=click.Choice(importer.LABEL_FROM),
               help="A run per file, labelled by its name without the extension (directpath.txt: directpath).")
 @format_option(help="How to print the imported results (one file) or the import's summary.")
@@ -106,13 +108,18 @@ def _summary(outcomes: Sequence[importer.Outcome]) -> Table:
     for o in outcomes:
         counts = (o.files, _count(o, "skipped"), _count(o, "failed"), o.passed_over, o.results, o.logs_attached,
                   o.logs_skipped, len(o.warnings))
-        rows.append((Cell(o.path), Cell(str(o.run_id) if o.run_id else "–", o.run_id),
-                     *(Cell(f"{n:,}", n, "red" if n and i == 2 else None) for i, n in enumerate(counts))))
+        rows.append((Cell(_printable(o.path), o.path), Cell(str(o.run_id) if o.run_id else "–", o.run_id),
+                     *(Cell(str(n), n, "red" if n and i == 2 else None) for i, n in enumerate(counts))))
     stored = sum(o.run_id is not None for o in outcomes)
     return Table(title=f"import: {sum(o.files for o in outcomes)} file(s) stored as {stored} run(s)",
                  columns=columns, rows=tuple(rows),
                  notes=("other files: in a directory, files that are not fio outputs (job files, images …); its fio "
                         "logs are counted as logs",))
+
+
+def _printable(path: str) -> str:
+    """A path as text a terminal can show: bytes that are not UTF-8 as ``\\xff``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _count(o: importer.Outcome, status: str) -> int:

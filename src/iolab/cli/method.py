@@ -24,12 +24,14 @@ from .plan import print_findings
 
 
 @click.command("lint")
-@click.argument("suite")
+@click.argument("suite", required=False)
+@click.option("--list", "listing", is_flag=True, help="Print the catalogue of findings (P1–P16, FIO) and exit.")
 @suite_options(lint=True)
 @destroy_option("As for `run`: devices you allow iolab to overwrite.")
 @click.option("--allow-exec", is_flag=True, help="As for `run`: jobs may run programs (exec_prerun ...).")
 @format_option(("table", "json", "markdown", "csv"))
-def lint_command(suite: str, asked: SuiteArgs, destroy: Sequence[str], allow_exec: bool, fmt: str) -> None:
+def lint_command(suite: str | None, listing: bool, asked: SuiteArgs, destroy: Sequence[str], allow_exec: bool,
+                 fmt: str) -> None:
     """Check a suite or fio job file for methodology problems (catalogue P1–P16), on the targets
     and host it would run on. Every methodology finding is a warning; errors are what `iolab run`
     refuses before fio starts (a destructive write to a device with data, a job fio rejects), and
@@ -38,7 +40,19 @@ def lint_command(suite: str, asked: SuiteArgs, destroy: Sequence[str], allow_exe
     \b
     iolab lint my-suite.yaml
     iolab lint job.fio --target data=/mnt/ssd/test.bin
+    iolab lint --list                                # the catalogue
     """
+    if listing:
+        from ..check.acknowledge import catalogue
+        rows = tuple((Cell(i), Cell(s), Cell(w)) for i, s, w in catalogue())
+        emit_tables([Table("lint catalogue (acknowledge a warning: --ignore-lint CODE, or lint: {ignore: [CODE]})",
+                           (Column("id", "id", whole=True), Column("severity", "severity"),
+                            Column("finds", "finds")), rows)], fmt,
+                    {"schema": "iolab.lint-catalogue/1", "rules": [dict(zip(("id", "severity", "finds"), r,
+                                                                             strict=True)) for r in catalogue()]})
+        return
+    if suite is None:
+        raise UsageError("which suite? give a .yaml suite or a fio job file, or --list for the catalogue")
     loaded = asked.load(suite)
     plan = prepare(loaded, RunOptions(destroy=tuple(destroy), allow_exec=allow_exec), strict=False)
     findings = list(plan.findings)
@@ -48,7 +62,8 @@ def lint_command(suite: str, asked: SuiteArgs, destroy: Sequence[str], allow_exe
             out.print(f"Lint: no findings for {loaded.name}")
     else:
         emit_tables([findings_table(findings, f"lint: {loaded.name}")], fmt,
-                    {"suite": loaded.name, "findings": [dataclasses.asdict(f) for f in findings]})
+                    {"schema": "iolab.lint/1", "suite": loaded.name,
+                     "findings": [dataclasses.asdict(f) for f in findings]})
     if plan.errors:
         raise PlanRefused(f"{len(plan.errors)} error(s) in the plan of {loaded.name}", shown=True)
 
@@ -91,7 +106,7 @@ def host_command(device: str | None, fmt: str) -> None:
     except IolabError:
         fio_version = None
     facts = host_mod.host_facts(fio_version)
-    document: dict[str, Any] = {"host": to_jsonable(facts)}
+    document: dict[str, Any] = {"schema": "iolab.host/1", "host": to_jsonable(facts)}
     rows = _facts_rows(facts, "host.")
     if device:
         target = targets.inspect(device)

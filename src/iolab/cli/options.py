@@ -196,6 +196,8 @@ class SuiteArgs:
     prometheus: str | None = None
     passes: int | None = None
     tiers: Sequence[str] = ()
+    ignore_lint: Sequence[str] = ()
+    sets: Sequence[str] = ()
 
     def given(self) -> bool:
         """Whether any was given (a resumed run takes none: its plan is stored)."""
@@ -213,7 +215,29 @@ class SuiteArgs:
             loaded = replace(loaded, observe=with_args(loaded.observe, self.observe, self.no_observe, self.prometheus))
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        return suite_mod.with_passes(loaded, self.passes, _tiers(self.tiers))
+        loaded = suite_mod.with_passes(loaded, self.passes, _tiers(self.tiers))
+        loaded = suite_mod.with_sets(loaded, _sets(self.sets))
+        if not self.ignore_lint:
+            return loaded
+        from ..describe.lintcodes import check_codes
+        try:
+            codes = check_codes(self.ignore_lint)
+        except ValueError as exc:
+            raise UsageError(f"--ignore-lint: {exc}") from None
+        return replace(loaded, lint_ignore=tuple(dict.fromkeys((*loaded.lint_ignore, *codes))))
+
+
+def _sets(args: Sequence[str]) -> dict[str, str | None]:
+    """``--set KEY=VALUE`` values (``--set time_based``: a bare option) as options, the last of a key winning.
+    Raises ``UsageError``."""
+    out: dict[str, str | None] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        key = key.strip()
+        if not key or any(c.isspace() for c in key) or key.startswith(("[", ";", "#")):
+            raise UsageError(f"--set {arg!r}: expected a fio option KEY=VALUE such as runtime=30s")
+        out[key] = value.strip() if sep else None
+    return out
 
 
 def _tiers(args: Sequence[str]) -> list[Any]:
@@ -251,6 +275,12 @@ def suite_options(*, lint: bool = False) -> Callable[[F], F]:
                                         help="Repetitions of every job (default: the suite's)."),)),
         click.option("--tune", multiple=True, metavar="KEY=VALUE", help=_LINT_TUNE if lint else _TUNE),
         click.option("--pin", type=click.Choice(("mq", "numa")), help=_LINT_PIN if lint else _PIN),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                     help="Set this fio option in every job for this run, over the suite's or job file's "
+                          "(repeatable; stored with the run): --set runtime=30s --set size=1g."),
+        click.option("--ignore-lint", "ignore_lint", multiple=True, metavar="CODE",
+                     help="Acknowledge this lint warning (P3, repeatable; as a suite's lint: {ignore: [P3]}): "
+                          "stored with the run as acknowledged, not printed in full."),
     ]
     if not lint:
         options += [

@@ -169,13 +169,18 @@ def print_jobs(plan: Plan) -> None:
         out.print(item.job_text, markup=False, highlight=False)
 
 
-def print_findings(findings: Sequence[lint.Finding], console: Console = err, *, full: bool = False) -> None:
-    """Findings as readable text: id, severity and places, then what is wrong and the remedy
-    (and the source when ``full``)."""
-    if not findings:
+def print_findings(findings: Sequence[lint.Finding], console: Console = err, *, full: bool = False,
+                   heading: str | None = None) -> None:
+    """Findings as readable text under ``heading`` (default: how many errors and warnings): id, severity and
+    places, then what is wrong and the remedy (and the source when ``full``)."""
+    from ..check.acknowledge import ACKNOWLEDGED
+    acknowledged = list(dict.fromkeys(f.id for f in findings if f.severity == ACKNOWLEDGED))
+    findings = [f for f in findings if f.severity != ACKNOWLEDGED]
+    if not findings and not acknowledged:
         return
     errors = sum(f.severity == lint.ERROR for f in findings)
-    console.print(f"[bold]Lint[/]: {errors} error(s), {len(findings) - errors} warning(s)")
+    console.print(heading or f"[bold]Lint[/]: {errors} error(s), {len(findings) - errors} warning(s)"
+              + (f", acknowledged: {', '.join(acknowledged)}" if acknowledged else ""))
     for f in findings:
         style = "red" if f.severity == lint.ERROR else "yellow"
         console.print(f"  {f.id} {f.severity}", style=f"bold {style}", end="", markup=False)
@@ -227,13 +232,15 @@ class Shown(Watch):
         super().__init__()
         self.progress, self.quiet, self.stored_as, self.notes = progress, quiet, stored_as, notes
         self.run_id: int | None = None
+        #: A dry run lists the plan's errors (what a run refuses) after its job files, not with its warnings.
+        self.errors_last = False
 
     def planned(self, plan: Plan) -> None:
         if not self.quiet:
             describe_plan(plan)
             for note in self.notes:
                 err.print(f"  {note}", markup=False, highlight=False)
-        print_findings(plan.findings)
+        print_findings([f for f in plan.findings if not (self.errors_last and f.severity == lint.ERROR)])
 
     def stored(self, run_id: int, store: Store) -> None:
         self.run_id = run_id

@@ -14,6 +14,7 @@ from ..analyze.metrics import metric as known_metric
 from ..errors import UsageError
 from . import err, report_unreadable, store_of
 from .compare import comparison_options, metric_names, parse_threshold, sides_of, split_by
+from .options import db_option
 
 HTML, MARKDOWN = "the HTML report", "the Markdown report"
 
@@ -38,12 +39,13 @@ HTML, MARKDOWN = "the HTML report", "the Markdown report"
 @click.option("--workload", "workloads", multiple=True, metavar="W", help="With --history: only this workload.")
 @click.option("--since", metavar="DATE", help="With --history: only results from DATE (or an age, 30d) on.")
 @click.option("--host", metavar="H", help="With --history: only runs on this host.")
+@db_option
 @click.pass_context
 def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, png_dir: Path | None,
            markdown_path: Path | None, title: str | None, independent_y: bool, metrics: str | None,
            threshold: str, ignore: Sequence[str], by: str | None, baseline: str | None, history: bool,
            targets: Sequence[str], workloads: Sequence[str], since: str | None, host: str | None) -> None:
-    """Write a report of stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE.
+    """Write a report of stored runs: RUN is an id, `latest`, a range 3-7, a list 3,5,9, a label or a tag KEY=VALUE.
 
     One run gives its results table. Several start with the comparison `iolab compare` prints
     for the same selectors (the first is the baseline; a selector matching several runs pools
@@ -75,7 +77,8 @@ def report(ctx: click.Context, selectors: Sequence[str], output: Path | None, pn
     if history:
         doc, default = _history_page(ctx, selectors, targets, workloads, since, host, metrics, title)
     elif not selectors:
-        raise UsageError("report needs a RUN (an id, latest, a label or a tag KEY=VALUE), or --history")
+        raise UsageError("report needs a RUN (an id, latest, a range 3-7, a list 3,5,9, a label or a tag "
+                         "KEY=VALUE), or --history")
     elif targets or workloads or since or host:
         raise UsageError("--target, --workload, --since and --host go with --history")
     else:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..errors import Interrupted, RunFailed, UsageError
+from ..errors import Interrupted, PlanRefused, RunFailed, UsageError
 from ..remote import sshhost
 from . import err, import_store_meanwhile, store_of
 from .options import Naming, SuiteArgs, fio_command_options, format_option, run_options, suite_options
@@ -55,7 +55,7 @@ def run(ctx: click.Context, suite: str | None, asked: SuiteArgs, named: Naming, 
         from ..run.plan import start_soon
         start_soon(loaded, options, asked.repeat)  # and so do the programs the plan starts here
     from ..run import pipeline
-    from .plan import Shown, print_jobs
+    from .plan import Shown, print_findings, print_jobs
     from .progress import job_progress
     from .show import print_run
 
@@ -70,9 +70,16 @@ def run(ctx: click.Context, suite: str | None, asked: SuiteArgs, named: Naming, 
             done = pipeline.resume(store_of(ctx), resume, options, watch=watch)
         elif not suite:
             raise UsageError("which suite? give a built-in name (quick, cdm), a .yaml suite or a fio job file")
-        elif dry_run:
-            print_jobs(pipeline.Session(lambda: store_of(ctx), options, watch=watch).plan(
-                asked.load(suite), repeat=asked.repeat, contact=probe))
+        elif dry_run:  # the whole plan, then what a run would refuse, listed at its end
+            watch.errors_last = True
+            plan = pipeline.Session(lambda: store_of(ctx), options, watch=watch).plan(
+                asked.load(suite), repeat=asked.repeat, contact=probe, strict=False)
+            print_jobs(plan)
+            if plan.errors:
+                print_findings(plan.errors, heading=f"[bold red]Refused[/]: {len(plan.errors)} error(s) a run stops "
+                                                    "at before fio starts")
+                raise PlanRefused(f"a run of {plan.suite.name} would be refused: {len(plan.errors)} error(s), "
+                                  "listed above")
             return
         else:
             assert loaded is not None
@@ -83,7 +90,7 @@ def run(ctx: click.Context, suite: str | None, asked: SuiteArgs, named: Naming, 
         if watch.run_id is not None:
             print_run(store_of(ctx).get_run(watch.run_id), fmt)
         raise
-    print_run(done, fmt)
+    print_run(done, fmt, findings_shown=True)  # the plan printed them
     run_id = done.info.id
     if done.info.status == "partial":
         err.print(f"[yellow]Run {run_id} is partial[/]: hosts were lost mid-run; the other hosts' results are "

@@ -14,7 +14,7 @@ import click
 from ..model import Run, to_jsonable
 from ..report.table import Cell, Column, Table
 from . import emit_tables, load_runs, report_unreadable, store_of
-from .options import format_option
+from .options import db_option, format_option
 
 if TYPE_CHECKING:
     pass
@@ -86,16 +86,18 @@ def run_document(run: Run) -> dict[str, Any]:
     return document
 
 
-def print_run(stored: Run, fmt: str) -> None:
-    """The run's results and the tables that follow them (``iolab show``'s), or its JSON document."""
+def print_run(stored: Run, fmt: str, findings_shown: bool = False) -> None:
+    """The run's results and the tables that follow them (``iolab show``'s), or its JSON document; its lint
+    findings in one line when ``findings_shown`` (``report.results.results_table``)."""
     from ..report import results as results_report
     # the JSON document only for --format json: building it (pydantic's serialisers) is most of the
     # time between a run's last job and its exit
-    emit_tables([results_report.results_table(stored), *_extra_tables(stored)], fmt,
+    emit_tables([results_report.results_table(stored, findings_shown), *_extra_tables(stored)], fmt,
                 run_document(stored) if fmt == "json" else None)
 
 
 @click.command()
+@db_option
 @click.option("-n", "--limit", type=int, default=50, show_default=True, help="How many runs to list.")
 @format_option()
 @click.pass_context
@@ -117,8 +119,9 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
     ) if not isinstance(i, UnreadableRun) else (
         Cell(str(i.run_id), i.run_id), Cell(""), Cell("unreadable", style="red"), *(Cell("") for _ in range(6)),
     ) for i in listed)
-    document = [to_jsonable(i) if not isinstance(i, UnreadableRun) else {"id": i.run_id, "unreadable": i.reason}
-                for i in listed]
+    document = {"schema": "iolab.runs/1", "runs": [
+        to_jsonable(i) if not isinstance(i, UnreadableRun) else {"id": i.run_id, "unreadable": i.reason}
+        for i in listed]}
     emit_tables([Table("runs", columns, rows)], fmt, document)
     for problem in listed:
         if isinstance(problem, UnreadableRun):
@@ -127,10 +130,11 @@ def runs(ctx: click.Context, limit: int, fmt: str) -> None:
 
 @click.command()
 @click.argument("selectors", nargs=-1, required=True, metavar="RUN...")
+@db_option
 @format_option()
 @click.pass_context
 def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
-    """Show stored runs: RUN is an id, `latest`, a label or a tag KEY=VALUE."""
+    """Show stored runs: RUN is an id, `latest`, a range 3-7, a list 3,5,9, a label or a tag KEY=VALUE."""
     from ..report import results as results_report
     from ..report.sweeps import run_grids
     store = store_of(ctx)
@@ -138,10 +142,10 @@ def show(ctx: click.Context, selectors: Sequence[str], fmt: str) -> None:
     stored = load_runs(ctx, ids)
     if not stored:
         return
-    document: Any = [run_document(r) for r in stored] if fmt == "json" else None  # as print_run
+    documents = [run_document(r) for r in stored] if fmt == "json" else []  # as print_run
     emit_tables([t for r in stored for t in (results_report.results_table(r), *run_grids(r), *_extra_tables(r),
                                              *_search_tables(r))], fmt,
-                document[0] if document is not None and len(document) == 1 else document)
+                documents[0] if len(documents) == 1 else {"schema": "iolab.run-set/1", "runs": documents})
 
 
 def _search_tables(run: Run) -> list[Table]:

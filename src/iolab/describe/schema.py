@@ -108,11 +108,14 @@ def _check_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 class TargetModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    path: str | None = None
-    size: str | int | None = None
-    hosts: list[str] | None = None
-    hosts_file: str | None = None
-    ssh: bool = False
+    path: str | None = Field(None, description=(
+        "a file (created when missing), a directory (fio makes its files inside) or a block device; with "
+        "hosts, the path on each host"))
+    size: str | int | None = Field(None, description="a fio size used when a workload sets none (64g)")
+    hosts: list[str] | None = Field(None, description=(
+        "run on all these hosts at once: ssh://USER@HOST, or HOST[:PORT] of a fio server"))
+    hosts_file: str | None = Field(None, description="a file of hosts, one a line (relative to the suite file)")
+    ssh: bool = Field(False, description="gather each host's facts over ssh (implied by ssh:// hosts)")
 
     @field_validator("size")
     @classmethod
@@ -151,21 +154,47 @@ class TargetModel(BaseModel):
         return self
 
 
+class LintModel(BaseModel):
+    """``lint: {ignore: [P3, P4]}``: warnings acknowledged for this suite (``check.acknowledge``)."""
+    model_config = ConfigDict(extra="forbid")
+    ignore: list[str] = Field(default_factory=list, description=(
+        "lint warnings acknowledged: stored with the run as such, not printed in full"))
+
+    @field_validator("ignore")
+    @classmethod
+    def _codes(cls, v: list[str]) -> list[str]:
+        from .lintcodes import check_codes
+        return list(check_codes(v))
+
+
 class SuiteModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str | None = None
-    description: str = ""
-    targets: dict[str, TargetModel] = Field(default_factory=dict)
-    defaults: dict[str, Any] = Field(default_factory=dict)
-    workloads: list[dict[str, Any]] = Field(min_length=1)
-    repeat: int = Field(default=1, ge=1, le=1000)
-    tune: dict[str, Any] = Field(default_factory=dict)
-    pin: str | None = None
-    drop_caches: bool = False
-    precondition: Any = None
-    observe: Any = None
-    passes: Any = 1
-    tiers: Any = None
+    name: str | None = Field(None, description="the suite's name [default: the file's name]")
+    description: str = Field("", description="free text, shown with the suite")
+    targets: dict[str, TargetModel] = Field(default_factory=dict, description=(
+        "NAME: PATH, or NAME: {a target's keys, below}; --target NAME=PATH replaces them"))
+    defaults: dict[str, Any] = Field(default_factory=dict, description=(
+        "fio options for every workload, verbatim (null: a flag without value)"))
+    workloads: list[dict[str, Any]] = Field(min_length=1, description=(
+        "one mapping of fio options per workload, verbatim; a list of values is a matrix axis (iodepth: [1, "
+        "32]); name: optional"))
+    repeat: int = Field(default=1, ge=1, le=1000, description="repetitions of every job, 1 to 1000")
+    tune: dict[str, Any] = Field(default_factory=dict, description=(
+        "host tuning while jobs run, restored after each: scheduler, rq_affinity, nomerges, nr_requests, "
+        "read_ahead_kb, write_cache, governor (a list is an axis)"))
+    pin: str | None = Field(None, description="mq or numa: fio on the CPUs of the device's blk-mq queues or NUMA node")
+    drop_caches: bool = Field(False, description="sync and drop the page cache before every job")
+    precondition: Any = Field(None, description=(
+        "{fill: 2x, bs: 128k, rounds: 25, round_time: 60s, track: iops}: fill the region, then rounds until "
+        "steady state"))
+    observe: Any = Field(None, description=(
+        "{port, local, hosts, prometheus}: whose node_exporter is sampled; false: nobody's"))
+    passes: Any = Field(1, description=(
+        "every job N times back to back over the same region (a cache's warm-up curve), 1 to 1000"))
+    tiers: Any = Field(None, description=(
+        "NAME: DEVICE[@HOST]: devices under a cache whose I/Os are counted per job (origin: the hit ratio)"))
+    lint: LintModel | None = Field(None, description=(
+        "{ignore: [P3, ...]}: lint warnings acknowledged (iolab help lint)"))
 
     @field_validator("passes")
     @classmethod
@@ -232,6 +261,17 @@ class SuiteModel(BaseModel):
         return v
 
 
+def unknown_key(key: str, model: type[BaseModel]) -> str:
+    """What to say of ``key``, which ``model`` does not have (pydantic says "Extra inputs are not
+    permitted"): the closest key it has, and all of them."""
+    import difflib
+    keys = list(model.model_fields)
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    guess = f"; did you mean `{close[0]}`?" if close else ""
+    what = {TargetModel: "a target", LintModel: "lint"}.get(model, "a suite")
+    return f"unknown key{guess} ({what} has: {', '.join(keys)})"
+
+
 def validation_error(source: str, text: str, exc: ValidationError) -> SuiteError:
     lines = yaml_lines(text)
     messages = []
@@ -239,6 +279,10 @@ def validation_error(source: str, text: str, exc: ValidationError) -> SuiteError
         msg, loc = str(err["msg"]).removeprefix("Value error, "), err["loc"]
         if loc[-1:] == ("[key]",):  # a key that is not text: YAML read `true:` or `5:` as a bool or a number
             loc, msg = loc[:-2], f"key {err['input']!r}: expected text (a name; quote it)"
+        elif err["type"] == "extra_forbidden":
+            model = (TargetModel if loc[:1] == ("targets",) and len(loc) == 3 else
+                     LintModel if loc[:1] == ("lint",) and len(loc) == 2 else SuiteModel)
+            msg = unknown_key(str(loc[-1]), model)
         where, path = place(loc, msg)
         if where and ": " in msg and msg.split(": ", 1)[0] in where:
             msg = msg.split(": ", 1)[1]

@@ -70,6 +70,10 @@ class Suite:
     observe: Observe = field(default_factory=Observe)
     passes: int = 1
     tiers: tuple[Tier, ...] = ()
+    #: Lint warnings acknowledged (``lint: {ignore: [P3]}``, ``--ignore-lint``; ``check.acknowledge``).
+    lint_ignore: tuple[str, ...] = ()
+    #: fio options set for this run over the suite's or job file's (``--set KEY=VALUE``; ``suite.with_sets``).
+    overrides: Mapping[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

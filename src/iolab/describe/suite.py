@@ -102,6 +102,7 @@ def load_yaml(text: str, source: str, default_name: str = "suite") -> Suite:
         workloads=workloads, repeat=model.repeat, description=model.description, tune=model.tune,
         method=Method(pin=model.pin, drop_caches=model.drop_caches, precondition=model.precondition),
         observe=model.observe if "observe" in data else Observe(), passes=model.passes, tiers=model.tiers or (),
+        lint_ignore=tuple(model.lint.ignore) if model.lint else (),
     )
 
 
@@ -164,6 +165,30 @@ def with_method(suite: Suite, tune: Mapping[str, tuple[str, ...]] | None = None,
     if pin:
         suite = replace(suite, method=replace(suite.method, pin=pin))
     return suite
+
+
+#: Options ``--set`` cannot change: where fio does I/O is the targets' (``--target NAME=PATH``), so that the
+#: safety checks and the fence see every place a job writes as a target.
+NOT_SETTABLE = frozenset({"filename", "directory", "filename_format", "opendir", "unique_filename"})
+
+
+def with_sets(suite: Suite, sets: Mapping[str, str | None]) -> Suite:
+    """The suite with the fio options ``sets`` (``--set KEY=VALUE``; None: a bare option such as
+    ``time_based``) in every job section of every workload, in place of the value the section, its
+    ``[global]`` section or the suite's defaults gave; kept in ``Suite.overrides`` (stored with the run).
+    fio judges names and values when the plan checks each job. Raises ``SuiteError`` for a location option."""
+    if not sets:
+        return suite
+    if refused := sorted(set(sets) & NOT_SETTABLE):
+        raise SuiteError(f"--set {refused[0]}: where fio does I/O is the target's", hint="use --target NAME=PATH")
+
+    def section(s: jobfile.Section) -> jobfile.Section:
+        if s.is_global:
+            return s
+        return replace(s, options=(*(o for o in s.options if o[0] not in sets), *sets.items()))
+
+    workloads = tuple(replace(w, sections=tuple(map(section, w.sections))) for w in suite.workloads)
+    return replace(suite, workloads=workloads, overrides={**suite.overrides, **sets})
 
 
 def with_passes(suite: Suite, passes: int | None = None, tiers: Sequence[Tier] = ()) -> Suite:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model import Run, to_jsonable
-from ..units import format_bytes
+from ..units import format_bytes, format_iops, format_ns
 from ..workflows.capture.summary import Dist, Fingerprint, stored_fingerprint
 from .table import Cell, Column, Table
 
@@ -24,7 +24,7 @@ def _row(metric: str, text: str, value: Any = None, detail: str = "") -> tuple[C
 
 
 def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f} %"
+    return "–" if value is None else f"{value:.1f}%"
 
 
 def _num(value: float | None, fmt: str, unit: str = "") -> str:
@@ -35,7 +35,7 @@ def _num(value: float | None, fmt: str, unit: str = "") -> str:
 def _us(d: Dist) -> str:
     if d.count == 0 or d.mean is None:
         return "–"
-    return f"mean {d.mean:,.1f} µs · p50 {d.p50:,.1f} · p99 {d.p99:,.1f}"
+    return f"mean {d.mean:.1f} µs · p50 {d.p50:.1f} · p99 {d.p99:.1f}"
 
 
 def _bs(nbytes: int) -> str:
@@ -47,7 +47,7 @@ def _rate(fp: Fingerprint) -> tuple[Cell, ...]:
         return _row("IOPS", "–", None, f"no request in the {fp.duration_s:.2f} s captured")
     span = (f", over the {fp.active_s:.2f} s from the first request to the last" if fp.active_s and fp.data_ios
             else "")
-    return _row("IOPS", f"{fp.iops:,.0f}", fp.iops, f"{format_bytes(fp.bw_bytes_s)}/s{span}")
+    return _row("IOPS", format_iops(fp.iops), fp.iops, f"{format_bytes(fp.bw_bytes_s)}/s{span}")
 
 
 def _flush_rate(fp: Fingerprint) -> str:
@@ -69,8 +69,8 @@ def fingerprint_rows(fp: Fingerprint) -> list[tuple[Cell, ...]]:
     """The fingerprint, one metric a row (display text, raw value, detail); "–" (raw value None)
     for what the capture did not measure."""
     ios, nbytes = fp.ios, fp.bytes
-    mix = ", ".join(f"{k} {v:,} ({format_bytes(nbytes.get(k, 0))}"
-                    + (f"; write-zeroes {fp.zeroes_ios:,}, {format_bytes(fp.zeroes_bytes)}"
+    mix = ", ".join(f"{k} {v} ({format_bytes(nbytes.get(k, 0))}"
+                    + (f"; write-zeroes {fp.zeroes_ios}, {format_bytes(fp.zeroes_bytes)}"
                        if k == "write" and fp.zeroes_ios else "") + ")" for k, v in ios.items())
     sizes = []
     for kind, counts in fp.bs_counts.items():
@@ -80,32 +80,32 @@ def fingerprint_rows(fp: Fingerprint) -> list[tuple[Cell, ...]]:
     depth = " ".join(f"{d}:{p:.0f}%" for d, p in sorted(fp.depth_time_pct.items())[:8] if p >= 0.5)
     at_issue, gaps = fp.depth_at_issue, fp.interarrival_us
     return [
-        _row("duration", f"{fp.duration_s:.2f} s", fp.duration_s, f"{fp.requests:,} requests"
-             + (f", {fp.lost_events:,} events LOST" if fp.lost_events else "")),
-        _row("requests", f"{fp.data_ios:,}", fp.data_ios, mix or "none: nothing reached the device"),
+        _row("duration", f"{fp.duration_s:.2f} s", fp.duration_s, f"{fp.requests} requests"
+             + (f", {fp.lost_events} events LOST" if fp.lost_events else "")),
+        _row("requests", f"{fp.data_ios}", fp.data_ios, mix or "none: nothing reached the device"),
         _row("reads (rwmixread)", _pct(fp.read_pct_ios), fp.read_pct_ios, f"by bytes {_pct(fp.read_pct_bytes)}"),
         _rate(fp),
         _row("block sizes", f"{len({b for c in fp.bs_counts.values() for b in c})} sizes", None, "; ".join(sizes)),
         _row("random", _pct(fp.random_pct), fp.random_pct,
-             "sequential: " + (", ".join(f"{k} {v:.1f} %" for k, v in fp.sequential_pct_by_kind.items()) or "–")),
+             "sequential: " + (", ".join(f"{k} {v:.1f}%" for k, v in fp.sequential_pct_by_kind.items()) or "–")),
         _row("depth (time mean)", f"{fp.depth_mean:.2f}", fp.depth_mean,
-             f"busy {fp.busy_pct:.1f} % · mean while busy {_num(fp.depth_mean_busy, '.2f')} · max {fp.depth_max}"),
+             f"busy {fp.busy_pct:.1f}% · mean while busy {_num(fp.depth_mean_busy, '.2f')} · max {fp.depth_max}"),
         _row("depth at issue", _num(at_issue.p50, ".0f"), at_issue.p50,
              f"p99 {_num(at_issue.p99, '.0f')} · time at depth {depth or '–'}"),
-        _row("inter-arrival", _num(gaps.mean, ",.1f", " µs"), gaps.mean,
-             f"p50 {_num(gaps.p50, ',.1f')} · p99 {_num(gaps.p99, ',.1f', ' µs')} · "
+        _row("inter-arrival", _num(gaps.mean, ".1f", " µs"), gaps.mean,
+             f"p50 {_num(gaps.p50, '.1f')} · p99 {_num(gaps.p99, '.1f', ' µs')} · "
              f"CV {_num(fp.interarrival_cv, '.2f')}"),
-        _row("skew: hottest 1 %", _pct(fp.hot1_pct), fp.hot1_pct,
-             f"hottest 10 %: {_pct(fp.hot10_pct)} of {fp.granules_touched:,} 4 KiB blocks touched"
+        _row("skew: hottest 1%", _pct(fp.hot1_pct), fp.hot1_pct,
+             f"hottest 10 %: {_pct(fp.hot10_pct)} of {fp.granules_touched} 4 KiB blocks touched"
              + (" (every block a request covers)" if fp.granules_by == "covered" else " (by request start)")),
         _lba(fp),
         _row("flush / FUA", _pct(fp.flush_pct), fp.flush_pct,
              f"FUA {_pct(fp.fua_pct)} · sync writes {_pct(fp.sync_write_pct)}" + _flush_rate(fp)),
-        *(_row(f"service time {k}", _num(d.mean, ",.1f", " µs"), d.mean, _us(d)) for k, d in fp.latency_us.items()),
+        *(_row(f"service time {k}", _num(d.mean, ".1f", " µs"), d.mean, _us(d)) for k, d in fp.latency_us.items()),
         _row("processes", str(len(fp.processes)), len(fp.processes),
-             ", ".join(f"{k} {v:,}" for k, v in fp.processes.items())),
-        *([_row("left out", f"{sum(fp.left_out.values()):,}", sum(fp.left_out.values()),
-                ", ".join(f"{k} {v:,}" for k, v in list(fp.left_out.items())[:8])
+             ", ".join(f"{k} {v}" for k, v in fp.processes.items())),
+        *([_row("left out", f"{sum(fp.left_out.values())}", sum(fp.left_out.values()),
+                ", ".join(f"{k} {v}" for k, v in list(fp.left_out.items())[:8])
                 + " (requests in no other figure)")] if fp.left_out else []),
     ]
 
@@ -224,7 +224,7 @@ def _depth_spec(fp: Fingerprint, name: str) -> dict[str, Any]:
 def _figure(value: float | None, unit: str) -> str:
     if value is None:
         return "–"
-    return f"{value:,.1f}{' ' + unit if unit else ''}" if abs(value) >= 10 or unit == "%" else f"{value:.2f}"
+    return f"{value:.1f}{' ' + unit if unit else ''}" if abs(value) >= 10 or unit == "%" else f"{value:.2f}"
 
 
 def _diff(error: float | None, relative: float | None, unit: str) -> str:
@@ -233,7 +233,7 @@ def _diff(error: float | None, relative: float | None, unit: str) -> str:
         return "–"
     if unit == "%":
         return f"{error:+.1f} pt"
-    return f"{100 * relative:+.1f} %" if relative is not None else f"{error:+.2f}"
+    return f"{100 * relative:+.1f}%" if relative is not None else f"{error:+.2f}"
 
 
 def closeness_table(rows: Sequence[Any]) -> Table:
@@ -291,7 +291,7 @@ def performance_table(original: Run, fitted: Run, replay: Run | None = None) -> 
             continue
         for i, metric in enumerate(("syncs/s" if direction == "sync" else "IOPS", "clat p99 (worst class)")):
             values = [t[direction][i] for t in totals]
-            shown = [("–" if v is None else f"{v:,.0f}" if i == 0 else f"{v / 1000:,.1f} µs") for v in values]
+            shown = [format_iops(v) if i == 0 else format_ns(v) for v in values]
             changes = [_change(values[-2], values[-1])]
             if replay is not None:
                 changes.append(_change(values[0], values[1]))
@@ -303,4 +303,4 @@ def performance_table(original: Run, fitted: Run, replay: Run | None = None) -> 
 
 
 def _change(before: float | None, after: float | None) -> str:
-    return f"{100 * (after / before - 1):+.1f} %" if before and after is not None else "–"
+    return f"{100 * (after / before - 1):+.1f}%" if before and after is not None else "–"

@@ -37,7 +37,7 @@ def sparkline(values: Sequence[float], width: int = TREND_WIDTH) -> str:
 
 
 def _pct(fraction: float | None) -> str:
-    return "–" if fraction is None else f"{fraction * 100:+.1f} %"
+    return "–" if fraction is None else f"{fraction * 100:+.1f}%"
 
 
 def _p(p: float | None) -> str:

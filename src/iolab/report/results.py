@@ -13,6 +13,7 @@ the ``all hosts`` row, which would otherwise mix two different sets of hosts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -187,8 +188,9 @@ def _cv(summary: stats.Summary) -> Cell:
     return Cell("–", None if summary.cv is None else summary.cv * 100)
 
 
-def results_table(run: Run) -> Table:
-    """The run's results for people: IOPS, MiB/s, mean and p99 clat.
+def results_table(run: Run, findings_shown: bool = False) -> Table:
+    """The run's results for people: IOPS, MiB/s, mean and p99 clat; below them, the run's warnings, its lint
+    findings in one reminder line when ``findings_shown`` (the plan printed them, in this command).
 
     With repeats each cell is ``mean ±CV%`` (sample stdev relative to the mean). A remote
     target adds a ``host`` column: one row per host, then the ``all hosts`` row. Workloads are
@@ -251,7 +253,8 @@ def results_table(run: Run) -> Table:
         table_rows.append(tuple(cells))
     info = run.info
     title = f"run {info.id}: {info.suite_name}" + (f" [{info.label}]" if info.label else "") + f" ({info.status})"
-    return Table(title=title, columns=tuple(columns), rows=tuple(table_rows), notes=_notes(run, rows, naming))
+    return Table(title=title, columns=tuple(columns), rows=tuple(table_rows),
+                 notes=_notes(run, rows, naming, findings_shown))
 
 
 #: What a figure from fio's rounded display is marked with, wherever it is shown.
@@ -274,11 +277,31 @@ def _compact(warning: str) -> str:
     return f"{rule} [{compact_places(places.split(', '))}]: {rest}"
 
 
-def _notes(run: Run, rows: Sequence[ResultRow], naming: sweep.Naming) -> tuple[str, ...]:
+#: How a finding the user acknowledged starts among the stored warnings (``check.acknowledge.PREFIX``).
+ACKNOWLEDGED = "acknowledged: "
+#: A stored warning that is a lint finding (``check.lint.Finding.text``: ``P4 [w on d]: …``, ``FIO …``).
+_FINDING = re.compile(r"^(P\d+|FIO)\b")
+
+
+def _notes(run: Run, rows: Sequence[ResultRow], naming: sweep.Naming, findings_shown: bool) -> tuple[str, ...]:
     info = run.info
-    # The table shows what each finding says; the remedies are in the JSON document and `iolab lint`.
-    notes = tuple(f"warning: {_compact(w.split(' Remedy: ')[0])}" for w in info.warnings) + method_notes(run)
-    if any(" Remedy: " in w for w in info.warnings):
+    # The table shows what each finding says; the remedies are in the JSON document and `iolab lint`. Findings
+    # the plan printed just before are not said twice: one line reminds of them.
+    acknowledged = [w.removeprefix(ACKNOWLEDGED) for w in info.warnings if w.startswith(ACKNOWLEDGED)]
+    said = [w for w in info.warnings if findings_shown and _FINDING.match(w)]
+    shown = [w for w in info.warnings if w not in said and not w.startswith(ACKNOWLEDGED)]
+    notes = tuple(f"warning: {_compact(w.split(' Remedy: ')[0])}" for w in shown) + method_notes(run)
+    if said:
+        ids = ", ".join(dict.fromkeys(str(_FINDING.match(w)[0]) for w in said))  # type: ignore[index]
+        notes = (f"lint: {len(said)} warning(s) ({ids}), printed with the plan; iolab show {info.id} repeats them, "
+                 "iolab lint SUITE explains them", *notes)
+    if sets := info.options.get("set"):
+        given = " ".join(f"--set {k}" + ("" if v is None else f"={v}") for k, v in sets.items())
+        notes += (f"fio options set for this run over the suite's: {given}",)
+    if acknowledged:
+        ids = ", ".join(dict.fromkeys(m[0] for w in acknowledged if (m := _FINDING.match(w))))
+        notes += (f"acknowledged (--ignore-lint, lint: ignore): {ids}",)
+    if any(" Remedy: " in w for w in shown):
         notes += ("remedies for these warnings: iolab lint SUITE (or the run's JSON document: run.warnings)",)
     if info.source:
         files = info.source.get("files")

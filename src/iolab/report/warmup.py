@@ -24,7 +24,7 @@ RULE = ("warm: the last pass of the first window of 3 passes whose IOPS are show
 
 
 def _count(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.0f}"
+    return "–" if value is None else f"{value:.0f}"
 
 
 def describe_warm(curve: warmup.Curve) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import interrupts
 from ..check import plan_checks, safety
+from ..check.acknowledge import stored_text
 from ..check.remote import RemoteTarget, preflight
 from ..describe import tiers as tier_specs
 from ..describe.spec import Target
@@ -55,7 +56,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
     crash-test phase)."""
     store.check_writable(len(plan_.items))
     spool_mod.make()
-    warnings = [*warnings, *(f.text() for f in plan_.findings)]
+    warnings = [*warnings, *(stored_text(f) for f in plan_.findings)]
     run_id = store.create_run(
         suite_name=plan_.suite.name, suite_text=plan_.suite.text, label=label, tags=tags,
         host=plan_.host, fio_version=plan_.host.fio_version, warnings=warnings,
@@ -67,7 +68,7 @@ def start(store: Store, plan_: Plan, options: RunOptions, label: str | None = No
                  "remote": remote_run.stored_options(plan_.suite.targets),
                  "remote_scratch": {name: remote_run.scratch(rt) for name, rt in plan_.remote.items()},
                  "observe": plan_.observers.stored(), "passes": plan_.suite.passes, "owner": owner_record(),
-                 "tiers": tier_specs.stored(plan_.suite.tiers),
+                 "tiers": tier_specs.stored(plan_.suite.tiers), "set": dict(plan_.suite.overrides),
                  "preexisting": {t.path: sorted(scratch_mod.fio_files(t.path)) for t in plan_.suite.targets
                                  if t.path and t.name in plan_.facts and plan_.facts[t.name].kind == "directory"}},
     )

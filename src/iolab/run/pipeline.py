@@ -76,10 +76,11 @@ class Session:
             self._store = self._open()
         return self._store
 
-    def plan(self, suite: Suite, *, repeat: int | None = None, contact: bool = True) -> Plan:
+    def plan(self, suite: Suite, *, repeat: int | None = None, contact: bool = True, strict: bool = True) -> Plan:
         """``suite`` prepared (``run.plan.prepare``, which says what it raises) and told to the watch.
-        With ``contact=False`` no other host is contacted (a dry run)."""
-        plan = prepare(suite, self.options, repeat=repeat, contact=contact, checked=self.checked)
+        With ``contact=False`` no other host is contacted (a dry run); with ``strict=False`` the plan's
+        refusals are error findings in it (``Plan.errors``) instead of raised."""
+        plan = prepare(suite, self.options, repeat=repeat, contact=contact, checked=self.checked, strict=strict)
         self.checked = {**self.checked, **plan.remote}
         self.watch.planned(plan)
         return plan

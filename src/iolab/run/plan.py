@@ -20,12 +20,13 @@ from typing import Any
 
 from .. import units
 from ..check import guard, lint, plan_checks, safety
+from ..check.acknowledge import acknowledge
 from ..check.plan_checks import PlanItem
 from ..check.remote import HostFence, RemoteTarget, plan_fences, preflight, unchecked
 from ..describe.matrix import plan
 from ..describe.render import render_job
 from ..describe.spec import JobSpec, Suite
-from ..errors import SafetyError, SuiteError
+from ..errors import PlanRefused, SafetyError, SuiteError
 from ..facts import host, pinning, targets
 from ..facts.sysfs import format_cpu_list as format_cpus
 from ..fio import jobfile
@@ -197,7 +198,8 @@ def prepare(suite: Suite, options: RunOptions, repeat: int | None = None, strict
         scratch, fence_plan = (), guard.FencePlan(None, exc.message, ())
         refused.append(lint.Finding("P16", lint.ERROR, exc.message, exc.hint or "",
                                     "iolab safety rules (docs/design.md, section 3)"))
-    findings = lint.merge([*refused, *lint.lint_plan(items, facts, suite.method.precondition, machine)])
+    findings = acknowledge(lint.merge([*refused, *lint.lint_plan(items, facts, suite.method.precondition, machine)]),
+                           suite.lint_ignore)
     created = tuple(dict.fromkeys(os.path.realpath(p) for v in verdicts for p, why in v.writable.items()
                                   if why == fence_mod.NEW))
     host_fences = {name: plan_fences(rt, any(i.writes for i in items if i.job.spec.target.name == name),
@@ -325,7 +327,10 @@ def _check_method(suite: Suite, spec: JobSpec, facts: TargetFacts | None, remote
         raise SuiteError(f"target {spec.target.name}: tuning ({', '.join(spec.tune)}) sets this machine's block "
                          "queues and CPUs, and this target runs on its hosts",
                          hint="tune the hosts before the run, or tune only local targets")
-    tuning.knobs(spec.tune, device_of(facts))
+    try:
+        tuning.knobs(spec.tune, device_of(facts))
+    except tuning.TuningError as exc:  # asked for what this target cannot have: the plan is refused (exit 2)
+        raise PlanRefused(exc.message, hint=exc.hint) from exc
     if suite.method.precondition is not None and not spec.target.path:
         raise SuiteError("precondition: a job file's own files cannot be preconditioned",
                          hint="name the target with --target NAME=PATH")

@@ -42,6 +42,7 @@ from ..model import (
     to_json_text,
     to_jsonable,
 )
+from . import curation, selectors
 from . import faults as dbfaults
 from . import history as stored_history
 from .codecs import JSONText, decode_series, json_serializer, utc
@@ -136,6 +137,7 @@ class Store:
         path = dbfaults.sqlite_path(self.url)
         if path is not None:  # never onto a device, a FIFO or another file: created (where it can be) or checked
             outputs.database(path, create=dbfaults.sqlite_read_only(path) is None)
+            dbfaults.make_sqlite_dir(path, self.display_url)
         #: Why this process cannot write the database (a read-only SQLite file, directory or mount), or None:
         #: it is then opened read-only, so that reading commands work (``check_writable`` refuses a run).
         self.read_only = dbfaults.sqlite_read_only(path) if path is not None else None
@@ -156,8 +158,9 @@ class Store:
             self._migrate()
         except sa.exc.SQLAlchemyError as exc:
             reason = dbfaults.describe(exc)
+            hint = (path is not None and "unable to open" in reason and dbfaults.sqlite_open_hint(path)) or None
             raise StoreError(f"cannot open the results database {self.display_url}: {reason}",
-                             hint=dbfaults.hint_for(reason)) from exc
+                             hint=hint or dbfaults.hint_for(reason)) from exc
 
     def _sqlite_pragmas(self, dbapi_connection: Any, _record: Any) -> None:
         """Foreign keys, WAL (not on a read-only database: it is a write) and a lock wait that stays
@@ -399,6 +402,26 @@ class Store:
     def finish_run(self, run_id: int, status: str) -> None:
         self.update_run(run_id, status=status, finished_at=datetime.now(UTC))
 
+    @_guarded("label or tag the runs")
+    def retag(self, run_ids: Sequence[int], tags: Mapping[str, str] | None = None, remove: Sequence[str] = (), *,
+              label: str | None = None, unlabel: bool = False) -> None:
+        """Set and remove the runs' tags, give them ``label`` or (``unlabel``) none. Raises ``UsageError``."""
+        with self.engine.begin() as conn:
+            if label is not None or unlabel:
+                curation.relabel(conn, run_ids, label)
+            if tags or remove:
+                curation.retag(conn, run_ids, tags or {}, remove)
+
+    @_guarded("delete the runs")
+    def delete_runs(self, run_ids: Sequence[int], confirm: bool = True) -> list[curation.Deleted]:
+        """Delete the runs and all that is theirs (``curation.delete``); without ``confirm`` only say what
+        would go. Raises ``UsageError`` when one is in progress."""
+        with self.engine.connect() as conn, conn.begin() as transaction:
+            deleted = curation.delete(conn, run_ids)
+            if not confirm:
+                transaction.rollback()
+            return deleted
+
     # -- reading ---------------------------------------------------------------------------
 
     @_guarded("list the runs")
@@ -496,31 +519,10 @@ class Store:
 
     @_guarded("find runs")
     def resolve(self, selector: str) -> list[int]:
-        """Run ids for a selector: an id (``12``), ``latest``, a label, or a tag ``key=value``.
-
-        A label or tag matches every run that carries it, newest last. Raises ``UsageError``
-        when nothing matches.
-        """
+        """Run ids for a selector: an id (``12``), ``latest``, a range ``3-7``, a list ``3,5,9``, a label,
+        or a tag ``key=value`` (``store.selectors``). Raises ``UsageError`` when nothing matches."""
         with self.engine.connect() as conn:
-            if selector.isdigit():
-                found = conn.execute(sa.select(runs.c.id).where(runs.c.id == int(selector))).scalars().all()
-            elif selector == "latest":
-                found = conn.execute(sa.select(sa.func.max(runs.c.id))).scalars().all()
-                found = [f for f in found if f is not None]
-            elif "=" in selector:
-                key, value = selector.split("=", 1)
-                found = conn.execute(
-                    sa.select(run_tags.c.run_id).where(run_tags.c.key == key, run_tags.c.value == value)
-                    .order_by(run_tags.c.run_id)
-                ).scalars().all()
-            else:
-                found = conn.execute(
-                    sa.select(runs.c.id).where(runs.c.label == selector).order_by(runs.c.id)
-                ).scalars().all()
-        if not found:
-            raise UsageError(f"no run matches {selector!r}", hint="give a run id, 'latest', a label or key=value tag; "
-                             "list runs with: iolab runs")
-        return [int(f) for f in found]
+            return selectors.resolve(conn, selector)
 
     @_guarded("read the history")
     def history(self, run_ids: Sequence[int] | None = None, since: datetime | None = None,
@@ -569,8 +571,6 @@ class Store:
     @staticmethod
     def _tags(conn: Connection, run_ids: Sequence[int]) -> dict[int, dict[str, str]]:
         out: dict[int, dict[str, str]] = {}
-        if not run_ids:
-            return out
         for r in conn.execute(sa.select(run_tags).where(run_tags.c.run_id.in_(run_ids)).order_by(run_tags.c.key)):
             out.setdefault(r.run_id, {})[r.key] = r.value
         return out
@@ -580,8 +580,8 @@ class Store:
         return RunInfo(
             id=row["id"], created_at=utc(row["created_at"]),  # type: ignore[arg-type]
             finished_at=utc(row["finished_at"]), status=effective_status(row["status"], row["options"]),
-            origin=row["origin"],
-            suite_name=row["suite_name"], suite_text=row["suite_text"], label=row["label"], tags=dict(tags),
+            origin=row["origin"], suite_name=row["suite_name"], suite_text=row["suite_text"], label=row["label"],
+            tags=dict(tags),
             fio_version=row["fio_version"], host=column("host", HostFacts, row["host"]) if row["host"] else None,
             warnings=tuple(row["warnings"] or ()), source=row["source"], options=row["options"] or {},
         )

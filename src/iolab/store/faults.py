@@ -209,6 +209,49 @@ def sqlite_read_only(path: Path) -> str | None:
     return None
 
 
+def make_sqlite_dir(path: Path, display_url: str) -> None:
+    """Make the directory of the SQLite database ``path``. Raises ``StoreError`` (``sqlite_open_hint``)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot open the results database {display_url}: cannot make its directory: "
+                         f"{exc.strerror or exc}", hint=sqlite_open_hint(path)) from exc
+
+
+def sqlite_open_hint(path: Path) -> str:
+    """What to do when SQLite cannot open ``path`` ("unable to open database file"): the file is a
+    directory, or its directory is missing, not a directory, or not writable; named with its mode and owner
+    (a server's hint, ``hint_for``, would send an SQLite user looking for a server)."""
+    directory = path.parent
+    if path.is_dir():
+        return f"{path} is a directory; give a file in it with --db (such as {path / 'iolab.db'})"
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a directory, so {path} cannot be created there; give another path with --db"
+    if existing != directory:
+        return (f"the directory {directory} does not exist and cannot be made in {existing} "
+                f"({_permissions(existing)}); create it, or give another path with --db")
+    return (f"SQLite needs to write {path} and its -wal and -shm files in {directory} ({_permissions(directory)}); "
+            "make it writable for this user, or give another path with --db / $IOLAB_DB")
+
+
+def _permissions(path: Path) -> str:
+    """``mode drwxr-xr-x, owner root``, or what stat said."""
+    import pwd
+    import stat
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    return f"mode {stat.filemode(st.st_mode)}, owner {owner}"
+
+
 def _mount_point(path: Path) -> str:
     path = path.resolve()
     while not os.path.ismount(path) and path != path.parent:

@@ -54,7 +54,10 @@ def test_plan_interleaves_repeats():
     ("defaults:\n  iodepth: 0\nworkloads:\n  - {rw: read}\n", "s.yaml:2: defaults.iodepth: expected a whole number"),
     ("targets: [a]\nworkloads:\n  - {rw: read}\n", "s.yaml:1: targets:"),
     ("workloads: []\n", "s.yaml:1: workloads: List should have at least 1 item"),
-    ("workload:\n  - {rw: read}\n", "s.yaml:1: workload: Extra inputs are not permitted"),
+    ("workload:\n  - {rw: read}\n", "s.yaml:1: workload: unknown key; did you mean `workloads`? (a suite has: name,"),
+    ("target: {a: /x}\nworkloads:\n  - {rw: read}\n", "s.yaml:1: target: unknown key; did you mean `targets`?"),
+    ("targets: {a: {paht: /x}}\nworkloads:\n  - {rw: read}\n",
+     "s.yaml:1: targets.a.paht: unknown key; did you mean `path`? (a target has: path, size, hosts, hosts_file, ssh)"),
     ("workloads:\n  - {rw: read, bs: [4k, {x: 1}]}\n", "workloads[0].bs: expected a fio value"),
     ("workloads: [\n", "s.yaml:2: not valid YAML"),
     ("- 1\n", "expected a mapping"),
@@ -63,6 +66,29 @@ def test_errors_name_the_place(text, where):
     with pytest.raises(SuiteError) as info:
         suite.load_yaml(text, "s.yaml")
     assert where in str(info.value)
+
+
+def test_a_suite_acknowledges_lint_warnings():
+    loaded = suite.load_yaml("lint: {ignore: [P3, p4, P3]}\nworkloads:\n  - {rw: read}\n", "s.yaml")
+    assert loaded.lint_ignore == ("P3", "P4")
+    with pytest.raises(SuiteError, match=r"s\.yaml:1: lint\.ignore: P16 is a refusal"):
+        suite.load_yaml("lint: {ignore: [P16]}\nworkloads:\n  - {rw: read}\n", "s.yaml")
+    with pytest.raises(SuiteError, match="unknown key; did you mean `ignore`"):
+        suite.load_yaml("lint: {ignroe: [P3]}\nworkloads:\n  - {rw: read}\n", "s.yaml")
+
+
+def test_set_overrides_the_suites_option_in_every_job():
+    loaded = suite.load_yaml("defaults: {runtime: 60s, size: 1g}\nworkloads:\n  - {rw: read}\n  - {rw: write, "
+                             "size: 2g}\n", "s.yaml")
+    changed = suite.with_sets(loaded, {"size": "64m", "time_based": None})
+    for w in changed.workloads:
+        options = [o for s in w.sections if not s.is_global for o in s.options]
+        assert ("size", "64m") in options and ("time_based", None) in options
+        assert not any(k == "size" and v != "64m" for k, v in options)
+    assert changed.overrides == {"size": "64m", "time_based": None}
+    assert suite.with_sets(loaded, {}) is loaded
+    with pytest.raises(SuiteError, match="where fio does I/O is the target's"):
+        suite.with_sets(loaded, {"directory": "/"})
 
 
 def test_builtin_suites():

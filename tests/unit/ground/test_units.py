@@ -33,7 +33,7 @@ def test_parse_duration(text, us):
 
 
 def test_formatting():
-    assert units.format_iops(71314.6) == "71,315"
+    assert units.format_iops(71314.6) == "71314.6" and units.format_iops(2994) == "2994.0"
     assert units.format_iops(None) == "–"
     assert units.format_ns(145160) == "145.2 us"
     assert units.format_ns(900) == "900 ns"

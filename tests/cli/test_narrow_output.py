@@ -1,0 +1,76 @@
+"""Output fitted to the terminal, as printed: at 80 columns ``compare`` and ``gate`` keep every
+identifying value whole (target, workload, direction, metric, verdict), wrapped or listed row by row,
+never dropped or cut; piped output honours ``COLUMNS``; a long workload name is whole at any width.
+
+The runs are real: the recorded loop-device history (``historydata.LOOP_RUNS``)."""
+
+from __future__ import annotations
+
+import lzma
+import re
+from pathlib import Path
+
+import pytest
+
+import historydata
+from inprocess import iolab
+from iolab.store.database import Store
+from storedruns import store_run
+
+METRICS = ("IOPS", "bw MiB/s", "clat mean", "clat p50", "clat p99", "clat p99.9", "lat mean", "slat mean")
+
+
+@pytest.fixture
+def runs(tmp_path) -> Path:
+    db = tmp_path / "iolab.db"
+    db.write_bytes(lzma.decompress(historydata.LOOP_RUNS.read_bytes()))
+    return db
+
+
+def _fits(text: str, width: int) -> None:
+    assert max(map(len, text.splitlines())) <= width, text
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_compare_keeps_workload_direction_metric_and_verdict_whole(runs, width):
+    proc = iolab("compare", "1", "9", env={"COLUMNS": str(width)}, db=runs)
+    assert proc.returncode == 0, proc.stderr
+    _fits(proc.stdout, width)
+    text = proc.stdout
+    for metric in METRICS:  # every row: its metric, and beside it its workload, direction and verdict
+        assert re.search(rf"\b{re.escape(metric)}\b", text), metric
+    assert text.count("randread-4k") >= len(METRICS) and text.count("worse (untested)") >= len(METRICS)
+    assert len(re.findall(r"\bread\b", text)) >= len(METRICS)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_gate_keeps_target_workload_metric_and_verdict_whole(runs, width):
+    proc = iolab("gate", "12", env={"COLUMNS": str(width)}, db=runs)
+    assert proc.returncode == 3, proc.stderr
+    _fits(proc.stdout, width)
+    for metric in ("iops", "bw", "clat_mean", "clat_p99", "cpu_us_per_io"):
+        assert re.search(rf"\b{metric}\b", proc.stdout), metric
+    assert proc.stdout.count("randread-4k (read)") == 5 and proc.stdout.count("regression") >= 4
+    assert len(re.findall(r"\bloop\b", proc.stdout)) == 5
+
+
+def test_piped_output_honours_columns_else_is_160_wide(runs):
+    for width in (72, 100, 140):
+        _fits(iolab("compare", "1", "9", env={"COLUMNS": str(width)}, db=runs).stdout, width)
+    unset = iolab("compare", "1", "9", env={"COLUMNS": ""}, db=runs).stdout
+    _fits(unset, 160)
+    assert "━━━" in unset  # a grid: 160 columns hold it
+
+
+def test_a_long_workload_name_is_never_cut(tmp_path):
+    db = tmp_path / "iolab.db"
+    name = "randread-4k-qd32-numjobs4-rate_iops1000-sched_mq-deadline-ra128-ceph-rbd"  # 70 characters
+    store = Store(f"sqlite:///{db}")
+    store_run(store, "a", {name: [(1000, 1e5)]})
+    store_run(store, "b", {name: [(1200, 1e5)]})
+    store.close()
+    for width in ("80", "160"):
+        for args in (("show", "a"), ("compare", "a", "b")):
+            proc = iolab(*args, env={"COLUMNS": width}, db=db)
+            assert proc.returncode == 0 and name in proc.stdout, (args, width, proc.stdout)
+            _fits(proc.stdout, int(width))
