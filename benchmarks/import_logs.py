@@ -19,7 +19,12 @@ import (fio-plot's flat layout: ``randread-16-8.json``, randread and randwrite Ã
 numjobs 1-64, 98 outputs per directory; logs named by queue depth and thread only,
 ``random-read-depth-16_iops.8.log`` at 1 s over 60 s, so later runs overwrite earlier ones: 2,240
 per directory): ``iolab import DIR1 DIR2`` timed from process start to exit, against the bare read
-of the same files in this process. Target: <= 5x.
+of the same files in this process, the two alternating, the best of each. The command runs with its
+compiled modules cached, as an installed iolab has them (``ratios.installed_env``; a first run fills
+the cache and is not timed). Target: <= 3x (issue 44; 5x before).
+
+The files go to ``--dir``; the databases to the default temporary directory (iolab writes no
+database under /dev, so ``--dir /dev/shm`` keeps only the files in memory).
 
     .venv/bin/python benchmarks/import_logs.py [--rounds 3] [--dir /dev/shm] [--json]
 """
@@ -40,7 +45,7 @@ import numpy as np
 
 from iolab.store.database import Store
 from iolab.workflows import importer
-from ratios import Ratio, add_json_option, emit, say
+from ratios import Ratio, add_json_option, emit, installed_env, say
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fio" / "fio-3.33_randrw_libaio.json"
 RWS = ("randread", "randwrite")
@@ -166,18 +171,18 @@ def make_benchfio_dir(directory: Path, template: dict, rng: random.Random,  # ty
     return outputs, list(logs)
 
 
-def cli_import_s(directories: list[Path], db: Path) -> float:
+def cli_import_s(directories: list[Path], db: Path, env: dict[str, str]) -> float:
     """Wall-clock seconds of ``iolab --db DB import DIRâ€¦`` as a fresh process, start to exit."""
     argv = [str(Path(sys.executable).parent / "iolab"), "--db", str(db), "import", *map(str, directories)]
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     took = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"iolab import failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return took
 
 
-def benchfio_pair(root: Path, rounds: int, as_json: bool) -> Ratio:
+def benchfio_pair(root: Path, dbs: Path, rounds: int, as_json: bool) -> Ratio:
     """The CLI end to end on a bench-fio directory pair against the bare read (module docstring)."""
     template = json.loads(TEMPLATE.read_text())
     rng = random.Random(11)
@@ -188,16 +193,19 @@ def benchfio_pair(root: Path, rounds: int, as_json: bool) -> Ratio:
         outputs += o
         logs += g
     mb = sum(p.stat().st_size for p in (*outputs, *logs)) / 1e6
+    env = installed_env(dbs / "pycache")
+    cli_import_s(directories, dbs / "warm-up.db", env)  # fills the module cache and the page cache
     bare = cli = float("inf")
     for i in range(rounds):
         start = time.perf_counter()
         bare_read(outputs, logs)
         bare = min(bare, time.perf_counter() - start)
-        cli = min(cli, cli_import_s(directories, root / f"pair{i}.db"))
+        cli = min(cli, cli_import_s(directories, dbs / f"pair{i}.db", env))
     say(f"bench-fio pair: {len(outputs)} outputs, {len(logs)} logs, {mb:.1f} MB of text", as_json)
     say(f"numpy.loadtxt + json.load (baseline, in this process) {bare:.2f} s", as_json)
     say(f"iolab import DIR1 DIR2 (a new process, start to exit)  {cli:.2f} s", as_json)
-    return Ratio("iolab import of a bench-fio pair (process included) / numpy.loadtxt read", cli / bare, 5.0, "lower")
+    return Ratio("iolab import DIR1 DIR2 of a bench-fio pair, process start to exit / bare numpy.loadtxt + json.load "
+                 "read", cli / bare, 3.0, "lower")
 
 
 def main() -> None:
@@ -206,8 +214,9 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where the files and databases go (default: a temp dir)")
     add_json_option(parser)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=args.dir, prefix="iolab-bench-logs-") as tmp:
-        root = Path(tmp)
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="iolab-bench-logs-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="iolab-bench-logs-db-") as db_tmp:
+        root, dbs = Path(tmp), Path(db_tmp)
         outputs, logs = make_sweep(root)
         text_bytes = sum(p.stat().st_size for p in (*outputs, *logs))
         bare = imported = float("inf")
@@ -215,19 +224,19 @@ def main() -> None:
             start = time.perf_counter()
             samples = bare_read(outputs, logs)
             bare = min(bare, time.perf_counter() - start)
-            db = root / f"round{i}.db"
+            db = dbs / f"round{i}.db"
             start = time.perf_counter()
             outcome = import_once(root, db)
             imported = min(imported, time.perf_counter() - start)
             assert outcome.results == len(outputs) and outcome.logs_attached == len(logs), outcome
-            db_bytes = sum(p.stat().st_size for p in root.glob(f"round{i}.db*"))
+            db_bytes = sum(p.stat().st_size for p in dbs.glob(f"round{i}.db*"))
         mb = text_bytes / 1e6
         say(f"sweep: {len(outputs)} outputs, {len(logs)} logs, {samples:,} samples, {mb:.1f} MB of text", args.json)
         say(f"numpy.loadtxt + json.load (baseline) {mb / bare:6.1f} MB/s ({bare:.2f} s)", args.json)
         say(f"iolab import DIR                     {mb / imported:6.1f} MB/s ({imported:.2f} s), all "
             f"{outcome.logs_attached} logs attached", args.json)
         say(f"database {db_bytes / 1e6:.1f} MB for {mb:.1f} MB of text", args.json)
-        pair = benchfio_pair(root / "benchfio", args.rounds, args.json)
+        pair = benchfio_pair(root / "benchfio", dbs, args.rounds, args.json)
         emit("import_logs", [
             Ratio("import throughput / numpy.loadtxt read", bare / imported, 0.2, "higher"),
             Ratio("database size / text imported", db_bytes / text_bytes, 2.0, "lower"),
