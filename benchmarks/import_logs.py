@@ -26,7 +26,11 @@ the cache and is not timed). Target: <= 3x (issue 44; 5x before).
 The files go to ``--dir``; the databases to the default temporary directory (iolab writes no
 database under /dev, so ``--dir /dev/shm`` keeps only the files in memory).
 
-    .venv/bin/python benchmarks/import_logs.py [--rounds 3] [--dir /dev/shm] [--json]
+``--against SRC`` also times the command with another checkout's ``src`` first on the path in the
+same rounds (its turn alternating with this one's), and prints its ratio beside: an A/B of a change
+on a machine whose speed varies.
+
+    .venv/bin/python benchmarks/import_logs.py [--rounds 3] [--dir /dev/shm] [--against SRC] [--json]
 """
 
 from __future__ import annotations
@@ -182,7 +186,7 @@ def cli_import_s(directories: list[Path], db: Path, env: dict[str, str]) -> floa
     return took
 
 
-def benchfio_pair(root: Path, dbs: Path, rounds: int, as_json: bool) -> Ratio:
+def benchfio_pair(root: Path, dbs: Path, rounds: int, as_json: bool, against: Path | None = None) -> Ratio:
     """The CLI end to end on a bench-fio directory pair against the bare read (module docstring)."""
     template = json.loads(TEMPLATE.read_text())
     rng = random.Random(11)
@@ -194,16 +198,26 @@ def benchfio_pair(root: Path, dbs: Path, rounds: int, as_json: bool) -> Ratio:
         logs += g
     mb = sum(p.stat().st_size for p in (*outputs, *logs)) / 1e6
     env = installed_env(dbs / "pycache")
-    cli_import_s(directories, dbs / "warm-up.db", env)  # fills the module cache and the page cache
-    bare = cli = float("inf")
+    other = {**installed_env(dbs / "pycache-against"), "PYTHONPATH": str(against)} if against else None
+    for name, e in (("warm-up", env), ("warm-up-against", other)):
+        if e is not None:
+            cli_import_s(directories, dbs / f"{name}.db", e)  # fills the module cache and the page cache
+    bare = cli = cli_other = float("inf")
     for i in range(rounds):
         start = time.perf_counter()
         bare_read(outputs, logs)
         bare = min(bare, time.perf_counter() - start)
+        if other is not None and i % 2:
+            cli_other = min(cli_other, cli_import_s(directories, dbs / f"pair{i}-against.db", other))
         cli = min(cli, cli_import_s(directories, dbs / f"pair{i}.db", env))
+        if other is not None and not i % 2:
+            cli_other = min(cli_other, cli_import_s(directories, dbs / f"pair{i}-against.db", other))
     say(f"bench-fio pair: {len(outputs)} outputs, {len(logs)} logs, {mb:.1f} MB of text", as_json)
     say(f"numpy.loadtxt + json.load (baseline, in this process) {bare:.2f} s", as_json)
-    say(f"iolab import DIR1 DIR2 (a new process, start to exit)  {cli:.2f} s", as_json)
+    say(f"iolab import DIR1 DIR2 (a new process, start to exit)  {cli:.2f} s, ratio {cli / bare:.2f}", as_json)
+    if other is not None:
+        say(f"the same with {against} first on the path       {cli_other:.2f} s, ratio {cli_other / bare:.2f}",
+            as_json)
     return Ratio("iolab import DIR1 DIR2 of a bench-fio pair, process start to exit / bare numpy.loadtxt + json.load "
                  "read", cli / bare, 3.0, "lower")
 
@@ -211,7 +225,9 @@ def benchfio_pair(root: Path, dbs: Path, rounds: int, as_json: bool) -> Ratio:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="bare/import rounds, the best of each counts")
-    parser.add_argument("--dir", default=None, help="where the files and databases go (default: a temp dir)")
+    parser.add_argument("--dir", default=None, help="where the files go (default: a temp dir)")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another checkout's src: its import of the pair timed in the same rounds")
     add_json_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="iolab-bench-logs-") as tmp, \
@@ -236,7 +252,7 @@ def main() -> None:
         say(f"iolab import DIR                     {mb / imported:6.1f} MB/s ({imported:.2f} s), all "
             f"{outcome.logs_attached} logs attached", args.json)
         say(f"database {db_bytes / 1e6:.1f} MB for {mb:.1f} MB of text", args.json)
-        pair = benchfio_pair(root / "benchfio", dbs, args.rounds, args.json)
+        pair = benchfio_pair(root / "benchfio", dbs, args.rounds, args.json, args.against)
         emit("import_logs", [
             Ratio("import throughput / numpy.loadtxt read", bare / imported, 0.2, "higher"),
             Ratio("database size / text imported", db_bytes / text_bytes, 2.0, "lower"),
