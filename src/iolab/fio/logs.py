@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -127,8 +127,13 @@ def thread_names(job_text: str) -> list[str]:
     Each job section counts ``numjobs`` times (``add_job()`` in init.c numbers clones right
     after their job). A ``numjobs`` fio would reject counts once.
     """
+    return names_of_threads(jobfile.effective_jobs(jobfile.parse(job_text)))
+
+
+def names_of_threads(jobs: Iterable[tuple[str, Mapping[str, str | None]]]) -> list[str]:
+    """``thread_names`` of a job file already parsed (``jobfile.effective_jobs``)."""
     names = []
-    for name, options in jobfile.effective_jobs(jobfile.parse(job_text)):
+    for name, options in jobs:
         numjobs = options.get("numjobs") or "1"
         names += [name] * (int(numjobs) if numjobs.isdigit() and int(numjobs) > 0 else 1)
     return names
