@@ -65,3 +65,41 @@ def test_thread_numbers_follow_numjobs_in_file_order():
     assert logs.thread_names(text) == ["a", "a", "b", "b", "b", "c"]
     assert not logs.sets_own_logging(text)
     assert logs.sets_own_logging("[a]\nwrite_bw_log=mine\n")
+
+
+@pytest.mark.parametrize(("row", "line"), [
+    ("2000, 5, 3, 0, 0", 2),          # a data direction fio has not
+    ("2000, -5, 0, 0, 0", 2),         # a negative value
+    ("-1000, 5, 0, 0, 0", 2),         # a negative time
+    ("2000, 5, 0, -4096, 0", 2),      # a negative block size
+    ("2000, 5.5, -1, 0, 0", 2),       # a float file takes the exact checks too
+    ("2000, inf, 0, 0, 0", 2),
+])
+def test_rows_fio_cannot_have_written_are_refused_by_row(tmp_path, row, line):
+    """An all-integer file is read without the checks its parse makes needless (finite, whole): the
+    rest (nothing negative, ddir 0-2) still holds, and names the row (issue 44's fast path)."""
+    path = tmp_path / "x_iops.1.log"
+    path.write_text(f"1000, 5, 0, 0, 0\n{row}\n3000, 5, 0, 0, 0\n")
+    with pytest.raises(ParseError) as info:
+        logs.read_log(path)
+    assert f"x_iops.1.log:{line}: row {line} is not a fio log row" in info.value.message
+
+
+def test_the_fast_read_gives_what_the_exact_reader_gives(tmp_path):
+    """Columns of fio's own logs (integers; 3-field rows of old fio; floats) match ``parse_log``,
+    with the documented dtypes and a block size of 0 where a row gives none."""
+    (tmp_path / "f_lat.1.log").write_text("1000, 70.5, 1, 0, 0\n2000, 80, 1, 0, 0\n")
+    (tmp_path / "o_bw.1.log").write_text("1000, 7, 0\n2000, 8, 1\n")
+    for path in [*DATA.glob("avg_*.1.log"), DATA / "cslog_iops.1.log.127.0.0.1", *tmp_path.iterdir()]:
+        log = logs.read_log(path)
+        rows = logs.parse_log(path.read_text(), str(path))
+        assert [c.dtype.kind for c in (log.t_ms, log.value, log.ddir, log.bs)] == ["i", "f", "i", "i"], path
+        assert list(zip(log.t_ms.tolist(), log.value.tolist(), log.ddir.tolist(), log.bs.tolist(),
+                        strict=True)) == rows, path
+    assert logs.read_log(tmp_path / "o_bw.1.log").directions == {"read", "write"}
+
+
+def test_an_empty_log_reads_as_no_rows(tmp_path):
+    (tmp_path / "e_iops.1.log").write_text("\n")
+    log = logs.read_log(tmp_path / "e_iops.1.log")
+    assert log.end_ms is None and log.t_ms.size == 0 and log.directions == frozenset()

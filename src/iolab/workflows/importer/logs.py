@@ -122,7 +122,7 @@ def request(name: str, output: Path, report: FioReport, job_text: str,
     asked = any(k in opts for _, opts in jobs for k in fio_logs.KINDS_OF_OPTION)
     fallback = report.source_format in ("normal", "terse") and not asked  # logs named after the output
     threads = []
-    numbers = fio_logs.thread_names(job_text) if jobs else []
+    numbers = fio_logs.names_of_threads(jobs)  # the job text parsed once
     entries = _entries(report, numbers)
     options = dict(jobs)
     places_of: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {}  # a job's clones log to the same places
