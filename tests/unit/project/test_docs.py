@@ -108,8 +108,8 @@ def test_an_undescribed_suite_key_fails_the_build(monkeypatch):
 def test_the_readme_is_the_short_front_door():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 300
-    quick = ("```sh\nmake run     # sets everything up, runs the built-in quick suite on a scratch file here, stores the "
-             "run\nmake test    # sets everything up (incl. PostgreSQL, Chromium), runs the tests\n```")
+    quick = ("```sh\nmake run     # sets everything up, runs the built-in quick suite on a scratch file here, "
+             "stores the run\nmake test    # sets everything up (incl. PostgreSQL, Chromium), runs the tests\n```")
     assert quick in readme
     links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
     assert len(links) >= 15
