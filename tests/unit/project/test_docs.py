@@ -116,3 +116,25 @@ def test_the_readme_is_the_short_front_door():
     for link in links:
         assert (ROOT / link).exists(), link
     assert not re.search(r"measured[^.]*20\d\d-\d\d-\d\d", readme, re.I)  # dated notes: benchmarks/RESULTS.md
+
+
+#: A fenced block and the marker line before it, if any; a block that shows `iolab` commands.
+BLOCK = re.compile(r"^(<!-- [^\n]* -->\n)?```[^\n]*\n(.*?)^```", re.M | re.S)
+COMMAND = re.compile(r"^\s*(?:\$ |- )?(?:[^\n]*; )?iolab ", re.M)
+
+
+def test_every_example_is_run_by_a_test_or_marked_illustrative():
+    """``<!-- example: NAME -->``: tests/cli/test_docs_examples.py runs it and compares what it prints;
+    ``<!-- illustrative -->``: it needs a device, a host or a long run, and shows real output once printed."""
+    kinds = {"example": 0, "illustrative": 0}
+    for page in DOCS.rglob("*.md"):
+        text = page.read_text()
+        for m in BLOCK.finditer(text):
+            if not COMMAND.search(m.group(2)):
+                continue
+            marker = m.group(1) or ""
+            kind = re.fullmatch(r"<!-- (example): [\w-]+ -->\n|<!-- (illustrative) -->\n", marker)
+            line = text[:m.start()].count("\n") + 1
+            assert kind, f"{page.relative_to(ROOT)}:{line}: an example neither tested nor marked illustrative"
+            kinds[kind.group(1) or kind.group(2)] += 1
+    assert kinds["example"] >= 4 and kinds["illustrative"] >= 1, kinds
