@@ -1,6 +1,7 @@
 """The manual's examples that cannot drift: every block of ``iolab …`` commands in docs/ marked
-``<!-- example: NAME -->`` runs here, in order, in a fresh directory with a fresh database and the recorded
-fio outputs it names (tests/data/fio, tests/data/field-reports), and what it prints must show what the page
+``<!-- example: NAME -->`` runs here, in order, in a fresh directory with a fresh database (or a copy of a
+committed database of real runs, ``DATABASES``) and the recorded fio outputs it names (tests/data/fio,
+tests/data/field-reports), and what it prints must show what the page
 shows. The other blocks are marked ``<!-- illustrative -->`` (they need a device, a host or a long run;
 ``tests/unit/project/test_docs.py`` checks that every block is one or the other).
 
@@ -12,6 +13,7 @@ Lines the page leaves out may be there."""
 
 from __future__ import annotations
 
+import lzma
 import re
 import shlex
 import shutil
@@ -19,7 +21,7 @@ import shutil
 import pytest
 
 from inprocess import iolab
-from paths import FIELD, FIELD_REPORTS, FIO, ROOT
+from paths import DATA, FIELD, FIELD_REPORTS, FIO, ROOT
 
 DOCS = ROOT / "docs"
 #: What an example's directory holds before its first command, beyond the recorded outputs its commands name
@@ -27,6 +29,8 @@ DOCS = ROOT / "docs"
 ESXI = {"reports/directpath-fio37.txt": FIELD / "directpath-fio37.txt",
         "reports/virtual-fio37.txt": FIELD / "virtual-fio37.txt"}
 LAYOUT = {"esxi-report": ESXI, "esxi-per-file": ESXI}
+#: An example that starts from a committed database (xz) of real runs: its name -> the database.
+DATABASES = {"history-loop": DATA / "history" / "throttled-loop-runs.db.xz"}
 MARKED = re.compile(r"^<!-- example: ([\w-]+) -->\n```[^\n]*\n(.*?)^```", re.M | re.S)
 
 
@@ -84,6 +88,8 @@ def test_the_example_prints_what_the_page_shows(tmp_path, page, name, block):
     for path, source in LAYOUT.get(name, {}).items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(source, tmp_path / path)
+    if name in DATABASES:
+        (tmp_path / "docs.db").write_bytes(lzma.decompress(DATABASES[name].read_bytes()))
     for argv, printed in steps(block):
         for arg in argv:
             for source in (FIO / arg, FIELD_REPORTS / arg):
