@@ -30,7 +30,8 @@ ESXI = {"reports/directpath-fio37.txt": FIELD / "directpath-fio37.txt",
         "reports/virtual-fio37.txt": FIELD / "virtual-fio37.txt"}
 LAYOUT = {"esxi-report": ESXI, "esxi-per-file": ESXI}
 #: An example that starts from a committed database (xz) of real runs: its name -> the database.
-DATABASES = {"history-loop": DATA / "history" / "throttled-loop-runs.db.xz"}
+LOOP_RUNS = DATA / "history" / "throttled-loop-runs.db.xz"
+DATABASES = {"history-loop": LOOP_RUNS, "history-loop-gate": LOOP_RUNS}
 MARKED = re.compile(r"^<!-- example: ([\w-]+) -->\n```[^\n]*\n(.*?)^```", re.M | re.S)
 
 
