@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 # sub-second timing (marker `alone`) one at a time with nothing beside them. Both phases run; either fails it.
 WORKERS ?= 5
 
-.PHONY: run test test-fast test-slow record setup setup-dev bench clean
+.PHONY: run test test-fast test-slow record docs setup setup-dev bench clean
 
 run: setup
 	$(BIN)/iolab run quick
@@ -21,7 +21,7 @@ test: test-fast test-slow
 
 # The fast tier starts no fio, in its fixtures either: a fio first on PATH notes any call, and one fails it.
 test-fast: setup-dev
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks docs/hooks
 	$(BIN)/mypy
 	rm -f .nofio.log
 	PATH="$(CURDIR)/tests/support/nofio:$$PATH" IOLAB_NOFIO_LOG="$(CURDIR)/.nofio.log" $(BIN)/pytest -n 2 tests/unit tests/cli
@@ -36,6 +36,10 @@ test-slow: setup-dev
 # Record with real fio what the fast tier's tests ask of fio and no recording holds yet (tests/data/fio-runs).
 record: setup-dev
 	IOLAB_RECORD=1 $(BIN)/pytest -p no:xdist tests/unit tests/cli
+
+# The manual (mkdocs.yml; docs/): strict, so a broken link or a reference page the code cannot fill fails it.
+docs: setup-dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 setup: $(VENV)/.installed
 	scripts/system-packages run
@@ -57,4 +61,4 @@ bench: setup
 	$(BIN)/python benchmarks/overhead.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

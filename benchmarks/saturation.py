@@ -20,7 +20,7 @@ they replace, on the same target in one run.
    grid's best (target >= 0.95); the ratio of the first measurements is printed beside it.
 
 Targets: a scratch file (default), and with ``--throttle IOPS`` (root) a loop device capped by the
-blkio cgroup throttle, the device with a known answer (README, Development).
+blkio cgroup throttle, the device with a known answer (docs/development.md).
 
     .venv/bin/python benchmarks/saturation.py [--runtime 10s] [--slo p99<=2ms] [--throttle 500] [--json]
 

@@ -1,4 +1,4 @@
-"""What scripts and logs get: --quiet, the README's exit codes per error class, read commands that refuse a
+"""What scripts and logs get: --quiet, the manual's exit codes per error class, read commands that refuse a
 database that does not exist, a directory's notes passed over, lint's text indented. In-process, fio
 replayed (``fakefio``), real SQLite. Progress lines in a log and a killed run:
 ``tests/integration/test_scripting.py``."""
@@ -99,11 +99,11 @@ def test_help_suite_prints_the_suite_files_keys_from_its_model(tmp_path):
     assert iolab("help", "nosuch", db=tmp_path / "db.sqlite").returncode == 2
 
 
-def test_exit_codes_as_the_readme_lists_them(tmp_path):
+def test_exit_codes_as_the_manual_lists_them(tmp_path):
     """0 ok, 1 runtime failure, 2 usage, suite error or a refused plan (the same for run and lint);
     3 (regression) and 130 (interrupted) have their own tests (compare's; run's Ctrl-C in tests/cli/test_run.py)."""
-    readme = (ROOT / "README.md").read_text()
-    assert "Exit codes: 0 ok, 1 runtime failure, 2 usage or suite error or a\nrefused plan" in readme
+    manual = (ROOT / "docs" / "suites.md").read_text()
+    assert "Exit codes: 0 ok, 1 runtime failure, 2 usage or suite error or a\nrefused plan" in manual
     db = tmp_path / "db.sqlite"
     assert iolab("--version", db=db).returncode == 0
     # 1: fio fails at run time; an output that cannot be read

@@ -181,7 +181,7 @@ class SuiteModel(BaseModel):
     repeat: int = Field(default=1, ge=1, le=1000, description="repetitions of every job, 1 to 1000")
     tune: dict[str, Any] = Field(default_factory=dict, description=(
         "host tuning while jobs run, restored after each: scheduler, rq_affinity, nomerges, nr_requests, "
-        "read_ahead_kb, write_cache, governor (a list is an axis)"))
+        "read_ahead_kb, write_cache, governor, cpu_dma_latency (µs, held for the job) (a list is an axis)"))
     pin: str | None = Field(None, description="mq or numa: fio on the CPUs of the device's blk-mq queues or NUMA node")
     drop_caches: bool = Field(False, description="sync and drop the page cache before every job")
     precondition: Any = Field(None, description=(

@@ -1,5 +1,5 @@
 """A stored run as result rows (target × workload × direction, repeats summarised) and as the
-documented JSON document (schema ``iolab.run/1``, see README "JSON output").
+documented JSON document (schema ``iolab.run/1``, docs/reference/json.md).
 
 Per repetition, the fio jobs of one workload (numjobs clones, several sections of a job file
 with the same name) are merged first (``fio.merge``: IOPS summed, percentiles from merged

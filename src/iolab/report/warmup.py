@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 RULE = ("warm: the last pass of the first window of 3 passes whose IOPS are shown flat — the 95 % t-interval of "
         "the least-squares change over the window (every repetition a point) within ±5 % of its mean, and every "
-        "pass's mean within ±5 % — warm values are the means over that window and every later pass (see the README)")
+        "pass's mean within ±5 % — warm values are the means over that window and every later pass "
+        "(see the manual, docs/tiers.md)")
 
 
 def _count(value: float | None) -> str:
@@ -228,7 +229,7 @@ def _curve(rows: list[Row], field: str, unit: str, fmt: str, log: bool, title: s
         x="pass:O", y=y, text="warm:N", color=charts._color(subjects))
     return charts._finish(alt.layer(line, label), rows, "category", categories, title,
                           "a point per pass; 'warm' marks the last pass of the first window of 3 shown flat "
-                          "(see the README)"
+                          "(see the manual, docs/tiers.md)"
                           + ("; log scale" if log else ""))
 
 

@@ -54,7 +54,7 @@ from ..errors import SafetyError
 from . import landlock
 from .once import once
 
-#: What the fence is, in one line, for plans and the README.
+#: What the fence is, in one line, for plans and the manual.
 RULES = ("read-only root, fresh read-only /dev with only the planned devices, own pid namespace and /proc, "
          "no capabilities, dies with iolab")
 #: Directories whose missing entries iolab never creates to bind them (kernel and device trees).

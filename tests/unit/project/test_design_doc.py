@@ -1,5 +1,5 @@
 """The project's own design document: every lint rule the code emits is in its catalogue with the
-same source, and every citation of a design document in the code, README and lint texts points to it."""
+same source, and every citation of a design document in the code, README, manual and lint texts points to it."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def test_the_catalogue_lists_every_rule_with_its_sources():
 
 def test_every_citation_points_to_the_projects_design_document():
     cited = []
-    for path in [*(ROOT / "src").rglob("*.py"), ROOT / "README.md"]:
+    pages = [p for p in (ROOT / "docs").rglob("*.md") if p != DESIGN]
+    for path in [*(ROOT / "src").rglob("*.py"), ROOT / "README.md", *pages]:
         text = path.read_text()
         assert "DESIGN.md" not in text, path
         cited += [(path, m.group(1)) for m in re.finditer(r"docs/design\.md(?:, section (\d))?", text)]
