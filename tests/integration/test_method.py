@@ -50,7 +50,7 @@ def test_preconditioning_on_a_loop_device(tmp_path: Path) -> None:
         proc = iolab("run", str(suite), "--destroy", loop.path, db=db, env=env)
         assert proc.returncode == 0, proc.stderr
         assert "precondition: writing the region 1× sequentially (bs=1m)" in proc.stderr
-        assert re.search(r"precondition round 1/5: [\d,]+ IOPS", proc.stderr)
+        assert re.search(r"precondition round 1/5: [\d.]+ IOPS", proc.stderr)
         run = Store(f"sqlite:///{db}").get_run(1)
         first, second = run.results
         pre = first.extra["precondition"]

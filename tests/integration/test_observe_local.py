@@ -109,6 +109,9 @@ def test_the_targets_device_comes_first_and_names_stay_whole(tmp_path: Path):
     devices = cost["devices"]
     assert next(iter(devices)) == mine.name  # first, though the tenant's device did far more I/O (ours: 200 IOPS)
     assert devices[other.name]["ios_per_fio_io"] > 2 * devices[mine.name]["ios_per_fio_io"]
-    (row,) = [line for line in proc.stdout.split("every host's cost")[1].splitlines() if "local" in line]
-    assert row.split()[:2] == ["long-target-name", "a-rather-long-workload-name-qd1"]
-    assert next(t for t in row.split() if t.startswith("loop")) == mine.name  # the devices cell starts with it
+    # at 100 columns the cost table is listed row by row (``report.table.to_listing``): a value per line, whole
+    listed = {line.split()[0]: line.split()[1:] for line in proc.stdout.split("every host's cost")[1].splitlines()
+              if len(line.split()) > 1}
+    assert listed["target"] == ["long-target-name"] and listed["workload"] == ["a-rather-long-workload-name-qd1"]
+    devices_cell = proc.stdout.split("every host's cost")[1].split("devices:")[1].split()
+    assert next(t for t in devices_cell if t.startswith("loop")) == mine.name  # the devices cell starts with it

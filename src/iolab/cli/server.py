@@ -67,10 +67,12 @@ def start_cmd(bind: str | None, port: int | None, pidfile: str | None, all_inter
     spec, path = _bind(bind, port, pidfile)
     assert spec is not None
     record = server.start(spec, path, fio=fio, all_interfaces=all_interfaces, allow=allow, fenced=not no_fence)
+    # soft_wrap: paths stay whole (and copyable) however narrow the terminal
     out.print(f"fio server listening on {record.label} (pid {record.pid}); pidfile {path}, log {record.log}",
-              markup=False)
+              markup=False, soft_wrap=True)
     if record.fence is not None:
-        out.print(f"fence: {fence_status().tool}; its jobs may write only: {', '.join(record.fence)}", markup=False)
+        out.print(f"fence: {fence_status().tool}; its jobs may write only: {', '.join(record.fence)}", markup=False,
+                  soft_wrap=True)
     else:
         err.print("Warning: the server runs without the fence (--no-fence)", style="yellow", markup=False)
     warning = server.FENCED_WARNING if record.fence is not None else server.SECURITY_WARNING
