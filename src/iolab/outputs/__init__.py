@@ -105,10 +105,8 @@ def _deepest(directory: Path) -> Path:
     return next((p for p in (absolute, *absolute.parents) if os.path.lexists(p)), Path("/"))
 
 
-def _make_dirs(directory: Path, what: str, path: Path) -> None:
-    """``directory`` and its missing parents, created after the deepest existing one was checked."""
-    if directory.is_dir():
-        return
+def _check_parents(directory: Path, what: str, path: Path) -> None:
+    """Refuse making the missing ``directory``: under a kernel tree, or below something not a directory."""
     existing = _deepest(directory)
     real = os.path.realpath(existing)
     tree = kernel_tree(real)
@@ -117,6 +115,13 @@ def _make_dirs(directory: Path, what: str, path: Path) -> None:
     if not os.path.isdir(real):
         raise OutputError(f"cannot write {what} at {path}: {existing} is not a directory",
                           hint="name a path whose directories are directories")
+
+
+def _make_dirs(directory: Path, what: str, path: Path) -> None:
+    """``directory`` and its missing parents, created after the deepest existing one was checked."""
+    if directory.is_dir():
+        return
+    _check_parents(directory, what, path)
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError as exc:
@@ -188,14 +193,7 @@ def check(path: Path | str, what: str, *, folder: bool = False) -> None:
     else:
         directory, name = path.parent, _name(path, what)
     if not directory.is_dir():
-        existing = _deepest(directory)
-        real = os.path.realpath(existing)
-        tree = kernel_tree(real)
-        if tree is not None:
-            raise _refused(what, path, f"its directory would be made under {tree} ({real})")
-        if not os.path.isdir(real):
-            raise OutputError(f"cannot write {what} at {path}: {existing} is not a directory",
-                              hint="name a path whose directories are directories")
+        _check_parents(directory, what, path)
         return
     fd = _open_dir(directory, what, path, make=False)
     try:
