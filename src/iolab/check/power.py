@@ -66,8 +66,8 @@ def _idle_states(host: HostFacts, tune: Mapping[str, str]) -> list[Finding]:
         f"the CPU latency limit ({limit} µs) still allows them"
     return [Finding(
         "P15", WARNING, f"idle CPUs may enter states with exit latencies ({states}{driver}) and {held}: an I/O "
-        "whose CPU is idle waits for it to wake, much of its latency at small blocks and high rates (2.3× the IOPS "
-        "held at 0 on a 2-CPU VM), and other CPU load in the run changes the result.",
+        "whose CPU is idle waits for it to wake, much of its latency at small blocks and high rates (up to 2.3× "
+        "the IOPS held at 0 on a 2-CPU VM), and other CPU load in the run changes the result.",
         "tune: {cpu_dma_latency: 0} (or --tune cpu_dma_latency=0) holds idle CPUs in states without exit latency "
         "for the run; compare runs only under the same setting.",
         "Linux Documentation/admin-guide/pm/cpuidle.rst and Documentation/power/pm_qos_interface.rst")]
