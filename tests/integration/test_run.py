@@ -5,13 +5,17 @@ in-process: ``tests/cli/test_run.py``.)"""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+import iolab as iolab_pkg
 from clirun import iolab, popen, wait_for
 from iolab.store.database import Store
 
@@ -156,3 +160,21 @@ def test_every_plan_is_checked_for_room_and_a_directory_that_is_not_there(tmp_pa
         assert proc.returncode == 2
         assert f"target x: the directory {missing} does not exist" in proc.stderr
     assert not (tmp_path / "nosuch").exists()
+
+
+def test_a_run_from_the_directory_that_holds_iolab_and_its_python(tmp_path):
+    """The README's quick start: `make run` in the checkout, so the scratch file's directory, which the fence
+    replaces with iolab's own (``runner.stage``), also holds the virtualenv and the source tree. The fence
+    started Landlock's launcher by those paths, which it had just hidden: every job failed with
+    ``bwrap: execvp …/.venv/bin/python: No such file or directory``."""
+    venv = tmp_path / "venv"
+    venv.symlink_to(Path(sys.prefix))  # the interpreter reached through the directory, as .venv/bin/python is
+    shutil.copytree(Path(iolab_pkg.__file__).parent, tmp_path / "src" / "iolab")
+    job = tmp_path / "j.fio"
+    job.write_text("[j]\nrw=randwrite\nbs=4k\nsize=1m\nioengine=psync\n")
+    proc = subprocess.run([str(venv / "bin" / "python"), "-m", "iolab", "run", str(job), "--target",
+                           f"d={tmp_path}/scratch.bin", "--no-observe"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path / "src"), "IOLAB_DB": str(tmp_path / "db")},
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok after" in proc.stdout + proc.stderr and "Landlock" in proc.stdout + proc.stderr

@@ -142,7 +142,7 @@ try:
     with open(os.path.join(lib, "landlock.py"), "w") as f:
         f.write(SOURCES["iolab.runner.landlock"])
     import iolab.runner.landlock
-    iolab.runner.landlock.__file__ = os.path.join(lib, "landlock.py")  # the fence execs it as a file
+    iolab.runner.landlock.__file__ = os.path.join(lib, "landlock.py")  # the fence reads its text from there
     from iolab.runner import fence
     from iolab.errors import SafetyError
     fio = shutil.which("fio")

@@ -149,7 +149,10 @@ class Fence:
                  "--"]
         if self.landlock and found.landlock:
             devices = [p for d in self.write_devices for p in (d, os.path.realpath(d))]
-            args += [sys.executable, "-I", "-S", landlock.__file__, *(["--no-network"] if not self.network else []),
+            # the interpreter by its real path and the script as text: a directory bound over the current one
+            # (a scratch file's, ``runner.stage``) hides a virtualenv and a source tree that live there
+            args += [os.path.realpath(sys.executable), "-I", "-S", "-c", _landlock_source(),
+                     *(["--no-network"] if not self.network else []),
                      *devices, *self.writable, *(p for _, p in self.fd_binds), workdir, "--"]
         return (*args, *command)
 
@@ -411,3 +414,9 @@ def relayout_message(paths: Sequence[str]) -> str:
             "written again), which the fence does not allow: an existing file stays in place; nothing was written "
             "there. Give the job a size the file already has (or size=100%), or let fio create a new file: name a "
             "file that does not exist yet, or the directory as --target")
+
+
+@once
+def _landlock_source() -> str:
+    """``landlock.py``'s text, run with ``python -c`` inside the fence (see ``Fence.argv``)."""
+    return Path(landlock.__file__).read_text()
