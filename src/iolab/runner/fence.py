@@ -135,6 +135,9 @@ class Fence:
                  *(("--bind-fd", str(fd), p) for fd, p in self.fd_binds),
                  *(("--ro-bind", p, p) for p in self.read_binds),
                  *(("--ro-bind", p, p) for p in self.read_files if _under(p, SHARED_MEMORY) and os.path.exists(p))]
+        prefix = os.path.realpath(sys.base_prefix)  # Landlock's launcher: a Python under a staged directory (~/.pyenv)
+        if self.landlock and any(_under(prefix, p) for _, p in self.fd_binds):
+            binds.append(("--ro-bind", prefix, prefix))
         binds.sort(key=lambda b: b[2].rstrip("/").count("/"))  # a place before what is bound inside it
         for kind, source, path in binds:  # into the fresh /dev before it is made read-only (binds keep flags)
             args += [kind, source, path] if _under(path, SHARED_MEMORY) else []

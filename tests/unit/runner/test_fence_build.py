@@ -75,3 +75,19 @@ def test_a_directory_fuller_than_the_fence_binds_one_by_one_is_refused(tmp_path:
     with pytest.raises(SafetyError, match=f"fio would create a file in {home}, which holds more than "
                                           f"{fence.MAX_PROTECTED} entries"):
         fence.build({str(home / "new.dat"): fence.NEW}, tmp_path / "work")
+
+
+def test_landlocks_launcher_stays_visible_under_a_staged_directory(monkeypatch, tmp_path):
+    """A directory of iolab's bound over the scratch file's directory hides what lives there: the launcher
+    runs as the interpreter's real path with the script as text, and a Python installed under the staged
+    directory (pyenv in ~) is bound back read-only after it (a run from ~ had failed every job:
+    ``bwrap: execvp …/python: No such file or directory``)."""
+    monkeypatch.setattr(fence, "status", lambda bwrap="bwrap": fence.Status("bubblewrap 0.8.0", landlock=3))
+    home = str(Path(fence.os.path.realpath(fence.sys.base_prefix)).parent)
+    args = list(fence.Fence(tmp_path / "work", fd_binds=((7, home),)).argv(["fio", "job.fio"]))
+    staged, back = args.index("--bind-fd"), args.index(fence.os.path.realpath(fence.sys.base_prefix))
+    assert args[staged + 2] == home and args[back - 1] == "--ro-bind" and staged < back
+    launcher = args.index("-c") - 3
+    assert args[launcher] == fence.os.path.realpath(fence.sys.executable) and "landlock" in args[launcher + 4]
+    elsewhere = list(fence.Fence(tmp_path / "work", fd_binds=((7, str(tmp_path)),)).argv(["fio"]))
+    assert fence.os.path.realpath(fence.sys.base_prefix) not in elsewhere
