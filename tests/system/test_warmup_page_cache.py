@@ -69,7 +69,7 @@ def test_a_page_cache_in_front_of_a_throttled_device_warms_up(tmp_path):
     if steady:
         assert re.search(r"warm IOPS uncached/cached ×0\.1[23]\d", text), text  # 250 / 2000
     else:  # no warm value on the cached side to set beside the other: each later pass's ratio says it
-        assert len(re.findall(r"reread read [234] [\d,]+ [\d,]+ ×0\.1[23]\d? ", text)) == 3, text
+        assert len(re.findall(r"reread read [234] [\d.]+ [\d.]+ ×0\.1[23]\d? ", text)) == 3, text
     document = json.loads(iolab("show", "cached", "--format", "json", db=db).stdout)
     assert [row["pass"] for row in document["summary"]] == [1, 2, 3, 4]
     (doc_curve,) = document["warmup"]
