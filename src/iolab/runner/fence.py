@@ -308,7 +308,7 @@ def _sorted(writable: Mapping[str, str], read: Iterable[str]
     reasons: dict[str, str] = {}
     planned = {os.path.abspath(p): why for p, why in writable.items()}
     for path in dict.fromkeys([*(os.path.abspath(p) for p in read), *planned]):
-        if _is_device(path):
+        if is_device(path):
             devices.append(path)
             if path in planned:
                 write_devices.append(path)
@@ -355,7 +355,8 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory + "/")
 
 
-def _is_device(path: str) -> bool:
+def is_device(path: str) -> bool:
+    """Whether ``path`` (followed) is a block or character device; False when it cannot be read."""
     try:
         mode = os.stat(path).st_mode
     except OSError:

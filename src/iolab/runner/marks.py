@@ -52,14 +52,15 @@ def identity(st: os.stat_result) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def opened(target: str | int) -> Iterator[int | None]:
-    """``target`` as a file descriptor: an open one as it is, a path opened ``OPEN_FLAGS`` (None when
-    it cannot be opened so: missing, a symbolic link, no permission)."""
+def opened(target: str | int, *, dir_fd: int | None = None) -> Iterator[int | None]:
+    """``target`` as a file descriptor: an open one as it is, a path (relative to the directory open as
+    ``dir_fd``, when given) opened ``OPEN_FLAGS`` (None when it cannot be opened so: missing, a symbolic
+    link, no permission)."""
     if isinstance(target, int):
         yield target
         return
     try:
-        fd = os.open(target, OPEN_FLAGS)
+        fd = os.open(target, OPEN_FLAGS, dir_fd=dir_fd)
     except OSError:
         yield None
         return

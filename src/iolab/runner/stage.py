@@ -45,13 +45,14 @@ import secrets
 import shutil
 import stat
 import sys
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import FioError, SafetyError
 from . import marks
+from .fence import is_device
 
 PREFIX = ".iolab-stage-"
 #: Where nothing is ever staged (kernel and device trees); a RAM disk in /dev/shm is.
@@ -94,14 +95,6 @@ def _under(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
-def _is_device(path: str) -> bool:
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
-
-
 def layout(writable: Mapping[str, str], relaid: Collection[str], trees: Collection[str], read: Sequence[str],
            workdir: Path, identities: Collection[str] = ()) -> Layout:
     """Sort the paths fio may write (``writable``, as the guard decided) into views and files bound in
@@ -115,7 +108,7 @@ def layout(writable: Mapping[str, str], relaid: Collection[str], trees: Collecti
     views: dict[str, list[str]] = {}
     bound: list[str] = []
     for path in dict.fromkeys(os.path.abspath(p) for p in writable):
-        if any(_under(path, s) for s in skip) or _is_device(path):
+        if any(_under(path, s) for s in skip) or is_device(path):
             continue
         if path not in identities and not os.path.isdir(path):
             existing = os.path.dirname(path)
@@ -269,7 +262,7 @@ class Staging:
             self._bind(path, identities)
             return
         entry.swapped = True
-        with _opened_at(view.stage_fd, entry.name) as held:
+        with marks.opened(entry.name, dir_fd=view.stage_fd) as held:
             came = os.fstat(held) if held is not None else None  # the exchange changed its ctime: the rest
             if came is None or identity(came)[:3] != (identities.get(path) or ())[:3]:
                 raise _changed(path)
@@ -305,8 +298,8 @@ class Staging:
         for view in self.views:
             for entry in view.entries:
                 if not entry.new:
-                    at = (view.stage_fd, entry.name) if view.stage_fd is not None else (view.fd, entry.name)
-                    with _opened_at(*at) as held:
+                    directory = view.stage_fd if view.stage_fd is not None else view.fd
+                    with marks.opened(entry.name, dir_fd=directory) as held:
                         if held is not None:
                             marks.mark(held, writing=True, run=self.run, created=entry.created, owner=self.owner)
         for _, fd, created in self.bound:
@@ -351,7 +344,7 @@ class Staging:
             # fio removed it (unlink=1), never made it, or something else than planned is there: dropped
             _remove_if(view.fd, entry.name, entry.reserved, entry.directory)
             return
-        with _opened_at(view.stage_fd, entry.name) as held:
+        with marks.opened(entry.name, dir_fd=view.stage_fd) as held:
             if not self._put_back(view, entry):
                 return
             if held is not None and ran:
@@ -409,21 +402,6 @@ def _created(fd: int | None, run: str | None) -> bool:
 def _changed(path: str) -> SafetyError:
     return SafetyError(f"refusing to run the job: {path} is not the file the guard checked any more (it was replaced "
                        "or linked to since); nothing was written", hint="find out what changed it, then run again")
-
-
-@contextlib.contextmanager
-def _opened_at(dir_fd: int, name: str) -> Iterator[int | None]:
-    """``name`` in the directory open as ``dir_fd``, opened as ``marks.OPEN_FLAGS`` (None: missing, a
-    link, not to be opened)."""
-    try:
-        fd = os.open(name, marks.OPEN_FLAGS, dir_fd=dir_fd)
-    except OSError:
-        yield None
-        return
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def _lstat(name: str, dir_fd: int) -> os.stat_result | None:
