@@ -24,6 +24,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -46,11 +47,29 @@ COLUMNS = (("issue_ns", "<i8"), ("complete_ns", "<i8"), ("sector", "<i8"), ("nby
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
+@dataclass(frozen=True)
+class Events:
+    """A batch of ``block_rq_issue``/``block_rq_complete`` events as columns of equal length, in the
+    order the kernel recorded them: ``t_ns`` (int64, the trace clock in ns), ``issue`` (bool: an
+    issue, else a completion), ``pid`` (int64, the task the event ran in), ``task`` (bytes, that
+    task's name: for an issue the event's ``comm``), ``rwbs`` (``S8``, the kernel's rwbs string),
+    ``sector`` (uint64: a flush completes at (sector_t)-1) and ``nr_sectors`` (int64, 512-byte
+    sectors). Both the text parser and the ring-buffer reader (``ringbuf``) produce them."""
+
+    t_ns: np.ndarray
+    issue: np.ndarray
+    pid: np.ndarray
+    task: np.ndarray
+    rwbs: np.ndarray
+    sector: np.ndarray
+    nr_sectors: np.ndarray
+
+
 class Parser:
-    """Feed it ``trace_pipe`` bytes (``feed``), then take the ``trace`` (times from the first request
-    kept). Requests of tasks in ``leave_out`` are paired (their completions close nothing else) but
-    not kept: ``left_out`` counts them by task name. The spool directory is removed by ``trace``
-    (or ``close``)."""
+    """Feed it ``trace_pipe`` bytes (``feed``) or event columns (``add``), then take the ``trace``
+    (times from the first request kept). Requests of tasks in ``leave_out`` are paired (their
+    completions close nothing else) but not kept: ``left_out`` counts them by task name. The spool
+    directory is removed by ``trace`` (or ``close``)."""
 
     def __init__(self, leave_out: Collection[str] = PROBE_TASKS, directory: str | None = None) -> None:
         self.spool = Path(tempfile.mkdtemp(prefix="iolab-capture-", dir=directory))
@@ -81,14 +100,23 @@ class Parser:
             return
         cols = np.array(found, dtype="S32")
         del found
-        t = cols[:, 2].astype(np.int64) * 1_000_000_000 + _fraction_ns(cols[:, 3])
-        issue = cols[:, 4] == b"i"
-        op, flags = self._ops(cols[:, 5], cols[:, 7])
-        sector = cols[:, 6].astype(np.uint64)
+        self.add(Events(t_ns=cols[:, 2].astype(np.int64) * 1_000_000_000 + _fraction_ns(cols[:, 3]),
+                        issue=cols[:, 4] == b"i", pid=cols[:, 1].astype(np.int64), task=cols[:, 0],
+                        rwbs=cols[:, 5].astype("S8"), sector=cols[:, 6].astype(np.uint64),
+                        nr_sectors=cols[:, 7].astype(np.int64)))
+
+    def add(self, events: Events) -> None:
+        """Pair and spool a batch of events, in the order the kernel recorded them (a batch may end
+        inside an instant: the pairing's tie rule covers completions seen before their issue)."""
+        t, issue = events.t_ns, events.issue
+        if not t.size:
+            return
+        op, flags = self._ops(events.rwbs, events.nr_sectors)
+        sector = events.sector
         key = np.where(op == FLUSH, -1, sector.astype(np.int64))  # a flush's sector (0 or -1) is no key
-        pid = cols[:, 1].astype(np.int64)
+        pid = events.pid
         pids, first, which = np.unique(pid, return_index=True, return_inverse=True)
-        names = [task.decode(errors="replace").strip() for task in cols[first, 0].tolist()]
+        names = [task.decode(errors="replace").strip() for task in events.task[first].tolist()]
         left_out = [i for i, name in enumerate(names) if name.encode() in self._leave_out]
         keep = issue & ~np.isin(which, left_out) if left_out else issue.copy()
         for i, count in zip(*np.unique(which[issue & ~keep], return_counts=True), strict=True):
@@ -101,8 +129,7 @@ class Parser:
         complete = self._match(key, t, issue, row)
         chunk_rows = keep.nonzero()[0]
         values = (t[chunk_rows], complete[chunk_rows], sector[chunk_rows].astype(np.int64),
-                  cols[chunk_rows, 7].astype(np.int64) * SECTOR_BYTES, op[chunk_rows], flags[chunk_rows],
-                  pid[chunk_rows])
+                  events.nr_sectors[chunk_rows] * SECTOR_BYTES, op[chunk_rows], flags[chunk_rows], pid[chunk_rows])
         for (name, dtype), column in zip(COLUMNS, values, strict=True):
             self._files[name].write(np.ascontiguousarray(column, dtype=dtype).tobytes())
         self.rows += chunk_rows.size
@@ -110,7 +137,7 @@ class Parser:
     def _ops(self, rwbs: np.ndarray, nr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(op, flags)`` columns (``trace.parse_rwbs`` once per distinct rwbs and sectorless-ness;
         an rwbs string has at most 8 letters: its bytes as one integer are its key)."""
-        codes = rwbs.astype("S8").view(np.uint64) * np.uint64(2) + (nr != b"0")
+        codes = np.ascontiguousarray(rwbs, dtype="S8").view(np.uint64) * np.uint64(2) + (nr > 0)
         distinct, inverse = np.unique(codes, return_inverse=True)
         table = []
         for code in distinct.tolist():
