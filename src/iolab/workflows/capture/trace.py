@@ -17,14 +17,18 @@ import re
 import struct
 import zlib
 from collections import deque
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from ...errors import StoreError
 
 SECTOR_BYTES = 512
+#: Requests per chunk where a trace is read a chunk at a time (``Requests.chunks``): a chunk's
+#: temporaries are a few dozen bytes times this.
+CHUNK_ROWS = 1 << 16
 #: Completions printed up to this long before their issue are taken as ties (tracefs prints µs).
 _TIE_NS = 2_000
 
@@ -109,6 +113,47 @@ class Trace:
 
     def columns(self) -> tuple[np.ndarray, ...]:
         return (self.issue_ns, self.complete_ns, self.sector, self.nbytes, self.op, self.flags, self.pid)
+
+    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[Trace]:
+        """The requests about ``rows`` at a time, in issue order, as Traces of views (no copy) with
+        this trace's comms, lost events, duration and left-out counts: ``Requests.chunks``."""
+        for a, b in chunk_bounds(self.issue_ns, rows):
+            yield dataclasses.replace(self, issue_ns=self.issue_ns[a:b], complete_ns=self.complete_ns[a:b],
+                                      sector=self.sector[a:b], nbytes=self.nbytes[a:b], op=self.op[a:b],
+                                      flags=self.flags[a:b], pid=self.pid[a:b])
+
+
+class Requests(Protocol):
+    """A trace as its consumers read it: its figures, and its requests a chunk at a time, so that
+    a capture of any length is read in the memory of a chunk. ``Trace`` is one (its chunks are
+    views); ``stream.Spooled`` is another (its chunks are read from the spool files).
+
+    ``chunks(rows)`` yields Traces of consecutive requests in issue order, times counted from the
+    trace's first issue, each of about ``rows`` requests and never ending inside an instant (the
+    next chunk's first issue is later than this chunk's last), with the trace's ``comms``,
+    ``lost_events``, ``duration_ns``, ``left_out`` and ``kthreads``."""
+
+    comms: Mapping[int, str]
+    lost_events: int
+    duration_ns: int
+    left_out: Mapping[str, int]
+    kthreads: frozenset[int]
+
+    def __len__(self) -> int: ...
+
+    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[Trace]: ...
+
+
+def chunk_bounds(issue_ns: np.ndarray, rows: int) -> Iterator[tuple[int, int]]:
+    """``[a, b)`` row ranges of about ``rows`` requests of the sorted ``issue_ns`` that never split
+    an instant (``issue_ns[b] > issue_ns[b - 1]``)."""
+    n, a = issue_ns.size, 0
+    while a < n:
+        b = min(n, a + rows)
+        if b < n:
+            b = int(np.searchsorted(issue_ns, issue_ns[b - 1], side="right"))
+        yield a, b
+        a = b
 
 
 def _of(cols: Sequence[np.ndarray], comms: Mapping[int, str], lost_events: int, duration_ns: int) -> Trace:
