@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,7 +42,7 @@ from ..model import (
     to_json_text,
     to_jsonable,
 )
-from . import curation, selectors
+from . import captures, curation, selectors
 from . import faults as dbfaults
 from . import history as stored_history
 from .codecs import JSONText, decode_series, json_serializer, utc
@@ -71,7 +71,6 @@ from .schema import (
     runs,
     stored_revision,
     time_series,
-    traces,
 )
 
 T = TypeVar("T")
@@ -367,17 +366,15 @@ class Store:
                                                           "samples": JSONText(to_json_text(o))} for o in observations])
 
     @_guarded("store a trace")
-    def save_trace(self, result_id: int, requests: int, meta: Mapping[str, Any], data: bytes | bytearray) -> None:
-        """Store a capture's trace (``workflows.capture.trace.encode``'s blob). SQLite gets it in place
-        (a zeroblob, then incremental blob I/O): bound, it is copied twice inside SQLite (40 MB at 3.4 M
-        requests)."""
-        sqlite = self.engine.dialect.name == "sqlite"
+    def save_trace(self, result_id: int, requests: int, meta: Mapping[str, Any],
+                   chunks: Iterable[tuple[int, bytes | bytearray]]) -> None:
+        """Store a capture's trace (``captures.insert``), in one transaction."""
         with self.engine.begin() as conn:
-            conn.execute(traces.insert().values(result_id=result_id, requests=requests, meta=dict(meta),
-                                                data=sa.func.zeroblob(len(data)) if sqlite else data))
-            if sqlite:
-                with conn.connection.dbapi_connection.blobopen("traces", "data", result_id) as blob:  # type: ignore[union-attr]
-                    blob.write(data)
+            captures.insert(conn, result_id, requests, meta, chunks)
+
+    def trace_blobs(self, result_id: int) -> tuple[Mapping[str, Any], Iterator[bytes]] | None:
+        """A stored trace's meta and blobs (``captures.blobs``), or None when the result has none."""
+        return captures.blobs(self.engine, result_id)
 
     @_guarded("store fio's logs")
     def save_time_series(self, result_id: int, series: Sequence[TimeSeries]) -> None:

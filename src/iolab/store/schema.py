@@ -95,7 +95,17 @@ traces = sa.Table(
     sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
     sa.Column("requests", sa.Integer, nullable=False),
     sa.Column("meta", sa.JSON, nullable=False),  # comms, lost_events, duration_ns
-    sa.Column("data", sa.LargeBinary, nullable=False),  # capture.trace.encode
+    sa.Column("data", sa.LargeBinary, nullable=False),  # capture.trace.encode; empty when stored in chunks
+)
+
+#: A trace stored a chunk of requests at a time (0009_trace_chunks), each chunk's own
+#: ``capture.trace.encode`` blob, in ``seq`` order.
+trace_chunks = sa.Table(
+    "trace_chunks", metadata,
+    sa.Column("result_id", sa.Integer, sa.ForeignKey("traces.result_id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("requests", sa.Integer, nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
 )
 
 #: What history reads of an ``ok`` result with a report, written with it (0007_history_figures;

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -270,3 +271,34 @@ def test_a_target_smaller_than_the_traced_range_is_replayed_with_replay_scale() 
     assert "replay_scale=4\nreplay_align=4096" in text and "read_iolog=/x/bs-4k.iolog" in text
 
 
+
+
+def test_a_trace_is_stored_in_chunks_and_one_stored_whole_before_still_loads(tmp_path: Path) -> None:
+    """Chunks of 7 requests (``encode_chunks``) come back as the trace, every column equal; a trace
+    stored as one blob in ``traces.data`` (before 0009_trace_chunks) loads as it did."""
+    from iolab.store import schema
+    from iolab.store.database import Store
+    from iolab.store.records import PendingResult
+
+    rng = np.random.default_rng(7)
+    rows = [(int(t), int(t) + int(d), int(s) * 8, 4096 * int(k), int(o), 0, 1 + int(o))
+            for t, d, s, k, o in zip(np.cumsum(rng.integers(0, 90, 100)), rng.integers(1, 500, 100),
+                                     rng.integers(0, 10_000, 100), rng.integers(1, 4, 100), rng.integers(0, 2, 100),
+                                     strict=True)]
+    trace = trace_mod.from_rows(rows)
+    store = Store(str(tmp_path / "iolab.db"))
+    run = store.create_run(suite_name="s", suite_text="")
+    ids = store.add_pending(run, [PendingResult(seq=i, target="t", target_path=None, workload="capture", repeat=0,
+                                                job_text="", job_hash="", params={}) for i in range(2)])
+    store.save_trace(ids[0], len(trace), {"duration_ns": 9}, trace_mod.encode_chunks(trace, rows=7))
+    with store.engine.begin() as conn:
+        conn.execute(schema.traces.insert().values(result_id=ids[1], requests=len(trace), meta={},
+                                                   data=bytes(trace_mod.encode(trace))))
+        chunks = conn.execute(sa.select(schema.trace_chunks.c.requests).order_by(schema.trace_chunks.c.seq)).all()
+    assert [n for (n,) in chunks] == [len(part) for part in trace.chunks(7)] and len(chunks) > 10
+    for result_id, meta in zip(ids, ({"duration_ns": 9}, {}), strict=True):
+        stored = store.trace_blobs(result_id)
+        assert stored is not None and stored[0] == meta
+        loaded = trace_mod.decode_chunks(stored[1])
+        assert all(a.tolist() == b.tolist() for a, b in zip(loaded.columns(), trace.columns(), strict=True))
+    assert store.trace_blobs(999) is None

@@ -6,6 +6,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 import heapq
+import itertools
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -68,21 +71,29 @@ def test_the_streaming_parser_finds_what_the_reference_finds(requests: list, cut
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 400), st.lists(st.tuples(st.integers(0, 999), st.integers(1, 5)), max_size=300),
        st.integers(1, 64))
-def test_columns_read_late_are_sorted_as_a_stable_argsort_sorts_them(seed: int, swaps: list, chunk: int) -> None:
+def test_a_spool_read_late_is_put_in_order_as_a_stable_argsort_orders_it(seed: int, swaps: list, step: int) -> None:
     """1,000 rows in time order, some pairs swapped a few places apart (events a CPU gave late) or,
-    with many swaps, well shuffled: every column ends as a stable argsort of the times orders it,
-    whether only the rows out of place move or every column is gathered anew."""
+    with many swaps, well shuffled: every column of the spool ends as a stable argsort of the times
+    orders it, sorted a window of steps at a time in place, and its chunks read it so."""
     rng = np.random.default_rng(seed)
-    t = np.sort(rng.integers(0, 5_000, 1000))  # ties: the stable order must keep them as they came
-    for i, step in swaps:
-        j = min(999, i + step)
+    t = np.sort(rng.integers(10, 5_000, 1000))  # ties: the stable order must keep them as they came
+    for i, swap in swaps:
+        j = min(999, i + swap)
         t[i], t[j] = t[j], t[i]
-    cols = [t.copy(), np.arange(1000, dtype=np.int64), rng.integers(0, 9, 1000).astype(np.uint8)]
+    cols = [t, t + rng.integers(0, 50, 1000), np.arange(1000), rng.integers(1, 9, 1000) * 512,
+            rng.integers(0, 2, 1000), np.zeros(1000), np.arange(1000) % 7]
     order = np.argsort(t, kind="stable")
-    expected = [c[order] for c in cols]
-    stream._sort_in_place(cols, chunk)
-    for got, want in zip(cols, expected, strict=True):
-        assert got.tolist() == want.tolist()
+    with tempfile.TemporaryDirectory() as spool:
+        for (name, dtype), column in zip(stream.COLUMNS, cols, strict=True):
+            column.astype(dtype).tofile(Path(spool) / name)
+        t0, end = stream._order(Path(spool), 1000, step)
+        assert (t0, end) == (int(t.min()), int(cols[1].max()) - int(t.min()))
+        got = stream.Spooled(Path(spool), 1000, t0, end)
+        assert got.load().sector.tolist() == order.tolist()  # the original row numbers
+        chunks = list(got.chunks(step))
+        assert np.concatenate([c.sector for c in chunks]).tolist() == order.tolist()
+        assert np.concatenate([c.issue_ns for c in chunks]).tolist() == (t[order] - t0).tolist()
+        assert all(a.issue_ns[-1] < b.issue_ns[0] for a, b in itertools.pairwise(chunks))
 
 
 def test_a_task_name_with_spaces_and_a_command_are_read_by_the_general_pattern() -> None:

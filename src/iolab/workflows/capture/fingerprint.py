@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .summary import GRANULE_BYTES, LBA_BINS, TIME_BINS, Dist, Fingerprint
-from .trace import FLUSH, FUA, OP_NAMES, PREFLUSH, READ, SYNC, WRITE, ZEROES, Trace
+from .trace import CHUNK_ROWS, FLUSH, FUA, OP_NAMES, PREFLUSH, READ, SYNC, WRITE, ZEROES, Requests, Trace
 
 
 def _pct(part: float, whole: float) -> float | None:
@@ -93,86 +93,94 @@ def depth_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 #: Requests per chunk of the fingerprint's passes (the depth sweep's issues, the counts, the skew's
 #: coverage, the distributions' tallies): its temporaries are a few dozen bytes times this, not the
 #: trace's length.
-DEPTH_CHUNK = CHUNK = 1 << 16
+CHUNK = CHUNK_ROWS
 
 
-def _chunk_ends(issue: np.ndarray, chunk: int) -> list[tuple[int, int]]:
-    """``[a, b)`` row ranges of about ``chunk`` issues that never split an instant (``issue[b] >
-    issue[b - 1]``), so that a completion at or before an issue of the chunk is swept by it or before."""
-    n, out, a = issue.size, [], 0
-    while a < n:
-        b = min(n, a + chunk)
-        if b < n:
-            b = int(np.searchsorted(issue, issue[b - 1], side="right"))
-        out.append((a, b))
-        a = b
-    return out
-
-
-def _depth(trace: Trace, duration_ns: int, chunk: int = DEPTH_CHUNK) -> dict[str, object]:
+class _Depth:
     """Depth figures from the steps ``depth_steps`` describes, swept a chunk of issues at a time
-    with the completions between the chunk's first issue and the next chunk's (completions are
-    carried, sorted, from chunk to chunk until their turn: no sorted copy of the whole column), the
-    depth and the area under it carried too; the distributions kept as histograms of depths."""
-    n = len(trace)
-    if n == 0:
-        return {"depth_mean": 0.0, "depth_mean_busy": None, "depth_max": 0, "depth_time_pct": {}, "busy_pct": 0.0,
-                "depth_over_time": (), "depth_at_issue": Dist()}
-    issue = trace.issue_ns
-    last = max(int(issue[-1]), int(trace.complete_ns.max()))
-    end = max(duration_ns, last)
-    edges = np.linspace(0, end, TIME_BINS + 1)
-    at_edges = np.zeros(edges.size)
-    weights = np.zeros(1)
-    at_issue = np.zeros(1, dtype=np.int64)
-    depth0, area0, busy, deepest, deepest_any, swept = 0, 0.0, 0.0, 0, 0, 0
-    pending = np.zeros(0, dtype=np.int64)  # completions not swept yet, sorted
-    for a, b in _chunk_ends(issue, chunk):
-        t_next = int(issue[b]) if b < n else None
-        mine_done = trace.complete_ns[a:b]
-        pool = np.concatenate([pending, mine_done[mine_done >= 0]])
-        del mine_done
+    (``add``, in order; chunks never end inside an instant) with the completions between the
+    chunk's first issue and the next chunk's (completions are carried, sorted, from chunk to chunk
+    until their turn: no sorted copy of the whole column), the depth and the area under it carried
+    too; the distributions kept as histograms of depths. A chunk waits for the next one's first
+    issue (``result`` sweeps the last)."""
+
+    def __init__(self, end_ns: int) -> None:
+        self.end = end_ns
+        self.edges = np.linspace(0, end_ns, TIME_BINS + 1)
+        self.at_edges = np.zeros(self.edges.size)
+        self.weights = np.zeros(1)
+        self.at_issue = np.zeros(1, dtype=np.int64)
+        self.depth0, self.area0, self.busy, self.deepest, self.deepest_any = 0, 0.0, 0.0, 0, 0
+        self.swept = self.rows = 0  # completions swept, issues swept
+        self.pending = np.zeros(0, dtype=np.int64)  # completions not swept yet, sorted
+        self.held: Trace | None = None
+
+    def add(self, part: Trace) -> None:
+        if self.held is not None:
+            self._sweep(self.held, int(part.issue_ns[0]))
+        self.held = part
+
+    def _sweep(self, part: Trace, t_next: int | None) -> None:
+        issue = part.issue_ns
+        mine_done = part.complete_ns
+        pool = np.concatenate([self.pending, mine_done[mine_done >= 0]])
         pool.sort()
         cut = pool.size if t_next is None else int(np.searchsorted(pool, t_next, side="left"))
-        now, pending = pool[:cut], pool[cut:]
-        times = np.concatenate([issue[a:b], now])
-        steps = np.concatenate([np.ones(b - a, dtype=np.int64), -np.ones(now.size, dtype=np.int64)])
+        now, self.pending = pool[:cut], pool[cut:]
+        times = np.concatenate([issue, now])
+        steps = np.concatenate([np.ones(issue.size, dtype=np.int64), -np.ones(now.size, dtype=np.int64)])
         order = np.lexsort((-steps, times))
-        times, depth = times[order], depth0 + np.cumsum(steps[order])
+        times, depth = times[order], self.depth0 + np.cumsum(steps[order])
         del order, steps
-        next_t = t_next if t_next is not None else end  # every later completion is at or after t_next
+        next_t = t_next if t_next is not None else self.end  # every later completion is at or after t_next
         spans = np.diff(np.append(times, next_t)).astype(np.float64)
-        if weights.size <= int(depth.max()):
-            weights = np.pad(weights, (0, int(depth.max()) + 1 - weights.size))
-        weights += np.bincount(depth, weights=spans, minlength=weights.size)
-        busy += float(spans[depth > 0].sum())
-        deepest = max(deepest, int(depth[spans > 0].max(initial=0)))
-        deepest_any = max(deepest_any, int(depth.max()))
-        area = area0 + np.concatenate([[0.0], np.cumsum(spans * depth)])
-        inside = (edges >= times[0]) & (edges <= next_t)
-        at_edges[inside] = np.interp(edges[inside], np.append(times, next_t), area)
-        area0 = float(area[-1])
-        depth0 = int(depth[-1])
+        if self.weights.size <= int(depth.max()):
+            self.weights = np.pad(self.weights, (0, int(depth.max()) + 1 - self.weights.size))
+        self.weights += np.bincount(depth, weights=spans, minlength=self.weights.size)
+        self.busy += float(spans[depth > 0].sum())
+        self.deepest = max(self.deepest, int(depth[spans > 0].max(initial=0)))
+        self.deepest_any = max(self.deepest_any, int(depth.max()))
+        area = self.area0 + np.concatenate([[0.0], np.cumsum(spans * depth)])
+        inside = (self.edges >= times[0]) & (self.edges <= next_t)
+        self.at_edges[inside] = np.interp(self.edges[inside], np.append(times, next_t), area)
+        self.area0 = float(area[-1])
+        self.depth0 = int(depth[-1])
         del times, depth, spans, area
         # the depth at the end of each issue's instant: issues then completions up to and at it (the
         # completions before the chunk were swept; those after it come after its last instant)
-        mine = issue[a:b]
-        counts = np.searchsorted(issue, mine, side="right") - swept - np.searchsorted(now, mine, side="right")
-        if at_issue.size <= int(counts.max()):
-            at_issue = np.pad(at_issue, (0, int(counts.max()) + 1 - at_issue.size))
-        at_issue += np.bincount(counts, minlength=at_issue.size)
-        swept += now.size
-    total = max(float(end), 1.0)
-    per_bin = np.diff(at_edges) / np.diff(edges) if end > 0 else np.zeros(TIME_BINS)
-    return {
-        "depth_mean": area0 / total,
-        "depth_mean_busy": area0 / busy if busy else None,
-        "depth_max": deepest or deepest_any,  # not a same-instant tie
-        "depth_time_pct": {d: 100.0 * float(w) / total for d, w in enumerate(weights) if w > 0},
-        "busy_pct": 100.0 * busy / total,
-        "depth_over_time": tuple(round(float(x), 3) for x in per_bin),
-        "depth_at_issue": _dist_of_counts(at_issue),
-    }
+        counts = (self.rows + np.searchsorted(issue, issue, side="right") - self.swept
+                  - np.searchsorted(now, issue, side="right"))
+        if self.at_issue.size <= int(counts.max()):
+            self.at_issue = np.pad(self.at_issue, (0, int(counts.max()) + 1 - self.at_issue.size))
+        self.at_issue += np.bincount(counts, minlength=self.at_issue.size)
+        self.swept += now.size
+        self.rows += issue.size
+
+    def result(self) -> dict[str, object]:
+        if self.held is None:
+            return {"depth_mean": 0.0, "depth_mean_busy": None, "depth_max": 0, "depth_time_pct": {},
+                    "busy_pct": 0.0, "depth_over_time": (), "depth_at_issue": Dist()}
+        self._sweep(self.held, None)
+        self.held = None
+        total = max(float(self.end), 1.0)
+        per_bin = np.diff(self.at_edges) / np.diff(self.edges) if self.end > 0 else np.zeros(TIME_BINS)
+        return {
+            "depth_mean": self.area0 / total,
+            "depth_mean_busy": self.area0 / self.busy if self.busy else None,
+            "depth_max": self.deepest or self.deepest_any,  # not a same-instant tie
+            "depth_time_pct": {d: 100.0 * float(w) / total for d, w in enumerate(self.weights) if w > 0},
+            "busy_pct": 100.0 * self.busy / total,
+            "depth_over_time": tuple(round(float(x), 3) for x in per_bin),
+            "depth_at_issue": _dist_of_counts(self.at_issue),
+        }
+
+
+def _depth(trace: Requests, duration_ns: int, chunk: int = CHUNK) -> dict[str, object]:
+    """``_Depth``'s figures of ``trace`` over ``max(duration_ns, its span)``."""
+    sweep = _Depth(max(duration_ns, trace.span_ns))
+    for part in trace.chunks(chunk):
+        sweep.add(part)
+    return sweep.result()
 
 
 def _dist_of_counts(counts: np.ndarray) -> Dist:
@@ -323,7 +331,7 @@ class _Coverage:
 
 @dataclass
 class _Counts:
-    """What one pass over the trace's chunks counts (``_count``)."""
+    """What the first pass over the trace's chunks counts (``_count``)."""
 
     ios: np.ndarray
     nbytes: np.ndarray
@@ -344,29 +352,28 @@ def _merge(into: dict[int, int], values: np.ndarray, counts: np.ndarray) -> None
         into[v] = into.get(v, 0) + c
 
 
-def _count(trace: Trace, coverage: _Coverage, interarrival: Tally, service: dict[int, Tally],
+def _count(trace: Requests, coverage: _Coverage, interarrival: Tally, service: dict[int, Tally],
            chunk: int) -> _Counts:
-    """One pass over ``trace`` a chunk of rows at a time: the mix, sizes, tasks, flags, LBA range and
+    """One pass over ``trace`` a chunk at a time: the mix, sizes, tasks, flags, LBA range and
     sequential requests (``_Counts``), the blocks covered into ``coverage``, the gaps between issues
     and each kind's service times into the tallies."""
     out = _Counts(np.zeros(len(OP_NAMES), dtype=np.int64), np.zeros(len(OP_NAMES), dtype=np.int64),
                   {READ: {}, WRITE: {}}, {}, np.zeros(len(OP_NAMES), dtype=np.int64))
     last_end: dict[int, int] = {}  # a stream's (pid, kind) last data request's end sector
-    n = len(trace)
-    for a in range(0, n, chunk):
-        b = min(n, a + chunk)
-        op, nbytes, flags, sector = trace.op[a:b], trace.nbytes[a:b], trace.flags[a:b], trace.sector[a:b]
+    last_issue: np.ndarray = np.zeros(0, dtype=np.int64)
+    for part in trace.chunks(chunk):
+        op, nbytes, flags, sector = part.op, part.nbytes, part.flags, part.sector
         out.ios += np.bincount(op, minlength=out.ios.size)[:out.ios.size]
         for k in np.unique(op).tolist():
             mine = op == k
             out.nbytes[k] += int(nbytes[mine].sum())
             if k in (READ, WRITE):
                 _merge(out.bs[k], *np.unique(nbytes[mine], return_counts=True))
-            done = trace.complete_ns[a:b][mine]
+            done = part.complete_ns[mine]
             if k in service:
-                lat = done - trace.issue_ns[a:b][mine]
+                lat = done - part.issue_ns[mine]
                 service[k].add(lat[done >= 0])
-        _merge(out.pids, *np.unique(trace.pid[a:b], return_counts=True))
+        _merge(out.pids, *np.unique(part.pid, return_counts=True))
         out.flush += int(((op == FLUSH) | (flags & PREFLUSH > 0)).sum())
         out.fua += int((flags & FUA > 0).sum())
         writes = op == WRITE
@@ -374,7 +381,8 @@ def _count(trace: Trace, coverage: _Coverage, interarrival: Tally, service: dict
         zeroes = writes & (flags & ZEROES > 0)
         out.zeroes_ios += int(zeroes.sum())
         out.zeroes_bytes += int(nbytes[zeroes].sum())
-        interarrival.add(np.diff(trace.issue_ns[max(a - 1, 0):b]))
+        interarrival.add(np.diff(np.concatenate([last_issue, part.issue_ns])))
+        last_issue = part.issue_ns[-1:]
         rows = np.flatnonzero((op == READ) | writes)
         if not rows.size:
             continue
@@ -385,7 +393,7 @@ def _count(trace: Trace, coverage: _Coverage, interarrival: Tally, service: dict
         end = int((start * 512 + nbytes[rows]).max())
         out.first = first if out.first is None else min(out.first, first)
         out.end = end if out.end is None else max(out.end, end)
-        _sequential_chunk(trace, rows + a, start, stop, last_end, out.seq)
+        _sequential_chunk(part.pid[rows], op[rows], start, stop, last_end, out.seq)
         blocks = np.maximum(nbytes[rows], 1)  # a request of no bytes still touches the block it names
         blocks -= 1
         blocks += start * 512
@@ -395,14 +403,14 @@ def _count(trace: Trace, coverage: _Coverage, interarrival: Tally, service: dict
     return out
 
 
-def _sequential_chunk(trace: Trace, rows: np.ndarray, start: np.ndarray, stop: np.ndarray,
+def _sequential_chunk(pid: np.ndarray, op: np.ndarray, start: np.ndarray, stop: np.ndarray,
                       last_end: dict[int, int], seq: np.ndarray) -> None:
-    """``sequential_mask`` for data ``rows`` (their start and end sectors) of a chunk, each stream's
-    last end carried in ``last_end`` from chunk to chunk; the sequential ones counted into ``seq`` by
-    kind."""
-    stream = trace.pid[rows].astype(np.int64)
+    """``sequential_mask`` for a chunk's data requests (their pids, kinds, start and end sectors),
+    each stream's last end carried in ``last_end`` from chunk to chunk; the sequential ones counted
+    into ``seq`` by kind."""
+    stream = pid.astype(np.int64)
     stream *= 8
-    stream += trace.op[rows]
+    stream += op
     order = np.argsort(stream, kind="stable")
     stream, start, stop = stream[order], start[order], stop[order]
     firsts = np.flatnonzero(np.concatenate([[True], stream[1:] != stream[:-1]]))
@@ -415,55 +423,73 @@ def _sequential_chunk(trace: Trace, rows: np.ndarray, start: np.ndarray, stop: n
     seq += np.bincount(hits, minlength=seq.size)[:seq.size]
 
 
-def _heat(trace: Trace, duration_ns: int, first: int, end: int, chunk: int) -> tuple[tuple[int, ...], ...]:
-    if end <= first:
-        return ()
-    grid = np.zeros(TIME_BINS * LBA_BINS, dtype=np.int64)
-    for a in range(0, len(trace), chunk):
-        op = trace.op[a:a + chunk]
-        rows = np.flatnonzero((op == READ) | (op == WRITE))
-        t_bins = np.minimum((trace.issue_ns[a:a + chunk][rows] * TIME_BINS) // max(duration_ns, 1), TIME_BINS - 1)
-        l_bins = np.minimum(((trace.sector[a:a + chunk][rows] * 512 - first) * LBA_BINS) // (end - first),
+class _Heat:
+    """Data requests per time bin (``TIME_BINS`` over ``duration_ns``, by issue) and LBA bin
+    (``LBA_BINS`` over ``[first, end)`` bytes), a chunk at a time."""
+
+    def __init__(self, duration_ns: int, first: int, end: int) -> None:
+        self.duration, self.first, self.end = max(duration_ns, 1), first, end
+        self.grid = np.zeros(TIME_BINS * LBA_BINS, dtype=np.int64)
+
+    def add(self, part: Trace) -> None:
+        if self.end <= self.first:
+            return
+        rows = np.flatnonzero((part.op == READ) | (part.op == WRITE))
+        t_bins = np.minimum((part.issue_ns[rows] * TIME_BINS) // self.duration, TIME_BINS - 1)
+        l_bins = np.minimum(((part.sector[rows] * 512 - self.first) * LBA_BINS) // (self.end - self.first),
                             LBA_BINS - 1)
-        grid += np.bincount(t_bins * LBA_BINS + l_bins, minlength=grid.size)
-    return tuple(tuple(int(x) for x in row) for row in grid.reshape(TIME_BINS, LBA_BINS))
+        self.grid += np.bincount(t_bins * LBA_BINS + l_bins, minlength=self.grid.size)
+
+    def result(self) -> tuple[tuple[int, ...], ...]:
+        if self.end <= self.first:
+            return ()
+        return tuple(tuple(int(x) for x in row) for row in self.grid.reshape(TIME_BINS, LBA_BINS))
 
 
-def _flushes(trace: Trace, duration_ns: int, chunk: int) -> dict[str, tuple[float | None, ...]]:
+class _Flushes:
     """Flush requests per time bin (``TIME_BINS`` over ``duration_ns``, by issue time) and their mean
     service time per bin in µs (None where none completed); empty without flushes."""
-    count = np.zeros(TIME_BINS, dtype=np.int64)
-    done = np.zeros(TIME_BINS, dtype=np.int64)
-    service = np.zeros(TIME_BINS, dtype=np.float64)
-    for a in range(0, len(trace), chunk):
-        rows = np.flatnonzero(trace.op[a:a + chunk] == FLUSH) + a
+
+    def __init__(self, duration_ns: int) -> None:
+        self.duration = max(duration_ns, 1)
+        self.count = np.zeros(TIME_BINS, dtype=np.int64)
+        self.done = np.zeros(TIME_BINS, dtype=np.int64)
+        self.service = np.zeros(TIME_BINS, dtype=np.float64)
+
+    def add(self, part: Trace) -> None:
+        rows = np.flatnonzero(part.op == FLUSH)
         if not rows.size:
-            continue
-        bins = np.minimum(trace.issue_ns[rows] * TIME_BINS // max(duration_ns, 1), TIME_BINS - 1)
-        count += np.bincount(bins, minlength=TIME_BINS)
-        completed = trace.complete_ns[rows] >= 0
-        done += np.bincount(bins[completed], minlength=TIME_BINS)
-        service += np.bincount(bins[completed], weights=(trace.complete_ns[rows] - trace.issue_ns[rows])[completed],
-                               minlength=TIME_BINS)
-    if not count.any():
-        return {"flushes_over_time": (), "flush_service_over_time": ()}
-    means = tuple(round(float(s) / int(n) / 1000, 1) if n else None for s, n in zip(service, done, strict=True))
-    return {"flushes_over_time": tuple(int(x) for x in count), "flush_service_over_time": means}
+            return
+        bins = np.minimum(part.issue_ns[rows] * TIME_BINS // self.duration, TIME_BINS - 1)
+        self.count += np.bincount(bins, minlength=TIME_BINS)
+        completed = part.complete_ns[rows] >= 0
+        self.done += np.bincount(bins[completed], minlength=TIME_BINS)
+        self.service += np.bincount(bins[completed], weights=(part.complete_ns[rows] - part.issue_ns[rows])[completed],
+                                    minlength=TIME_BINS)
+
+    def result(self) -> dict[str, tuple[float | None, ...]]:
+        if not self.count.any():
+            return {"flushes_over_time": (), "flush_service_over_time": ()}
+        means = tuple(round(float(s) / int(n) / 1000, 1) if n else None
+                      for s, n in zip(self.service, self.done, strict=True))
+        return {"flushes_over_time": tuple(int(x) for x in self.count), "flush_service_over_time": means}
 
 
-def active_ns(trace: Trace) -> int:
+def active_ns(trace: Requests) -> int:
     """The active span: from the first issue (time 0) to the last issue or completion, ns (at least 1)."""
-    return max(1, int(trace.issue_ns.max(initial=0)), int(trace.complete_ns.max(initial=0)))
+    return max(1, trace.span_ns)
 
 
-def fingerprint(trace: Trace, chunk: int = CHUNK) -> Fingerprint:
-    """The fingerprint of ``trace`` (see the module docstring). Pure and deterministic. Computed a
-    chunk of ``chunk`` requests at a time (a pass for the counts, the skew's coverage and the
-    distributions' tallies, one for the depth, one for the heat), so its memory beside the trace's
-    own columns is a few dozen bytes times ``chunk``, plus the distinct gaps, service times and
-    coverage edges (few for an application's trace; at most a few bytes a request)."""
+def fingerprint(trace: Requests, chunk: int = CHUNK) -> Fingerprint:
+    """The fingerprint of ``trace`` (see the module docstring). Pure and deterministic. Two passes
+    over its chunks of ``chunk`` requests (``Requests.chunks``: read from the spool for a capture
+    being saved): one for the counts, the skew's coverage and the distributions' tallies, one for
+    the depth, the heat and the flushes over time, which need the LBA range and the duration. So
+    its memory is a few dozen bytes times ``chunk``, plus the distinct gaps, service times and
+    coverage edges (few for an application's trace; at most a few bytes a request), whatever the
+    trace's length."""
     n = len(trace)
-    duration_ns = max(trace.duration_ns, int(trace.issue_ns.max(initial=0)), 1)
+    duration_ns = max(trace.duration_ns, trace.span_ns if n else 0, 1)
     coverage, gaps = _Coverage(), Tally()
     service = {k: Tally() for k in (READ, WRITE, FLUSH)}
     c = _count(trace, coverage, gaps, service, chunk)
@@ -480,6 +506,12 @@ def fingerprint(trace: Trace, chunk: int = CHUNK) -> Fingerprint:
         name = trace.comms.get(int(pid), str(pid))
         comms[name] = comms.get(name, 0) + int(count)
     active = active_ns(trace)
+    depth = _Depth(max(duration_ns, trace.span_ns))
+    heat, flushes = _Heat(duration_ns, c.first or 0, c.end or 0), _Flushes(duration_ns)
+    for part in trace.chunks(chunk):
+        depth.add(part)
+        heat.add(part)
+        flushes.add(part)
     return Fingerprint(
         requests=n, duration_s=duration_ns / 1e9, lost_events=trace.lost_events, ios=ios, bytes=nbytes,
         read_pct_ios=_pct(reads, reads + writes),
@@ -491,7 +523,7 @@ def fingerprint(trace: Trace, chunk: int = CHUNK) -> Fingerprint:
         random_pct=_pct(reads + writes - sequential, reads + writes),
         sequential_pct_by_kind={OP_NAMES[k]: 100.0 * float(c.seq[k]) / float(c.ios[k]) for k in (READ, WRITE)
                                 if c.ios[k]},
-        **_depth(trace, duration_ns, chunk),  # type: ignore[arg-type]
+        **depth.result(),  # type: ignore[arg-type]
         interarrival_us=interarrival,
         interarrival_cv=cv,
         latency_us={OP_NAMES[k]: tally.dist(1000.0)[0] for k, tally in service.items() if c.ios[k]},
@@ -501,8 +533,8 @@ def fingerprint(trace: Trace, chunk: int = CHUNK) -> Fingerprint:
         sync_write_pct=_pct(c.sync_writes, writes),
         processes=dict(sorted(comms.items(), key=lambda kv: -kv[1])[:8]),
         bin_s=duration_ns / 1e9 / TIME_BINS,
-        heat=_heat(trace, duration_ns, c.first or 0, c.end or 0, chunk), active_s=active / 1e9 if n else 0.0,
+        heat=heat.result(), active_s=active / 1e9 if n else 0.0,
         zeroes_ios=c.zeroes_ios, zeroes_bytes=c.zeroes_bytes,
         left_out=dict(sorted(trace.left_out.items(), key=lambda kv: -kv[1])), granules_by="covered",
-        **_flushes(trace, duration_ns, chunk),  # type: ignore[arg-type]
+        **flushes.result(),  # type: ignore[arg-type]
     )

@@ -25,19 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import sqlalchemy as sa
 
 from ...errors import UsageError
 from ...facts import host, targets
 from ...fio import jobfile
 from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetFacts, to_jsonable
 from ...store.database import Store
-from ...store.schema import traces
 from . import replay, tracefs
 from .fingerprint import Tally, active_ns, fingerprint
 from .summary import ORIGIN
 from .summary import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
-from .trace import FLUSH, OP_NAMES, READ, WRITE, Trace, decode, encode
+from .trace import FLUSH, OP_NAMES, READ, WRITE, Trace, decode_chunks, encode_chunks
 
 WORKLOAD = "capture"
 
@@ -153,7 +151,7 @@ def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping
     store.save_result(result_id, status="ok", command=" ".join(capture.command) or None,
                       started_at=capture.started_at, ended_at=ended, report=capture_report(trace),
                       target_facts=facts, extra={"fingerprint": to_jsonable(fp), "capture": options})
-    store.save_trace(result_id, len(trace), data=encode(trace), meta={
+    store.save_trace(result_id, len(trace), chunks=encode_chunks(trace), meta={
         "comms": {str(k): v for k, v in trace.comms.items()}, "lost_events": trace.lost_events,
         "duration_ns": trace.duration_ns, "left_out": dict(trace.left_out), "kthreads": sorted(trace.kthreads)})
     store.finish_run(run_id, capture.status)
@@ -197,15 +195,13 @@ def capture_result_id(run: Run) -> int:
 
 
 def load_trace(store: Store, run: Run) -> Trace:
-    """The stored trace of a capture run. Raises UsageError when ``run`` is not a capture."""
-    result_id = capture_result_id(run)
-    with store.engine.connect() as conn:
-        row = conn.execute(sa.select(traces).where(traces.c.result_id == result_id)).mappings().first()
-    if row is None:
+    """The stored trace of a capture run, in memory. Raises UsageError when ``run`` is not a capture."""
+    stored = store.trace_blobs(capture_result_id(run))
+    if stored is None:
         raise UsageError(f"run {run.info.id} has no stored trace")
-    meta = row["meta"]
-    trace = decode(row["data"], {int(k): v for k, v in meta.get("comms", {}).items()}, meta.get("lost_events", 0),
-                   meta.get("duration_ns", 0))
+    meta, blobs = stored
+    trace = decode_chunks(blobs, {int(k): v for k, v in meta.get("comms", {}).items()}, meta.get("lost_events", 0),
+                          meta.get("duration_ns", 0))
     return dataclasses.replace(trace, left_out=meta.get("left_out", {}), kthreads=frozenset(meta.get("kthreads", ())))
 
 

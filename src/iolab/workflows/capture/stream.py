@@ -8,7 +8,8 @@ in C) and converted to numpy columns at once, issues are paired with completions
 FIFO matching per start sector and kind (as ``parse_lines`` does one event at a time), and the
 chunk's requests are appended to column files in a spool directory. Only requests still in flight
 at a chunk's end are carried to the next (a late completion is appended as a patch: row, time).
-Memory is bounded by the chunk, not the capture; ``trace`` loads the columns at the end.
+Memory is bounded by the chunk, not the capture: ``finish`` leaves the requests in the spool
+(``Spooled``), which its readers take a chunk at a time (``trace.Requests``).
 
 Pairing, per key (start sector, or -1 for a flush: issued at sector 0, completed at (sector_t)-1):
 events sorted by time, a completion counted ``trace._TIE_NS`` later (tracefs prints µs, and a
@@ -23,13 +24,13 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from .trace import _TIE_NS, FLUSH, OTHER, PROBE_TASKS, SECTOR_BYTES, WRITE, ZEROES, Trace, parse_rwbs
+from .trace import _TIE_NS, CHUNK_ROWS, FLUSH, OTHER, PROBE_TASKS, SECTOR_BYTES, WRITE, ZEROES, Trace, parse_rwbs
 
 #: One event line (``trace_pipe`` of ``block_rq_issue``/``block_rq_complete``): task, pid, seconds,
 #: fraction, event (i/c), rwbs, sector, sectors. ``_FAST`` reads the usual layout (the task name
@@ -197,32 +198,28 @@ class Parser:
         self._orphan_key, self._orphan_t = k[recent], ev_t[order][recent]
         return complete
 
-    def trace(self, lost_events: int = 0, duration_ns: int | None = None) -> Trace:
-        """The requests parsed, sorted by issue time and counted from the first (completions keep -1);
-        removes the spool. ``duration_ns`` defaults to the last issue or completion."""
+    def finish(self, lost_events: int = 0, duration_ns: int | None = None) -> Spooled:
+        """The requests parsed, left in the spool (``Spooled``: the caller closes it), put in issue
+        order (``_order``). ``duration_ns`` defaults to the last issue or completion. A chunk of
+        the spool at a time: memory is a chunk's, however long the capture."""
         if self._rest:
             self._chunk(self._rest + b"\n")
             self._rest = b""
+        for f in (*self._files.values(), self._patches):
+            f.close()
         try:
-            for f in (*self._files.values(), self._patches):
-                f.close()
-            cols = [np.fromfile(self.spool / name, dtype=dtype) for name, dtype in COLUMNS]
-            patches = np.fromfile(self.spool / "patches", dtype="<i8").reshape(-1, 2)
-        finally:
+            _patch(self.spool, self.rows)
+            t0, end = _order(self.spool, self.rows)
+        except BaseException:
             self.close()
-        if patches.size:
-            cols[1][patches[:, 0]] = patches[:, 1]
-        if cols[0].size and (cols[0][1:] < cols[0][:-1]).any():  # a CPU's events read late: put them in order
-            _sort_in_place(cols)
-        if cols[0].size:  # in place: no second copy of a column
-            t0 = cols[0][0]
-            cols[0] -= t0
-            np.subtract(cols[1], t0, out=cols[1], where=cols[1] >= 0)
-        end = int(max(cols[0].max(initial=0), cols[1].max(initial=0)))
-        issue, complete, sector, nbytes, op, flags, pid = cols
-        return Trace(issue, complete, sector, nbytes, op, flags, pid, comms=dict(self.comms),
-                     lost_events=lost_events, duration_ns=end if duration_ns is None else max(duration_ns, end),
-                     left_out=dict(self.left_out))
+            raise
+        return Spooled(self.spool, self.rows, t0, end, comms=dict(self.comms), lost_events=lost_events,
+                       duration_ns=end if duration_ns is None else max(duration_ns, end), left_out=dict(self.left_out))
+
+    def trace(self, lost_events: int = 0, duration_ns: int | None = None) -> Trace:
+        """``finish``, loaded into memory (a Trace); removes the spool."""
+        with self.finish(lost_events, duration_ns) as spooled:
+            return spooled.load()
 
     def close(self) -> None:
         """Close and remove the spool (idempotent)."""
@@ -231,25 +228,128 @@ class Parser:
         shutil.rmtree(self.spool, ignore_errors=True)
 
 
-def _sort_in_place(cols: list[np.ndarray], chunk: int = 1 << 16) -> None:
-    """Sort the columns by the first (stable). Requests whose events were read late are usually
-    few: then only the rows out of place move, and no copy of a whole column is made beside the
-    sort's order; otherwise each column is gathered anew, one at a time."""
-    order = np.argsort(cols[0], kind="stable")
-    out_of_place = [np.flatnonzero(order[a:a + chunk] != np.arange(a, min(a + chunk, order.size))) + a
-                    for a in range(0, order.size, chunk)]
-    if sum(part.size for part in out_of_place) > order.size // 8:
-        del out_of_place
-        for i, column in enumerate(cols):
-            cols[i] = column[order]
-            del column
+@dataclass(frozen=True, eq=False)
+class Spooled:
+    """A parsed trace in its spool directory, one file per column (``COLUMNS``), rows in issue
+    order, times as the kernel's clock gave them: a ``trace.Requests`` whose chunks are read from
+    the files (times counted from ``t0``, the first issue; a partition's data sectors from
+    ``first_sector``); ``span_ns`` from the first issue to the last issue or completion. ``close``
+    (or leaving a ``with`` block) removes the spool."""
+
+    spool: Path
+    rows: int
+    t0: int
+    span_ns: int = 0
+    comms: Mapping[int, str] = field(default_factory=dict)
+    lost_events: int = 0
+    duration_ns: int = 0
+    left_out: Mapping[str, int] = field(default_factory=dict)
+    kthreads: frozenset[int] = frozenset()
+    first_sector: int = 0
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __enter__(self) -> Spooled:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[Trace]:
+        """``Requests.chunks``: about ``rows`` requests at a time, read from the spool."""
+        carry: list[np.ndarray] | None = None
+        for a in range(0, self.rows, rows):
+            cols = _read(self.spool, a, min(self.rows, a + rows))
+            if carry is not None:
+                cols = [np.concatenate([c, d]) for c, d in zip(carry, cols, strict=True)]
+            last = a + rows >= self.rows
+            cut = cols[0].size if last else int(np.searchsorted(cols[0], cols[0][-1], side="left"))
+            carry = [c[cut:] for c in cols]  # the last instant waits for the rest of it
+            if cut:
+                yield self._trace([c[:cut] for c in cols])
+
+    def load(self) -> Trace:
+        """The whole trace in memory."""
+        return self._trace(_read(self.spool, 0, self.rows))
+
+    def _trace(self, cols: list[np.ndarray]) -> Trace:
+        issue, complete, sector, nbytes, op, flags, pid = cols
+        issue -= self.t0
+        np.subtract(complete, self.t0, out=complete, where=complete >= 0)
+        if self.first_sector:  # the events count a partition's sectors from the disk's start
+            np.subtract(sector, self.first_sector, out=sector, where=op != FLUSH)
+        return Trace(issue, complete, sector, nbytes, op, flags, pid, comms=self.comms, lost_events=self.lost_events,
+                     duration_ns=self.duration_ns, left_out=self.left_out, kthreads=self.kthreads)
+
+    def close(self) -> None:
+        """Remove the spool (idempotent)."""
+        shutil.rmtree(self.spool, ignore_errors=True)
+
+
+#: Rows per step where the spool is patched, checked and put in order.
+_STEP = 1 << 20
+
+
+def _read(spool: Path, a: int, b: int) -> list[np.ndarray]:
+    """Rows ``[a, b)`` of every column file."""
+    return [np.fromfile(spool / name, dtype=dtype, count=b - a, offset=a * np.dtype(dtype).itemsize)
+            for name, dtype in COLUMNS]
+
+
+def _patch(spool: Path, rows: int) -> None:
+    """Write the late completions (``patches``: row, time) into the completion column, a step at a time."""
+    patches = spool / "patches"
+    count = patches.stat().st_size // 16
+    if not count or not rows:
         return
-    moved = np.concatenate(out_of_place)
-    del out_of_place
-    source = order[moved]
-    del order
-    for column in cols:
-        column[moved] = column[source]  # the right side is gathered first
+    complete = np.memmap(spool / "complete_ns", dtype="<i8", mode="r+", shape=(rows,))
+    for a in range(0, count, _STEP):
+        part = np.fromfile(patches, dtype="<i8", count=min(_STEP, count - a) * 2, offset=a * 16).reshape(-1, 2)
+        complete[part[:, 0]] = part[:, 1]
+    complete.flush()
+    del complete
+
+
+def _order(spool: Path, rows: int, step: int = _STEP) -> tuple[int, int]:
+    """Put the spool's rows in issue order (stable) and return the first issue and the span to the
+    last issue or completion (ns). Rows are out of order only where a CPU's events were read late,
+    by a little: a first pass finds each step's smallest issue; if some row came before a smaller
+    one, a second pass sorts a window at a time, in place, a row leaving the window once no later
+    step holds a smaller issue (so the window holds only the rows that are out of place)."""
+    if not rows:
+        return 0, 0
+    lows, highs, ordered, previous = [], [], True, np.iinfo(np.int64).min
+    for a in range(0, rows, step):
+        issue = np.fromfile(spool / "issue_ns", dtype="<i8", count=min(step, rows - a), offset=a * 8)
+        complete = np.fromfile(spool / "complete_ns", dtype="<i8", count=issue.size, offset=a * 8)
+        ordered = ordered and previous <= issue[0] and bool((issue[1:] >= issue[:-1]).all())
+        previous = int(issue[-1])
+        lows.append(int(issue.min()))
+        highs.append(max(int(issue.max()), int(complete.max())))
+    t0, end = min(lows), max(highs)
+    if not ordered:
+        later_low = np.minimum.accumulate(np.array(lows[::-1]))[::-1]
+        files = {name: open(spool / name, "r+b") for name, _ in COLUMNS}  # noqa: SIM115
+        try:
+            window: list[np.ndarray] = [np.zeros(0, dtype=dtype) for _, dtype in COLUMNS]
+            cursor = 0
+            for k, a in enumerate(range(0, rows, step)):
+                window = [np.concatenate([w, c]) for w, c in zip(window, _read(spool, a, min(rows, a + step)),
+                                                                  strict=True)]
+                order = np.argsort(window[0], kind="stable")
+                window = [w[order] for w in window]
+                cut = window[0].size if k + 1 == len(lows) else int(
+                    np.searchsorted(window[0], later_low[k + 1], side="right"))
+                for (name, dtype), column in zip(COLUMNS, window, strict=True):
+                    files[name].seek(cursor * np.dtype(dtype).itemsize)
+                    files[name].write(column[:cut].tobytes())
+                cursor += cut
+                window = [w[cut:] for w in window]
+        finally:
+            for f in files.values():
+                f.close()
+    return t0, end - t0
 
 
 def _fraction_ns(fraction: np.ndarray) -> np.ndarray:

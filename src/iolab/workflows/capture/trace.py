@@ -98,6 +98,11 @@ class Trace:
         return int(self.issue_ns.shape[0])
 
     @property
+    def span_ns(self) -> int:
+        """From the first issue (0) to the last issue or completion, ns (0 without requests)."""
+        return max(int(self.issue_ns.max(initial=0)), int(self.complete_ns.max(initial=0)))
+
+    @property
     def latency_ns(self) -> np.ndarray:
         """complete - issue per request; -1 where not completed."""
         return np.where(self.complete_ns >= 0, self.complete_ns - self.issue_ns, -1)
@@ -128,18 +133,27 @@ class Requests(Protocol):
     a capture of any length is read in the memory of a chunk. ``Trace`` is one (its chunks are
     views); ``stream.Spooled`` is another (its chunks are read from the spool files).
 
+    ``span_ns`` is the time from the first issue to the last issue or completion (ns);
     ``chunks(rows)`` yields Traces of consecutive requests in issue order, times counted from the
     trace's first issue, each of about ``rows`` requests and never ending inside an instant (the
     next chunk's first issue is later than this chunk's last), with the trace's ``comms``,
     ``lost_events``, ``duration_ns``, ``left_out`` and ``kthreads``."""
 
-    comms: Mapping[int, str]
-    lost_events: int
-    duration_ns: int
-    left_out: Mapping[str, int]
-    kthreads: frozenset[int]
+    @property
+    def comms(self) -> Mapping[int, str]: ...
+    @property
+    def lost_events(self) -> int: ...
+    @property
+    def duration_ns(self) -> int: ...
+    @property
+    def left_out(self) -> Mapping[str, int]: ...
+    @property
+    def kthreads(self) -> frozenset[int]: ...
 
     def __len__(self) -> int: ...
+
+    @property
+    def span_ns(self) -> int: ...
 
     def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[Trace]: ...
 
@@ -310,6 +324,28 @@ def encode(trace: Trace, chunk: int = 1 << 16) -> bytearray:
             blob += packer.compress(np.ascontiguousarray(column(a, a + chunk), dtype=dtype).data)
     blob += packer.flush()
     return blob
+
+
+#: Requests per stored chunk (``encode_chunks``): about 6 MB encoded, 38 MB as columns.
+STORED_CHUNK_ROWS = 1 << 20
+
+
+def encode_chunks(trace: Requests, rows: int = STORED_CHUNK_ROWS) -> Iterator[tuple[int, bytearray]]:
+    """The trace as ``(requests, blob)`` pairs, each ``encode`` of about ``rows`` consecutive
+    requests (times from the trace's first issue, so each blob decodes on its own), made one at a
+    time as the caller takes them."""
+    for part in trace.chunks(rows):
+        yield len(part), encode(part)
+
+
+def decode_chunks(blobs: Iterable[bytes], comms: Mapping[int, str] | None = None, lost_events: int = 0,
+                  duration_ns: int = 0) -> Trace:
+    """The Trace ``encode_chunks`` stored (or ``encode``: one blob), in memory. Raises StoreError
+    as ``decode``."""
+    parts = [decode(blob).columns() for blob in blobs]
+    cols = [np.concatenate([part[i] for part in parts]) if parts else np.zeros(0, dtype=t)
+            for i, t in enumerate(_COLUMN_TYPES)]
+    return _of(cols, comms or {}, lost_events, duration_ns)
 
 
 def decode(blob: bytes, comms: Mapping[int, str] | None = None, lost_events: int = 0,
