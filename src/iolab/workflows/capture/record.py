@@ -37,7 +37,7 @@ from . import replay, tracefs
 from .fingerprint import Tally, active_ns, fingerprint
 from .summary import ORIGIN
 from .summary import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
-from .trace import FLUSH, OP_NAMES, READ, WRITE, Trace, decode, encode
+from .trace import CHUNK_ROWS, FLUSH, OP_NAMES, READ, WRITE, Requests, Trace, decode, encode
 
 WORKLOAD = "capture"
 
@@ -93,7 +93,7 @@ def _latency(tally: Tally) -> Latency | None:
                    samples=tally.total, percentiles_ns={f"{p:g}": tally.percentile(p) for p in PERCENTILES})
 
 
-def capture_report(trace: Trace, chunk: int = 1 << 16) -> FioReport:
+def capture_report(requests: Requests, chunk: int = CHUNK_ROWS) -> FioReport:
     """The trace as fio would report its replay: one job per size class, read/write directions with
     requests, bytes, IOPS and bandwidth over the active span (``fingerprint.active_ns``: from the
     first issue to the last completion, as a replay's fio runtime spans its requests) and the
@@ -101,35 +101,69 @@ def capture_report(trace: Trace, chunk: int = 1 << 16) -> FioReport:
     direction of the class the replay syncs in (``replay.classes``), as fio reports a replay's
     ``sync`` actions: their count, their rate over the active span (fio gives none for syncs;
     ``fio.merge.with_sync_rates`` gives a replay's the same way) and their service time as ``lat``
-    only (fio times a sync call as a whole). Pure. A class's requests are taken ``chunk`` at a time
-    and their service times tallied (``fingerprint.Tally``), so no copy of a class's column is made."""
-    duration_ms = max(1, round(active_ns(trace) / 1e6))
+    only (fio times a sync call as a whole). Pure. One pass over the requests, ``chunk`` at a time
+    (``Requests.chunks``): each class's service times are tallied (``fingerprint.Tally``), the
+    flushes' apart until the pass has chosen their class (``replay.ClassRule``), so memory is a
+    chunk's and the tallies' distinct values, however long the trace."""
+    rule = replay.ClassRule()
+    tallies: dict[int, _Directions] = {}
+    flushes = _Directions()
+    active = 1
+    for part in requests.chunks(chunk):
+        active = max(active, active_ns(part))
+        klass = rule.of(part)
+        for k in np.flatnonzero(np.bincount(klass, minlength=256)[:replay.FLUSH_ROW]).tolist():
+            tallies.setdefault(k, _Directions()).add(part, klass == k)
+        flushes.add(part, klass == replay.FLUSH_ROW)
+    flush_class = rule.flush_class()
+    duration_ms = max(1, round(active / 1e6))
     jobs = []
-    kinds = (READ, WRITE, FLUSH)
-    for index, (name, indices) in enumerate(replay.classes(trace).items()):
-        ios, nbytes, service = dict.fromkeys(kinds, 0), dict.fromkeys(kinds, 0), {op: Tally() for op in kinds}
-        for a in range(0, indices.size, chunk):
-            rows = indices[a:a + chunk]
-            ops, done = trace.op[rows], trace.complete_ns[rows]
-            for op in kinds:
-                mine = ops == op
-                ios[op] += int(np.count_nonzero(mine))
-                nbytes[op] += int(trace.nbytes[rows[mine]].sum())
-                mine &= done >= 0
-                service[op].add(done[mine] - trace.issue_ns[rows[mine]])
-        directions = {}
-        for op in (READ, WRITE):
-            if ios[op]:
-                latency = _latency(service[op])
-                directions[OP_NAMES[op]] = DirectionStats(
-                    direction=OP_NAMES[op], total_ios=ios[op], io_bytes=nbytes[op], runtime_ms=duration_ms,
-                    iops=1000.0 * ios[op] / duration_ms, bw_bytes_s=1000.0 * nbytes[op] / duration_ms, clat=latency,
-                    lat=latency)
-        if ios[FLUSH]:
-            directions["sync"] = DirectionStats(direction="sync", total_ios=ios[FLUSH], runtime_ms=duration_ms,
-                                                iops=1000.0 * ios[FLUSH] / duration_ms, lat=_latency(service[FLUSH]))
-        jobs.append(JobResult(name=name, index=index, directions=directions, job_runtime_ms=duration_ms))
+    for index, (k, tally) in enumerate(sorted(tallies.items())):
+        directions = tally.directions(duration_ms)
+        if k == flush_class:
+            directions.update(flushes.directions(duration_ms))
+        jobs.append(JobResult(name=replay.class_name(k), index=index, directions=directions,
+                              job_runtime_ms=duration_ms))
     return FioReport(source_format="capture", jobs=tuple(jobs))
+
+
+class _Directions:
+    """Requests, bytes and a service-time tally per kind (read, write, flush) of some requests,
+    added a chunk at a time, and the fio-shaped directions they make (``capture_report``)."""
+
+    KINDS = (READ, WRITE, FLUSH)
+
+    def __init__(self) -> None:
+        self.ios = dict.fromkeys(self.KINDS, 0)
+        self.nbytes = dict.fromkeys(self.KINDS, 0)
+        self.service = {op: Tally() for op in self.KINDS}
+
+    def add(self, chunk: Trace, rows: np.ndarray) -> None:
+        """Count the requests of ``chunk`` where ``rows`` holds."""
+        ops, done = chunk.op[rows], chunk.complete_ns[rows]
+        issued, nbytes = chunk.issue_ns[rows], chunk.nbytes[rows]
+        for op in self.KINDS:
+            mine = ops == op
+            self.ios[op] += int(np.count_nonzero(mine))
+            self.nbytes[op] += int(nbytes[mine].sum())
+            mine &= done >= 0
+            self.service[op].add(done[mine] - issued[mine])
+
+    def directions(self, duration_ms: int) -> dict[str, DirectionStats]:
+        """``read``, ``write`` and ``sync`` (the flushes), for those with requests."""
+        out = {}
+        for op in (READ, WRITE):
+            if self.ios[op]:
+                latency = _latency(self.service[op])
+                out[OP_NAMES[op]] = DirectionStats(
+                    direction=OP_NAMES[op], total_ios=self.ios[op], io_bytes=self.nbytes[op], runtime_ms=duration_ms,
+                    iops=1000.0 * self.ios[op] / duration_ms, bw_bytes_s=1000.0 * self.nbytes[op] / duration_ms,
+                    clat=latency, lat=latency)
+        if self.ios[FLUSH]:
+            out["sync"] = DirectionStats(direction="sync", total_ios=self.ios[FLUSH], runtime_ms=duration_ms,
+                                         iops=1000.0 * self.ios[FLUSH] / duration_ms,
+                                         lat=_latency(self.service[FLUSH]))
+        return out
 
 
 def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping[str, str] | None = None) -> int:
@@ -137,6 +171,9 @@ def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping
     (``complete``, ``failed``: the command exited non-zero, ``interrupted``), the trace kept in
     every case; returns the run id."""
     trace, facts = capture.trace, capture.device
+    # a Trace is Requests; mypy says no only because the protocol declares its figures settable, which
+    # a frozen dataclass's fields are not (trace.Requests: read-only properties would say it)
+    requests: Requests = trace  # type: ignore[assignment]
     fp = fingerprint(trace)
     machine = host.host_facts(host.fio_version())
     warnings = capture.warnings
@@ -145,13 +182,13 @@ def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping
     run_id = store.create_run(suite_name=f"capture {facts.path}", suite_text="", origin=ORIGIN, label=label,
                               tags=tags, host=machine, fio_version=machine.fio_version, warnings=warnings,
                               options=options, status="running")
-    text = replay_job_for(trace, capture.device.path, replay_dir(store, run_id))
+    text = replay_job_for(requests, capture.device.path, replay_dir(store, run_id))
     params = jobfile.workload_params(jobfile.parse(text)) if not fp.empty else {}
     pending = replay_pending(facts, text, params)
     (result_id,) = store.add_pending(run_id, [pending])
     ended = capture.started_at + timedelta(microseconds=trace.duration_ns // 1000)
     store.save_result(result_id, status="ok", command=" ".join(capture.command) or None,
-                      started_at=capture.started_at, ended_at=ended, report=capture_report(trace),
+                      started_at=capture.started_at, ended_at=ended, report=capture_report(requests),
                       target_facts=facts, extra={"fingerprint": to_jsonable(fp), "capture": options})
     store.save_trace(result_id, len(trace), data=encode(trace), meta={
         "comms": {str(k): v for k, v in trace.comms.items()}, "lost_events": trace.lost_events,
@@ -177,10 +214,11 @@ def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> 
                          job_hash=jobfile.params_hash(params), params=params)
 
 
-def replay_job_for(trace: Trace, device: str, directory: Path) -> str:
+def replay_job_for(requests: Requests, device: str, directory: Path) -> str:
     """The default replay job (``replay.job_text``) with the iolog paths replays use, for the
-    capture's own record: so a capture and its replays have equal job options."""
-    names = {name: directory / replay.iolog_name(name) for name in replay.replay_job_names(trace)}
+    capture's own record: so a capture and its replays have equal job options. Two passes over the
+    requests a chunk at a time (``replay.replay_job_names``)."""
+    names = {name: directory / replay.iolog_name(name) for name in replay.replay_job_names(requests)}
     return replay.job_text(names, replay.ReplaySettings(), f"capture of {device}")
 
 
