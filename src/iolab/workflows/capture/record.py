@@ -33,7 +33,7 @@ from ...fio import jobfile
 from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetFacts, to_jsonable
 from ...store.database import Store
 from ...store.schema import traces
-from . import replay, tracefs
+from . import deal, replay, tracefs
 from .fingerprint import Tally, active_ns, fingerprint
 from .summary import ORIGIN
 from .summary import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
@@ -103,18 +103,18 @@ def capture_report(requests: Requests, chunk: int = CHUNK_ROWS) -> FioReport:
     ``fio.merge.with_sync_rates`` gives a replay's the same way) and their service time as ``lat``
     only (fio times a sync call as a whole). Pure. One pass over the requests, ``chunk`` at a time
     (``Requests.chunks``): each class's service times are tallied (``fingerprint.Tally``), the
-    flushes' apart until the pass has chosen their class (``replay.ClassRule``), so memory is a
+    flushes' apart until the pass has chosen their class (``deal.ClassRule``), so memory is a
     chunk's and the tallies' distinct values, however long the trace."""
-    rule = replay.ClassRule()
+    rule = deal.ClassRule()
     tallies: dict[int, _Directions] = {}
     flushes = _Directions()
     active = 1
     for part in requests.chunks(chunk):
         active = max(active, active_ns(part))
         klass = rule.of(part)
-        for k in np.flatnonzero(np.bincount(klass, minlength=256)[:replay.FLUSH_ROW]).tolist():
+        for k in np.flatnonzero(np.bincount(klass, minlength=256)[:deal.FLUSH_ROW]).tolist():
             tallies.setdefault(k, _Directions()).add(part, klass == k)
-        flushes.add(part, klass == replay.FLUSH_ROW)
+        flushes.add(part, klass == deal.FLUSH_ROW)
     flush_class = rule.flush_class()
     duration_ms = max(1, round(active / 1e6))
     jobs = []
@@ -122,7 +122,7 @@ def capture_report(requests: Requests, chunk: int = CHUNK_ROWS) -> FioReport:
         directions = tally.directions(duration_ms)
         if k == flush_class:
             directions.update(flushes.directions(duration_ms))
-        jobs.append(JobResult(name=replay.class_name(k), index=index, directions=directions,
+        jobs.append(JobResult(name=deal.class_name(k), index=index, directions=directions,
                               job_runtime_ms=duration_ms))
     return FioReport(source_format="capture", jobs=tuple(jobs))
 

@@ -56,13 +56,9 @@ import numpy as np
 
 from ... import outputs
 from ...fio import jobfile
+from . import deal
+from .deal import size_class as size_class  # where it was: `replay.size_class`
 from .trace import CHUNK_ROWS, FLUSH, READ, WRITE, Requests, Trace
-
-
-def size_class(nbytes: int) -> str:
-    """``bs-4k`` for 1..4096 bytes, ``bs-8k`` for 4097..8192 …, ``bs-1m``, ``bs-2m`` …"""
-    top = 1 << max(12, math.ceil(math.log2(max(nbytes, 1))))
-    return f"bs-{top >> 20}m" if top >= 1 << 20 else f"bs-{top >> 10}k"
 
 
 def classes(trace: Trace) -> dict[str, np.ndarray]:
@@ -77,7 +73,7 @@ def classes(trace: Trace) -> dict[str, np.ndarray]:
     from both classes, 4,876-5,021 from one (6 replays each, quiet; medians 0.96 and 0.99 of the
     original). Discards and other requests are not replayed. The rule is ``ClassRule``'s, taken a
     chunk at a time; beside the index arrays, a byte a request."""
-    rule = ClassRule()
+    rule = deal.ClassRule()
     klass = np.empty(len(trace), dtype=np.uint8)
     done = 0
     for chunk in trace.chunks():
@@ -85,70 +81,9 @@ def classes(trace: Trace) -> dict[str, np.ndarray]:
         done += len(chunk)
     flush_class = rule.flush_class()
     if flush_class is not None:
-        klass[klass == FLUSH_ROW] = flush_class
-    present = np.flatnonzero(np.bincount(klass, minlength=256)[:FLUSH_ROW]).tolist()
-    return {class_name(k): _rows_of(klass, k) for k in present}
-
-
-#: The size classes' upper bounds in bytes: class k holds requests of ``2**(11 + k)`` + 1 to ``2**(12 + k)``
-#: bytes (class 0: up to 4 KiB).
-_TOPS = 1 << np.arange(12, 49, dtype=np.int64)
-#: ``ClassRule.of``'s marks of the requests that are in no size class: flushes (their class is chosen once
-#: all are seen, ``ClassRule.flush_class``) and requests that are not replayed (discards, others).
-FLUSH_ROW, NOT_REPLAYED = 254, 255
-
-
-def class_name(k: int) -> str:
-    """The job name of size class ``k`` (``ClassRule.of``): ``bs-4k`` for 0 …"""
-    return size_class(int(_TOPS[k]))
-
-
-class ClassRule:
-    """``classes``' rule over a trace's requests a chunk at a time, in issue order (``Trace.chunks``,
-    ``Requests.chunks``): a data request's class from its size; a flush's vote for the class of the
-    last write before it, carried from chunk to chunk, counted apart; the flushes' class chosen once
-    every chunk was seen (``flush_class``). Memory: the chunk's temporaries."""
-
-    def __init__(self) -> None:
-        #: flushes by the class of the last write before them (a slot past the last class: the
-        #: largest requests, beyond 2**48 bytes, whose class the largest bound cannot name)
-        self.votes = np.zeros(_TOPS.size + 1, dtype=np.int64)
-        self.without_write = 0  # flushes with no write before them
-        self.smallest: int | None = None  # the smallest class of a data request so far
-        self._last_write = -1  # the class of the last write so far
-
-    def of(self, chunk: Trace) -> np.ndarray:
-        """Each request's class (uint8): its size class for a read or write, ``FLUSH_ROW`` for a
-        flush, ``NOT_REPLAYED`` for the rest; counts the flushes' votes. Chunks come in issue order."""
-        klass = np.searchsorted(_TOPS, chunk.nbytes, side="left").astype(np.uint8)
-        data = (chunk.op == READ) | (chunk.op == WRITE)
-        if data.any():
-            low = int(klass[data].min())
-            self.smallest = low if self.smallest is None else min(self.smallest, low)
-        flush = chunk.op == FLUSH
-        if flush.any():
-            writes = np.flatnonzero(chunk.op == WRITE)
-            # the class of the carried last write, then of each write here: a flush's vote is the one
-            # before as many of this chunk's writes as precede it
-            write_class = np.concatenate([[self._last_write], klass[writes]]).astype(np.int64)
-            before = write_class[np.searchsorted(writes, np.flatnonzero(flush))]
-            self.without_write += int(np.count_nonzero(before < 0))
-            self.votes += np.bincount(before[before >= 0], minlength=self.votes.size)
-            self._last_write = int(write_class[-1])
-        elif (chunk.op == WRITE).any():
-            self._last_write = int(klass[np.flatnonzero(chunk.op == WRITE)[-1]])
-        klass[flush] = FLUSH_ROW
-        klass[~(data | flush)] = NOT_REPLAYED
-        return klass
-
-    def flush_class(self) -> int | None:
-        """The class all flushes join (the most votes, the smallest class on a tie; flushes with no
-        write before them vote for the smallest data class); None without flushes or data requests."""
-        if self.smallest is None or not (self.without_write or self.votes.any()):
-            return None
-        votes = self.votes.copy()
-        votes[self.smallest] += self.without_write
-        return int(votes.argmax())
+        klass[klass == deal.FLUSH_ROW] = flush_class
+    present = np.flatnonzero(np.bincount(klass, minlength=256)[:deal.FLUSH_ROW]).tolist()
+    return {deal.class_name(k): _rows_of(klass, k) for k in present}
 
 
 def class_service(trace: Trace) -> dict[str, dict[str, Any]]:
@@ -201,7 +136,7 @@ def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
     data (fio refuses an iolog without reads or writes); without any, the flushes are one lane. Pure.
     Requests that never overlap are one lane at once (no per-request loop)."""
     issued_ns = trace.issue_ns[indices]
-    done_ns = _held_until(issued_ns, trace.complete_ns[indices], _typical_service_ns(trace, indices))
+    done_ns = deal.held_until(issued_ns, trace.complete_ns[indices], _typical_service_ns(trace, indices))
     if indices.size < 2 or (issued_ns[1:] >= np.maximum.accumulate(done_ns[:-1])).all():
         return [np.asarray(indices, dtype=np.int64)] if indices.size else []
     lane_of, count = _lanes_by_chains(issued_ns, done_ns)
@@ -214,86 +149,21 @@ def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
     return [split[k] for k in range(count) if k == first or has_data[k]]
 
 
-#: How many of a class's first requests give its typical service time (``_typical_service_ns``).
-_SAMPLE = 1 << 16
-
-
-def _typical_service_ns(trace: Trace, indices: np.ndarray, sample: int = _SAMPLE) -> int:
+def _typical_service_ns(trace: Trace, indices: np.ndarray) -> int:
     """The median service time in ns (at least 1) of the completed requests among the first
-    ``sample`` of ``indices``: what a request whose completion the trace lacks is taken to have
+    ``SAMPLE`` of ``indices``: what a request whose completion the trace lacks is taken to have
     lasted. Such a request was either still in flight when the capture ended or its completion event
     was dropped by the kernel (a ring buffer overrun under load: then thousands of them); held for
     good, each would open a lane, and a replay of hundreds of thousands of jobs."""
-    head = indices[:sample]
-    return _typical(trace.issue_ns[head], trace.complete_ns[head])
-
-
-def _typical(issued_ns: np.ndarray, complete_ns: np.ndarray) -> int:
-    done = complete_ns >= 0
-    service = complete_ns[done] - issued_ns[done]
-    return max(1, int(np.median(service))) if service.size else 1
-
-
-def _held_until(issued_ns: np.ndarray, complete_ns: np.ndarray, typical_ns: int) -> np.ndarray:
-    """When each request frees its lane: its completion, or its issue plus ``typical_ns`` without one."""
-    return np.where(complete_ns >= 0, complete_ns, issued_ns + typical_ns)
+    head = indices[:deal.SAMPLE]
+    return deal.typical(trace.issue_ns[head], trace.complete_ns[head])
 
 
 def _lanes_by_chains(issued_ns: np.ndarray, done_ns: np.ndarray) -> tuple[np.ndarray, int]:
-    """Each request's lane (``_Lanes``) and the lanes' count."""
-    dealer = _Lanes()
+    """Each request's lane (``Lanes``) and the lanes' count."""
+    dealer = deal.Lanes()
     lane_of = dealer.deal(issued_ns, done_ns)
     return lane_of, len(dealer.free_at)
-
-
-class _Lanes:
-    """Requests dealt to lanes as ``lanes`` deals them, a chunk at a time in issue order, each lane's
-    state (when it is free) carried from chunk to chunk. The lowest free lane takes a request whenever
-    it is free, so lane 0 is the greedy chain from its first request (each next is the first issued at
-    or after the previous one completed), lane 1 the same chain over the requests lane 0 left, and so
-    on: one vectorized search per lane, then a hop per request along its chain. ``free_at``: a time
-    per lane opened; ``with_data``: whether it took a read or write (``deal``'s ``data``)."""
-
-    def __init__(self) -> None:
-        self.free_at: list[int] = []
-        self.with_data: list[bool] = []
-
-    def deal(self, issued_ns: np.ndarray, done_ns: np.ndarray, data: np.ndarray | None = None) -> np.ndarray:
-        """Each request's lane (int64), given when it frees its lane (``done_ns``, ``_held_until``)."""
-        lane_of = np.full(issued_ns.size, -1, dtype=np.int64)
-        if not issued_ns.size:
-            return lane_of
-        if (not self.free_at or self.free_at[0] <= issued_ns[0]) and (issued_ns[1:] >= done_ns[:-1]).all():
-            # one after another from a free first lane: all to it, without a hop each
-            lane_of[:] = 0
-            self._took(0, int(done_ns[-1]), data is not None and bool(data.any()))
-            return lane_of
-        remaining = np.arange(issued_ns.size)
-        lane = 0
-        while remaining.size:
-            issued, done = issued_ns[remaining], done_ns[remaining]
-            i = int(np.searchsorted(issued, self.free_at[lane], side="left")) if lane < len(self.free_at) else 0
-            if i < remaining.size:
-                after = np.maximum(np.searchsorted(issued, done, side="left"),
-                                   np.arange(1, remaining.size + 1)).tolist()
-                chain, end = [], remaining.size
-                while i < end:
-                    chain.append(i)
-                    i = after[i]
-                taken = remaining[chain]
-                lane_of[taken] = lane
-                self._took(lane, int(done[chain[-1]]), data is not None and bool(data[taken].any()))
-                remaining = np.delete(remaining, chain)
-            lane += 1
-        return lane_of
-
-    def _took(self, lane: int, free_at: int, data: bool) -> None:
-        if lane == len(self.free_at):
-            self.free_at.append(free_at)
-            self.with_data.append(data)
-        else:
-            self.free_at[lane] = free_at
-            self.with_data[lane] |= data
 
 
 def window_ns(trace: Trace, per_class: Mapping[str, np.ndarray]) -> int:
@@ -312,46 +182,14 @@ def _window_length(span_ns: int, needed: int) -> int:
 
 def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 16) -> int:
     """The lanes ``lanes`` deals ``indices`` to, before it merges lanes of flushes alone
-    (``_InFlight``), ``chunk`` requests at a time."""
+    (``InFlight``), ``chunk`` requests at a time."""
     if indices.size == 0:
         return 0
-    sweep = _InFlight(_typical_service_ns(trace, indices))
+    sweep = deal.InFlight(_typical_service_ns(trace, indices))
     for a in range(0, indices.size, chunk):
         rows = indices[a:a + chunk]
         sweep.add(trace.issue_ns[rows], trace.complete_ns[rows])
     return sweep.most
-
-
-class _InFlight:
-    """The lanes ``lanes`` deals requests to, before it merges lanes of flushes alone, counted from
-    the requests in issue order a chunk at a time: first fit in issue order opens a lane only when
-    every open one is busy, so the count (``most``) is 1 + the most requests still in flight (issued
-    before, completed after) when one is issued. A request completed the instant it was issued frees
-    its lane for the requests issued after it in that instant; one without a completion holds its
-    lane for ``typical_ns``, as in ``lanes``. The completions not yet passed are carried sorted from
-    chunk to chunk (a later request completes after its issue, so after every issue before it):
-    memory is the chunk's and the requests in flight, not the class's."""
-
-    def __init__(self, typical_ns: int) -> None:
-        self.typical_ns = typical_ns
-        self.most = 0
-        self._issued = self._freed = self._passed = 0
-        self._pending = np.zeros(0, dtype=np.int64)  # completions after the last chunk's last issue, sorted
-
-    def add(self, issued: np.ndarray, completes: np.ndarray) -> None:
-        if not issued.size:
-            return
-        instant = completes == issued
-        pool = np.concatenate([self._pending, _held_until(issued, completes, self.typical_ns)[~instant]])
-        pool.sort()
-        freed_before = self._freed + np.cumsum(instant) - instant
-        busy = (np.arange(self._issued, self._issued + issued.size) - freed_before - self._passed
-                - np.searchsorted(pool, issued, side="right"))
-        self.most = max(self.most, int(busy.max()) + 1)
-        self._issued += issued.size
-        self._freed += int(instant.sum())
-        cut = int(np.searchsorted(pool, issued[-1], side="right"))  # at or before every later issue
-        self._passed, self._pending = self._passed + cut, pool[cut:]
 
 
 def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:
@@ -397,23 +235,23 @@ def replay_job_names(requests: Requests, rows: int = CHUNK_ROWS) -> list[str]:
     (what ``window_ns`` needs, ``_needed_lanes``), the second cuts each class into windows and counts
     a window's lanes as its requests pass (``_ClassWindows``), without dealing them where that is
     not needed: a window of data requests only has as many lanes as it has requests in flight at
-    most; one with flushes as many as ``lanes`` gives it. Memory: a chunk's, and up to ``_SAMPLE``
+    most; one with flushes as many as ``lanes`` gives it. Memory: a chunk's, and up to ``SAMPLE``
     requests a class held until their typical service time is known."""
     flush_class, needed, span = _needed_lanes(requests, rows)
     length = _window_length(span, needed)
     windows: dict[int, _ClassWindows] = {}
-    rule = ClassRule()
+    rule = deal.ClassRule()
     for chunk in requests.chunks(rows):
         klass = rule.of(chunk)
         if flush_class is not None:
-            klass[klass == FLUSH_ROW] = flush_class
+            klass[klass == deal.FLUSH_ROW] = flush_class
         by_class = _rows_by_class(klass)
-        by_class.pop(FLUSH_ROW, None)  # flushes without data requests: none replayed
+        by_class.pop(deal.FLUSH_ROW, None)  # flushes without data requests: none replayed
         for k, rows_of_k in by_class.items():
             windows.setdefault(k, _ClassWindows(dealt=k == flush_class)).add(*_class_rows(chunk, rows_of_k), length)
     names: list[str] = []
     for k, counter in sorted(windows.items()):
-        name = class_name(k)
+        name = deal.class_name(k)
         names += [name if j == 1 else f"{name}.{j}" for j in range(1, counter.total() + 1)]
     return names
 
@@ -424,21 +262,21 @@ def _needed_lanes(requests: Requests, rows: int) -> tuple[int | None, int, int]:
     pass. Which class the flushes join is known only at its end, so once a flush has passed, each class
     is counted twice, alone and with every flush (``joined``: from a copy of its count when the first
     flush came, or of the flushes' own count when the class came after it)."""
-    rule = ClassRule()
-    alone: dict[int, _LaneCount] = {}
-    joined: dict[int, _LaneCount] = {}
-    flushes = _LaneCount(dealt=False)  # every flush so far
+    rule = deal.ClassRule()
+    alone: dict[int, deal.LaneCount] = {}
+    joined: dict[int, deal.LaneCount] = {}
+    flushes = deal.LaneCount(dealt=False)  # every flush so far
     flushed, span = False, 1
     for chunk in requests.chunks(rows):
         klass = rule.of(chunk)
         span = max(span, int(chunk.issue_ns[-1]) + 1) if len(chunk) else span
         by_class = _rows_by_class(klass)
-        flush = by_class.pop(FLUSH_ROW, None)
+        flush = by_class.pop(deal.FLUSH_ROW, None)
         if flush is not None and not flushed:
             joined = {k: copy.deepcopy(count) for k, count in alone.items()}
         for k in by_class:
             if k not in alone:
-                alone[k] = _LaneCount(dealt=False)
+                alone[k] = deal.LaneCount(dealt=False)
                 if flushed or flush is not None:
                     joined[k] = copy.deepcopy(flushes)
         flushed |= flush is not None
@@ -462,7 +300,7 @@ def _rows_by_class(klass: np.ndarray) -> dict[int, np.ndarray]:
     order = np.argsort(klass, kind="stable")
     counts = np.bincount(klass, minlength=256)
     ends = np.cumsum(counts).tolist()
-    return {k: order[ends[k] - count:ends[k]] for k, count in enumerate(counts[:FLUSH_ROW + 1].tolist()) if count}
+    return {k: order[ends[k] - count:ends[k]] for k, count in enumerate(counts[:deal.FLUSH_ROW + 1].tolist()) if count}
 
 
 def _class_rows(chunk: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -470,70 +308,16 @@ def _class_rows(chunk: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return chunk.issue_ns[rows], chunk.complete_ns[rows], chunk.op[rows] <= WRITE
 
 
-class _LaneCount:
-    """The lanes one class's requests need (a window's part, or the whole class), fed in issue order a
-    chunk at a time: ``_most_in_flight``'s count (``_InFlight``), or, ``dealt``, that of ``lanes``
-    (``_Lanes``: the lanes holding data, at least one), which a part holding flushes needs. The first
-    ``_SAMPLE`` requests are held until the typical service time they give is known (``_typical``),
-    then each chunk is counted as it comes."""
-
-    def __init__(self, dealt: bool) -> None:
-        self.dealt = dealt
-        self._held: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self._held_rows = 0
-        self._counter: _InFlight | _Lanes | None = None
-        self._typical_ns = 1
-
-    def add(self, issued: np.ndarray, completes: np.ndarray, data: np.ndarray) -> None:
-        if self._counter is not None:
-            self._count(issued, completes, data)
-            return
-        self._held.append((issued, completes, data))
-        self._held_rows += issued.size
-        if len(self._held) > 64:  # a class of a few requests a chunk: a list of a few arrays
-            self._held = [self._joined()]
-        if self._held_rows >= _SAMPLE:
-            self._start()
-
-    def total(self) -> int:
-        """The lanes, once every request was added."""
-        if self._counter is None:
-            if not self._held_rows:
-                return 0
-            self._start()
-        if isinstance(self._counter, _Lanes):
-            return max(1, sum(self._counter.with_data))
-        assert self._counter is not None
-        return self._counter.most
-
-    def _joined(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        issued, completes, data = (np.concatenate(column) for column in zip(*self._held, strict=True))
-        return issued, completes, data
-
-    def _start(self) -> None:
-        issued, completes, data = self._joined()
-        self._held = []
-        self._typical_ns = _typical(issued[:_SAMPLE], completes[:_SAMPLE])
-        self._counter = _Lanes() if self.dealt else _InFlight(self._typical_ns)
-        self._count(issued, completes, data)
-
-    def _count(self, issued: np.ndarray, completes: np.ndarray, data: np.ndarray) -> None:
-        if isinstance(self._counter, _Lanes):
-            self._counter.deal(issued, _held_until(issued, completes, self._typical_ns), data)
-        elif self._counter is not None:
-            self._counter.add(issued, completes)
-
-
 class _ClassWindows:
     """One class's requests cut into windows as ``_windows`` cuts them (a flush takes the window of
     the class's data request before it, the first one's when none is), fed in issue order a chunk at
-    a time, and the lanes of each window's part (``_LaneCount``) summed: ``total``."""
+    a time, and the lanes of each window's part (``LaneCount``) summed: ``total``."""
 
     def __init__(self, dealt: bool) -> None:
         self.dealt = dealt
         self.lanes = 0
         self._window = -1  # the window of the class's last data request so far
-        self._part = _LaneCount(dealt)
+        self._part = deal.LaneCount(dealt)
 
     def add(self, issued: np.ndarray, completes: np.ndarray, data: np.ndarray, length_ns: int) -> None:
         # data requests' windows never decrease: the running maximum gives a flush the window before it
@@ -545,7 +329,7 @@ class _ClassWindows:
             if cut > start:
                 self._part.add(issued[start:cut], completes[start:cut], data[start:cut])
             self.lanes += self._part.total()
-            self._part, start = _LaneCount(self.dealt), cut
+            self._part, start = deal.LaneCount(self.dealt), cut
         self._part.add(issued[start:], completes[start:], data[start:])
         self._window = int(window[-1])
 
