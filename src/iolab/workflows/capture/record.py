@@ -31,11 +31,11 @@ from ...facts import host, targets
 from ...fio import jobfile
 from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetFacts, to_jsonable
 from ...store.database import Store
-from . import replay, tracefs
+from . import deal, replay, tracefs
 from .fingerprint import Tally, active_ns, fingerprint
 from .summary import ORIGIN
 from .summary import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
-from .trace import FLUSH, OP_NAMES, READ, WRITE, Trace, decode_chunks, encode_chunks
+from .trace import CHUNK_ROWS, FLUSH, OP_NAMES, READ, WRITE, Requests, Trace, decode_chunks, encode_chunks
 
 WORKLOAD = "capture"
 
@@ -91,7 +91,7 @@ def _latency(tally: Tally) -> Latency | None:
                    samples=tally.total, percentiles_ns={f"{p:g}": tally.percentile(p) for p in PERCENTILES})
 
 
-def capture_report(trace: Trace, chunk: int = 1 << 16) -> FioReport:
+def capture_report(requests: Requests, chunk: int = CHUNK_ROWS) -> FioReport:
     """The trace as fio would report its replay: one job per size class, read/write directions with
     requests, bytes, IOPS and bandwidth over the active span (``fingerprint.active_ns``: from the
     first issue to the last completion, as a replay's fio runtime spans its requests) and the
@@ -99,35 +99,69 @@ def capture_report(trace: Trace, chunk: int = 1 << 16) -> FioReport:
     direction of the class the replay syncs in (``replay.classes``), as fio reports a replay's
     ``sync`` actions: their count, their rate over the active span (fio gives none for syncs;
     ``fio.merge.with_sync_rates`` gives a replay's the same way) and their service time as ``lat``
-    only (fio times a sync call as a whole). Pure. A class's requests are taken ``chunk`` at a time
-    and their service times tallied (``fingerprint.Tally``), so no copy of a class's column is made."""
-    duration_ms = max(1, round(active_ns(trace) / 1e6))
+    only (fio times a sync call as a whole). Pure. One pass over the requests, ``chunk`` at a time
+    (``Requests.chunks``): each class's service times are tallied (``fingerprint.Tally``), the
+    flushes' apart until the pass has chosen their class (``deal.ClassRule``), so memory is a
+    chunk's and the tallies' distinct values, however long the trace."""
+    rule = deal.ClassRule()
+    tallies: dict[int, _Directions] = {}
+    flushes = _Directions()
+    active = 1
+    for part in requests.chunks(chunk):
+        active = max(active, active_ns(part))
+        klass = rule.of(part)
+        for k in np.flatnonzero(np.bincount(klass, minlength=256)[:deal.FLUSH_ROW]).tolist():
+            tallies.setdefault(k, _Directions()).add(part, klass == k)
+        flushes.add(part, klass == deal.FLUSH_ROW)
+    flush_class = rule.flush_class()
+    duration_ms = max(1, round(active / 1e6))
     jobs = []
-    kinds = (READ, WRITE, FLUSH)
-    for index, (name, indices) in enumerate(replay.classes(trace).items()):
-        ios, nbytes, service = dict.fromkeys(kinds, 0), dict.fromkeys(kinds, 0), {op: Tally() for op in kinds}
-        for a in range(0, indices.size, chunk):
-            rows = indices[a:a + chunk]
-            ops, done = trace.op[rows], trace.complete_ns[rows]
-            for op in kinds:
-                mine = ops == op
-                ios[op] += int(np.count_nonzero(mine))
-                nbytes[op] += int(trace.nbytes[rows[mine]].sum())
-                mine &= done >= 0
-                service[op].add(done[mine] - trace.issue_ns[rows[mine]])
-        directions = {}
-        for op in (READ, WRITE):
-            if ios[op]:
-                latency = _latency(service[op])
-                directions[OP_NAMES[op]] = DirectionStats(
-                    direction=OP_NAMES[op], total_ios=ios[op], io_bytes=nbytes[op], runtime_ms=duration_ms,
-                    iops=1000.0 * ios[op] / duration_ms, bw_bytes_s=1000.0 * nbytes[op] / duration_ms, clat=latency,
-                    lat=latency)
-        if ios[FLUSH]:
-            directions["sync"] = DirectionStats(direction="sync", total_ios=ios[FLUSH], runtime_ms=duration_ms,
-                                                iops=1000.0 * ios[FLUSH] / duration_ms, lat=_latency(service[FLUSH]))
-        jobs.append(JobResult(name=name, index=index, directions=directions, job_runtime_ms=duration_ms))
+    for index, (k, tally) in enumerate(sorted(tallies.items())):
+        directions = tally.directions(duration_ms)
+        if k == flush_class:
+            directions.update(flushes.directions(duration_ms))
+        jobs.append(JobResult(name=deal.class_name(k), index=index, directions=directions,
+                              job_runtime_ms=duration_ms))
     return FioReport(source_format="capture", jobs=tuple(jobs))
+
+
+class _Directions:
+    """Requests, bytes and a service-time tally per kind (read, write, flush) of some requests,
+    added a chunk at a time, and the fio-shaped directions they make (``capture_report``)."""
+
+    KINDS = (READ, WRITE, FLUSH)
+
+    def __init__(self) -> None:
+        self.ios = dict.fromkeys(self.KINDS, 0)
+        self.nbytes = dict.fromkeys(self.KINDS, 0)
+        self.service = {op: Tally() for op in self.KINDS}
+
+    def add(self, chunk: Trace, rows: np.ndarray) -> None:
+        """Count the requests of ``chunk`` where ``rows`` holds."""
+        ops, done = chunk.op[rows], chunk.complete_ns[rows]
+        issued, nbytes = chunk.issue_ns[rows], chunk.nbytes[rows]
+        for op in self.KINDS:
+            mine = ops == op
+            self.ios[op] += int(np.count_nonzero(mine))
+            self.nbytes[op] += int(nbytes[mine].sum())
+            mine &= done >= 0
+            self.service[op].add(done[mine] - issued[mine])
+
+    def directions(self, duration_ms: int) -> dict[str, DirectionStats]:
+        """``read``, ``write`` and ``sync`` (the flushes), for those with requests."""
+        out = {}
+        for op in (READ, WRITE):
+            if self.ios[op]:
+                latency = _latency(self.service[op])
+                out[OP_NAMES[op]] = DirectionStats(
+                    direction=OP_NAMES[op], total_ios=self.ios[op], io_bytes=self.nbytes[op], runtime_ms=duration_ms,
+                    iops=1000.0 * self.ios[op] / duration_ms, bw_bytes_s=1000.0 * self.nbytes[op] / duration_ms,
+                    clat=latency, lat=latency)
+        if self.ios[FLUSH]:
+            out["sync"] = DirectionStats(direction="sync", total_ios=self.ios[FLUSH], runtime_ms=duration_ms,
+                                         iops=1000.0 * self.ios[FLUSH] / duration_ms,
+                                         lat=_latency(self.service[FLUSH]))
+        return out
 
 
 def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping[str, str] | None = None) -> int:
@@ -175,10 +209,11 @@ def replay_pending(facts: TargetFacts, text: str, params: Mapping[str, str]) -> 
                          job_hash=jobfile.params_hash(params), params=params)
 
 
-def replay_job_for(trace: Trace, device: str, directory: Path) -> str:
+def replay_job_for(requests: Requests, device: str, directory: Path) -> str:
     """The default replay job (``replay.job_text``) with the iolog paths replays use, for the
-    capture's own record: so a capture and its replays have equal job options."""
-    names = {name: directory / replay.iolog_name(name) for name in replay.replay_job_names(trace)}
+    capture's own record: so a capture and its replays have equal job options. Two passes over the
+    requests a chunk at a time (``replay.replay_job_names``)."""
+    names = {name: directory / replay.iolog_name(name) for name in replay.replay_job_names(requests)}
     return replay.job_text(names, replay.ReplaySettings(), f"capture of {device}")
 
 

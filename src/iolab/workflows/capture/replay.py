@@ -45,6 +45,7 @@ HOWTO "Trace file format v3", ``replay_*`` options; fio 3.33 ``iolog.c``, ``back
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -55,13 +56,9 @@ import numpy as np
 
 from ... import outputs
 from ...fio import jobfile
-from .trace import FLUSH, READ, WRITE, Trace
-
-
-def size_class(nbytes: int) -> str:
-    """``bs-4k`` for 1..4096 bytes, ``bs-8k`` for 4097..8192 …, ``bs-1m``, ``bs-2m`` …"""
-    top = 1 << max(12, math.ceil(math.log2(max(nbytes, 1))))
-    return f"bs-{top >> 20}m" if top >= 1 << 20 else f"bs-{top >> 10}k"
+from . import deal
+from .deal import size_class as size_class  # where it was: `replay.size_class`
+from .trace import CHUNK_ROWS, FLUSH, READ, WRITE, Requests, Trace
 
 
 def classes(trace: Trace) -> dict[str, np.ndarray]:
@@ -74,27 +71,19 @@ def classes(trace: Trace) -> dict[str, np.ndarray]:
     flushes pending while one is in flight are done by the next). SQLite's 5,021 flushes (a commit
     each, never two in flight; 4k and 32k writes) reached the device as 4,498-4,908 when replayed
     from both classes, 4,876-5,021 from one (6 replays each, quiet; medians 0.96 and 0.99 of the
-    original). Discards and other requests are not replayed. Vectorized: a few passes over numpy
-    columns, however long the trace."""
-    data = (trace.op == READ) | (trace.op == WRITE)
-    if not data.any():
-        return {}
-    # the class of each request: 0 for 1..4096 bytes, 1 for 4097..8192 … (a byte each)
-    tops = 1 << np.arange(12, 49, dtype=np.int64)
+    original). Discards and other requests are not replayed. The rule is ``ClassRule``'s, taken a
+    chunk at a time; beside the index arrays, a byte a request."""
+    rule = deal.ClassRule()
     klass = np.empty(len(trace), dtype=np.uint8)
-    for a in range(0, len(trace), 1 << 16):  # a chunk at a time: searchsorted's int64 result stays small
-        klass[a:a + (1 << 16)] = np.searchsorted(tops, trace.nbytes[a:a + (1 << 16)], side="left")
-    smallest = int(klass[data].min())
-    flush = trace.op == FLUSH
-    if flush.any():
-        writes = np.where(trace.op == WRITE, np.arange(len(trace), dtype=np.int32), np.int32(-1))
-        last_write = np.maximum.accumulate(writes, out=writes)
-        before = last_write[flush]
-        del writes, last_write
-        made_durable = np.where(before >= 0, klass[np.maximum(before, 0)], smallest)
-        klass[flush] = np.bincount(made_durable).argmax()  # one class for all: see the docstring
-    klass[~(data | flush)] = 255
-    return {size_class(int(tops[k])): _rows_of(klass, k) for k in np.unique(klass[klass < 255]).tolist()}
+    done = 0
+    for chunk in trace.chunks():
+        klass[done:done + len(chunk)] = rule.of(chunk)
+        done += len(chunk)
+    flush_class = rule.flush_class()
+    if flush_class is not None:
+        klass[klass == deal.FLUSH_ROW] = flush_class
+    present = np.flatnonzero(np.bincount(klass, minlength=256)[:deal.FLUSH_ROW]).tolist()
+    return {deal.class_name(k): _rows_of(klass, k) for k in present}
 
 
 def class_service(trace: Trace) -> dict[str, dict[str, Any]]:
@@ -147,8 +136,7 @@ def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
     data (fio refuses an iolog without reads or writes); without any, the flushes are one lane. Pure.
     Requests that never overlap are one lane at once (no per-request loop)."""
     issued_ns = trace.issue_ns[indices]
-    done_ns = trace.complete_ns[indices]
-    done_ns = np.where(done_ns >= 0, done_ns, issued_ns + _typical_service_ns(trace, indices))
+    done_ns = deal.held_until(issued_ns, trace.complete_ns[indices], _typical_service_ns(trace, indices))
     if indices.size < 2 or (issued_ns[1:] >= np.maximum.accumulate(done_ns[:-1])).all():
         return [np.asarray(indices, dtype=np.int64)] if indices.size else []
     lane_of, count = _lanes_by_chains(issued_ns, done_ns)
@@ -161,75 +149,47 @@ def lanes(trace: Trace, indices: np.ndarray) -> list[np.ndarray]:
     return [split[k] for k in range(count) if k == first or has_data[k]]
 
 
-def _typical_service_ns(trace: Trace, indices: np.ndarray, sample: int = 1 << 16) -> int:
-    """The median service time in ns (at least 1) of the first ``sample`` completed requests of
-    ``indices``: what a request whose completion the trace lacks is taken to have lasted. Such a
-    request was either still in flight when the capture ended or its completion event was dropped
-    by the kernel (a ring buffer overrun under load: then thousands of them); held for good, each
-    would open a lane, and a replay of hundreds of thousands of jobs."""
-    head = indices[:sample]
-    done = trace.complete_ns[head]
-    service = done[done >= 0] - trace.issue_ns[head][done >= 0]
-    return max(1, int(np.median(service))) if service.size else 1
+def _typical_service_ns(trace: Trace, indices: np.ndarray) -> int:
+    """The median service time in ns (at least 1) of the completed requests among the first
+    ``SAMPLE`` of ``indices``: what a request whose completion the trace lacks is taken to have
+    lasted. Such a request was either still in flight when the capture ended or its completion event
+    was dropped by the kernel (a ring buffer overrun under load: then thousands of them); held for
+    good, each would open a lane, and a replay of hundreds of thousands of jobs."""
+    head = indices[:deal.SAMPLE]
+    return deal.typical(trace.issue_ns[head], trace.complete_ns[head])
 
 
 def _lanes_by_chains(issued_ns: np.ndarray, done_ns: np.ndarray) -> tuple[np.ndarray, int]:
-    # The lowest free lane takes a request whenever it is free, so lane 0 is the greedy chain from the
-    # first request (each next is the first issued at or after the previous one completed), lane 1
-    # the same chain over the requests lane 0 left, and so on: one vectorized search per lane, then
-    # a hop per request along its chain.
-    lane_of = np.full(issued_ns.size, -1, dtype=np.int64)
-    remaining = np.arange(issued_ns.size)
-    count = 0
-    while remaining.size:
-        issued, done = issued_ns[remaining], done_ns[remaining]
-        after = np.maximum(np.searchsorted(issued, done, side="left"), np.arange(1, remaining.size + 1)).tolist()
-        chain, i, end = [], 0, remaining.size
-        while i < end:
-            chain.append(i)
-            i = after[i]
-        lane_of[remaining[chain]] = count
-        remaining = np.delete(remaining, chain)
-        count += 1
-    return lane_of, count
+    """Each request's lane (``Lanes``) and the lanes' count."""
+    dealer = deal.Lanes()
+    lane_of = dealer.deal(issued_ns, done_ns)
+    return lane_of, len(dealer.free_at)
 
 
 def window_ns(trace: Trace, per_class: Mapping[str, np.ndarray]) -> int:
     """The windows' length in ns: ``WINDOW_NS``, or longer so that the windows times the lanes the
-    classes need over the whole trace stay within ``MAX_JOBS``."""
+    classes need over the whole trace stay within ``MAX_JOBS`` (``_window_length``)."""
     span = int(trace.issue_ns.max()) + 1 if len(trace) else 1
-    needed = sum(_most_in_flight(trace, indices) for indices in per_class.values())
-    count = max(1, min(math.ceil(span / WINDOW_NS), MAX_JOBS // max(1, needed)))
-    return math.ceil(span / count)
+    return _window_length(span, sum(_most_in_flight(trace, indices) for indices in per_class.values()))
+
+
+def _window_length(span_ns: int, needed: int) -> int:
+    """The windows' length in ns for a trace issuing over ``span_ns`` whose classes need ``needed``
+    lanes at most (the sum of their ``_most_in_flight``)."""
+    count = max(1, min(math.ceil(span_ns / WINDOW_NS), MAX_JOBS // max(1, needed)))
+    return math.ceil(span_ns / count)
 
 
 def _most_in_flight(trace: Trace, indices: np.ndarray, chunk: int = 1 << 16) -> int:
-    """The lanes ``lanes`` deals ``indices`` to, before it merges lanes of flushes alone: first fit in
-    issue order opens a lane only when every open one is busy, so the count is 1 + the most requests
-    still in flight (issued before, completed after) when one is issued. A request completed the
-    instant it was issued frees its lane for the requests issued after it in that instant; one
-    without a completion holds its lane for the typical service time, as in ``lanes``. The issues
-    are taken a chunk at a time, the completions not yet passed carried sorted from chunk to chunk
-    (a later request completes after its issue, so after every issue before it): memory is the
-    chunk's and the requests in flight, not the class's."""
+    """The lanes ``lanes`` deals ``indices`` to, before it merges lanes of flushes alone
+    (``InFlight``), ``chunk`` requests at a time."""
     if indices.size == 0:
         return 0
-    typical = _typical_service_ns(trace, indices)
-    most, freed, passed = 0, 0, 0
-    pending = np.zeros(0, dtype=np.int64)  # completions after the last chunk's last issue, sorted
+    sweep = deal.InFlight(_typical_service_ns(trace, indices))
     for a in range(0, indices.size, chunk):
-        issued, completes = trace.issue_ns[indices[a:a + chunk]], trace.complete_ns[indices[a:a + chunk]]
-        instant = completes == issued
-        done = np.where(completes >= 0, completes, issued + typical)
-        pool = np.concatenate([pending, done[~instant]])
-        pool.sort()
-        freed_before = freed + np.cumsum(instant) - instant
-        busy = np.arange(a, a + issued.size) - freed_before - passed - np.searchsorted(pool, issued, side="right")
-        most = max(most, int(busy.max()) + 1)
-        freed += int(instant.sum())
-        cut = int(np.searchsorted(pool, issued[-1], side="right"))  # at or before every later issue
-        passed, pending = passed + cut, pool[cut:]
-    return most
+        rows = indices[a:a + chunk]
+        sweep.add(trace.issue_ns[rows], trace.complete_ns[rows])
+    return sweep.most
 
 
 def _windows(trace: Trace, indices: np.ndarray, length_ns: int) -> np.ndarray:
@@ -268,22 +228,114 @@ def replay_jobs(trace: Trace, windowed: bool = True) -> tuple[dict[str, np.ndarr
     return out, length
 
 
-def replay_job_names(trace: Trace) -> list[str]:
-    """The names ``replay_jobs`` gives its jobs (windowed), without dealing the requests to lanes
-    where that is not needed: a window of data requests only has as many lanes as it has requests
-    in flight at most (``_most_in_flight``); one with flushes is dealt (``lanes`` merges lanes of
-    flushes alone). For the capture's own job text, which names the replay's iologs."""
-    per_class = classes(trace)
-    length = window_ns(trace, per_class)
+def replay_job_names(requests: Requests, rows: int = CHUNK_ROWS) -> list[str]:
+    """The names ``replay_jobs`` gives its jobs (windowed), for the capture's own job text, which
+    names the replay's iologs. From the requests ``rows`` at a time (``Requests.chunks``), in two
+    passes: the first finds the flushes' class, each class's most requests in flight and the span
+    (what ``window_ns`` needs, ``_needed_lanes``), the second cuts each class into windows and counts
+    a window's lanes as its requests pass (``_ClassWindows``), without dealing them where that is
+    not needed: a window of data requests only has as many lanes as it has requests in flight at
+    most; one with flushes as many as ``lanes`` gives it. Memory: a chunk's, and up to ``SAMPLE``
+    requests a class held until their typical service time is known."""
+    flush_class, needed, span = _needed_lanes(requests, rows)
+    length = _window_length(span, needed)
+    windows: dict[int, _ClassWindows] = {}
+    rule = deal.ClassRule()
+    for chunk in requests.chunks(rows):
+        klass = rule.of(chunk)
+        if flush_class is not None:
+            klass[klass == deal.FLUSH_ROW] = flush_class
+        by_class = _rows_by_class(klass)
+        by_class.pop(deal.FLUSH_ROW, None)  # flushes without data requests: none replayed
+        for k, rows_of_k in by_class.items():
+            windows.setdefault(k, _ClassWindows(dealt=k == flush_class)).add(*_class_rows(chunk, rows_of_k), length)
     names: list[str] = []
-    for name, indices in per_class.items():
-        window = _windows(trace, indices, length)
-        count = 0
-        for part in np.split(indices, np.flatnonzero(window[1:] != window[:-1]) + 1):
-            data_only = np.isin(trace.op[part], (READ, WRITE)).all()
-            count += _most_in_flight(trace, part) if data_only else len(lanes(trace, part))
-        names += [name if k == 1 else f"{name}.{k}" for k in range(1, count + 1)]
+    for k, counter in sorted(windows.items()):
+        name = deal.class_name(k)
+        names += [name if j == 1 else f"{name}.{j}" for j in range(1, counter.total() + 1)]
     return names
+
+
+def _needed_lanes(requests: Requests, rows: int) -> tuple[int | None, int, int]:
+    """The flushes' class (``ClassRule.flush_class``), the lanes the classes need over the whole trace
+    (the sum of their ``_most_in_flight``) and the span (the last issue + 1 ns, at least 1), in one
+    pass. Which class the flushes join is known only at its end, so once a flush has passed, each class
+    is counted twice, alone and with every flush (``joined``: from a copy of its count when the first
+    flush came, or of the flushes' own count when the class came after it)."""
+    rule = deal.ClassRule()
+    alone: dict[int, deal.LaneCount] = {}
+    joined: dict[int, deal.LaneCount] = {}
+    flushes = deal.LaneCount(dealt=False)  # every flush so far
+    flushed, span = False, 1
+    for chunk in requests.chunks(rows):
+        klass = rule.of(chunk)
+        span = max(span, int(chunk.issue_ns[-1]) + 1) if len(chunk) else span
+        by_class = _rows_by_class(klass)
+        flush = by_class.pop(deal.FLUSH_ROW, None)
+        if flush is not None and not flushed:
+            joined = {k: copy.deepcopy(count) for k, count in alone.items()}
+        for k in by_class:
+            if k not in alone:
+                alone[k] = deal.LaneCount(dealt=False)
+                if flushed or flush is not None:
+                    joined[k] = copy.deepcopy(flushes)
+        flushed |= flush is not None
+        for k, count in alone.items():
+            mine = by_class.get(k)
+            if mine is not None:
+                count.add(*_class_rows(chunk, mine))
+            both = flush if mine is None else mine if flush is None else np.union1d(mine, flush)
+            if k in joined and both is not None:
+                joined[k].add(*_class_rows(chunk, both))
+        if flush is not None:
+            flushes.add(*_class_rows(chunk, flush))
+    flush_class = rule.flush_class()
+    needed = sum((joined[k] if k == flush_class else count).total() for k, count in alone.items())
+    return flush_class, needed, span
+
+
+def _rows_by_class(klass: np.ndarray) -> dict[int, np.ndarray]:
+    """The rows (sorted) of each size class ``klass`` (``ClassRule.of``) holds, smallest first, and
+    of the flushes (``FLUSH_ROW``) if any."""
+    order = np.argsort(klass, kind="stable")
+    counts = np.bincount(klass, minlength=256)
+    ends = np.cumsum(counts).tolist()
+    return {k: order[ends[k] - count:ends[k]] for k, count in enumerate(counts[:deal.FLUSH_ROW + 1].tolist()) if count}
+
+
+def _class_rows(chunk: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Issue times, completions and whether each is a read or write, of a chunk's ``rows`` (copies)."""
+    return chunk.issue_ns[rows], chunk.complete_ns[rows], chunk.op[rows] <= WRITE
+
+
+class _ClassWindows:
+    """One class's requests cut into windows as ``_windows`` cuts them (a flush takes the window of
+    the class's data request before it, the first one's when none is), fed in issue order a chunk at
+    a time, and the lanes of each window's part (``LaneCount``) summed: ``total``."""
+
+    def __init__(self, dealt: bool) -> None:
+        self.dealt = dealt
+        self.lanes = 0
+        self._window = -1  # the window of the class's last data request so far
+        self._part = deal.LaneCount(dealt)
+
+    def add(self, issued: np.ndarray, completes: np.ndarray, data: np.ndarray, length_ns: int) -> None:
+        # data requests' windows never decrease: the running maximum gives a flush the window before it
+        window = np.maximum.accumulate(np.where(data, issued // length_ns, -1))
+        np.maximum(window, self._window, out=window)
+        before = np.concatenate([[self._window], window[:-1]])
+        start = 0
+        for cut in np.flatnonzero((window != before) & (before >= 0)).tolist():  # a new window's first request
+            if cut > start:
+                self._part.add(issued[start:cut], completes[start:cut], data[start:cut])
+            self.lanes += self._part.total()
+            self._part, start = deal.LaneCount(self.dealt), cut
+        self._part.add(issued[start:], completes[start:], data[start:])
+        self._window = int(window[-1])
+
+    def total(self) -> int:
+        """The lanes of every window, once every request was added."""
+        return self.lanes + self._part.total()
 
 
 def iolog_text(trace: Trace, indices: np.ndarray, device: str, quantum_us: int = QUANTUM_US) -> str:
