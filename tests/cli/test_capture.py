@@ -8,16 +8,17 @@ where it is about the capture itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from captures import DB, block_stand_in, capture_of, captured_by_the_kernel, in_lab, rows, stored
+from captures import DB, block_stand_in, capture_of, captured_by_the_kernel, committed, in_lab, rows, stored
 from inprocess import iolab
 from iolab.store.database import Store
 from iolab.workflows.capture import fingerprint as fp_mod
-from iolab.workflows.capture import record
+from iolab.workflows.capture import record, stream
 from iolab.workflows.capture.trace import READ, WRITE, from_rows
 
 DD_READS = rows((64, 0, 128, 65536, READ, 100))  # dd if=DEVICE bs=64k count=64 iflag=direct
@@ -177,3 +178,25 @@ def test_a_capture_needs_a_duration_or_a_command(tmp_path: Path) -> None:
     bad = iolab("capture", "/dev/loop7", "--duration", "soon", db=db)
     assert bad.returncode == 2 and "--duration 'soon'" in bad.stderr
     assert not db.exists() or _runs(db) == {}
+
+
+def test_a_capture_spooled_to_disk_is_stored_as_the_same_capture_in_memory(tmp_path: Path) -> None:
+    """SQLite's real trace (``tests/data/captures``) as its events fed to the parser, which leaves the
+    requests in a spool (``stream.Spooled``, read a chunk at a time), stores the same run as the
+    trace held in memory: fingerprint, fio-shaped report, replay job and the trace itself; and the
+    spool is gone once stored."""
+    trace, _ = committed("sqlite-ext4")
+    parser = stream.Parser()
+    parser.add(stream.events_of(trace))
+    spooled = dataclasses.replace(parser.finish(trace.lost_events, trace.duration_ns), kthreads=trace.kthreads)
+    db = tmp_path / "iolab.db"
+    ids = [stored(db, capture_of(t)) for t in (trace, spooled)]
+    assert not spooled.spool.exists()
+    store = Store(str(db))
+    from_memory, from_spool = (store.get_run(i) for i in ids)
+    assert record.stored_fingerprint(from_spool) == record.stored_fingerprint(from_memory)
+    assert from_spool.results[0].report == from_memory.results[0].report
+    assert from_spool.results[0].job_text == from_memory.results[0].job_text.replace("-capture-1/", "-capture-2/")
+    loaded = record.load_trace(store, from_spool)
+    assert all(a.tolist() == b.tolist() for a, b in zip(loaded.columns(), trace.columns(), strict=True))
+    assert loaded.comms == trace.comms and loaded.kthreads == trace.kthreads

@@ -52,6 +52,7 @@ def test_a_known_fio_workload_is_recovered(tmp_path: Path) -> None:
     with loop_device(tmp_path, size_bytes=128 * MiB) as loop:
         captured, counted = _fio_capture(loop.path, tmp_path / "zipf.json", "--random_distribution=zipf:1.2")
         fp = fp_mod.fingerprint(captured.trace)
+        captured.close()
         assert captured.trace.lost_events == 0
         assert {k: fp.ios.get(k, 0) for k in ("read", "write")} == counted
         assert fp.read_pct_ios == pytest.approx(70, abs=3)
@@ -65,7 +66,9 @@ def test_a_known_fio_workload_is_recovered(tmp_path: Path) -> None:
         assert fp.hot1_pct is not None and fp.hot1_pct > 30
         assert set(fp.processes) == {"fio"}
         uniform, _ = _fio_capture(loop.path, tmp_path / "uniform.json")
-        assert (fp_mod.fingerprint(uniform.trace).hot1_pct or 100) < 10
+        uniform_fp = fp_mod.fingerprint(uniform.trace)
+        uniform.close()
+        assert (uniform_fp.hot1_pct or 100) < 10
         # the fitted job recovers the options (zipf θ within 0.2: fio's own sampling noise at ~5000 requests)
         job = dict(fit.fit_job(fp).options)
         assert job["rw"] == "randrw" and abs(int(job["rwmixread"] or 0) - 70) <= 3
@@ -74,7 +77,7 @@ def test_a_known_fio_workload_is_recovered(tmp_path: Path) -> None:
         assert int(job["iodepth"] or 0) in (7, 8) and "percentage_random" not in job
         kind, theta = (job["random_distribution"] or "").split(":")
         assert kind == "zipf" and float(theta) == pytest.approx(1.2, abs=0.2)
-        assert "random_distribution" not in dict(fit.fit_job(fp_mod.fingerprint(uniform.trace)).options)
+        assert "random_distribution" not in dict(fit.fit_job(uniform_fp).options)
     assert not tracing.instances(os.getpid())  # the private ftrace instances are gone
 
 
@@ -176,7 +179,9 @@ def test_a_background_capture_records_every_request_of_a_small_workload(tmp_path
             wait_for(lambda: tracing.recording(os.getpid()), timeout_s=30)
             subprocess.run(["dd", f"if={loop.path}", "of=/dev/null", "bs=64k", "count=50", "iflag=direct"],
                            check=True, capture_output=True)
-        trace = background.result().trace
+        captured = background.result()
+        trace = captured.trace.load()
+        captured.close()
     assert len(trace) == 50 and set(trace.nbytes.tolist()) == {65536}
 
 
@@ -189,5 +194,7 @@ def test_a_partition_is_captured_alone_with_offsets_from_its_own_start(tmp_path:
             for device, skip in ((part, 16), (loop.path, 100)):  # the disk outside the partition: not recorded
                 subprocess.run(["dd", f"if={device}", "of=/dev/null", "bs=4k", "count=8", f"skip={skip}",
                                 "iflag=direct"], check=True, capture_output=True)
-        trace = background.result().trace
+        captured = background.result()
+        trace = captured.trace.load()
+        captured.close()
     assert len(trace) == 8 and trace.sector.tolist() == [16 * 8 + 8 * i for i in range(8)]

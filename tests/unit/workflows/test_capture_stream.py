@@ -348,3 +348,38 @@ def test_the_chunked_fingerprint_of_random_requests_equals_the_whole_one() -> No
     for chunk in (1000, 4097):
         _same(fp_mod.fingerprint(trace, chunk=chunk), whole)
     assert whole.hot1_pct is not None and whole.interarrival_cv is not None
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 10_000), st.lists(st.integers(1, 400), min_size=1, max_size=8))
+def test_the_events_of_a_trace_fed_in_batches_come_back_as_the_trace(seed: int, cuts: list[int]) -> None:
+    """``events_of`` a trace (reads, writes, flushes, requests in flight at the end, ns times, issues
+    in the same ns), fed to ``Parser.add`` in batches cut anywhere, come back from the spool as the
+    trace: every column, the task names and the span, in chunks or loaded whole. (The requests of a
+    start sector, and the flushes, complete in the order they were issued: the events name no
+    request, so the pairing is first in, first out per sector, as the kernel's own block tracer's is.)"""
+    rng = np.random.default_rng(seed)
+    n = 300
+    issue = np.cumsum(rng.integers(0, 5_000, n))
+    done = issue + rng.integers(1, 40_000, n)
+    op = rng.choice([trace_mod.READ, trace_mod.WRITE, trace_mod.FLUSH], n, p=[0.6, 0.3, 0.1])
+    flushes = op == trace_mod.FLUSH
+    done[flushes] = np.maximum.accumulate(done[flushes])  # first in, first out
+    done[n - 5:] = -1
+    nbytes = np.where(flushes, 0, rng.integers(1, 16, n) * 4096)
+    rows = [(int(t), int(c), 0 if o == trace_mod.FLUSH else i * 128, int(b), int(o), 0, 100 + int(rng.integers(0, 3)))
+            for i, (t, c, o, b) in enumerate(zip(issue, done, op, nbytes, strict=True))]
+    trace = trace_mod.from_rows(rows, comms={100: "fio", 101: "dd", 102: "kworker/0:1H"})
+    events = stream.events_of(trace)
+    parser = stream.Parser()
+    bounds = sorted({0, events.t_ns.size, *(c * events.t_ns.size // 400 for c in cuts)})
+    for a, b in itertools.pairwise(bounds):
+        parser.add(stream.Events(*(getattr(events, f.name)[a:b] for f in dataclasses.fields(events))))
+    with parser.finish(duration_ns=trace.duration_ns) as spooled:
+        assert spooled.span_ns == trace.span_ns and len(spooled) == len(trace)
+        for got in (spooled.load(), trace_mod.Trace(*(np.concatenate(c) for c in zip(
+                *(part.columns() for part in spooled.chunks(64)), strict=True)))):
+            for mine, theirs in zip(got.columns(), trace.columns(), strict=True):
+                assert mine.tolist() == theirs.tolist()
+        assert spooled.comms == {p: trace.task(p) for p in set(trace.pid.tolist())}
+    assert not spooled.spool.exists()

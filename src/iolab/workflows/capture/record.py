@@ -33,6 +33,7 @@ from ...model import DirectionStats, FioReport, JobResult, Latency, Run, TargetF
 from ...store.database import Store
 from . import deal, replay, tracefs
 from .fingerprint import Tally, active_ns, fingerprint
+from .stream import Spooled
 from .summary import ORIGIN
 from .summary import stored_fingerprint as stored_fingerprint  # where it was: `record.stored_fingerprint`
 from .trace import CHUNK_ROWS, FLUSH, OP_NAMES, READ, WRITE, Requests, Trace, decode_chunks, encode_chunks
@@ -44,19 +45,25 @@ PERCENTILES = (1.0, 5.0, 10.0, 50.0, 90.0, 95.0, 99.0, 99.9)
 
 @dataclass(frozen=True)
 class Capture:
-    """What ``iolab capture`` recorded: the trace, where, and how (``how`` says the capture path).
+    """What ``iolab capture`` recorded: the trace (in memory, or in its spool until ``save`` stored
+    it), where, and how (``how`` says the capture path).
 
     ``returncode`` is the command's exit status (None without a command; negative: the signal that
     ended it); ``interrupted`` names the signal (``SIGINT``, ``SIGTERM``) that ended the capture
     early, None when it ran its course."""
 
-    trace: Trace
+    trace: Requests
     device: TargetFacts
     started_at: datetime
     how: str
     command: Sequence[str] = ()
     returncode: int | None = None
     interrupted: str | None = None
+
+    def close(self) -> None:
+        """Remove the trace's spool, if it has one (``save`` does, once the trace is stored)."""
+        if isinstance(self.trace, Spooled):
+            self.trace.close()
 
     @property
     def status(self) -> str:
@@ -167,7 +174,16 @@ class _Directions:
 def save(store: Store, capture: Capture, label: str | None = None, tags: Mapping[str, str] | None = None) -> int:
     """Store ``capture`` as a run of origin ``capture`` with the status ``capture.status``
     (``complete``, ``failed``: the command exited non-zero, ``interrupted``), the trace kept in
-    every case; returns the run id."""
+    every case; returns the run id. Reads the trace a chunk at a time (``trace.Requests``): the
+    fingerprint, the fio-shaped report, the replay's job names and the stored chunks each in a pass,
+    so a capture of any length is stored in bounded memory; a spooled trace's spool is removed."""
+    try:
+        return _save(store, capture, label, tags)
+    finally:
+        capture.close()
+
+
+def _save(store: Store, capture: Capture, label: str | None, tags: Mapping[str, str] | None) -> int:
     trace, facts = capture.trace, capture.device
     fp = fingerprint(trace)
     machine = host.host_facts(host.fio_version())
@@ -306,7 +322,7 @@ class Background:
         self._ref = tracefs.device_ref(device)
         self._facts = targets.inspect(device)
         self._stop = threading.Event()
-        self._out: list[Trace] = []
+        self._out: list[Requests] = []
         self._error: list[BaseException] = []
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._started = datetime.now(UTC)

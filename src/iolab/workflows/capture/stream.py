@@ -30,7 +30,23 @@ from pathlib import Path
 
 import numpy as np
 
-from .trace import _TIE_NS, CHUNK_ROWS, FLUSH, OTHER, PROBE_TASKS, SECTOR_BYTES, WRITE, ZEROES, Trace, parse_rwbs
+from .trace import (
+    _TIE_NS,
+    CHUNK_ROWS,
+    FLUSH,
+    FUA,
+    META,
+    OTHER,
+    PREFLUSH,
+    PROBE_TASKS,
+    RAHEAD,
+    SECTOR_BYTES,
+    SYNC,
+    WRITE,
+    ZEROES,
+    Trace,
+    parse_rwbs,
+)
 
 #: One event line (``trace_pipe`` of ``block_rq_issue``/``block_rq_complete``): task, pid, seconds,
 #: fraction, event (i/c), rwbs, sector, sectors. ``_FAST`` reads the usual layout (the task name
@@ -64,6 +80,42 @@ class Events:
     rwbs: np.ndarray
     sector: np.ndarray
     nr_sectors: np.ndarray
+
+
+#: rwbs letters by ``trace.OP_NAMES`` index (``rwbs_of``).
+_RWBS = (b"R", b"W", b"D", b"F", b"N")
+
+
+def rwbs_of(op: int, flags: int) -> bytes:
+    """The kernel's rwbs string of a request (``blk_fill_rwbs``, ``kernel/trace/blktrace.c``): ``F``
+    for a preflush, the operation (``N`` for write-zeroes), ``F`` for FUA, then ``A``, ``S``, ``M``;
+    ``trace.parse_rwbs`` reads it back."""
+    letters = [b"F" if flags & PREFLUSH else b"", b"N" if flags & ZEROES else _RWBS[op], b"F" if flags & FUA else b""]
+    letters += [letter for letter, bit in ((b"A", RAHEAD), (b"S", SYNC), (b"M", META)) if flags & bit]
+    return b"".join(letters)
+
+
+def events_of(trace: Trace) -> Events:
+    """The events the kernel recorded for ``trace``'s requests, in time order: an issue each (in the
+    issuing task, its name as the event's comm) and a completion for each completed one (in no task),
+    a flush completing at (sector_t)-1; rwbs from the kind and flags (``rwbs_of``). What a recording of the
+    tracepoints gives ``Parser.add``, for tests and benchmarks that feed it a known trace. Pure."""
+    done = trace.complete_ns >= 0
+    n = len(trace)
+    kinds, which = np.unique(trace.op.astype(np.int64) * 256 + trace.flags, return_inverse=True)
+    rwbs = np.array([rwbs_of(k // 256, k % 256) for k in kinds.tolist()], dtype="S8")[which.reshape(-1)]
+    sector = trace.sector.astype(np.uint64)
+    order = np.argsort(np.concatenate([trace.issue_ns, trace.complete_ns[done]]), kind="stable")
+
+    def both(issued: np.ndarray, completed: np.ndarray) -> np.ndarray:
+        return np.concatenate([issued, completed[done]])[order]
+    return Events(t_ns=both(trace.issue_ns, trace.complete_ns), issue=both(np.ones(n, bool), np.zeros(n, bool)),
+                  pid=both(trace.pid.astype(np.int64), np.zeros(n, np.int64)),
+                  task=both(np.array([trace.task(p).encode() for p in trace.pid.tolist()], dtype="S16"),
+                            np.full(n, b"", dtype="S16")),
+                  rwbs=both(rwbs, rwbs),
+                  sector=both(sector, np.where(trace.op == FLUSH, np.uint64(2**64 - 1), sector)),
+                  nr_sectors=both(trace.nbytes // SECTOR_BYTES, trace.nbytes // SECTOR_BYTES))
 
 
 class Parser:

@@ -119,6 +119,10 @@ class Trace:
     def columns(self) -> tuple[np.ndarray, ...]:
         return (self.issue_ns, self.complete_ns, self.sector, self.nbytes, self.op, self.flags, self.pid)
 
+    def load(self) -> Trace:
+        """``Requests.load``: this trace."""
+        return self
+
     def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[Trace]:
         """The requests about ``rows`` at a time, in issue order, as Traces of views (no copy) with
         this trace's comms, lost events, duration and left-out counts: ``Requests.chunks``."""
@@ -156,6 +160,10 @@ class Requests(Protocol):
     def span_ns(self) -> int: ...
 
     def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[Trace]: ...
+
+    def load(self) -> Trace:
+        """The whole trace in memory (for a replay, which deals every request to a lane)."""
+        ...
 
 
 def chunk_bounds(issue_ns: np.ndarray, rows: int) -> Iterator[tuple[int, int]]:

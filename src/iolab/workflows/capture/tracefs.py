@@ -215,10 +215,11 @@ class _Pipe:
 
 
 def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACEFS,
-           wait: Callable[[float], object] = time.sleep) -> trace_mod.Trace:
+           wait: Callable[[float], object] = time.sleep) -> stream.Spooled:
     """Trace ``device`` until ``until_done()`` returns True, checked after each ``wait(POLL_S)``
     (``wait`` may return early: a command's exit ends the capture within milliseconds). The
-    trace's ``duration_ns`` is from enabling the events to disabling them. Raises CaptureError."""
+    requests are left in a spool (the caller closes it); the trace's ``duration_ns`` is from
+    enabling the events to disabling them. Raises CaptureError."""
     root = ensure_tracefs(root)
     with _instance(root) as inst:
         buffer_kb = _buffer_kb()
@@ -246,13 +247,10 @@ def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACE
             raise
         finally:
             pipe.close()
-    trace = parser.trace(lost_events=lost, duration_ns=elapsed)
-    trace = dataclasses.replace(trace, kthreads=frozenset(
-        pid for pid, name in trace.comms.items() if trace_mod.is_kernel_thread(pid, name)))
-    if device.first_sector:  # the events count a partition's sectors from the disk's start
-        data = trace.op != trace_mod.FLUSH
-        trace.sector[data] -= device.first_sector
-    return trace
+    spooled = parser.finish(lost_events=lost, duration_ns=elapsed)
+    # the events count a partition's sectors from the disk's start
+    return dataclasses.replace(spooled, first_sector=device.first_sector or 0, kthreads=frozenset(
+        pid for pid, name in spooled.comms.items() if trace_mod.is_kernel_thread(pid, name)))
 
 
 def for_duration(duration_s: float) -> Callable[[], bool]:
