@@ -1,5 +1,5 @@
 """Captures of any length: a trace stored as chunks of requests, each a blob of its own
-(``workflows.capture.trace.encode`` of about a million requests), so that neither writing nor
+(``workflows.capture.trace.encode`` of 262,144 requests), so that neither writing nor
 reading a trace holds all of it, and no blob nears SQLite's 1 GB limit (an hour at 50,000
 requests a second is about 1 GB encoded). ``traces.data`` is empty for a trace stored so; traces
 stored before keep their one blob there.
