@@ -23,6 +23,7 @@ def job_text(data: Path) -> str:
             f"{LOGS}\n[rr]\nrw=randread\niodepth=4\nnumjobs=2\n\n[rw]\nrw=randwrite\niodepth=1\n")
 
 
+@pytest.mark.alone  # fio's 1 s IOPS windows against its IOPS: on a busy machine a window stretches
 def test_logs_of_a_real_fio_run_are_stored_and_drawn(tmp_path):
     (tmp_path / "job.fio").write_text(job_text(tmp_path / "data"))
     fio = subprocess.run(["fio", "job.fio", "--output-format=json", "--output=out.json"], cwd=tmp_path,
