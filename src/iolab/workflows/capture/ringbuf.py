@@ -218,9 +218,10 @@ class Layout:
         check_header_event(header_event)
         layout = cls(PageFormat.parse(header_page), EventFormat.parse(issue, required=("comm",)),
                      EventFormat.parse(complete))
-        if layout.issue.fields["common_type"].offset != layout.complete.fields["common_type"].offset:
-            raise CaptureError("block_rq_issue and block_rq_complete place common_type differently",
-                               hint=_FALLBACK_HINT)
+        types = (layout.issue.fields["common_type"], layout.complete.fields["common_type"])
+        if types[0].offset != types[1].offset or types[0].offset + types[0].size > 4:
+            raise CaptureError(f"common_type is at offsets {types[0].offset} and {types[1].offset}, not in the "
+                               "first word of both events", hint=_FALLBACK_HINT)
         if layout.issue.id == layout.complete.id:
             raise CaptureError(f"block_rq_issue and block_rq_complete have the same ID {layout.issue.id}",
                                hint=_FALLBACK_HINT)
@@ -351,9 +352,14 @@ def _gather(flat: np.ndarray, data_at: np.ndarray, field: Field, dtype: str) -> 
     """One field of every event (data starting at word ``data_at`` of ``flat``), as ``dtype`` (native
     byte order: the ring buffer is the machine's memory): the words it spans gathered, then cut."""
     first, last = field.offset // 4, (field.offset + field.size - 1) // 4
+    if not field.offset % 4 and field.size == 4:  # one word: as it is
+        return flat[data_at + first].view(dtype)
+    if not field.offset % 4 and field.size == 8 and dtype == "u8":  # two words, low first (little-endian)
+        low, high = flat[data_at + first].astype(np.uint64), flat[data_at + first + 1].astype(np.uint64)
+        return low | high << np.uint64(32) if np.little_endian else low << np.uint64(32) | high
     words = np.empty((data_at.size, last - first + 1), dtype=np.uint32)
     for k in range(last - first + 1):
-        words[:, k] = flat[np.minimum(data_at + first + k, flat.size - 1)]
+        words[:, k] = flat[data_at + first + k]
     skip = field.offset % 4
     raw = words.view(np.uint8)[:, skip:skip + np.dtype(dtype).itemsize]
     return np.ascontiguousarray(raw).view(dtype).reshape(-1)
@@ -373,12 +379,16 @@ def _fields(flat: np.ndarray, data_at: np.ndarray, data_bytes: np.ndarray, t_ns:
             where: str) -> tuple[Events, dict[int, bytes]]:
     """The two events' fields (``_gather``: as their format files place them), and the comm each
     pid last issued under."""
+    if (data_bytes < 4).any():
+        raise CaptureError(f"{where}: an event of {int(data_bytes[data_bytes < 4][0])} bytes, too short for an "
+                           "event's type", hint=_FALLBACK_HINT)
     kind = _gather(flat, data_at, layout.issue.fields["common_type"], "u2")  # the same place in both (Layout)
     issue = kind == layout.issue.id
     known = issue | (kind == layout.complete.id)
     if not known.all():
         raise CaptureError(f"{where}: an event of id {int(kind[~known][0])}, neither block_rq_issue "
                            f"({layout.issue.id}) nor block_rq_complete ({layout.complete.id})", hint=_FALLBACK_HINT)
+    # every field read lies inside its record from here on (the page holds the record: decode checked)
     short = data_bytes < np.where(issue, layout.issue.extent, layout.complete.extent)
     if short.any():
         raise CaptureError(f"{where}: an event of {int(data_bytes[short][0])} bytes, shorter than its format's "
