@@ -20,7 +20,7 @@ import tracing
 from clirun import iolab, wait_for
 from iolab.store.database import Store
 from iolab.workflows.capture import fingerprint as fp_mod
-from iolab.workflows.capture import fit, record, ringbuf, tracefs
+from iolab.workflows.capture import fit, record, ringfmt, tracefs
 from iolab.workflows.capture import trace as trace_mod
 from iolab.workflows.capture.trace import WRITE
 from loopdev import MiB, loop_device, requires_loop
@@ -226,9 +226,9 @@ def test_a_format_the_binary_reader_refuses_falls_back_to_the_text(tmp_path: Pat
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """When the ring buffer's format is not one ``ringbuf`` understands, the capture reads
     ``trace_pipe`` text as before, says so and why in its ``how``, and still keeps every request."""
-    def refuse(events: Path) -> ringbuf.Layout:
-        raise ringbuf.CaptureError("the block_rq_issue event has no field 'sector' (test)")
-    monkeypatch.setattr(ringbuf.Layout, "read", staticmethod(refuse))
+    def refuse(events: Path) -> ringfmt.Layout:
+        raise ringfmt.CaptureError("the block_rq_issue event has no field 'sector' (test)")
+    monkeypatch.setattr(ringfmt.Layout, "read", staticmethod(refuse))
     with loop_device(tmp_path, size_bytes=16 * MiB) as loop:
         captured = record.capture(loop.path, command=["dd", f"if={loop.path}", "of=/dev/null", "bs=4k", "count=300",
                                                       "iflag=direct"])

@@ -1,8 +1,8 @@
-"""The binary ring-buffer reader (``capture.ringbuf``): real pages recorded on this machine read as
-the kernel's own text of the same events reads (``tests/data/ringbuf``), and constructed pages for
-what a short recording rarely holds: time extends, absolute stamps, padding and discarded events,
-long records, lost events, garbage after a string's NUL, formats this reader must refuse; the merge
-of CPUs under a watermark."""
+"""The binary ring-buffer reader (``capture.ringbuf``, over the formats ``capture.ringfmt`` reads):
+real pages recorded on this machine read as the kernel's own text of the same events reads
+(``tests/data/ringbuf``), and constructed pages for what a short recording rarely holds: time
+extends, absolute stamps, padding and discarded events, long records, lost events, garbage after a
+string's NUL, formats this reader must refuse; the merge of CPUs under a watermark."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import struct
 import numpy as np
 import pytest
 
-from iolab.workflows.capture import ringbuf, stream
+from iolab.workflows.capture import ringbuf, ringfmt, stream
 from iolab.workflows.capture import trace as trace_mod
 from paths import DATA
 
@@ -28,7 +28,7 @@ def _texts() -> list[str]:
     return [(RECORDED / name).read_text() for name in FILES]
 
 
-LAYOUT = ringbuf.Layout.parse(*_texts())
+LAYOUT = ringfmt.Layout.parse(*_texts())
 
 
 def _pages(cpu: int) -> np.ndarray:
@@ -112,22 +112,22 @@ def _event(data: bytes, delta: int, long: bool = False) -> bytes:
 
 
 def _extend(delta: int) -> bytes:
-    return struct.pack("<II", (delta & (2**27 - 1)) << 5 | ringbuf.TIME_EXTEND, delta >> 27)
+    return struct.pack("<II", (delta & (2**27 - 1)) << 5 | ringfmt.TIME_EXTEND, delta >> 27)
 
 
 def _stamp(t_ns: int) -> bytes:
-    return struct.pack("<II", (t_ns & (2**27 - 1)) << 5 | ringbuf.TIME_STAMP, t_ns >> 27)
+    return struct.pack("<II", (t_ns & (2**27 - 1)) << 5 | ringfmt.TIME_STAMP, t_ns >> 27)
 
 
 def _discarded(size: int, delta: int) -> bytes:
     """A discarded event (padding with a time delta): ``size`` bytes in all."""
-    return struct.pack("<II", delta << 5 | ringbuf.PADDING, size - 4) + bytes(size - 8)
+    return struct.pack("<II", delta << 5 | ringfmt.PADDING, size - 4) + bytes(size - 8)
 
 
 def _page(stamp: int, *records: bytes, flags: int = 0, missed: int | None = None, pad: bool = False) -> bytes:
     body = b"".join(records)
     if pad:  # the rest of the page padding: counted in commit (a full page the writer left)
-        body += struct.pack("<I", ringbuf.PADDING) + bytes(8)
+        body += struct.pack("<I", ringfmt.PADDING) + bytes(8)
     page = bytearray(LAYOUT.page.size)
     struct.pack_into("<QQ", page, 0, stamp, len(body) | flags)
     page[LAYOUT.page.data:LAYOUT.page.data + len(body)] = body
@@ -172,8 +172,8 @@ def test_lost_events_are_counted_from_the_pages_flags() -> None:
     """``RB_MISSED_EVENTS`` with the count stored after the events counts that many; the flag
     alone counts one."""
     rec = _event(_data("complete", 0, 8, 8, b"R"), 1)
-    decoded = _decode(_page(0, rec, flags=ringbuf.RB_MISSED_EVENTS | ringbuf.RB_MISSED_STORED, missed=1234),
-                      _page(0, rec, flags=ringbuf.RB_MISSED_EVENTS), _page(0, rec))
+    decoded = _decode(_page(0, rec, flags=ringfmt.RB_MISSED_EVENTS | ringfmt.RB_MISSED_STORED, missed=1234),
+                      _page(0, rec, flags=ringfmt.RB_MISSED_EVENTS), _page(0, rec))
     assert decoded.missed == 1235
     assert decoded.events.t_ns.size == 3
 
@@ -194,20 +194,20 @@ def test_strings_end_at_their_nul() -> None:
 ])
 def test_pages_that_cannot_be_walked_are_refused(page: bytes, message: str) -> None:
     """A commit past the page's data, a record whose length runs past the commit."""
-    with pytest.raises(ringbuf.CaptureError, match=message):
+    with pytest.raises(ringfmt.CaptureError, match=message):
         _decode(page)
 
 
 def test_an_event_of_another_id_is_refused() -> None:
     data = bytearray(_data("complete", 0, 8, 8, b"R"))
     struct.pack_into("<H", data, 0, 4242)
-    with pytest.raises(ringbuf.CaptureError, match="an event of id 4242"):
+    with pytest.raises(ringfmt.CaptureError, match="an event of id 4242"):
         _decode(_page(0, _event(bytes(data), 1)))
 
 
 def test_a_record_shorter_than_its_format_is_refused() -> None:
     data = _data("issue", 1, 0, 8, b"R")[:40]
-    with pytest.raises(ringbuf.CaptureError, match="shorter than its format"):
+    with pytest.raises(ringfmt.CaptureError, match="shorter than its format"):
         _decode(_page(0, _event(data, 1)))
 
 
@@ -230,8 +230,8 @@ def test_a_format_this_reader_does_not_know_is_refused_by_name(which: int, old: 
     texts = _texts()
     assert old in texts[which]
     texts[which] = texts[which].replace(old, new)
-    with pytest.raises(ringbuf.CaptureError, match=re.escape(message)) as raised:
-        ringbuf.Layout.parse(*texts)
+    with pytest.raises(ringfmt.CaptureError, match=re.escape(message)) as raised:
+        ringfmt.Layout.parse(*texts)
     assert "trace_pipe text" in (raised.value.hint or "")
 
 
@@ -242,7 +242,7 @@ def test_offsets_come_from_the_format_files() -> None:
     for which in (2, 3):
         texts[which] = re.sub(r"offset:(\d+);", lambda m: f"offset:{int(m[1]) + 8 if int(m[1]) >= 8 else m[1]};",
                               texts[which])
-    moved = ringbuf.Layout.parse(*texts)
+    moved = ringfmt.Layout.parse(*texts)
     assert moved.issue.fields["sector"].offset == LAYOUT.issue.fields["sector"].offset + 8
     issue = bytearray(_data("issue", 3, 0, 0, b""))
     issue[8:8] = bytes(8)  # the fields from offset 8 on move

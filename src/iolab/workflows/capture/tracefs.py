@@ -43,9 +43,9 @@ from pathlib import Path
 
 from ...errors import UsageError
 from ...facts import ftrace
-from . import ringbuf, stream
+from . import ringbuf, ringfmt, stream
 from . import trace as trace_mod
-from .ringbuf import CaptureError as CaptureError  # raised here and by ringbuf: one class
+from .ringfmt import CaptureError as CaptureError  # raised here and by ringbuf: one class
 
 TRACEFS = ftrace.TRACEFS
 EVENTS = ("block_rq_issue", "block_rq_complete")
@@ -256,7 +256,7 @@ def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACE
         parser = stream.Parser()
         try:
             try:
-                reader = ringbuf.Reader(inst, ringbuf.Layout.read(inst / "events"), _trace_clock(inst))
+                reader = ringbuf.Reader(inst, ringfmt.Layout.read(inst / "events"), _trace_clock(inst))
             except CaptureError as exc:
                 how = f"read as trace_pipe text (the binary pages could not be read: {exc.message})"
                 lost, elapsed = _record_text(inst, parser, until_done, wait)
