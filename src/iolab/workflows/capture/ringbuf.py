@@ -178,19 +178,24 @@ def _times(page_of: np.ndarray, type_len: np.ndarray, delta: np.ndarray, array0:
 
 
 def _gather(flat: np.ndarray, data_at: np.ndarray, field: Field, dtype: str) -> np.ndarray:
-    """One field of every event (data starting at word ``data_at`` of ``flat``), as ``dtype`` (native
-    byte order: the ring buffer is the machine's memory): the words it spans gathered, then cut."""
-    first, last = field.offset // 4, (field.offset + field.size - 1) // 4
-    if not field.offset % 4 and field.size == 4:  # one word: as it is
-        return flat[data_at + first].view(dtype)
-    if not field.offset % 4 and field.size == 8 and dtype == "u8":  # two words, low first (little-endian)
-        low, high = flat[data_at + first].astype(np.uint64), flat[data_at + first + 1].astype(np.uint64)
-        return low | high << np.uint64(32) if np.little_endian else low << np.uint64(32) | high
+    """One field of every event (data starting at word ``data_at`` of ``flat``), as ``dtype`` (the
+    machine's byte order: the ring buffer is its memory): a field of at most 8 bytes is cut out of
+    the words it spans as one integer (little-endian machines), anything else byte by byte."""
+    first, skip = field.offset // 4, field.offset % 4
+    width = np.dtype(dtype).itemsize
+    if np.little_endian and width <= 8 and skip + width <= 12:
+        value = flat[data_at + first].astype(np.uint64) >> np.uint64(8 * skip)
+        for k, shift in ((1, 32 - 8 * skip), (2, 64 - 8 * skip)):
+            if skip + width > 4 * k:
+                value |= flat[data_at + first + k].astype(np.uint64) << np.uint64(shift)
+        if width < 8:
+            value &= np.uint64((1 << 8 * width) - 1)
+        return value.view("S8").astype(dtype) if dtype.startswith("S") else value.astype(dtype)
+    last = (field.offset + width - 1) // 4
     words = np.empty((data_at.size, last - first + 1), dtype=np.uint32)
     for k in range(last - first + 1):
         words[:, k] = flat[data_at + first + k]
-    skip = field.offset % 4
-    raw = words.view(np.uint8)[:, skip:skip + np.dtype(dtype).itemsize]
+    raw = words.view(np.uint8)[:, skip:skip + width]
     return np.ascontiguousarray(raw).view(dtype).reshape(-1)
 
 
