@@ -235,3 +235,19 @@ def test_a_format_the_binary_reader_refuses_falls_back_to_the_text(tmp_path: Pat
     assert "read as trace_pipe text (the binary pages could not be read: the block_rq_issue event has no field " \
            "'sector' (test))" in captured.how
     assert len(captured.trace) == 300 and captured.trace.lost_events == 0
+
+
+@requires_loop
+def test_events_the_ring_buffer_overwrote_are_counted_through_the_binary_pages(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ring buffer of a few pages a CPU, drained only after the command: the kernel overwrites
+    most of 3,000 reads' events; the capture counts them (``per_cpu/cpuN/stats`` and the pages'
+    missed-events flags) and warns, and keeps what is left."""
+    monkeypatch.setattr(tracefs, "_buffer_kb", lambda: 16)
+    monkeypatch.setattr(tracefs, "DRAIN_S", 30.0)
+    with loop_device(tmp_path, size_bytes=16 * MiB) as loop:
+        captured = record.capture(loop.path, command=["dd", f"if={loop.path}", "of=/dev/null", "bs=4k",
+                                                      "count=3000", "iflag=direct"])
+    assert captured.how.endswith(tracefs.BINARY)
+    assert captured.trace.lost_events > 3000 and len(captured.trace) < 3000
+    assert any("dropped" in warning for warning in captured.warnings)
