@@ -30,13 +30,21 @@
    (<= 10), events the kernel dropped (0), and ``iolab show`` and ``iolab report`` of it (<= 1.5 s
    each; and against the same command on the small capture).
 
+6. **Full rate** (``--only full``). fio's 4k random reads at QD8 through io_uring as fast as a loop
+   device over tmpfs goes; ``--rounds`` 12 s captures (``iolab capture DEV --duration 12s``) and one of
+   ``--full-window`` (36) s: events lost (target 0), requests stored over the reads the device completed
+   while the capture's events were enabled (>= 0.97), the capture process's CPU seconds per second
+   captured (its ``wait4`` rusage, start-up and storing included: <= 0.5), its peak RSS at 12 s (<= 256
+   MiB) and at the longer window (<= 256 MiB, within 15 % of 12 s). ``--baseline SRC`` measures another
+   iolab (e.g. a worktree of main) in the same rounds, arms alternating; the ratios are this iolab's.
+
 Every part runs with a CPU latency request of 0 held (``ratios.idle_states``): the capture's own CPU use
 would otherwise keep CPUs out of idle states in the captured arm alone and "speed up" the application
 there (on this 2-CPU VM, fio's 4k random reads at QD8 ran 2.3× as fast with idle CPUs polling).
 ``--idle-as-is`` leaves the machine as it is.
 
     .venv/bin/python benchmarks/capture.py [--rounds 3] [--runtime 5] [--only fidelity] [--window 60] [--idle-as-is]
-        [--json]
+        [--full-window 36] [--baseline SRC] [--json]
 
 Needs root (loop devices, tracefs). Everything it creates is removed afterwards, by id.
 """
