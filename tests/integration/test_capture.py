@@ -213,11 +213,13 @@ def test_a_capture_at_the_devices_full_rate_reads_binary_pages_and_keeps_every_r
             "fio", "--name=full", f"--filename={loop.path}", "--rw=randread", "--bs=4k", "--direct=1",
             "--ioengine=io_uring", "--iodepth=8", "--size=48M", "--runtime=4", "--time_based", "--randrepeat=0",
             "--output-format=json", f"--output={out}"])
+    trace = captured.trace.load()
+    captured.close()
     counted = json.loads(out.read_text())["jobs"][0]["read"]["total_ios"]
     assert captured.how.endswith(tracefs.BINARY)
-    assert captured.trace.lost_events == 0
-    assert counted > 20_000 and len(captured.trace) == counted
-    assert set(captured.trace.nbytes.tolist()) == {4096} and (captured.trace.complete_ns >= 0).all()
+    assert trace.lost_events == 0
+    assert counted > 20_000 and len(trace) == counted
+    assert set(trace.nbytes.tolist()) == {4096} and (trace.complete_ns >= 0).all()
     assert not tracing.instances(os.getpid())
 
 
@@ -234,6 +236,7 @@ def test_a_format_the_binary_reader_refuses_falls_back_to_the_text(tmp_path: Pat
                                                       "iflag=direct"])
     assert "read as trace_pipe text (the binary pages could not be read: the block_rq_issue event has no field " \
            "'sector' (test))" in captured.how
+    captured.close()
     assert len(captured.trace) == 300 and captured.trace.lost_events == 0
 
 
@@ -248,6 +251,7 @@ def test_events_the_ring_buffer_overwrote_are_counted_through_the_binary_pages(
     with loop_device(tmp_path, size_bytes=16 * MiB) as loop:
         captured = record.capture(loop.path, command=["dd", f"if={loop.path}", "of=/dev/null", "bs=4k",
                                                       "count=3000", "iflag=direct"])
+    captured.close()
     assert captured.how.endswith(tracefs.BINARY)
     assert captured.trace.lost_events > 3000 and len(captured.trace) < 3000
     assert any("dropped" in warning for warning in captured.warnings)
