@@ -30,13 +30,21 @@
    (<= 10), events the kernel dropped (0), and ``iolab show`` and ``iolab report`` of it (<= 1.5 s
    each; and against the same command on the small capture).
 
+6. **Full rate** (``--only full``). fio's 4k random reads at QD8 through io_uring as fast as a loop
+   device over tmpfs goes; ``--rounds`` 12 s captures (``iolab capture DEV --duration 12s``) and one of
+   ``--full-window`` (36) s: events lost (target 0), requests stored over the reads the device completed
+   while the capture's events were enabled (>= 0.97), the capture process's CPU seconds per second
+   captured (its ``wait4`` rusage, start-up and storing included: <= 0.5), its peak RSS at 12 s (<= 256
+   MiB) and at the longer window (<= 256 MiB, within 15 % of 12 s). ``--baseline SRC`` measures another
+   iolab (e.g. a worktree of main) in the same rounds, arms alternating; the ratios are this iolab's.
+
 Every part runs with a CPU latency request of 0 held (``ratios.idle_states``): the capture's own CPU use
 would otherwise keep CPUs out of idle states in the captured arm alone and "speed up" the application
 there (on this 2-CPU VM, fio's 4k random reads at QD8 ran 2.3× as fast with idle CPUs polling).
 ``--idle-as-is`` leaves the machine as it is.
 
     .venv/bin/python benchmarks/capture.py [--rounds 3] [--runtime 5] [--only fidelity] [--window 60] [--idle-as-is]
-        [--json]
+        [--full-window 36] [--baseline SRC] [--json]
 
 Needs root (loop devices, tracefs). Everything it creates is removed afterwards, by id.
 """
@@ -56,7 +64,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ratios import Ratio, add_idle_option, add_json_option, emit, idle_states, installed_env, say
 
@@ -323,6 +333,121 @@ def long_capture(tmp: Path, rounds: int, runtime: int, as_json: bool, window: in
                       shows[command, "long"] / shows[command, "small"], 1.2, "lower")))]
 
 
+def _full_reads(device: str, seconds: int) -> subprocess.Popen[bytes]:
+    """fio as fast as the device goes: 4k random reads at QD8, io_uring, direct, for ``seconds``."""
+    return subprocess.Popen(["fio", "--name=full", f"--filename={device}", "--rw=randread", "--bs=4k", "--direct=1",
+                             "--ioengine=io_uring", "--iodepth=8", "--size=200M", f"--runtime={seconds}",
+                             "--time_based", "--randrepeat=0", "--output=/dev/null"], stdout=subprocess.DEVNULL)
+
+
+def _reads_done(device: str) -> int:
+    """Reads the device completed (``/sys/block/X/stat`` field 1, ``Documentation/block/stat.rst``)."""
+    return int(Path(f"/sys/block/{Path(device).name}/stat").read_text().split()[0])
+
+
+@dataclass
+class Windowed:
+    """One capture at full rate: its process's CPU seconds, peak RSS (KiB), exit, output, and the
+    reads the device completed while its events were enabled (``None``: the window was not seen)."""
+
+    cpu_s: float
+    rss_kib: int
+    done: subprocess.CompletedProcess[str]
+    device_reads: int | None
+
+
+def _capture_window(db: Path, device: str, seconds: int, env: dict[str, str]) -> Windowed:
+    """``iolab capture DEVICE --duration SECONDS`` while fio runs: its rusage (``wait4``: the process
+    and nothing else, fio is not its child) and the device's completed reads between its events'
+    enabling and disabling, seen by polling its instance's ``enable`` every 2 ms (±2 ms of reads)."""
+    out, err = db.parent / "capture.out", db.parent / "capture.err"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "iolab", "capture", device, "--duration", f"{seconds}s",
+                                 "--format", "json"], env={**env, "IOLAB_DB": str(db), "COLUMNS": "200"},
+                                stdout=stdout, stderr=stderr)
+    enable: Path | None = None
+    on = start = end = None
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if enable is None:
+            found = sorted(Path("/sys/kernel/tracing/instances").glob(f"iolab-{proc.pid}-*"))
+            enable = found[0] / "events/block/block_rq_complete/enable" if found else None
+        if enable is not None and end is None:
+            try:
+                now = enable.read_text().strip() == "1"
+            except OSError:
+                now = False
+            if now and not on:
+                start = _reads_done(device)
+            elif on and not now:
+                end = _reads_done(device)
+            on = now
+        time.sleep(0.002)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out.read_text(), err.read_text())
+    reads = end - start if start is not None and end is not None else None
+    return Windowed(usage.ru_utime + usage.ru_stime, usage.ru_maxrss, done, reads)
+
+
+def full_rate(tmp: Path, rounds: int, window: int, as_json: bool, baseline: str | None = None) -> list[Ratio]:
+    """``rounds`` 12 s captures of fio at the device's full rate (4k random reads, QD8, io_uring,
+    direct, on a loop device over tmpfs; idle states held as for every part), and one of ``window``
+    (36) s: events lost, requests stored over the device's reads in the window, the capture
+    process's CPU seconds per second captured, its peak RSS at 12 s and at ``window`` s. With
+    ``baseline`` (another iolab's ``src``, e.g. main's worktree) the same for it, arms alternating
+    round by round; the ratios are this iolab's, the baseline's are printed beside."""
+    arms = {"this": installed_env(tmp / "pycache")}
+    if baseline:
+        arms["baseline"] = {**arms["this"], "PYTHONPATH": baseline}
+    found: dict[str, dict[str, list[float]]] = {arm: {} for arm in arms}
+    with tempfile.TemporaryDirectory(prefix="iolab-bench-full-", dir="/dev/shm") as shm, \
+            loop(Path(shm), "full.img", 256) as device:
+        plan = [(r, 12) for r in range(rounds)] + [(rounds, window)]
+        for r, seconds in plan:
+            for arm in (list(arms) if r % 2 == 0 else list(arms)[::-1]):
+                load = _full_reads(device, seconds + 10)
+                try:
+                    time.sleep(2)
+                    got = _capture_window(tmp / f"full-{arm}.db", device, seconds, arms[arm])
+                finally:
+                    load.terminate()
+                    load.wait()
+                if got.done.returncode != 0:
+                    sys.exit(got.done.stderr)
+                doc = json.loads(got.done.stdout)
+                fp, how = doc["fingerprint"], _how(doc)
+                share = fp["requests"] / got.device_reads if got.device_reads else float("nan")
+                per_s = got.cpu_s / seconds
+                say(f"  {arm} {seconds} s: {fp['requests']:,} requests stored of {got.device_reads or 0:,} reads in "
+                    f"the window ({share:.3f}), {fp['lost_events']:,} events lost, {got.cpu_s:.2f} CPU-s "
+                    f"({per_s:.3f}/s), peak RSS {got.rss_kib / 1024:.0f} MiB, load {os.getloadavg()[0]:.2f}; "
+                    f"{how}", as_json)
+                figures = found[arm]
+                key = "long" if r == rounds else "12"
+                for name, value in (("lost", fp["lost_events"]), ("share", share), ("cpu", per_s),
+                                    ("rss", got.rss_kib / 1024)):
+                    figures.setdefault(f"{name} {key}", []).append(value)
+    for arm, figures in found.items():
+        say(f"  {arm}: " + "; ".join(f"{k} {', '.join(f'{v:.3g}' for v in vs)}" for k, vs in figures.items()), as_json)
+    mine = found["this"]
+    rss12, rss_long = max(mine["rss 12"]), max(mine["rss long"])
+    return [Ratio(f"full rate: events lost, worst of {rounds} 12 s captures", max(mine["lost 12"]), 0, "lower"),
+            Ratio(f"full rate: requests stored / device reads in the window, worst of {rounds}",
+                  min(mine["share 12"]), 0.97, "higher"),
+            Ratio(f"full rate: capture CPU-s per s captured, worst of {rounds}", max(mine["cpu 12"]), 0.5, "lower"),
+            Ratio("full rate: peak RSS of a 12 s capture (MiB)", rss12, 256, "lower"),
+            Ratio(f"full rate: peak RSS of a {window} s capture (MiB)", rss_long, 256, "lower"),
+            Ratio(f"full rate: peak RSS {window} s / 12 s", rss_long / rss12, 1.15, "lower")]
+
+
+def _how(doc: dict[str, Any]) -> str:
+    """Which path read the events, from the stored capture's options (``how``)."""
+    text = json.dumps(doc)
+    return "binary pages" if "binary ring-buffer pages" in text else "trace_pipe text"
+
+
 PG_BIN = next(iter(sorted(Path("/usr/lib/postgresql").glob("*/bin/pgbench"), reverse=True)), None)
 
 
@@ -488,8 +613,9 @@ def apps(tmp: Path, rounds: int, runtime: int, as_json: bool) -> list[Ratio]:
             for (app, load, metric), values in results.items()]
 
 
-PARTS = {"overhead": ("capture overhead", overhead), "fidelity": ("replay fidelity", fidelity),
-         "fit": ("fit error", fit_error), "long": ("long capture", long_capture),
+PARTS = {"full": ("full rate", full_rate), "overhead": ("capture overhead", overhead),
+         "fidelity": ("replay fidelity", fidelity), "fit": ("fit error", fit_error),
+         "long": ("long capture", long_capture),
          "apps": ("application replay fidelity", apps)}
 
 
@@ -499,6 +625,10 @@ def main() -> None:
     parser.add_argument("--runtime", type=int, default=5, help="seconds per fio run")
     parser.add_argument("--only", action="append", choices=list(PARTS), help="run this part (repeatable; default all)")
     parser.add_argument("--window", type=int, default=60, help="seconds of the long capture")
+    parser.add_argument("--full-window", type=int, default=36, help="seconds of the longer full-rate capture")
+    parser.add_argument("--baseline", metavar="SRC",
+                        help="another iolab's src directory (e.g. a worktree of main): the full-rate part measures "
+                             "it too, arms alternating")
     add_json_option(parser)
     add_idle_option(parser)
     args = parser.parse_args()
@@ -511,6 +641,8 @@ def main() -> None:
             say(title, args.json)
             if name == "long":
                 ratios += long_capture(Path(tmp), args.rounds, args.runtime, args.json, args.window)
+            elif name == "full":
+                ratios += full_rate(Path(tmp), args.rounds, args.full_window, args.json, args.baseline)
             else:
                 ratios += part(Path(tmp), args.rounds, args.runtime, args.json)
     say(f"({time.monotonic() - started:.0f} s)", args.json)

@@ -278,14 +278,15 @@ def capture(device: str, duration_s: float | None = None, command: Sequence[str]
     until = runner if runner is not None else tracefs.for_duration(duration_s or 0.0)
     with _stopped_by_signals() as stopped:
         try:
-            trace = tracefs.record(ref, lambda: bool(stopped) or until(),
-                                   wait=runner.wait if runner is not None else time.sleep)
+            recording = tracefs.record(ref, lambda: bool(stopped) or until(),
+                                       wait=runner.wait if runner is not None else time.sleep)
         finally:
             if runner is not None:
                 runner.stop()
+    trace = recording.trace
     if runner is not None and runner.runtime_ns is not None and not stopped:
         trace = dataclasses.replace(trace, duration_ns=max(runner.runtime_ns, active_ns(trace)))
-    return Capture(trace=trace, device=facts, started_at=started, how=f"{HOW} ({ref.filter})",
+    return Capture(trace=trace, device=facts, started_at=started, how=f"{HOW} ({ref.filter}), {recording.how}",
                    command=tuple(command), returncode=runner.returncode if runner else None,
                    interrupted=stopped[0] if stopped else None)
 
@@ -322,7 +323,7 @@ class Background:
         self._ref = tracefs.device_ref(device)
         self._facts = targets.inspect(device)
         self._stop = threading.Event()
-        self._out: list[Requests] = []
+        self._out: list[tracefs.Recording] = []
         self._error: list[BaseException] = []
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._started = datetime.now(UTC)
@@ -345,5 +346,5 @@ class Background:
         """The capture, once the ``with`` block ended; re-raises what the capture raised."""
         if self._error:
             raise self._error[0]
-        return Capture(trace=self._out[0], device=self._facts, started_at=self._started,
-                       how=f"{HOW} ({self._ref.filter})")
+        return Capture(trace=self._out[0].trace, device=self._facts, started_at=self._started,
+                       how=f"{HOW} ({self._ref.filter}), {self._out[0].how}")

@@ -14,10 +14,16 @@ ordinary kernels alike. The capture:
    no sector (issued at 0, completed at (sector_t)-1, ``nr_sector`` 0), so flushes are kept by
    device alone: a partition's fsyncs reach the disk as flushes of the whole disk, and the kernel
    does not say which partition asked for one (another partition's flushes are kept too);
-4. enables both events, lets the ring buffer fill while the workload runs (drained when a CPU's
-   buffer holds ``DRAIN_KB``: see ``BUFFER_TOTAL_KB``), the text parsed as it comes and the requests
-   spooled to disk (``stream.Parser``: memory bounded by a chunk, not the capture), disables them,
-   drains the rest, reads the lost-event counters, and removes the instance, whatever happened.
+4. enables both events and reads each CPU's binary ring-buffer pages every ``DRAIN_S`` while the
+   workload runs (``ringbuf``: the events merged in time order and handed to ``stream.Parser``,
+   which pairs them and spools the requests to disk: memory bounded by a drain, not the capture),
+   disables them, drains the rest, counts the lost events (``per_cpu/cpuN/stats`` and the pages'
+   missed-events flags), and removes the instance, whatever happened.
+
+When the binary pages cannot be read (a format ``ringbuf`` does not understand: it says which), the
+capture reads ``trace_pipe`` text instead, as iolab did before: there the kernel formats every event
+in the reader's time, which costs several times the CPU and loses events at a fast device's rate,
+so it is drained only when a CPU's buffer holds ``DRAIN_KB``. ``Recording.how`` says which was used.
 
 Only reads: the capture never writes to the device.
 """
@@ -35,10 +41,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import IolabError, UsageError
+from ...errors import UsageError
 from ...facts import ftrace
-from . import stream
+from . import ringbuf, ringfmt, stream
 from . import trace as trace_mod
+from .ringfmt import CaptureError as CaptureError  # raised here and by ringbuf: one class
 
 TRACEFS = ftrace.TRACEFS
 EVENTS = ("block_rq_issue", "block_rq_complete")
@@ -59,11 +66,14 @@ FEED_BYTES = 4 << 20
 #: second of parsing), so a ``--duration`` window closes on time even when parsing falls behind.
 STEP_BYTES = 4 << 20
 POLL_S = 0.2
+#: The binary reader drains every CPU this often (s): at ~630k events/s on 2 CPUs a drain holds ~4 MB
+#: of pages, a small share of the 64 MiB buffers (no event lost however late the reader runs for a
+#: second or two), and the pages of one drain are decoded in a few numpy batches.
+DRAIN_S = 0.2
+#: At most this much of one CPU's pages is read in one drain (bytes): the window closes on time
+#: even when the reader falls behind.
+STEP_PAGES_BYTES = 32 << 20
 _counter = itertools.count()
-
-
-class CaptureError(IolabError):
-    """The block trace could not be recorded (no tracefs, no block events, not root)."""
 
 
 @dataclass(frozen=True)
@@ -163,14 +173,19 @@ def _fullest_kb(inst: Path) -> int:
     return most
 
 
-def _lost(inst: Path) -> int:
-    """Events the ring buffer overwrote or dropped, summed over CPUs (``per_cpu/cpuN/stats``)."""
+def _lost(inst: Path, missed_by_cpu: dict[int, int] | None = None) -> int:
+    """Events the ring buffer overwrote or dropped, summed over CPUs (``per_cpu/cpuN/stats``:
+    ``overrun`` and ``dropped events``); with ``missed_by_cpu`` (the binary pages' missed-events
+    flags, ``ringbuf.Reader.missed_by_cpu``), a CPU counts the larger of the two (the same losses)."""
     total = 0
     for stats in inst.glob("per_cpu/cpu*/stats"):
+        counted = 0
         for line in stats.read_text().splitlines():
             key, _, value = line.partition(":")
             if key.strip() in ("overrun", "dropped events"):
-                total += int(value.split()[0]) if value.split() else 0
+                counted += int(value.split()[0]) if value.split() else 0
+        cpu = int(stats.parent.name.removeprefix("cpu"))
+        total += max(counted, (missed_by_cpu or {}).get(cpu, 0))
     return total
 
 
@@ -214,43 +229,97 @@ class _Pipe:
         os.close(self.fd)
 
 
+@dataclass(frozen=True)
+class Recording:
+    """What ``record`` recorded: the trace, and ``how`` it was read (the binary pages, or the text
+    and why), as the stored capture's ``how`` says."""
+
+    trace: stream.Spooled
+    how: str
+
+
+BINARY = "read as binary ring-buffer pages (per_cpu/cpuN/trace_pipe_raw)"
+
+
 def record(device: DeviceRef, until_done: Callable[[], bool], root: Path = TRACEFS,
-           wait: Callable[[float], object] = time.sleep) -> stream.Spooled:
-    """Trace ``device`` until ``until_done()`` returns True, checked after each ``wait(POLL_S)``
+           wait: Callable[[float], object] = time.sleep) -> Recording:
+    """Trace ``device`` until ``until_done()`` returns True, checked after each drain or ``wait``
     (``wait`` may return early: a command's exit ends the capture within milliseconds). The
     requests are left in a spool (the caller closes it); the trace's ``duration_ns`` is from
-    enabling the events to disabling them. Raises CaptureError."""
+    enabling the events to disabling them. Reads the binary pages (``ringbuf``) or, when their
+    format is not understood, ``trace_pipe`` text. Raises CaptureError."""
     root = ensure_tracefs(root)
     with _instance(root) as inst:
-        buffer_kb = _buffer_kb()
-        (inst / "buffer_size_kb").write_text(str(buffer_kb))
+        (inst / "buffer_size_kb").write_text(str(_buffer_kb()))
         for event in EVENTS:
             (inst / "events" / "block" / event / "filter").write_text(device.filter)
         parser = stream.Parser()
-        pipe = _Pipe(inst / "trace_pipe", parser)
         try:
-            started = time.monotonic_ns()
-            for event in EVENTS:
-                (inst / "events" / "block" / event / "enable").write_text("1")
-            while not until_done():
-                if _fullest_kb(inst) > DRAIN_KB:
-                    pipe.drain(STEP_BYTES)  # a bounded step: the window closes on time however far behind
-                else:
-                    wait(POLL_S)
-            for event in EVENTS:
-                (inst / "events" / "block" / event / "enable").write_text("0")
-            elapsed = time.monotonic_ns() - started
-            pipe.drain()
-            lost = _lost(inst)
+            try:
+                reader = ringbuf.Reader(inst, ringfmt.Layout.read(inst / "events"), _trace_clock(inst))
+            except CaptureError as exc:
+                how = f"read as trace_pipe text (the binary pages could not be read: {exc.message})"
+                lost, elapsed = _record_text(inst, parser, until_done, wait)
+            else:
+                how = BINARY
+                lost, elapsed = _record_binary(inst, reader, parser, until_done, wait)
         except BaseException:
             parser.close()
             raise
-        finally:
-            pipe.close()
     spooled = parser.finish(lost_events=lost, duration_ns=elapsed)
     # the events count a partition's sectors from the disk's start
-    return dataclasses.replace(spooled, first_sector=device.first_sector or 0, kthreads=frozenset(
-        pid for pid, name in spooled.comms.items() if trace_mod.is_kernel_thread(pid, name)))
+    return Recording(dataclasses.replace(spooled, first_sector=device.first_sector or 0, kthreads=frozenset(
+        pid for pid, name in spooled.comms.items() if trace_mod.is_kernel_thread(pid, name))), how)
+
+
+def _trace_clock(inst: Path) -> str:
+    """The instance's trace clock (``trace_clock``: the one in brackets)."""
+    text = (inst / "trace_clock").read_text()
+    return text.split("[", 1)[1].split("]", 1)[0] if "[" in text else text.strip()
+
+
+def _switch(inst: Path, on: bool) -> None:
+    for event in EVENTS:
+        (inst / "events" / "block" / event / "enable").write_text("1" if on else "0")
+
+
+def _record_binary(inst: Path, reader: ringbuf.Reader, parser: stream.Parser, until_done: Callable[[], bool],
+                   wait: Callable[[float], object]) -> tuple[int, int]:
+    """Drain every CPU's pages every ``DRAIN_S`` into ``parser``; (lost events, ns recorded)."""
+    try:
+        started = time.monotonic_ns()
+        _switch(inst, True)
+        while not until_done():
+            events, caught_up = reader.drain(STEP_PAGES_BYTES)
+            parser.add(events)
+            if caught_up:
+                wait(DRAIN_S)
+        _switch(inst, False)
+        elapsed = time.monotonic_ns() - started
+        parser.add(reader.finish())
+        return _lost(inst, reader.missed_by_cpu()), elapsed
+    finally:
+        reader.close()
+
+
+def _record_text(inst: Path, parser: stream.Parser, until_done: Callable[[], bool],
+                 wait: Callable[[float], object]) -> tuple[int, int]:
+    """Read ``trace_pipe`` into ``parser`` when a CPU's buffer holds ``DRAIN_KB``; (lost events, ns recorded)."""
+    pipe = _Pipe(inst / "trace_pipe", parser)
+    try:
+        started = time.monotonic_ns()
+        _switch(inst, True)
+        while not until_done():
+            if _fullest_kb(inst) > DRAIN_KB:
+                pipe.drain(STEP_BYTES)  # a bounded step: the window closes on time however far behind
+            else:
+                wait(POLL_S)
+        _switch(inst, False)
+        elapsed = time.monotonic_ns() - started
+        pipe.drain()
+        return _lost(inst), elapsed
+    finally:
+        pipe.close()
 
 
 def for_duration(duration_s: float) -> Callable[[], bool]:
