@@ -47,7 +47,6 @@ def import_(ctx: click.Context, paths: Sequence[Path], named: Naming, label_from
     imported (same sha256) is skipped, naming its run. When some files fail, the others are
     still imported and the exit code is the highest of the failures'.
     """
-    store = store_of(ctx)
     sources = importer.discover(paths, label_from)
     total = sum(len(s.outputs) for s in sources)
     bulk = len(sources) > 1 or any(s.directory for s in sources)
@@ -55,7 +54,7 @@ def import_(ctx: click.Context, paths: Sequence[Path], named: Naming, label_from
                   TextColumn("{task.description}"), console=err, transient=True, disable=not bulk) as bar:
         task = bar.add_task("", total=total)
         outcomes = []
-        for outcome in importer.import_sources(store, sources, named.label, named.tags,
+        for outcome in importer.import_sources(lambda: store_of(ctx), sources, named.label, named.tags,
                                                lambda path: bar.update(task, advance=1, description=path.name)):
             _say(outcome)  # as each source is stored: a log file (no terminal, no bar) sees the import go on
             outcomes.append(outcome)

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import IolabError, ParseError, UsageError
 from ...fio import clean_pasted, detect_format, jobfile, parse_outputs
@@ -47,10 +47,12 @@ from ...fio import logs as fio_logs
 from ...fio.json import looks_like_json
 from ...model import FioReport
 from ...store.codecs import compress_raw
-from ...store.database import Store
 from ...store.records import EncodedSeries, FinishedResult, FinishedRun, ImportedFile
 from . import logs as attribution
 from .plan import ALL_UNKNOWN, BARE_FLAGS, LOCAL, PlannedResult, assemble, plan_results
+
+if TYPE_CHECKING:  # the database's code (SQLAlchemy) is imported by whoever opens it: see import_sources
+    from ...store.database import Store
 
 __all__ = ["ALL_UNKNOWN", "BARE_FLAGS", "LOCAL", "FileNote", "Outcome", "Source", "discover", "import_sources",
            "plan_results", "read_source"]
@@ -245,11 +247,16 @@ def _looks_like_fio(text: str) -> bool:
     return True
 
 
-def import_sources(store: Store, sources: Sequence[Source], label: str | None = None,
+def import_sources(store: Store | Callable[[], Store], sources: Sequence[Source], label: str | None = None,
                    tags: Mapping[str, str] | None = None,
                    progress: Callable[[Path], None] | None = None) -> Iterator[Outcome]:
     """Import the files and directories ``discover`` found (see the module docstring), one
     ``Outcome`` per source, in order.
+
+    ``store`` may be a function that opens the database: it is called once the worker processes
+    have started reading (``_ahead``), so that opening it, SQLAlchemy's import included (~0.25 s of
+    CPU), overlaps their reading instead of coming before it. A database that cannot be opened then
+    ends the import after the directories being read are read (``_ahead`` waits for its workers).
 
     ``progress`` is called with each file once it has been read. Failures do not stop the import:
     an ``Outcome`` lists its files that failed (``UsageError``: unreadable; ``ParseError``: not fio's
@@ -260,6 +267,7 @@ def import_sources(store: Store, sources: Sequence[Source], label: str | None = 
     batch: list[_Read] = []
     size = 0
     with _ahead(sources, label, tags) as prepared:
+        opened = store() if callable(store) else store
         for i, source in enumerate(sources):
             read = prepared[i].result() if i in prepared else _read_source(source, label, tags, progress)
             if i in prepared and progress is not None:
@@ -268,9 +276,9 @@ def import_sources(store: Store, sources: Sequence[Source], label: str | None = 
             batch.append(read)
             size += sum(f.size for f in read.files)
             if source.directory or len(batch) >= BATCH_FILES or size >= BATCH_BYTES:
-                yield from _store(store, batch, label, tags)
+                yield from _store(opened, batch, label, tags)
                 batch, size = [], 0
-        yield from _store(store, batch, label, tags)
+        yield from _store(opened, batch, label, tags)
 
 
 @dataclass(frozen=True)
