@@ -100,11 +100,13 @@ class LogName:
     host: str | None
 
 
-def log_name(path: Path) -> LogName | None:
-    """The parts of a fio bw/IOPS/latency log's file name; None for any other file (histogram
-    logs ``_clat_hist``, fio's compressed ``.fz`` logs, outputs)."""
-    match = _NAME_RE.match(path.name)
-    if match is None or path.name.endswith(".fz"):
+def log_name(path: Path | str) -> LogName | None:
+    """The parts of a fio bw/IOPS/latency log's file name (a path, or a file name as a directory
+    listing gives it: a walk of thousands of files need not make a Path of each); None for any other
+    file (histogram logs ``_clat_hist``, fio's compressed ``.fz`` logs, outputs)."""
+    name = path if isinstance(path, str) else path.name
+    match = _NAME_RE.match(name)
+    if match is None or name.endswith(".fz"):
         return None
     return LogName(match["prefix"], match["kind"], int(match["index"] or 0), match["host"])
 

@@ -102,13 +102,12 @@ def discover(paths: Sequence[Path], label_from: str | None = None) -> list[Sourc
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for name in sorted(files):
-                candidate = Path(root) / name
-                if fio_logs.log_name(candidate) is not None:
+                if fio_logs.log_name(name) is not None:
                     logs += 1
-                elif name.startswith(".") or candidate.suffix.lower() in NOT_OUTPUTS or "_clat_hist." in name:
+                elif name.startswith(".") or os.path.splitext(name)[1].lower() in NOT_OUTPUTS or "_clat_hist." in name:
                     passed += 1
                 else:
-                    outputs.append(candidate)
+                    outputs.append(Path(root, name))
         if label_from:
             sources += [Source(p, False, (p,), label=p.stem) for p in outputs]
         else:

@@ -222,7 +222,7 @@ def _directory(path: str) -> dict[tuple[str, str], dict[int, list[tuple[Path, fi
     except OSError:
         return found
     for entry in entries:
-        name = fio_logs.log_name(Path(entry.name))
+        name = fio_logs.log_name(entry.name)
         if name is not None and entry.is_file():
             found.setdefault((name.prefix, name.kind), {}).setdefault(name.index, []).append((Path(entry.path), name))
     return found
