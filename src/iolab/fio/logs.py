@@ -166,18 +166,20 @@ class Log:
     ddir: np.ndarray
     bs: np.ndarray
 
+    # Computed once per log (an import judges each log against every result that names it): the
+    # columns are not changed after reading.
     @cached_property
     def directions(self) -> frozenset[str]:
         """The data directions its rows hold (``read``, ``write``, ``trim``)."""
         import numpy as np
-        return frozenset(DDIR[int(d)] for d in np.flatnonzero(np.bincount(self.ddir, minlength=len(DDIR))))
+        return frozenset(DDIR[d] for d in np.bincount(self.ddir, minlength=len(DDIR)).nonzero()[0].tolist())
 
-    @property
+    @cached_property
     def per_io(self) -> bool:
         """Whether every I/O has a row (no ``log_avg_msec``): block sizes are given."""
         return bool(self.bs.size) and bool(self.bs.any())
 
-    @property
+    @cached_property
     def end_ms(self) -> int | None:
         """The last time stamp: the end of the logged period (ms after the ramp)."""
         return int(self.t_ms.max()) if self.t_ms.size else None

@@ -391,7 +391,7 @@ def _judge(req: Request, thread: Thread | None, paths: Sequence[Path],
     if thread is None:
         count = len(req.threads)
         return f"numbered beyond its {count} thread{'s' if count != 1 else ''}", paths[0].name
-    if fio_logs.host_of(paths[0]) in req.shared_hosts:
+    if req.shared_hosts and fio_logs.host_of(paths[0]) in req.shared_hosts:
         return "from fio servers that share a host and so the log names", paths[0].name
     for path in paths:
         if path not in read:
