@@ -14,7 +14,7 @@ import pydantic
 from ..errors import StoreError, UsageError
 from ..fio import validate
 from ..model import FioReport, TimeSeries, from_jsonable, to_json_text
-from .codecs import JSONText, compress_raw, encode_series
+from .codecs import JSONText, compress_raw, encode_series, encode_series_many
 
 T = TypeVar("T")
 
@@ -73,6 +73,13 @@ class EncodedSeries:
     def of(cls, series: TimeSeries) -> EncodedSeries:
         return cls(series.job, series.job_index, series.direction, series.metric, series.interval_ms,
                    series.hostname, encode_series(series.t_ms, series.values))
+
+    @classmethod
+    def of_many(cls, series: Sequence[TimeSeries]) -> list[EncodedSeries]:
+        """``of`` each, encoded together (``encode_series_many``: half the cost for thousands)."""
+        blobs = encode_series_many([(s.t_ms, s.values) for s in series])
+        return [cls(s.job, s.job_index, s.direction, s.metric, s.interval_ms, s.hostname, blob)
+                for s, blob in zip(series, blobs, strict=True)]
 
 
 @dataclass(frozen=True)

@@ -364,6 +364,7 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
     requests = [attribution.request(_name(f, p, place.workload), f.path, p.report, p.job_text, _shared_hosts(f))
                 for (f, p), place in zip(planned, placed, strict=True)]
     logs = attribution.attach(requests)
+    encoded = iter(EncodedSeries.of_many([s for of_result in logs.series for s in of_result]))
     results, seen = [], set()
     for seq, ((f, p), place) in enumerate(zip(planned, placed, strict=True)):
         extra: dict[str, Any] = {
@@ -380,7 +381,7 @@ def _run(source: Source, files: Sequence[_File], label: str | None,
             job_text=p.job_text, job_hash=jobfile.params_hash(p.params), params=p.params, status=p.status,
             report=p.report, raw_gz=compress_raw(f.utf8) if f.path not in seen else None, error=p.error,
             ended_at=datetime.fromtimestamp(p.report.timestamp_ms / 1000, UTC) if p.report.timestamp_ms else None,
-            extra=extra, series=tuple(EncodedSeries.of(s) for s in logs.series[seq])))
+            extra=extra, series=tuple(next(encoded) for _ in logs.series[seq])))
         seen.add(f.path)
     warnings = (*placing, *(f"{f.path.relative_to(source.path)}: {w}" if source.directory else w
                             for f in files for w in f.warnings()))
