@@ -264,12 +264,16 @@ def attach(requests: Sequence[Request]) -> Attached:
     """
     _directory.cache_clear()  # the file system may have changed since an earlier import
     _mtime.cache_clear()
-    read: dict[Path, fio_logs.Log | ParseError] = {}
     families: dict[_Family, _Claims] = {}
     for i, req in enumerate(requests):
         for directory, path, name, thread in _named(req):
             claims = families.setdefault((directory, name.prefix, name.host), {})
             claims.setdefault(i, {}).setdefault(name.index, (thread, []))[1].append(path)
+    # every log a thread claims is read, once (together: fio_logs.read_log_files); logs numbered
+    # beyond every claimant's threads are refused by their names alone
+    read = fio_logs.read_log_files(dict.fromkeys(path for claims in families.values() for numbers in claims.values()
+                                                 for thread, paths in numbers.values() if thread is not None
+                                                 for path in paths))
     verdicts = _Verdicts(len(requests))
     series: list[list[TimeSeries]] = [[] for _ in requests]
     files: list[list[Path]] = [[] for _ in requests]
@@ -394,11 +398,6 @@ def _judge(req: Request, thread: Thread | None, paths: Sequence[Path],
     if req.shared_hosts and fio_logs.host_of(paths[0]) in req.shared_hosts:
         return "from fio servers that share a host and so the log names", paths[0].name
     for path in paths:
-        if path not in read:
-            try:
-                read[path] = fio_logs.read_log(path)
-            except ParseError as exc:
-                read[path] = exc
         log = read[path]
         if isinstance(log, ParseError):
             return "not readable as fio logs", log.message
