@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..errors import IolabError
 from ..report.table import Cell, Column, Table
 from ..workflows import importer
-from . import emit_tables, err, load_runs, report_error, store_of
+from . import emit_tables, err, load_runs, report_error, store_opened_late
 from .options import Naming, db_option, format_option, naming_options
 
 
@@ -54,7 +54,7 @@ def import_(ctx: click.Context, paths: Sequence[Path], named: Naming, label_from
                   TextColumn("{task.description}"), console=err, transient=True, disable=not bulk) as bar:
         task = bar.add_task("", total=total)
         outcomes = []
-        for outcome in importer.import_sources(lambda: store_of(ctx), sources, named.label, named.tags,
+        for outcome in importer.import_sources(lambda: store_opened_late(ctx), sources, named.label, named.tags,
                                                lambda path: bar.update(task, advance=1, description=path.name)):
             _say(outcome)  # as each source is stored: a log file (no terminal, no bar) sees the import go on
             outcomes.append(outcome)
