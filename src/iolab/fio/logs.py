@@ -15,7 +15,8 @@ every I/O has a row (``bs`` > 0). Time is ms since the job's ``epoch``, which fi
 
 Reading is vectorised (``read_log``): a file's rows become numpy columns in one C pass
 (``numpy.fromstring``), 2-3x as fast as ``numpy.loadtxt`` and 20x as fast as a Python loop over
-rows; a sweep of thousands of logs reads in a fraction of a second (benchmarks/import_logs.py).
+rows; a sweep of thousands of logs reads in a fraction of a second (benchmarks/import_logs.py),
+and an import reads them together (``read_log_files``: one parse for all of fio's usual files).
 numpy is already a dependency; pyarrow or polars would read faster still but add 30-100 MB for
 files that are small. Only a file the fast path cannot read whole is read again line by line, to
 name the bad line. numpy is imported by the functions that read: asking for logs and finding them
