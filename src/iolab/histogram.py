@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic_core import core_schema
+if TYPE_CHECKING:  # pydantic is imported by what (de)serialises with it (``model._adapter``)
+    from pydantic_core import core_schema
 
 #: fio's counters are ``uint64_t``; histogram bucket values (ns) stay below 10^19 (20 digits).
 MAX_COUNT = 2**64 - 1
@@ -114,6 +115,7 @@ class Histogram(Mapping[int, int]):
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> core_schema.CoreSchema:
+        from pydantic_core import core_schema
         as_json = core_schema.plain_serializer_function_ser_schema(
             histogram_jsonable, when_used="json",
             return_schema=core_schema.dict_schema(core_schema.str_schema(), core_schema.int_schema()))

@@ -13,12 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
-from pydantic import TypeAdapter
 
 from .histogram import Histogram, histogram_jsonable
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 #: Directions as fio names them; ``sync`` is fsync/fdatasync latency (fio 3.4+), ``mixed`` is
 #: ``unified_rw_reporting``.
@@ -498,8 +500,10 @@ _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
 
 
 def _adapter(cls: Any) -> TypeAdapter[Any]:
-    """One pydantic TypeAdapter per type, built on first use (building one costs milliseconds)."""
+    """One pydantic TypeAdapter per type, built on first use (building one costs milliseconds). pydantic
+    itself is imported then (~0.08 s): ``iolab import`` parses and stores fio output without it."""
     if cls not in _ADAPTERS:
+        from pydantic import TypeAdapter
         _ADAPTERS[cls] = TypeAdapter(cls)
     return _ADAPTERS[cls]
 

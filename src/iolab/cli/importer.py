@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..errors import IolabError
 from ..report.table import Cell, Column, Table
 from ..workflows import importer
-from . import emit_tables, err, load_runs, report_error, store_of
+from . import emit_tables, err, load_runs, report_error, store_opened_late
 from .options import Naming, db_option, format_option, naming_options
 
 
@@ -47,7 +47,6 @@ def import_(ctx: click.Context, paths: Sequence[Path], named: Naming, label_from
     imported (same sha256) is skipped, naming its run. When some files fail, the others are
     still imported and the exit code is the highest of the failures'.
     """
-    store = store_of(ctx)
     sources = importer.discover(paths, label_from)
     total = sum(len(s.outputs) for s in sources)
     bulk = len(sources) > 1 or any(s.directory for s in sources)
@@ -55,7 +54,7 @@ def import_(ctx: click.Context, paths: Sequence[Path], named: Naming, label_from
                   TextColumn("{task.description}"), console=err, transient=True, disable=not bulk) as bar:
         task = bar.add_task("", total=total)
         outcomes = []
-        for outcome in importer.import_sources(store, sources, named.label, named.tags,
+        for outcome in importer.import_sources(lambda: store_opened_late(ctx), sources, named.label, named.tags,
                                                lambda path: bar.update(task, advance=1, description=path.name)):
             _say(outcome)  # as each source is stored: a log file (no terminal, no bar) sees the import go on
             outcomes.append(outcome)
@@ -93,8 +92,8 @@ def _say(o: importer.Outcome) -> None:
     if o.logs_attached or o.logs_skipped:
         detail += f"; logs: {o.logs_attached} attached ({o.series} time series), {o.logs_skipped} not attached"
     err.print(f"Imported {o.path} as run [bold]{o.run_id}[/] ({detail})", highlight=False)
-    for line in o.log_notes:
-        err.print(f"  logs: {line}", markup=False, highlight=False, style="yellow")
+    if o.log_notes:  # one print for them all: the same lines, at half the cost of a print each (a sweep: 98)
+        err.print("\n".join(f"  logs: {line}" for line in o.log_notes), markup=False, highlight=False, style="yellow")
 
 
 def _summary(outcomes: Sequence[importer.Outcome]) -> Table:

@@ -10,6 +10,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -83,6 +84,36 @@ def encode_series(t_ms: Sequence[int], values: Sequence[float]) -> bytes:
     data = (_SERIES_HEADER.pack(SERIES_FORMAT, _INTEGRAL if integral else 0, len(t))
             + _deltas(t).astype("<i8").tobytes() + body.astype("<i8" if integral else "<f8").tobytes())
     return compress_raw(data)
+
+
+def encode_series_many(series: Sequence[tuple[Sequence[int], Sequence[float]]]) -> list[bytes]:
+    """``encode_series(t_ms, values)`` of each ``(t_ms, values)``, the same bytes, with the arithmetic
+    done once over all of them: an import encodes thousands of series of some 60 samples, where
+    numpy's cost per call is most of ``encode_series`` (2,240 series of a bench-fio directory: 0.11-0.16 s
+    one by one, 0.06-0.08 s together; the compression, per series, is most of what is left). Raises
+    ValueError when a series has more values than times or fewer."""
+    import numpy as np
+    counts = [len(t_ms) for t_ms, _ in series]
+    if any(len(values) != n for (_, values), n in zip(series, counts, strict=True)):
+        raise ValueError("a time series needs as many values as times")
+    total = sum(counts)
+    t = np.fromiter(chain.from_iterable(t_ms for t_ms, _ in series), dtype=np.int64, count=total)
+    v = np.fromiter(chain.from_iterable(values for _, values in series), dtype=np.float64, count=total)
+    ends = np.cumsum(counts, dtype=np.int64)
+    starts = ends - np.asarray(counts, dtype=np.int64)
+    # encode_series's test per sample; a series is integral when none of its samples fails it
+    whole = (np.abs(v) < 2.0 ** 53) & (v == np.round(v))
+    failed = np.concatenate(([0], np.cumsum(~whole)))
+    integral = (failed[ends] == failed[starts]).tolist()
+    ints = np.where(whole, v, 0).astype(np.int64)  # only integral series' are used; no NaN is cast
+    t_deltas, v_deltas = _deltas(t), _deltas(ints)
+    firsts = starts[ends > starts]  # each series' first delta is from 0, not from the series before
+    t_deltas[firsts], v_deltas[firsts] = t[firsts], ints[firsts]
+    floats = v.astype("<f8", copy=False)
+    t_bytes, v_bytes = t_deltas.astype("<i8", copy=False), v_deltas.astype("<i8", copy=False)
+    return [compress_raw(_SERIES_HEADER.pack(SERIES_FORMAT, _INTEGRAL if ok else 0, n) + t_bytes[a:b].tobytes()
+                         + (v_bytes if ok else floats)[a:b].tobytes())
+            for a, b, n, ok in zip(starts.tolist(), ends.tolist(), counts, integral, strict=True)]
 
 
 def _deltas(a: Any) -> Any:

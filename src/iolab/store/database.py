@@ -47,17 +47,8 @@ from . import faults as dbfaults
 from . import history as stored_history
 from .codecs import JSONText, decode_series, json_serializer, utc
 from .history import History
-from .records import (
-    ROW_ERRORS,
-    DuplicateSource,
-    FinishedRun,
-    PendingResult,
-    UnreadableRun,
-    column,
-    finished_row,
-    series_rows,
-    unreadable,
-)
+from .records import DuplicateSource, FinishedRun, PendingResult, UnreadableRun, finished_row, series_rows
+from .rows import ROW_ERRORS, column, unreadable
 from .schema import (
     MIGRATIONS,
     alembic_version,

@@ -20,7 +20,8 @@ from ..histogram import Histogram
 from ..model import Accepted, DirectionStats, FioReport, JobResult, Latency, RunInfo, TargetFacts
 from .codecs import utc
 from .faults import Guard
-from .records import ROW_ERRORS, UnreadableRun, column, unreadable
+from .records import UnreadableRun
+from .rows import ROW_ERRORS, column, unreadable
 from .schema import accepted_changes, change_points, result_figures, results, runs
 
 #: The ``compare`` metrics ``Figures.jobs`` holds, in its order: IOPS, bandwidth (B/s), clat mean and

@@ -103,3 +103,45 @@ def test_an_empty_log_reads_as_no_rows(tmp_path):
     (tmp_path / "e_iops.1.log").write_text("\n")
     log = logs.read_log(tmp_path / "e_iops.1.log")
     assert log.end_ms is None and log.t_ms.size == 0 and log.directions == frozenset()
+
+
+def test_logs_read_together_are_what_each_read_alone_gives(tmp_path):
+    """``read_log_files`` (an import's thousands of logs parsed together) gives what ``read_log`` gives
+    for each file, and its error where it raises: fio's own files of three widths side by side with
+    floats, a refused row, files with a row short of fields and one with a row too long (their counts
+    together are right), a file whose count is right though its rows are not, a number beyond int64,
+    an empty file, a name that is no log's, a missing file."""
+    files = {"a_iops.1.log": "1000, 5, 0, 0, 0\n2000, 6, 0, 0, 0\n", "b_bw.1.log": "1000, 7, 0\n2000, 8, 1\n",
+             "c_lat.2.log": "1000, 70, 1, 4096, 0, 1\n", "d_iops.1.log": "1000, 5, 0, 0, 0\n2000, 5, 0, 0, 0\n",
+             "f_lat.1.log": "1000, 70.5, 1, 0, 0\n", "g_iops.1.log": "1000, 5, 3, 0, 0\n",
+             "h_iops.1.log": "1000, 5, 0, 0, 0\n2000, 5, 0, 0\n",
+             "i_iops.1.log": "1000, 5, 0, 0, 0, 1\n2000, 5, 0, 0\n",
+             "j_iops.1.log": "1000, 5, 0, 0\n2000, 5, 0, 0, 0, 0\n", "k_bw.1.log": f"1000, {2 ** 64}, 0, 0, 0\n",
+             "l_iops.1.log": "\n", "notes.txt": "1000, 5, 0, 0, 0\n", "m_slat.1.log": "1000, 5, 0, 0, 0\n",
+             "n_iops.1.log": "1000, 5, 0, 0, 0\n2000, 5, 0, 0, 0, 0\n",
+             "o_iops.1.log": "1000, 5, 0, 0, 0\n2000, 5, 0, 0\n3000, 5, 0, 0, 0, 1\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    paths = [tmp_path / name for name in files] + [tmp_path / "gone_iops.1.log"]
+
+    def alone(path):
+        try:
+            return logs.read_log(path)
+        except ParseError as exc:
+            return exc
+
+    def same(a, b):
+        if isinstance(a, ParseError) or isinstance(b, ParseError):
+            return type(a) is type(b) and a.message == b.message
+        return a.path == b.path and a.name == b.name and all(
+            x.dtype == y.dtype and x.tolist() == y.tolist()
+            for x, y in zip((a.t_ms, a.value, a.ddir, a.bs), (b.t_ms, b.value, b.ddir, b.bs), strict=True))
+
+    together = logs.read_log_files(paths)
+    assert list(together) != paths  # some were read alone, after the parse together: the mapping is by path
+    assert set(together) == set(paths) and all(same(together[p], alone(p)) for p in paths)
+    usual = [tmp_path / n for n in ("a_iops.1.log", "b_bw.1.log", "c_lat.2.log", "d_iops.1.log", "m_slat.1.log")]
+    assert all(same(logs.read_log_files(usual)[p], alone(p)) for p in usual)
+    integers = [*usual, *(tmp_path / n for n in ("h_iops.1.log", "n_iops.1.log", "o_iops.1.log"))]  # parsed together
+    assert all(same(logs.read_log_files(integers)[p], alone(p)) for p in integers)
+    assert sum(isinstance(v, ParseError) for v in together.values()) == 3  # ddir 3, notes.txt, the missing file

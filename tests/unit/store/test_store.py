@@ -14,7 +14,7 @@ from iolab.errors import StoreError
 from iolab.outputs import OutputError
 from iolab.store import codecs as store_codecs
 from iolab.store import schema
-from iolab.store.codecs import compress_raw, decode_series, encode_series
+from iolab.store.codecs import compress_raw, decode_series, encode_series, encode_series_many
 from iolab.store.database import Store
 from iolab.store.records import FinishedResult, FinishedRun
 from paths import ROOT
@@ -109,6 +109,21 @@ def test_time_series_encoding_is_exact_and_compact(values):
     assert len(steady) < 200  # a minute of 1 s IOPS windows; fio's log text of it is ~1.2 kB
     with pytest.raises(ValueError):
         encode_series((1, 2), (1.0,))
+
+
+def test_series_encoded_together_are_the_bytes_of_each_encoded_alone():
+    """encode_series_many (an import's thousands of series at once) writes what encode_series writes:
+    integral and float series side by side, empty ones, NaN, infinities and 2**53 in a series that is
+    otherwise integral, times out of order, negative and huge deltas."""
+    nan, inf = float("nan"), float("inf")
+    series = [((), ()), ((1000,), (5.0,)), ((1000, 2000, 3000), (7.0, -3.0, 2.0 ** 53 - 1)),
+              ((5, 1, 3), (0.5, 1 / 3, 2.0)), ((1, 2, 3), (nan, 1.0, 2.0)), ((1, 2), (inf, 3.0)), ((), ()),
+              ((1, 2), (2.0 ** 53, 1.0)), ((0, 2 ** 62, -(2 ** 62)), (1e300, -0.0, 4.0)), ((7,), (-(2.0 ** 52),)),
+              (tuple(range(1000, 61000, 1000)), tuple(float(100_000 + i % 7) for i in range(60)))]
+    assert encode_series_many(series) == [encode_series(t, v) for t, v in series]
+    assert encode_series_many(series[2:3]) == [encode_series(*series[2])] and encode_series_many([]) == []
+    with pytest.raises(ValueError):
+        encode_series_many([((1, 2), (1.0, 2.0)), ((1, 2), (1.0,))])
 
 
 def test_migration_0004_moves_checksums_and_encodes_stored_series(tmp_path):

@@ -222,7 +222,7 @@ def _directory(path: str) -> dict[tuple[str, str], dict[int, list[tuple[Path, fi
     except OSError:
         return found
     for entry in entries:
-        name = fio_logs.log_name(Path(entry.name))
+        name = fio_logs.log_name(entry.name)
         if name is not None and entry.is_file():
             found.setdefault((name.prefix, name.kind), {}).setdefault(name.index, []).append((Path(entry.path), name))
     return found
@@ -264,12 +264,21 @@ def attach(requests: Sequence[Request]) -> Attached:
     """
     _directory.cache_clear()  # the file system may have changed since an earlier import
     _mtime.cache_clear()
-    read: dict[Path, fio_logs.Log | ParseError] = {}
     families: dict[_Family, _Claims] = {}
     for i, req in enumerate(requests):
-        for directory, path, name, thread in _named(req):
-            claims = families.setdefault((directory, name.prefix, name.host), {})
-            claims.setdefault(i, {}).setdefault(name.index, (thread, []))[1].append(path)
+        for family, found in _named(req):
+            numbers = families.setdefault(family, {}).setdefault(i, {})
+            for number, thread, path in found:  # per result, thread and log: the loop of an import's thousands
+                claim = numbers.get(number)
+                if claim is None:
+                    numbers[number] = (thread, [path])
+                else:
+                    claim[1].append(path)
+    # every log a thread claims is read, once (together: fio_logs.read_log_files); logs numbered
+    # beyond every claimant's threads are refused by their names alone
+    read = fio_logs.read_log_files(dict.fromkeys(path for claims in families.values() for numbers in claims.values()
+                                                 for thread, paths in numbers.values() if thread is not None
+                                                 for path in paths))
     verdicts = _Verdicts(len(requests))
     series: list[list[TimeSeries]] = [[] for _ in requests]
     files: list[list[Path]] = [[] for _ in requests]
@@ -391,14 +400,9 @@ def _judge(req: Request, thread: Thread | None, paths: Sequence[Path],
     if thread is None:
         count = len(req.threads)
         return f"numbered beyond its {count} thread{'s' if count != 1 else ''}", paths[0].name
-    if fio_logs.host_of(paths[0]) in req.shared_hosts:
+    if req.shared_hosts and fio_logs.host_of(paths[0]) in req.shared_hosts:
         return "from fio servers that share a host and so the log names", paths[0].name
     for path in paths:
-        if path not in read:
-            try:
-                read[path] = fio_logs.read_log(path)
-            except ParseError as exc:
-                read[path] = exc
         log = read[path]
         if isinstance(log, ParseError):
             return "not readable as fio logs", log.message
@@ -408,9 +412,10 @@ def _judge(req: Request, thread: Thread | None, paths: Sequence[Path],
     return None
 
 
-def _named(req: Request) -> Iterable[tuple[str, Path, fio_logs.LogName, Thread | None]]:
-    """Every log file named like one of the request's jobs asked for: its directory, path and name,
-    and the thread whose number it carries (None: no thread that asked for these names has it)."""
+def _named(req: Request) -> Iterable[tuple[_Family, list[tuple[int, Thread | None, Path]]]]:
+    """Every log file named like one of the request's jobs asked for, by family, in the order of the
+    directory's listing: its number, the thread whose number it carries (None: no thread that asked
+    for these names has it) and its path."""
     owners: dict[tuple[str, tuple[tuple[str, str], ...]], dict[int, Thread]] = {}
     for thread in req.threads:
         for kind, places in thread.logs.items():
@@ -419,10 +424,14 @@ def _named(req: Request) -> Iterable[tuple[str, Path, fio_logs.LogName, Thread |
         first = next(iter(threads.values()))
         for directory, prefix in places:
             by_number = _directory(directory).get((prefix, kind), {})
+            by_host: dict[str | None, list[tuple[int, Thread | None, Path]]] = {}
             for number, found in by_number.items():
+                owner = threads.get(number) if number else first  # 0: per_job_logs=0
                 for path, name in found:
                     if name.host in req.hosts:
-                        yield directory, path, name, threads.get(number) if number else first  # 0: per_job_logs=0
+                        by_host.setdefault(name.host, []).append((number, owner, path))
+            for host, logs in by_host.items():
+                yield (directory, prefix, host), logs
             if by_number:
                 break  # the first place that holds such logs is where they are
 
