@@ -247,37 +247,62 @@ def _shares_of_runs(run_blocks: np.ndarray, run_count: np.ndarray) -> tuple[floa
 
 
 class Tally:
-    """A sample of integers kept as its distinct values and their counts, a chunk at a time: memory
-    grows with the distinct values (a trace's times are whole µs: a few thousand gaps or service
-    times), not with the sample. Its figures are numpy's on the whole sample (``percentile``:
-    linear interpolation between order statistics, ``np.percentile``'s default)."""
+    """A sample of integers (ns, depths) kept as its distinct values and their counts, a chunk at a
+    time, with its exact size, minimum and maximum beside. Memory grows with the distinct values up
+    to ``DISTINCT``; past that, values are kept to ``SIGNIFICANT_BITS`` significant bits (rounded
+    down: one under 2**14 stays exact, a larger one ends within 2**-13, 0.012 %, below), so a
+    capture with ns times (the ring buffer's), whose gaps and service times are nearly all
+    distinct, keeps a few thousand values per octave, not one per request; its mean and variance
+    are then carried exactly beside (Chan, Golub and LeVeque's pairwise update). Its figures are
+    numpy's on the whole sample (``percentile``: linear interpolation between order statistics,
+    ``np.percentile``'s default): exact while every value is kept (and then the same however the
+    sample was cut into chunks), the percentiles within the rounding after."""
+
+    DISTINCT = 1 << 16
+    SIGNIFICANT_BITS = 14
 
     def __init__(self) -> None:
         self.values = np.zeros(0, dtype=np.int64)
         self.counts = np.zeros(0, dtype=np.int64)
+        self.total = 0
+        self.minimum = self.maximum = 0
+        self.rounded = False  # values kept to SIGNIFICANT_BITS, the moments carried in _mean, _m2
+        self._mean = self._m2 = 0.0
 
     @classmethod
     def of_histogram(cls, counts: np.ndarray) -> Tally:
         """The sample ``counts`` describes: ``counts[v]`` values equal to v."""
         tally = cls()
-        tally.values = np.flatnonzero(counts)
-        tally.counts = np.asarray(counts, dtype=np.int64)[tally.values]
+        values = np.flatnonzero(counts)
+        tally._merge(values, np.asarray(counts, dtype=np.int64)[values])
+        if values.size:
+            tally.total, tally.minimum, tally.maximum = int(tally.counts.sum()), int(values[0]), int(values[-1])
         return tally
 
     def add(self, sample: np.ndarray) -> None:
         if not sample.size:
             return
-        values, counts = np.unique(sample, return_counts=True)
-        if self.values.size:
-            values, inverse = np.unique(np.concatenate([self.values, values]), return_inverse=True)
-            merged = np.zeros(values.size, dtype=np.int64)
-            np.add.at(merged, inverse.reshape(-1), np.concatenate([self.counts, counts]))
-            counts = merged
-        self.values, self.counts = values.astype(np.int64, copy=False), counts
+        low, high = int(sample.min()), int(sample.max())
+        if self.rounded:  # the moments of the sample as it is, then its values rounded
+            total = self.total + sample.size
+            mean = float(np.mean(sample))
+            delta = mean - self._mean
+            self._m2 += float(np.var(sample)) * sample.size + delta * delta * self.total * sample.size / total
+            self._mean += delta * sample.size / total
+            sample = _rounded(sample, self.SIGNIFICANT_BITS)
+        self.minimum, self.maximum = (min(self.minimum, low), max(self.maximum, high)) if self.total else (low, high)
+        self.total += sample.size
+        self._merge(*np.unique(sample, return_counts=True))
 
-    @property
-    def total(self) -> int:
-        return int(self.counts.sum())
+    def _merge(self, values: np.ndarray, counts: np.ndarray) -> None:
+        if self.values.size:
+            values, counts = _summed(np.concatenate([self.values, values]), np.concatenate([self.counts, counts]))
+        self.values, self.counts = values.astype(np.int64, copy=False), counts
+        if self.values.size > self.DISTINCT and not self.rounded:
+            self._mean, std = self.mean_std()
+            self._m2 = std * std * float(self.counts.sum())
+            self.rounded = True
+            self.values, self.counts = _summed(_rounded(self.values, self.SIGNIFICANT_BITS), self.counts)
 
     def percentile(self, q: float) -> float:
         """The ``q``-th percentile (0..100) of a sample that is not empty."""
@@ -292,7 +317,9 @@ class Tally:
 
     def mean_std(self) -> tuple[float, float]:
         """Mean and standard deviation (population, as numpy's) of a sample that is not empty."""
-        total = self.total
+        if self.rounded:
+            return self._mean, float(np.sqrt(max(self._m2, 0.0) / self.total))
+        total = int(self.counts.sum())
         mean = float((self.values.astype(np.float64) * self.counts).sum()) / total
         return mean, float(np.sqrt((self.counts * (self.values - mean) ** 2).sum() / total))
 
@@ -302,26 +329,55 @@ class Tally:
             return Dist(), None
         mean, std = self.mean_std()
         return (Dist(mean / scale, self.percentile(50) / scale, self.percentile(99) / scale,
-                     float(self.values[-1]) / scale, self.total), std / scale)
+                     float(self.maximum) / scale, self.total), std / scale)
+
+
+def _summed(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``values`` (sorted) and the sum of ``counts`` (int64) for each."""
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return distinct, np.bincount(inverse.reshape(-1), weights=counts, minlength=distinct.size).astype(np.int64)
+
+
+def _rounded(values: np.ndarray, bits: int) -> np.ndarray:
+    """``values`` (int64) rounded down to ``bits`` significant bits; those under ``2**bits`` (and
+    negative ones) as they are."""
+    values = np.asarray(values, dtype=np.int64)
+    shift = np.maximum(np.frexp(np.maximum(values, 1).astype(np.float64))[1] - bits, 0)  # frexp: the bit length
+    shift += (values >> shift) >= (1 << bits)  # a float rounded up to the next power of two
+    return (values >> shift) << shift
 
 
 class _Coverage:
     """The blocks data requests cover, as a sparse step function (the block numbers where the access
-    count changes, and by how much), merged a chunk at a time; ``skew`` reads its runs."""
+    count changes, and by how much); ``skew`` reads its runs. Chunks' requests wait in ``pending``
+    until they are as many as the steps (or a million), then are merged at once: each merge sorts the
+    steps anew, so merging every chunk cost a sort of the whole function per chunk."""
 
     def __init__(self) -> None:
         self.edges = np.zeros(0, dtype=np.int64)
         self.steps = np.zeros(0, dtype=np.int64)
+        self.pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self.waiting = 0
 
     def add(self, first: np.ndarray, end: np.ndarray) -> None:
-        edges, inverse = np.unique(np.concatenate([self.edges, first, end]), return_inverse=True)
-        steps = np.zeros(edges.size, dtype=np.int64)
-        np.add.at(steps, inverse.reshape(-1), np.concatenate(
-            [self.steps, np.ones(first.size, dtype=np.int64), -np.ones(end.size, dtype=np.int64)]))
+        self.pending.append((first, end))
+        self.waiting += first.size
+        if self.waiting >= max(1 << 20, self.edges.size):
+            self._merge()
+
+    def _merge(self) -> None:
+        if not self.pending:
+            return
+        starts, opened = np.unique(np.concatenate([f for f, _ in self.pending]), return_counts=True)
+        ends, closed = np.unique(np.concatenate([e for _, e in self.pending]), return_counts=True)
+        self.pending, self.waiting = [], 0
+        edges, steps = _summed(np.concatenate([self.edges, starts, ends]),
+                               np.concatenate([self.steps, opened, -closed]))
         keep = steps != 0  # a run that ends where the next with the same count starts: one run
         self.edges, self.steps = edges[keep], steps[keep]
 
     def skew(self) -> tuple[float | None, float | None, int]:
+        self._merge()
         if not self.edges.size:
             return None, None, 0
         level = np.cumsum(self.steps)[:-1]

@@ -94,7 +94,7 @@ def _latency(tally: Tally) -> Latency | None:
     if tally.total == 0:
         return None
     mean, std = tally.mean_std()
-    return Latency(min_ns=float(tally.values[0]), max_ns=float(tally.values[-1]), mean_ns=mean, stddev_ns=std,
+    return Latency(min_ns=float(tally.minimum), max_ns=float(tally.maximum), mean_ns=mean, stddev_ns=std,
                    samples=tally.total, percentiles_ns={f"{p:g}": tally.percentile(p) for p in PERCENTILES})
 
 
