@@ -82,6 +82,14 @@ class Events:
     nr_sectors: np.ndarray
 
 
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for a column of few distinct values (tasks, rwbs
+    strings): the distinct ones by hashing, each value's index by a binary search among them, not
+    by sorting the column (a third of the pairing's time at 200k requests/s)."""
+    distinct = np.unique(values)
+    return distinct, np.searchsorted(distinct, values)
+
+
 #: rwbs letters by ``trace.OP_NAMES`` index (``rwbs_of``).
 _RWBS = (b"R", b"W", b"D", b"F", b"N")
 
@@ -168,15 +176,20 @@ class Parser:
         sector = events.sector
         key = np.where(op == FLUSH, -1, sector.astype(np.int64))  # a flush's sector (0 or -1) is no key
         pid = events.pid
-        pids, first, which = np.unique(pid, return_index=True, return_inverse=True)
+        issues = np.flatnonzero(issue)  # a completion's task is whoever ran then: only issues name theirs
+        pids, which = _distinct(pid[issues])
+        first = np.empty(pids.size, dtype=np.int64)
+        first[which[::-1]] = issues[::-1]  # the last assignment wins: each pid's first issue
         names = [task.decode(errors="replace").strip() for task in events.task[first].tolist()]
         left_out = [i for i, name in enumerate(names) if name.encode() in self._leave_out]
-        keep = issue & ~np.isin(which, left_out) if left_out else issue.copy()
-        for i, count in zip(*np.unique(which[issue & ~keep], return_counts=True), strict=True):
-            self.left_out[names[i]] = self.left_out.get(names[i], 0) + int(count)
-        kept_pids = np.unique(which[keep])
-        for i in kept_pids.tolist():
+        kept = ~np.isin(which, left_out) if left_out else np.ones(issues.size, dtype=bool)
+        for i, count in enumerate(np.bincount(which[~kept], minlength=pids.size).tolist()):
+            if count:
+                self.left_out[names[i]] = self.left_out.get(names[i], 0) + count
+        for i in np.flatnonzero(np.bincount(which[kept], minlength=pids.size)).tolist():
             self.comms.setdefault(int(pids[i]), names[i])
+        keep = np.zeros(t.size, dtype=bool)
+        keep[issues[kept]] = True
         row = np.full(t.size, -1, dtype=np.int64)
         row[keep] = self.rows + np.arange(int(keep.sum()))
         complete = self._match(key, t, issue, row)
@@ -191,7 +204,7 @@ class Parser:
         """``(op, flags)`` columns (``trace.parse_rwbs`` once per distinct rwbs and sectorless-ness;
         an rwbs string has at most 8 letters: its bytes as one integer are its key)."""
         codes = np.ascontiguousarray(rwbs, dtype="S8").view(np.uint64) * np.uint64(2) + (nr > 0)
-        distinct, inverse = np.unique(codes, return_inverse=True)
+        distinct, inverse = _distinct(codes)
         table = []
         for code in distinct.tolist():
             known = self._rwbs.get(code)
@@ -199,7 +212,7 @@ class Parser:
                 text = np.array([code // 2], dtype=np.uint64).view("S8")[0].decode()
                 known = self._rwbs[code] = parse_rwbs(text, code % 2)
             table.append(known)
-        ops = np.asarray(table, dtype=np.uint8).reshape(-1, 2)[inverse.reshape(-1)]
+        ops = np.asarray(table, dtype=np.uint8).reshape(-1, 2)[inverse]
         return ops[:, 0], ops[:, 1]
 
     def _match(self, key: np.ndarray, t: np.ndarray, issue: np.ndarray, row: np.ndarray) -> np.ndarray:
