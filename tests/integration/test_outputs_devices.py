@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -113,10 +114,14 @@ def pid_namespace() -> Iterator[int]:
         wait_for(lambda: os.readlink(f"/proc/{init}/exe").endswith("sleep"), timeout_s=30)
         yield init
     finally:
+        ns = os.stat(f"/proc/{init}/ns/pid").st_ino if os.path.exists(f"/proc/{init}") else None
         holder.kill()
         holder.wait()
         for inst in _instances_of(init):
             tracing._remove(inst)
+        # a capture killed in it left its spool too (named <pid>-<start>-<pidns>-…: judged by no one outside)
+        for spool in Path(tempfile.gettempdir()).glob(f"iolab-capture-*-*-{ns}-*"):
+            shutil.rmtree(spool, ignore_errors=True)
 
 
 def _instances_of(init: int) -> list[Path]:

@@ -37,9 +37,24 @@ def _pid_namespace(pid: int | str = "self") -> int | None:
         return None
 
 
+def owner() -> str:
+    """This process as the names of what it leaves behind give it: ``<pid>-<start>-<pidns>`` (see
+    the module): its ftrace instances, a capture's spool directory (``capture.stream``)."""
+    return f"{os.getpid()}-{start_ticks('self') or 0}-{_pid_namespace() or 0}"
+
+
+def owner_gone(name: str) -> bool:
+    """Whether the process that ``name`` (``owner()``, then anything after a ``-``) names has
+    ended; False for a process of another pid namespace, or a name that names none."""
+    parts = name.split("-")[:3]
+    if len(parts) < 3 or not all(p.isdigit() for p in parts):
+        return False
+    return _state(int(parts[0]), int(parts[1]) or None, int(parts[2]) or None) == "gone"
+
+
 def instance_name(counter: int) -> str:
     """The name of this process's ``counter``-th instance (see the module)."""
-    return f"{PREFIX}{os.getpid()}-{start_ticks('self') or 0}-{_pid_namespace() or 0}-{counter}"
+    return f"{PREFIX}{owner()}-{counter}"
 
 
 @dataclass(frozen=True)

@@ -383,3 +383,24 @@ def test_the_events_of_a_trace_fed_in_batches_come_back_as_the_trace(seed: int, 
                 assert mine.tolist() == theirs.tolist()
         assert spooled.comms == {p: trace.task(p) for p in set(trace.pid.tolist())}
     assert not spooled.spool.exists()
+
+
+def test_a_new_spool_removes_the_spools_of_captures_whose_process_is_gone(tmp_path: Path) -> None:
+    """SIGKILL leaves a capture's spool behind (~38 bytes a request): the next capture removes the
+    spools named after a process that ended, and keeps those of live processes and what is not a
+    spool of iolab's."""
+    import subprocess
+    ended = subprocess.Popen(["true"])  # a pid whose process has exited
+    ended.wait()
+    stale = tmp_path / f"{stream.SPOOL_PREFIX}{ended.pid}-1-0-abc"
+    mine = tmp_path / f"{stream.SPOOL_PREFIX}{stream.ftrace.owner()}-def"
+    other = tmp_path / f"{stream.SPOOL_PREFIX}notes"
+    for directory in (stale, mine, other):
+        directory.mkdir()
+        (directory / "issue_ns").write_bytes(b"x" * 64)
+    parser = stream.Parser(directory=str(tmp_path))
+    try:
+        assert not stale.exists() and mine.exists() and other.exists()
+        assert parser.spool.name.startswith(f"{stream.SPOOL_PREFIX}{stream.ftrace.owner()}-")
+    finally:
+        parser.close()

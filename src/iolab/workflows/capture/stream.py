@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...facts import ftrace
 from .trace import (
     _TIE_NS,
     CHUNK_ROWS,
@@ -126,6 +127,19 @@ def events_of(trace: Trace) -> Events:
                   nr_sectors=both(trace.nbytes // SECTOR_BYTES, trace.nbytes // SECTOR_BYTES))
 
 
+SPOOL_PREFIX = "iolab-capture-"
+
+
+def _spool(base: Path) -> Path:
+    """A new spool directory in ``base``, named after this process (``facts.ftrace.owner``), once
+    the spools of captures whose process is gone (SIGKILL leaves its spool: ~38 bytes a request) are
+    removed."""
+    for old in base.glob(f"{SPOOL_PREFIX}*"):
+        if ftrace.owner_gone(old.name.removeprefix(SPOOL_PREFIX)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{ftrace.owner()}-", dir=base))
+
+
 class Parser:
     """Feed it ``trace_pipe`` bytes (``feed``) or event columns (``add``), then take the ``trace``
     (times from the first request kept). Requests of tasks in ``leave_out`` are paired (their
@@ -133,7 +147,7 @@ class Parser:
     directory is removed by ``trace`` (or ``close``)."""
 
     def __init__(self, leave_out: Collection[str] = PROBE_TASKS, directory: str | None = None) -> None:
-        self.spool = Path(tempfile.mkdtemp(prefix="iolab-capture-", dir=directory))
+        self.spool = _spool(Path(directory or tempfile.gettempdir()))
         self._files = {name: open(self.spool / name, "wb") for name, _ in COLUMNS}  # noqa: SIM115
         self._patches = open(self.spool / "patches", "wb")  # noqa: SIM115
         self._leave_out = {t.encode() for t in leave_out}
