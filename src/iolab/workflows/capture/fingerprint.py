@@ -401,6 +401,7 @@ class _Counts:
     zeroes_bytes: int = 0
     first: int | None = None
     end: int | None = None
+    last_issue: int = 0
 
 
 def _merge(into: dict[int, int], values: np.ndarray, counts: np.ndarray) -> None:
@@ -439,6 +440,7 @@ def _count(trace: Requests, coverage: _Coverage, interarrival: Tally, service: d
         out.zeroes_bytes += int(nbytes[zeroes].sum())
         interarrival.add(np.diff(np.concatenate([last_issue, part.issue_ns])))
         last_issue = part.issue_ns[-1:]
+        out.last_issue = int(last_issue[0])
         rows = np.flatnonzero((op == READ) | writes)
         if not rows.size:
             continue
@@ -545,10 +547,10 @@ def fingerprint(trace: Requests, chunk: int = CHUNK) -> Fingerprint:
     coverage edges (few for an application's trace; at most a few bytes a request), whatever the
     trace's length."""
     n = len(trace)
-    duration_ns = max(trace.duration_ns, trace.span_ns if n else 0, 1)
     coverage, gaps = _Coverage(), Tally()
     service = {k: Tally() for k in (READ, WRITE, FLUSH)}
     c = _count(trace, coverage, gaps, service, chunk)
+    duration_ns = max(trace.duration_ns, c.last_issue, 1)  # the window, or to the last issue
     ios = {name: int(c.ios[i]) for i, name in enumerate(OP_NAMES) if c.ios[i]}
     nbytes = {name: int(c.nbytes[i]) for i, name in enumerate(OP_NAMES) if name in ios}
     reads, writes = ios.get("read", 0), ios.get("write", 0)
