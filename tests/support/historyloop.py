@@ -29,6 +29,7 @@ def check_history(iolab: Iolab, db: Path) -> None:
     for name, s in series.items():
         assert (s["target"], s["workload"], s["direction"]) == ("loop", "randread-4k", "read")
         assert [p["run"] for p in s["points"]] == list(range(1, BEFORE + AFTER + 1))
+        assert len(s["change_points"]) == 1, (name, [p["value"] for p in s["points"]], s["change_points"])
         (change,) = s["change_points"]
         assert (change["run"], change["previous_run"]) == (BEFORE + 1, BEFORE), name
         assert change["p_value"] <= 0.005 and change["confirmed"]

@@ -52,3 +52,14 @@ def test_flat_short_series_seldom_show_an_unconfirmed_change():
     shown = sum(any(not c.confirmed for c in changepoints.detect(list(rng.normal(100, 3, n))))
                 for n in (6, 8) for _ in range(150))
     assert shown <= 6  # 2 %; 7 % and 3 % of such series fall apart at the candidate split
+
+
+def test_a_step_under_the_minimum_change_is_part_of_its_level_however_clean():
+    """A throttled device's runs agree to a few tenths of a percent: its last three runs 0.5 % lower are as
+    clean a step as a real one (the CI run that showed it as an unconfirmed change), but not a change."""
+    before = [2992.0, 2966.1, 2980.2, 2992.0, 2986.1, 2983.0, 2986.1, 3001.0]  # recorded, tenfold throttled after
+    after = [303.7, 303.1, 303.1, 302.8, 303.1]
+    (only,) = changepoints.detect([*before, *after, 301.3, 301.5, 301.6])
+    assert (only.index, only.confirmed) == (8, True)
+    (_, late) = changepoints.detect([*before, *after, 296.3, 296.5, 296.6])  # 2.2 %: a change, still unconfirmed
+    assert (late.index, late.confirmed, late.runs_needed) == (13, False, 3)
