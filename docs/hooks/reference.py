@@ -233,8 +233,9 @@ def exit_codes_page() -> str:
     lines = ["# Exit codes", "",
              "Every command exits with one of these; the code comes from the class of the error alone",
              "(`iolab/errors.py`, generated from it here). An error prints one `Error: …` line and, when there is one,",
-             "a `Hint: …` line on stderr; an unexpected exception (a bug) is `Error: internal error: …`, exit 1,",
-             "its traceback only with `iolab --debug`.", "",
+             "a `Hint: …` line on stderr (on a terminal each is wrapped to its width, continued under its text;",
+             "piped, each stays one line for scripts to match); an unexpected exception (a bug) is",
+             "`Error: internal error: …`, exit 1, its traceback only with `iolab --debug`.", "",
              "| code | meaning | errors |", "|---:|---|---|", "| 0 | success | |"]
     for code in sorted(by_code):
         if code not in meaning:

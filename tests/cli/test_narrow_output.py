@@ -1,13 +1,19 @@
 """Output fitted to the terminal, as printed: at 80 columns ``compare`` and ``gate`` keep every
 identifying value whole (target, workload, direction, metric, verdict), wrapped or listed row by row,
-never dropped or cut; piped output honours ``COLUMNS``; a long workload name is whole at any width.
+never dropped or cut; piped output honours ``COLUMNS``; a long workload name is whole at any width; an
+error is wrapped to the terminal, one line when piped.
 
 The runs are real: the recorded loop-device history (``historydata.LOOP_RUNS``)."""
 
 from __future__ import annotations
 
+import contextlib
 import lzma
+import os
+import pty
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,3 +80,28 @@ def test_a_long_workload_name_is_never_cut(tmp_path):
             proc = iolab(*args, env={"COLUMNS": width}, db=db)
             assert proc.returncode == 0 and name in proc.stdout, (args, width, proc.stdout)
             _fits(proc.stdout, int(width))
+
+
+def test_an_error_is_wrapped_to_the_terminal_and_one_line_when_piped(runs):
+    """The gate's error names five metrics and the run's history: on an 80-column terminal it is wrapped
+    and continued under its text; piped (scripts grep it) it stays one line."""
+    argv = [sys.executable, "-m", "iolab", "--db", str(runs), "gate", "9", "--all", "--max-regression", "30%"]
+    env = {**os.environ, "COLUMNS": "80"}
+    terminal, tty = pty.openpty()
+    with open(terminal, "rb", buffering=0) as reader:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=tty, env=env,
+                              check=False, timeout=120)
+        os.close(tty)
+        shown = b""
+        with contextlib.suppress(OSError):  # EIO: the other end closed
+            while chunk := reader.read(65536):
+                shown += chunk
+    assert done.returncode == 3
+    lines = shown.decode().replace("\r\n", "\n").splitlines()
+    error = [line for line in lines if line.startswith("Error: ")]
+    assert error and max(map(len, lines)) <= 80, lines
+    at = lines.index(error[0])
+    assert lines[at + 1].startswith(" " * len("Error: ")) and not lines[at + 1].startswith(" " * 8), lines
+    hint = next(i for i in range(at, len(lines)) if lines[i].startswith("Hint: "))
+    piped = iolab("gate", "9", "--all", "--max-regression", "30%", env={"COLUMNS": "80"}, db=runs)
+    assert piped.stderr.splitlines()[0] == " ".join(line.strip() for line in lines[at:hint])

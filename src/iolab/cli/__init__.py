@@ -17,6 +17,7 @@ import gc
 import importlib
 import json
 import os
+import shutil
 import sys
 import threading
 import traceback
@@ -436,8 +437,8 @@ def _main(argv: Sequence[str] | None, state: dict[str, Any]) -> None:
             raise
         if _database_error(exc):  # outside the store's guard: still the user's, not a bug
             from ..store.faults import describe
-            click.echo(f"Error: the results database: {describe(exc)}", err=True)
-            click.echo("Hint: check --db / $IOLAB_DB and that the database is reachable and writable", err=True)
+            say("Error", f"the results database: {describe(exc)}")
+            say("Hint", "check --db / $IOLAB_DB and that the database is reachable and writable")
             sys.exit(1)
         _report_internal_error(exc)
         sys.exit(1)
@@ -455,15 +456,41 @@ def _database_error(exc: Exception) -> bool:
 def _report_internal_error(exc: Exception) -> None:
     text = " ".join(str(exc).split())
     detail = f"{type(exc).__name__}: {text[:300]}{'…' if len(text) > 300 else ''}" if text else type(exc).__name__
-    click.echo(f"Error: internal error: {detail}", err=True)
-    click.echo("Hint: this is a bug in iolab; please report it with the output of the same command run with "
-               "--debug (iolab --debug …)", err=True)
+    say("Error", f"internal error: {detail}")
+    say("Hint", "this is a bug in iolab; please report it with the output of the same command run with --debug "
+        "(iolab --debug …)")
 
 
 def report_error(exc: IolabError, debug: bool = False) -> None:
     """``Error: …`` / ``Hint: …`` on stderr; with ``debug``, first the traceback of what caused it."""
     if debug and exc.__cause__ is not None:
         traceback.print_exception(exc.__cause__)
-    click.echo(f"Error: {exc.message}", err=True)
+    say("Error", exc.message)
     if exc.hint:
-        click.echo(f"Hint: {exc.hint}", err=True)
+        say("Hint", exc.hint)
+
+
+def say(label: str, text: str) -> None:
+    """``label: text`` on stderr: on a terminal wrapped to its width (``wrapped``), else a line for each
+    of ``text``'s lines, as scripts and logs grep them."""
+    width = shutil.get_terminal_size().columns if sys.stderr.isatty() else None
+    click.echo("\n".join(wrapped(label, text, width)), err=True)
+
+
+def wrapped(label: str, text: str, width: int | None) -> list[str]:
+    """The lines of ``label: text`` at most ``width`` columns wide (None: not wrapped), each of
+    ``text``'s lines wrapped at spaces and continued under its own start, past the label; a word
+    longer than the width is left whole (a path, a URL)."""
+    import textwrap
+
+    head = f"{label}: "
+    out = []
+    for i, line in enumerate(text.splitlines() or [""]):
+        start = head if i == 0 else " " * len(head)
+        if width is None:
+            out.append(start + line)
+            continue
+        own = line[:len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line.lstrip(), width, initial_indent=start + own, subsequent_indent=" " * len(head) + own,
+                             break_long_words=False, break_on_hyphens=False) or [start]
+    return out
