@@ -141,12 +141,16 @@ class LoopDevice:
 
 
 @contextlib.contextmanager
-def loop_device(tmp_dir: Path, size_bytes: int = 32 * MiB, name: str = "loop.img") -> Iterator[LoopDevice]:
-    """Attach a fresh zero-filled (sparse) image in ``tmp_dir`` with partition scanning on."""
+def loop_device(tmp_dir: Path, size_bytes: int = 32 * MiB, name: str = "loop.img",
+                direct_io: bool = False) -> Iterator[LoopDevice]:
+    """Attach a fresh zero-filled (sparse) image in ``tmp_dir`` with partition scanning on; with
+    ``direct_io``, the loop driver reads and writes the image with O_DIRECT (``losetup --direct-io``:
+    a request lasts as long as the backing file's I/O, not a copy in the loop worker)."""
     backing = tmp_dir / name
     with open(backing, "wb") as f:
         f.truncate(size_bytes)
-    path = run("losetup", "--find", "--show", "--partscan", str(backing)).strip()
+    path = run("losetup", "--find", "--show", "--partscan", *(["--direct-io=on"] if direct_io else []),
+               str(backing)).strip()
     loop = LoopDevice(path=path, backing=backing)
     try:
         yield loop

@@ -279,7 +279,12 @@ def _trace_clock(inst: Path) -> str:
 
 
 def _switch(inst: Path, on: bool) -> None:
-    for event in EVENTS:
+    """Enable the completions before the issues, and disable the issues before the completions: every
+    issue recorded then has its completion recorded too. The other way round, requests issued between
+    the two writes (a millisecond: hundreds at full rate) had no completion, and pairing by sector gave
+    each one's later completion to the next request of its sector, and so on to the window's end:
+    service times of hundreds of ms and a depth above fio's (measured: 40 at iodepth 16 × 2 jobs)."""
+    for event in (EVENTS[::-1] if on else EVENTS):  # EVENTS: the issue first
         (inst / "events" / "block" / event / "enable").write_text("1" if on else "0")
 
 
