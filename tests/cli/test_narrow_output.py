@@ -105,3 +105,14 @@ def test_an_error_is_wrapped_to_the_terminal_and_one_line_when_piped(runs):
     hint = next(i for i in range(at, len(lines)) if lines[i].startswith("Hint: "))
     piped = iolab("gate", "9", "--all", "--max-regression", "30%", env={"COLUMNS": "80"}, db=runs)
     assert piped.stderr.splitlines()[0] == " ".join(line.strip() for line in lines[at:hint])
+
+
+def test_a_multiline_error_keeps_its_lines_and_their_indents_when_wrapped():
+    from iolab.cli import wrapped
+
+    text = "target t: preflight failed for 1 of 1 host(s):\n  10.0.0.2:8765: " + "the server closed " * 5
+    lines = wrapped("Error", text, 60)
+    assert lines[0] == "Error: target t: preflight failed for 1 of 1 host(s):"
+    assert lines[1].startswith("  10.0.0.2:8765: the server") and len(lines) == 3
+    assert all(line.startswith("  ") and len(line) <= 60 for line in lines[1:])
+    assert " ".join(" ".join(lines).split()) == " ".join(f"Error: {text}".split())

@@ -471,26 +471,21 @@ def report_error(exc: IolabError, debug: bool = False) -> None:
 
 
 def say(label: str, text: str) -> None:
-    """``label: text`` on stderr: on a terminal wrapped to its width (``wrapped``), else a line for each
-    of ``text``'s lines, as scripts and logs grep them."""
+    """``label: text`` on stderr: on a terminal wrapped to its width (``wrapped``), else as it is, as
+    scripts and logs match it."""
     width = shutil.get_terminal_size().columns if sys.stderr.isatty() else None
-    click.echo("\n".join(wrapped(label, text, width)), err=True)
+    click.echo(f"{label}: {text}" if width is None else "\n".join(wrapped(label, text, width)), err=True)
 
 
-def wrapped(label: str, text: str, width: int | None) -> list[str]:
-    """The lines of ``label: text`` at most ``width`` columns wide (None: not wrapped), each of
-    ``text``'s lines wrapped at spaces and continued under its own start, past the label; a word
-    longer than the width is left whole (a path, a URL)."""
+def wrapped(label: str, text: str, width: int) -> list[str]:
+    """The lines of ``label: text`` at most ``width`` columns wide: each of ``text``'s lines wrapped
+    at spaces and continued under its own start (the first line's under the text, past the label);
+    a word longer than the width is left whole (a path, a URL)."""
     import textwrap
 
-    head = f"{label}: "
     out = []
     for i, line in enumerate(text.splitlines() or [""]):
-        start = head if i == 0 else " " * len(head)
-        if width is None:
-            out.append(start + line)
-            continue
-        own = line[:len(line) - len(line.lstrip())]
-        out += textwrap.wrap(line.lstrip(), width, initial_indent=start + own, subsequent_indent=" " * len(head) + own,
+        start = f"{label}: " if i == 0 else line[:len(line) - len(line.lstrip())]
+        out += textwrap.wrap(line.lstrip(), width, initial_indent=start, subsequent_indent=" " * len(start),
                              break_long_words=False, break_on_hyphens=False) or [start]
     return out
