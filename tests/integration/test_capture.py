@@ -233,7 +233,7 @@ def test_captures_begun_and_ended_while_fio_runs_pair_every_request(tmp_path: Pa
     above fio's 32), and the only requests without a completion are those issued as the window closed.
     Before the completions were enabled first, the issues of the moment between the two switches had
     none, each took a later request's completion on its sector, and that one the next's, to the end:
-    a depth of 40-77 and service times of hundreds of ms, in most captures (1 s of fio first)."""
+    a depth of 33-223 and service times of hundreds of ms, in most captures (1 s of fio first)."""
     with tempfile.TemporaryDirectory(dir="/dev/shm") as shm, \
             loop_device(Path(shm), size_bytes=64 * MiB, direct_io=True) as loop:
         fio = subprocess.Popen(["fio", "--name=busy", f"--filename={loop.path}", "--rw=randread", "--bs=4k",
